@@ -1,0 +1,3 @@
+//! One module per `halo` subcommand.
+
+pub mod datasets;
