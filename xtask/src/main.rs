@@ -1,1 +1,56 @@
-fn main() {}
+//! `cargo xtask`: Halo's developer tasks (rust-analyzer style: plain Rust instead of scripts).
+//!
+//! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
+//! - `cargo xtask ptx [--arch sm_XX]`: compile `kernels/*.cu` to PTX.
+//!
+//! The repository's tidy checks (crate layering, manifests, source hygiene) live in [`tidy`] as
+//! tests, so `cargo test --workspace` enforces them.
+
+mod cli;
+mod datasets;
+mod download;
+mod install;
+mod meta;
+mod progress;
+mod ptx;
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod tidy;
+mod unpack;
+mod verify;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use cli::Command;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    match cli::parse(std::env::args().skip(1))? {
+        Command::Help => print!("{}", cli::USAGE),
+        Command::Download { dataset, dir } => {
+            let dir = dir.unwrap_or_else(|| project_root().join("datasets"));
+            install::download(dataset, &dir, &download::agent(true))?;
+        }
+        Command::Ptx { arch } => ptx::compile_all(&project_root().join("kernels"), &arch)?,
+    }
+    Ok(())
+}
+
+/// The workspace root: xtask always lives one level below it.
+fn project_root() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_owned()
+}

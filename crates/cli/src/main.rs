@@ -16,6 +16,12 @@ struct Cli {
 enum Command {
     /// Inspect and generate datasets in the OGB raw layout.
     Datasets(cmd::datasets::Args),
+    /// Partition a dataset's graph, report the partition's quality, save the partition book.
+    Partition(cmd::partition::Args),
+    /// Benchmark Halo's layers (`bench comm`: communicator throughput, ledger and cost model).
+    Bench(cmd::bench::Args),
+    /// Train a GNN full-batch (GCN, GraphSAGE, GAT) and write a JSON report.
+    Train(cmd::train::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -26,6 +32,9 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Datasets(args) => cmd::datasets::run(args),
+        Command::Partition(args) => cmd::partition::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Train(args) => cmd::train::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,1 +1,37 @@
-//! comm-hierarchy
+//! The layer of Halo that moves bytes between workers and accounts for every one of them.
+//!
+//! - [`Topology`]: `hosts x devices_per_host` workers, intra- and inter-host links (defaults:
+//!   CDFGNN's measured PCIe 22.70 GB/s and InfiniBand 8.27 GB/s peer-to-peer bandwidths).
+//! - [`Communicator`]: all-to-all (blocking and split start/wait, AdaQP ring order),
+//!   deterministic all-reduce, broadcast, gather, scatter, barrier, point-to-point, all
+//!   labelled by phase.
+//! - Backends: [`LocalCluster`] (one thread per worker, the embedded default) and, with the
+//!   `mpi` feature, `mpi_backend` (one process per rank). Both are an [`Endpoint`] over a
+//!   [`Transport`]; the NCCL backend of the `cuda` feature is to be another `Transport`.
+//! - [`LedgerSnapshot`]: bytes and messages per (src, dst, link class, phase), and
+//!   [`cost::model`], which turns a merged ledger into modeled seconds per call.
+//!
+//! Architecture invariant: this crate moves bytes and counts them; it never interprets them.
+
+pub mod communicator;
+pub mod cost;
+pub mod endpoint;
+pub mod error;
+pub mod ledger;
+pub mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi_backend;
+pub mod probe;
+pub mod topology;
+pub mod transport;
+pub mod wire;
+
+pub use communicator::{Communicator, PendingAllToAll};
+pub use cost::{LinearFit, ModeledTime, fit_linear, model};
+pub use endpoint::Endpoint;
+pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};
+pub use ledger::{CollectiveKind, LedgerSnapshot, Totals};
+pub use local::{LocalCluster, LocalCommunicator};
+pub use probe::{PairFit, probe_links};
+pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};
+pub use transport::Transport;

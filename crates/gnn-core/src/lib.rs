@@ -1,1 +1,54 @@
-//! gnn-core
+//! Halo's model layer: dense and sparse kernels, GNN layers with hand-written backward passes,
+//! losses, optimizers, and the [`Exchange`] hook through which distributed strategies plug
+//! their communication into every layer.
+//!
+//! A typical single-process training step:
+//! ```
+//! # use gnn_core::*;
+//! # use graph_partition::{Csr, EdgeListOptions};
+//! # use ndarray::Array2;
+//! let csr = Csr::from_edges(4, &[(0, 1), (1, 2), (2, 3)], EdgeListOptions::default()).unwrap();
+//! let graph = AggGraph::single(&csr).unwrap();
+//! let x = Array2::from_elem((4, 3), 0.5f32);
+//! let labels = [0u32, 1, 0, 1];
+//! let train = [0u32, 1];
+//! let mut model = Model::new(ModelConfig::gcn(3, 8, 2)).unwrap();
+//! let mut adam = Adam::new(0.01, 5e-4);
+//! for epoch in 0..3 {
+//!     model.zero_grad();
+//!     let logits = model.forward(&graph, &x, &mut NoExchange, ForwardCtx::train(0, epoch)).unwrap();
+//!     let (loss_sum, mut dlogits) = softmax_cross_entropy(logits, &labels, &train).unwrap();
+//!     dlogits /= train.len() as f32; // mean over the (global) training set
+//!     model.backward(&graph, dlogits, &mut NoExchange).unwrap();
+//!     model.step(&mut adam).unwrap();
+//!     assert!(loss_sum.is_finite());
+//! }
+//! ```
+//!
+//! Architecture invariant: gnn-core never chooses a distribution method; it exposes the
+//! [`Exchange`] hook and the trainer picks implementations.
+
+pub mod activation;
+pub mod dense;
+pub mod dropout;
+pub mod exchange;
+pub mod graph;
+pub mod layers;
+pub mod loss;
+pub mod model;
+pub mod norm;
+pub mod optim;
+pub mod params;
+pub mod sparse;
+#[cfg(test)]
+mod testkit;
+
+pub use activation::Activation;
+pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
+pub use graph::{AggGraph, GraphError};
+pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
+pub use loss::{LossError, MultiLabelCounts, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
+pub use model::{ConvKind, Model, ModelConfig, ModelError};
+pub use norm::LayerNorm;
+pub use optim::{Adam, OptimError, Optimizer, Sgd};
+pub use params::{Init, ParamInfo, ParamLayout, ParamSlot};

@@ -6,6 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+mod proptests;
+mod sprs_interop;
+
 /// Why a CSR failed validation. Positions name the offending row or entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CsrError {
@@ -78,10 +82,11 @@ impl Csr {
         if last != self.indices.len() as u64 {
             return Err(CsrError::IndptrEnd { last, nnz: self.indices.len() });
         }
+        // Monotonicity first: with it and the end check, every row range lies inside `indices`.
+        if let Some((row, w)) = self.indptr.windows(2).enumerate().find(|(_, w)| w[0] > w[1]) {
+            return Err(CsrError::IndptrDecreasing { row, start: w[0], end: w[1] });
+        }
         for (row, w) in self.indptr.windows(2).enumerate() {
-            if w[0] > w[1] {
-                return Err(CsrError::IndptrDecreasing { row, start: w[0], end: w[1] });
-            }
             let cols = &self.indices[w[0] as usize..w[1] as usize];
             for (pos, pair) in cols.windows(2).enumerate() {
                 if pair[0] >= pair[1] {

@@ -3,7 +3,14 @@
 //!
 //! Architecture invariant: this crate knows nothing of communication, models or CUDA.
 
+pub mod book;
 pub mod csr;
+pub mod dataset;
+pub mod metrics;
+pub mod partition;
 pub mod rng;
+pub mod synth;
 
 pub use csr::{Csr, CsrError, EdgeListOptions};
+pub use dataset::{Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits};
+pub use synth::{SynthConfig, SynthError};

@@ -1,3 +1,6 @@
 //! One module per `halo` subcommand.
 
+pub mod bench;
 pub mod datasets;
+pub mod partition;
+pub mod train;

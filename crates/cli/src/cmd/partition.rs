@@ -1,0 +1,182 @@
+//! `halo partition`: split a dataset's graph, report the partition's quality, optionally save
+//! the partition book.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use graph_partition::book::{LHopSets, PartitionBook};
+use graph_partition::metrics::{PartStats, PartitionMetrics, measure};
+use graph_partition::partition::{
+    Algorithm, EbvWeights, MasterRule, Partition, PartitionConfig, PartitionError, expand_l_hop, partition_graph,
+};
+use graph_partition::{Dataset, LoadOptions};
+use serde::Serialize;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Dataset directory in the OGB raw layout.
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Partitioner: hash, random, metis, bdg (edge-cut); random-vertex-cut, ebv (vertex-cut).
+    #[arg(long)]
+    algo: Algorithm,
+    /// Number of parts (workers), between 1 and the number of nodes.
+    #[arg(long)]
+    parts: usize,
+    /// Hosts the parts are spread over evenly; must divide --parts.
+    #[arg(long, default_value_t = 1)]
+    hosts: usize,
+    /// EBV: weight of the per-host replication term, in [0, 1].
+    #[arg(long, default_value_t = EbvWeights::default().gamma)]
+    gamma: f64,
+    /// EBV: weight of the edge-balance term.
+    #[arg(long, default_value_t = EbvWeights::default().alpha)]
+    alpha: f64,
+    /// EBV: weight of the vertex-balance term.
+    #[arg(long, default_value_t = EbvWeights::default().beta)]
+    beta: f64,
+    /// Vertex-cut master placement: hash or host-aware.
+    #[arg(long, default_value_t = MasterRule::HostAware)]
+    master: MasterRule,
+    /// Edge-cut only: also keep the L-hop in-neighbourhood of each part's training nodes (ADGraph).
+    #[arg(long, value_name = "L")]
+    hops: Option<usize>,
+    /// Seed of the randomised partitioners.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Split whose training nodes --hops expands (default: the dataset's only split).
+    #[arg(long)]
+    split: Option<String>,
+    /// Write the partition book here (book.json + part-<i>.bin).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write the JSON partition report here.
+    #[arg(long, value_name = "FILE")]
+    report: PathBuf,
+}
+
+/// `--report` contents: DESIGN.md's partition-report fields at the top level, then details.
+#[derive(Debug, Serialize)]
+struct Report {
+    algorithm: Algorithm,
+    parts: usize,
+    hosts: usize,
+    replication_factor: f64,
+    edge_imbalance: f64,
+    vertex_imbalance: f64,
+    edge_cut_fraction: Option<f64>,
+    remote_neighbor_ratio: f64,
+    max_inner_connections: u64,
+    max_outer_connections: u64,
+    /// Time of the partitioner alone.
+    time_s: f64,
+    /// Peak resident memory while partitioning (including the loaded dataset).
+    peak_rss_bytes: Option<u64>,
+    dataset: String,
+    num_nodes: usize,
+    num_edges: usize,
+    seed: u64,
+    config: PartitionConfig,
+    book_time_s: f64,
+    l_hop: Option<LHopReport>,
+    per_part: Vec<PartStats>,
+}
+
+#[derive(Debug, Serialize)]
+struct LHopReport {
+    hops: usize,
+    nodes_per_part: Vec<usize>,
+    /// Total kept vertices over the number of vertices.
+    replication_factor: f64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.hops.is_some() && args.algo.is_vertex_cut() {
+        bail!("--hops applies to the edge-cut algorithms (hash, random, metis, bdg), not {}", args.algo);
+    }
+    let opts = LoadOptions { split: args.split.clone(), ..LoadOptions::default() };
+    let dataset = Dataset::load(&args.dataset, &opts)
+        .with_context(|| format!("cannot load --dataset {}", args.dataset.display()))?;
+    let graph = &dataset.graph;
+    let config = PartitionConfig {
+        algorithm: args.algo,
+        parts: args.parts,
+        hosts: args.hosts,
+        ebv: EbvWeights { alpha: args.alpha, beta: args.beta, gamma: args.gamma },
+        master: args.master,
+        seed: args.seed,
+    };
+    let (partition, cost) = measure(|| partition_graph(graph, &config));
+    let partition = partition.map_err(flag_error)?;
+    let (book, book_cost) = measure(|| PartitionBook::build(graph, &partition));
+    let mut book = book.context("building the partition book")?;
+    let layout = config.layout().map_err(flag_error)?;
+    let metrics = PartitionMetrics::of(&book, &layout)?;
+
+    let l_hop = match (args.hops, &partition) {
+        (Some(hops), Partition::EdgeCut { parts, owner }) => {
+            let nodes = expand_l_hop(graph, *parts, owner, &dataset.splits.train, hops)?;
+            let report = LHopReport {
+                hops,
+                nodes_per_part: nodes.iter().map(Vec::len).collect(),
+                replication_factor: nodes.iter().map(Vec::len).sum::<usize>() as f64 / graph.num_nodes() as f64,
+            };
+            book = book.with_l_hop(LHopSets { hops, nodes })?;
+            Some(report)
+        }
+        _ => None,
+    };
+    if let Some(dir) = &args.out {
+        book.save(dir)?;
+    }
+    let report = Report {
+        algorithm: config.algorithm,
+        parts: metrics.parts,
+        hosts: metrics.hosts,
+        replication_factor: metrics.replication_factor,
+        edge_imbalance: metrics.edge_imbalance,
+        vertex_imbalance: metrics.vertex_imbalance,
+        edge_cut_fraction: metrics.edge_cut_fraction,
+        remote_neighbor_ratio: metrics.remote_neighbor_ratio,
+        max_inner_connections: metrics.max_inner_connections,
+        max_outer_connections: metrics.max_outer_connections,
+        time_s: cost.time_s,
+        peak_rss_bytes: cost.peak_rss_bytes,
+        dataset: dataset.name.clone(),
+        num_nodes: graph.num_nodes(),
+        num_edges: graph.num_edges(),
+        seed: config.seed,
+        config: config.clone(),
+        book_time_s: book_cost.time_s,
+        l_hop,
+        per_part: metrics.per_part,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    std::fs::write(&args.report, json + "\n")
+        .with_context(|| format!("cannot write --report {}", args.report.display()))?;
+    eprintln!(
+        "{} into {} parts on {} host(s) in {:.3}s: replication factor {:.3}, edge imbalance {:.3}, \
+         max outer connections {}",
+        config.algorithm,
+        report.parts,
+        report.hosts,
+        report.time_s,
+        report.replication_factor,
+        report.edge_imbalance,
+        report.max_outer_connections
+    );
+    Ok(())
+}
+
+/// Names the command-line flag behind a parameter error.
+fn flag_error(err: PartitionError) -> anyhow::Error {
+    let flag = match &err {
+        PartitionError::Parts { .. } | PartitionError::LayoutParts(_) => "--parts",
+        PartitionError::Hosts { .. } => "--hosts",
+        PartitionError::Gamma(_) => "--gamma",
+        PartitionError::Weight { name: "alpha", .. } => "--alpha",
+        PartitionError::Weight { name: "beta", .. } => "--beta",
+        _ => return anyhow::Error::new(err).context("partitioning failed"),
+    };
+    anyhow::Error::new(err).context(format!("invalid {flag}"))
+}

@@ -1,0 +1,258 @@
+//! `halo train`: full-batch GNN training with a progress bar and a JSON report.
+//!
+//! Settings come from the defaults, then the `--config` TOML file, then the flags (each layer
+//! overriding the one before); the merged configuration is validated once.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use graph_partition::partition::Algorithm;
+use trainer::config::{FeatureNorm, Method, ModelName, TrainConfig};
+use trainer::distributed::{Backend, Cut};
+use trainer::report::{EpochRecord, Report, median_epoch_s};
+use trainer::train_loop::{Best, EpochObserver};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// TOML file with any of the keys below (spelled like the flags, e.g. `weight-decay = 0.0`);
+    /// flags given on the command line override it.
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Dataset directory in the OGB raw layout, or the name of one under `datasets/`
+    /// [default: a built-in synthetic graph].
+    #[arg(long, value_name = "PATH")]
+    dataset: Option<String>,
+    /// Architecture [default: gcn].
+    #[arg(long, value_enum)]
+    model: Option<ModelName>,
+    /// Number of GNN layers [default: 2].
+    #[arg(long, value_name = "N")]
+    layers: Option<usize>,
+    /// Hidden width (per head for GAT) [default: 16].
+    #[arg(long, value_name = "N")]
+    hidden: Option<usize>,
+    /// Attention heads of GAT's hidden layers [default: 8].
+    #[arg(long, value_name = "N")]
+    heads: Option<usize>,
+    /// Training epochs [default: 200].
+    #[arg(long, value_name = "N")]
+    epochs: Option<usize>,
+    /// Adam learning rate [default: 0.01].
+    #[arg(long, value_name = "F")]
+    lr: Option<f32>,
+    /// L2 weight decay [default: 0.0005].
+    #[arg(long, value_name = "F")]
+    weight_decay: Option<f32>,
+    /// Dropout probability [default: 0.5].
+    #[arg(long, value_name = "F")]
+    dropout: Option<f32>,
+    /// Seed of initialisation, dropout and the synthetic graph [default: 0].
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Feature normalisation [default: none].
+    #[arg(long, value_enum)]
+    feature_norm: Option<FeatureNorm>,
+    /// Split under `split/` [default: the dataset's default split].
+    #[arg(long, value_name = "NAME")]
+    split: Option<String>,
+    /// Training method [default: single].
+    #[arg(long, value_enum)]
+    method: Option<Method>,
+    /// Distributed methods: how the graph is split [default: edge].
+    #[arg(long, value_enum)]
+    cut: Option<Cut>,
+    /// Distributed methods: partitioner, one of hash, random, metis, bdg (edge-cut) or
+    /// random-vertex-cut, ebv (vertex-cut) [default: metis for edge, ebv for vertex].
+    #[arg(long, value_name = "NAME")]
+    partitioner: Option<Algorithm>,
+    /// Distributed methods: workers of the local backend [default: 4]; under MPI the world size.
+    #[arg(long, value_name = "P")]
+    workers: Option<usize>,
+    /// Distributed methods: hosts the workers are spread over, dividing the workers [default: 1].
+    #[arg(long, value_name = "H")]
+    hosts: Option<usize>,
+    /// Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local].
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Compute threads [default: all cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Stop after N epochs without a validation improvement [default: never].
+    #[arg(long, value_name = "N")]
+    patience: Option<usize>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+impl Args {
+    /// Defaults, overridden by the config file, overridden by the flags; validated.
+    fn resolve(&self) -> anyhow::Result<TrainConfig> {
+        let mut c = match &self.config {
+            Some(path) => TrainConfig::from_toml_file(path)?,
+            None => TrainConfig::default(),
+        };
+        fn set<T: Clone>(slot: &mut T, flag: &Option<T>) {
+            if let Some(v) = flag {
+                *slot = v.clone();
+            }
+        }
+        fn set_opt<T: Clone>(slot: &mut Option<T>, flag: &Option<T>) {
+            if flag.is_some() {
+                slot.clone_from(flag);
+            }
+        }
+        set_opt(&mut c.dataset, &self.dataset);
+        set(&mut c.model, &self.model);
+        set(&mut c.layers, &self.layers);
+        set(&mut c.hidden, &self.hidden);
+        set(&mut c.heads, &self.heads);
+        set(&mut c.epochs, &self.epochs);
+        set(&mut c.lr, &self.lr);
+        set(&mut c.weight_decay, &self.weight_decay);
+        set(&mut c.dropout, &self.dropout);
+        set(&mut c.seed, &self.seed);
+        set(&mut c.feature_norm, &self.feature_norm);
+        set_opt(&mut c.split, &self.split);
+        set(&mut c.method, &self.method);
+        set(&mut c.distributed.cut, &self.cut);
+        set_opt(&mut c.distributed.partitioner, &self.partitioner);
+        set(&mut c.distributed.workers, &self.workers);
+        set(&mut c.distributed.hosts, &self.hosts);
+        set(&mut c.distributed.backend, &self.backend);
+        set_opt(&mut c.threads, &self.threads);
+        set_opt(&mut c.patience, &self.patience);
+        set_opt(&mut c.report, &self.report);
+        c.validate().context("invalid training setting (flag or config key)")?;
+        Ok(c)
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = args.resolve()?;
+    if let Some(threads) = config.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()
+            .with_context(|| format!("cannot start a pool of {threads} threads (--threads)"))?;
+    }
+    let mut progress = Progress::new(config.epochs, args.quiet);
+    let report = match config.method {
+        Method::Vanilla => trainer::distributed::run(&config, Path::new("datasets"), &mut progress)?,
+        Method::Single => Some(trainer::run(&config, Path::new("datasets"), &mut progress)?),
+    };
+    progress.bar.finish_and_clear();
+    // Under MPI, rank 0 writes the report for every rank.
+    let Some(report) = report else { return Ok(()) };
+    if let Some(path) = &config.report {
+        report.write(path)?;
+    }
+    println!("{}", summary(&report));
+    Ok(())
+}
+
+/// The one-line result printed at the end.
+fn summary(report: &Report) -> String {
+    let f = &report.final_;
+    let rss = f.peak_rss_bytes.map_or("n/a".to_string(), |b| format!("{:.0} MiB", b as f64 / (1 << 20) as f64));
+    format!(
+        "{} {} on {}: best val acc {:.4} at epoch {}, test acc {:.4}; median epoch {:.4} s over {} epochs; peak RSS {}",
+        report.method,
+        report.model,
+        report.dataset,
+        f.best_val_acc,
+        f.best_epoch,
+        f.test_acc_at_best_val,
+        median_epoch_s(&report.epochs),
+        report.epochs.len(),
+        rss
+    )
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal or with `--quiet`.
+struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    fn new(epochs: usize, quiet: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(
+            Some(epochs as u64),
+            if quiet || !std::io::stderr().is_terminal() {
+                ProgressDrawTarget::hidden()
+            } else {
+                ProgressDrawTarget::stderr()
+            },
+        );
+        bar.set_style(
+            ProgressStyle::with_template("epoch {pos}/{len} {bar:25} {elapsed_precise} {msg}")
+                .expect("the template is a valid constant"),
+        );
+        Self { bar }
+    }
+}
+
+impl EpochObserver for Progress {
+    fn on_epoch(&mut self, r: &EpochRecord, best: &Best) {
+        self.bar.set_position(r.epoch as u64);
+        self.bar.set_message(format!(
+            "loss {:.4} | train {:.3} val {:.3} test {:.3} | best val {:.3} @ {}",
+            r.loss, r.train_acc, r.val_acc, r.test_acc, best.val_acc, best.epoch
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Args {
+        Cli::try_parse_from(std::iter::once("train").chain(argv.iter().copied())).unwrap().args
+    }
+
+    #[test]
+    fn flags_override_toml_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, "lr = 0.05\nhidden = 32\nmodel = \"sage\"\n").unwrap();
+        let c = parse(&["--config", path.to_str().unwrap(), "--lr", "0.2", "--epochs", "7"]).resolve().unwrap();
+        assert_eq!(c.lr, 0.2, "flag beats file");
+        assert_eq!(c.hidden, 32, "file beats default");
+        assert_eq!(c.model, ModelName::Sage);
+        assert_eq!(c.epochs, 7);
+        assert_eq!(c.dropout, TrainConfig::default().dropout, "default kept");
+    }
+
+    #[test]
+    fn no_flags_give_the_defaults() {
+        assert_eq!(parse(&[]).resolve().unwrap(), TrainConfig::default());
+    }
+
+    #[test]
+    fn invalid_merged_value_names_the_key() {
+        let err = parse(&["--dropout", "1.0"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`dropout`"), "{err:#}");
+    }
+
+    #[test]
+    fn unknown_key_in_config_file_names_file_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "epochs = 5\nlayerz = 2\n").unwrap();
+        let err = parse(&["--config", path.to_str().unwrap(), "--epochs", "3"]).resolve().unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("bad.toml:2") && msg.contains("layerz"), "{msg}");
+    }
+}

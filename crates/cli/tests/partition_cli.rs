@@ -1,0 +1,107 @@
+//! `halo partition` end to end on Cora: reports, saved books, parameter errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use graph_partition::book::PartitionBook;
+use graph_partition::metrics::PartitionMetrics;
+use graph_partition::partition::HostLayout;
+use serde_json::Value;
+
+fn cora_dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
+    assert!(dir.is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
+    dir
+}
+
+/// Runs `halo partition` on Cora unless `args` name another `--dataset`.
+fn halo_partition(args: &[&str], report: &Path) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halo"));
+    cmd.arg("partition").arg("--report").arg(report).args(args);
+    if !args.contains(&"--dataset") {
+        cmd.arg("--dataset").arg(cora_dir());
+    }
+    cmd.output().expect("run halo")
+}
+
+fn succeed(args: &[&str], report: &Path) -> Value {
+    let out = halo_partition(args, report);
+    assert!(out.status.success(), "halo partition {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap()
+}
+
+fn fail(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = halo_partition(args, &report);
+    assert!(!out.status.success(), "halo partition {args:?} should fail");
+    assert!(!report.exists(), "no report after a failure");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn ebv_report_matches_the_saved_book() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, out) = (dir.path().join("report.json"), dir.path().join("book"));
+    let args = ["--algo", "ebv", "--parts", "4", "--hosts", "2", "--out", out.to_str().unwrap()];
+    let r = succeed(&args, &report);
+    for key in [
+        "algorithm",
+        "parts",
+        "hosts",
+        "replication_factor",
+        "edge_imbalance",
+        "vertex_imbalance",
+        "edge_cut_fraction",
+        "remote_neighbor_ratio",
+        "max_inner_connections",
+        "max_outer_connections",
+        "time_s",
+        "peak_rss_bytes",
+    ] {
+        assert!(r.get(key).is_some(), "report lacks {key}: {r}");
+    }
+    assert_eq!(r["algorithm"], "ebv");
+    assert_eq!((r["parts"].as_u64(), r["hosts"].as_u64()), (Some(4), Some(2)));
+    assert!(r["edge_cut_fraction"].is_null(), "vertex-cut has no edge-cut fraction");
+    assert!(r["edge_imbalance"].as_f64().unwrap() <= 1.05);
+    assert!(r["time_s"].as_f64().unwrap() > 0.0);
+
+    let book = PartitionBook::load(&out).unwrap();
+    let m = PartitionMetrics::of(&book, &HostLayout::new(4, 2).unwrap()).unwrap();
+    assert_eq!(r["replication_factor"].as_f64().unwrap(), m.replication_factor);
+    assert_eq!(r["max_outer_connections"].as_u64().unwrap(), m.max_outer_connections);
+    assert_eq!(book.meta().num_nodes, 2708);
+}
+
+#[test]
+fn metis_with_l_hop_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, out) = (dir.path().join("report.json"), dir.path().join("book"));
+    let r = succeed(&["--algo", "metis", "--parts", "4", "--hops", "2", "--out", out.to_str().unwrap()], &report);
+    let cut = r["edge_cut_fraction"].as_f64().unwrap();
+    assert!(cut > 0.0 && cut < 0.2, "METIS cut fraction {cut}");
+    assert_eq!(r["l_hop"]["hops"], 2);
+    let book = PartitionBook::load(&out).unwrap();
+    let l_hop = book.l_hop().expect("l-hop sets saved");
+    let sizes: Vec<u64> = l_hop.nodes.iter().map(|s| s.len() as u64).collect();
+    let reported: Vec<u64> =
+        r["l_hop"]["nodes_per_part"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(sizes, reported);
+    for (lg, set) in book.parts().iter().zip(&l_hop.nodes) {
+        assert!(set.len() >= lg.num_primary());
+    }
+}
+
+#[test]
+fn bad_parameters_name_their_flag() {
+    assert!(fail(&["--algo", "ebv", "--parts", "0"]).contains("--parts"));
+    assert!(fail(&["--algo", "hash", "--parts", "5000"]).contains("--parts"));
+    assert!(fail(&["--algo", "ebv", "--parts", "4", "--hosts", "3"]).contains("--hosts"));
+    assert!(fail(&["--algo", "ebv", "--parts", "4", "--gamma", "1.5"]).contains("--gamma"));
+    assert!(fail(&["--algo", "ebv", "--parts", "4", "--hops", "2"]).contains("--hops"));
+    let unknown = fail(&["--algo", "kernighan", "--parts", "4"]);
+    assert!(unknown.contains("--algo") && unknown.contains("random-vertex-cut"), "{unknown}");
+    let missing = fail(&["--algo", "hash", "--parts", "2", "--dataset", "/nonexistent/halo-data"]);
+    assert!(missing.contains("/nonexistent/halo-data"), "{missing}");
+}

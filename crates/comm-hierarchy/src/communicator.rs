@@ -1,0 +1,116 @@
+//! The `Communicator` trait: what a worker can ask of the layer that moves bytes.
+
+use std::fmt;
+
+use crate::error::CommError;
+use crate::ledger::LedgerSnapshot;
+use crate::topology::Topology;
+use crate::wire;
+
+/// Collective and point-to-point communication among the `size()` workers of one job.
+///
+/// Every rank must call the same collectives in the same order (SPMD). Each call takes a
+/// phase label (`fwd/1`, `bwd/2`, `params`, ...) under which the ledger counts its traffic.
+/// Calls fail, instead of hanging, when another rank failed or nothing arrives within the
+/// backend's timeout; the error names the rank at fault.
+pub trait Communicator: Send {
+    /// This worker's rank, `0..size()`.
+    fn rank(&self) -> usize;
+
+    /// Number of workers.
+    fn size(&self) -> usize;
+
+    /// The cluster shape the ranks are placed on.
+    fn topology(&self) -> &Topology;
+
+    /// Starts an all-to-all: `send[p]` goes to rank `p` (`send[rank]` stays local and is not
+    /// counted by the ledger). Messages are posted in AdaQP's ring order (rank+1, rank+2, ...)
+    /// and received in ring order (rank-1, rank-2, ...) by [`PendingAllToAll::wait`]; the
+    /// caller may compute, or call other collectives, in between.
+    fn start_all_to_all_v(&self, phase: &str, send: Vec<Vec<u8>>) -> Result<PendingAllToAll<'_>, CommError>;
+
+    /// All-to-all with variable bytes per peer: returns `recv` with `recv[p]` from rank `p`.
+    fn all_to_all_v(&self, phase: &str, send: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, CommError> {
+        self.start_all_to_all_v(phase, send)?.wait()
+    }
+
+    /// Element-wise sum over ranks, in place. Every rank ends with bit-identical values equal
+    /// to the serial sum `((x_0 + x_1) + x_2) + ...` in rank order; all ranks must pass slices
+    /// of the same length.
+    fn all_reduce_sum_f32(&self, phase: &str, data: &mut [f32]) -> Result<(), CommError>;
+
+    /// [`Communicator::all_reduce_sum_f32`] over f64 (loss sums, exact counters).
+    fn all_reduce_sum_f64(&self, phase: &str, data: &mut [f64]) -> Result<(), CommError>;
+
+    /// Copies `root`'s `data` into `data` on every rank.
+    fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError>;
+
+    /// Collects every rank's `data` at `root`: `Some(v)` with `v[p]` from rank `p` on the root,
+    /// `None` elsewhere.
+    fn gather(&self, phase: &str, root: usize, data: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, CommError>;
+
+    /// Hands `data[p]` of the root to rank `p`. The root passes `Some` with one buffer per
+    /// rank; the argument of other ranks is ignored.
+    fn scatter(&self, phase: &str, root: usize, data: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>, CommError>;
+
+    /// Returns once every rank has entered the barrier.
+    fn barrier(&self, phase: &str) -> Result<(), CommError>;
+
+    /// Sends one message to `dst`. Messages between a pair arrive in the order they were sent.
+    fn send(&self, phase: &str, dst: usize, data: Vec<u8>) -> Result<(), CommError>;
+
+    /// Receives the next message from `src`.
+    fn recv(&self, phase: &str, src: usize) -> Result<Vec<u8>, CommError>;
+
+    /// This rank's ledger so far.
+    fn ledger(&self) -> LedgerSnapshot;
+
+    /// Collective: merges every rank's `snapshot` (usually [`Communicator::ledger`] or a delta
+    /// of it) at `root`, which gets `Some(merged)`. This bookkeeping traffic is not recorded.
+    fn gather_ledger(&self, root: usize, snapshot: &LedgerSnapshot) -> Result<Option<LedgerSnapshot>, CommError>;
+
+    /// All-to-all of f32 rows: `send[p]` is a row-major block for rank `p`, sent as
+    /// little-endian bytes; returns the blocks received from each rank.
+    fn all_to_all_rows(&self, phase: &str, send: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, CommError> {
+        let bytes = send.iter().map(|rows| wire::encode(rows)).collect();
+        let received = self.all_to_all_v(phase, bytes)?;
+        received
+            .iter()
+            .enumerate()
+            .map(|(src, b)| wire::decode(b).map_err(|e| CommError::malformed(phase, src, e.to_string())))
+            .collect()
+    }
+
+    /// Broadcast of f32 values (e.g. initial parameters) from `root`.
+    fn broadcast_f32(&self, phase: &str, root: usize, data: &mut Vec<f32>) -> Result<(), CommError> {
+        let mut bytes = if self.rank() == root { wire::encode(data) } else { Vec::new() };
+        self.broadcast(phase, root, &mut bytes)?;
+        *data = wire::decode(&bytes).map_err(|e| CommError::malformed(phase, root, e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// An all-to-all whose messages are in flight; [`PendingAllToAll::wait`] receives them.
+/// Dropping it without waiting leaves the peers' messages unreceived.
+#[must_use = "call wait() to receive the peers' messages"]
+pub struct PendingAllToAll<'a> {
+    finish: Box<dyn FnOnce() -> Result<Vec<Vec<u8>>, CommError> + 'a>,
+}
+
+impl<'a> PendingAllToAll<'a> {
+    /// Wraps the receiving half of an all-to-all (for backends).
+    pub fn new(finish: impl FnOnce() -> Result<Vec<Vec<u8>>, CommError> + 'a) -> Self {
+        Self { finish: Box::new(finish) }
+    }
+
+    /// Blocks until every peer's message arrived; `recv[p]` is from rank `p`.
+    pub fn wait(self) -> Result<Vec<Vec<u8>>, CommError> {
+        (self.finish)()
+    }
+}
+
+impl fmt::Debug for PendingAllToAll<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingAllToAll")
+    }
+}

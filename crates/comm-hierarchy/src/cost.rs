@@ -1,0 +1,228 @@
+//! The link cost model: turns a (merged) ledger into modeled seconds per call on a
+//! [`Topology`], so a run can be projected onto a cluster it is not running on.
+//!
+//! One message of `b` bytes over a link costs `latency + b / bandwidth` of its class. Per call:
+//! - **all-to-all** and **barrier**: AdaQP's ring. Round `r` (1..P) pairs every rank `s` with
+//!   `s + r`; a round lasts as long as its slowest pair; the call is the sum of its rounds.
+//!   The bytes are the exact per-pair bytes of the ledger.
+//! - **all-reduce**: a ring reduce-scatter plus all-gather over the logical payload `n`:
+//!   `2 (P - 1)` steps, each the slowest ring neighbour pair moving `n / P` bytes. Halo's
+//!   backends move the same bytes per rank (`2 (P - 1)` chunks of `n / P`) but as direct
+//!   exchanges, which is what the ledger's byte counts show.
+//! - **broadcast, gather, scatter**: the root's messages one after another (the root's link is
+//!   the bottleneck); no pipelining or trees are assumed.
+//! - **point-to-point**: each message alone.
+//!
+//! Calls are assumed not to overlap each other or computation: the total is an upper bound on
+//! communication time for a run that overlaps. The model needs the snapshots of all ranks
+//! merged; with only some ranks it sees only their messages ([`ModeledTime::complete`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::{CollectiveKind, CollectiveRecord, LedgerSnapshot};
+use crate::topology::Topology;
+
+/// Modeled time of one recorded call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeledCall {
+    pub seq: Option<u64>,
+    pub kind: CollectiveKind,
+    pub phase: String,
+    pub seconds: f64,
+}
+
+/// Modeled communication time of a ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeledTime {
+    /// Sum over calls, in seconds.
+    pub total_s: f64,
+    /// Whether the ledger held every rank of the topology.
+    pub complete: bool,
+    /// One entry per call, in ledger order.
+    pub calls: Vec<ModeledCall>,
+}
+
+impl ModeledTime {
+    /// Seconds per phase label.
+    pub fn by_phase(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for call in &self.calls {
+            *out.entry(call.phase.clone()).or_insert(0.0) += call.seconds;
+        }
+        out
+    }
+
+    /// Seconds per kind of call.
+    pub fn by_kind(&self) -> BTreeMap<CollectiveKind, f64> {
+        let mut out = BTreeMap::new();
+        for call in &self.calls {
+            *out.entry(call.kind).or_insert(0.0) += call.seconds;
+        }
+        out
+    }
+}
+
+/// Models every call of `ledger` on `topology` (see the module notes for the formulas).
+pub fn model(topology: &Topology, ledger: &LedgerSnapshot) -> ModeledTime {
+    let calls: Vec<ModeledCall> = ledger
+        .collectives()
+        .iter()
+        .map(|record| ModeledCall {
+            seq: record.seq,
+            kind: record.kind,
+            phase: record.phase.clone(),
+            seconds: call_seconds(topology, record),
+        })
+        .collect();
+    let complete = ledger.ranks().iter().copied().eq(0..topology.workers());
+    ModeledTime { total_s: calls.iter().map(|c| c.seconds).sum(), complete, calls }
+}
+
+fn message_seconds(topology: &Topology, src: usize, dst: usize, bytes: f64) -> f64 {
+    topology.link(src, dst).map_or(0.0, |link| link.transfer_s(bytes))
+}
+
+fn call_seconds(topology: &Topology, record: &CollectiveRecord) -> f64 {
+    let p = topology.workers();
+    match record.kind {
+        CollectiveKind::AllToAll | CollectiveKind::Barrier => (1..p)
+            .map(|round| {
+                record
+                    .sends
+                    .iter()
+                    .filter(|s| s.dst == (s.src + round) % p)
+                    .map(|s| message_seconds(topology, s.src, s.dst, s.bytes as f64))
+                    .fold(0.0, f64::max)
+            })
+            .sum(),
+        CollectiveKind::AllReduce => {
+            if p < 2 {
+                return 0.0;
+            }
+            let chunk = record.payload_bytes as f64 / p as f64;
+            let step = (0..p).map(|r| message_seconds(topology, r, (r + 1) % p, chunk)).fold(0.0, f64::max);
+            2.0 * (p - 1) as f64 * step
+        }
+        CollectiveKind::Broadcast | CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::PointToPoint => {
+            record.sends.iter().map(|s| message_seconds(topology, s.src, s.dst, s.bytes as f64)).sum()
+        }
+    }
+}
+
+/// AdaQP's per-pair cost model `time = theta * MB + gamma`, with MB = 10^6 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinearFit {
+    /// Seconds per 10^6 bytes.
+    pub theta_s_per_mb: f64,
+    /// Seconds per message.
+    pub gamma_s: f64,
+    /// Coefficient of determination of the fit (1 when the points are exactly linear).
+    pub r_squared: f64,
+}
+
+/// Why a line could not be fitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    #[error("a line needs samples at two or more distinct sizes, got {distinct} distinct of {samples}")]
+    TooFewSizes { samples: usize, distinct: usize },
+    #[error("sample {index} is not finite")]
+    NotFinite { index: usize },
+}
+
+/// Least-squares line through `(megabytes, seconds)` samples.
+pub fn fit_linear(samples: &[(f64, f64)]) -> Result<LinearFit, FitError> {
+    if let Some(index) = samples.iter().position(|(x, y)| !x.is_finite() || !y.is_finite()) {
+        return Err(FitError::NotFinite { index });
+    }
+    let n = samples.len() as f64;
+    let mean_x = samples.iter().map(|s| s.0).sum::<f64>() / n;
+    let mean_y = samples.iter().map(|s| s.1).sum::<f64>() / n;
+    let sxx: f64 = samples.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
+    if samples.is_empty() || sxx <= 0.0 {
+        let mut xs: Vec<u64> = samples.iter().map(|s| s.0.to_bits()).collect();
+        xs.sort_unstable();
+        xs.dedup();
+        return Err(FitError::TooFewSizes { samples: samples.len(), distinct: xs.len() });
+    }
+    let sxy: f64 = samples.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let theta = sxy / sxx;
+    let gamma = mean_y - theta * mean_x;
+    let ss_tot: f64 = samples.iter().map(|(_, y)| (y - mean_y).powi(2)).sum();
+    let ss_res: f64 = samples.iter().map(|(x, y)| (y - (theta * x + gamma)).powi(2)).sum();
+    let r_squared = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { 1.0 };
+    Ok(LinearFit { theta_s_per_mb: theta, gamma_s: gamma, r_squared })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::PairBytes;
+    use crate::topology::{LinkModel, LinkSpec};
+
+    fn topo() -> Topology {
+        let links = LinkModel { intra: LinkSpec::from_gb_s_us(20.0, 1.0), inter: LinkSpec::from_gb_s_us(5.0, 10.0) };
+        Topology::new(2, 2, links).unwrap()
+    }
+
+    fn record(kind: CollectiveKind, payload_bytes: u64, sends: Vec<PairBytes>) -> CollectiveRecord {
+        CollectiveRecord { seq: Some(0), kind, phase: "x".into(), payload_bytes, sends }
+    }
+
+    #[test]
+    fn all_to_all_takes_the_slowest_pair_of_each_ring_round() {
+        let t = topo();
+        let n = 1_000_000u64;
+        let sends = (0..4)
+            .flat_map(|s| (0..4).filter(move |&d| d != s).map(move |d| PairBytes { src: s, dst: d, bytes: n }))
+            .collect();
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends));
+        // Every round has an inter-host pair: 3 rounds of 10 µs + 1 MB / 5 GB/s.
+        let expected = 3.0 * (10e-6 + 1e6 / 5e9);
+        assert!((secs - expected).abs() < 1e-12, "{secs} vs {expected}");
+    }
+
+    #[test]
+    fn intra_only_rounds_use_the_intra_link() {
+        let t = topo();
+        // Only 0 -> 1 (intra, round 1) sends bytes; round 1's other pairs are absent.
+        let secs =
+            call_seconds(&t, &record(CollectiveKind::AllToAll, 0, vec![PairBytes { src: 0, dst: 1, bytes: 2_000 }]));
+        assert!((secs - (1e-6 + 2e3 / 20e9)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn all_reduce_is_the_ring_formula_over_the_payload() {
+        let t = topo();
+        let secs = call_seconds(&t, &record(CollectiveKind::AllReduce, 4_000_000, Vec::new()));
+        let expected = 2.0 * 3.0 * (10e-6 + 1e6 / 5e9);
+        assert!((secs - expected).abs() < 1e-12);
+        let one = Topology::new(1, 1, LinkModel::default()).unwrap();
+        assert_eq!(call_seconds(&one, &record(CollectiveKind::AllReduce, 4_000_000, Vec::new())), 0.0);
+    }
+
+    #[test]
+    fn rooted_calls_serialise_the_root_link() {
+        let t = topo();
+        let sends = vec![PairBytes { src: 0, dst: 1, bytes: 0 }, PairBytes { src: 0, dst: 2, bytes: 0 }];
+        let secs = call_seconds(&t, &record(CollectiveKind::Broadcast, 0, sends));
+        assert!((secs - 11e-6).abs() < 1e-15);
+    }
+
+    #[test]
+    fn fit_recovers_an_exact_line() {
+        let samples: Vec<(f64, f64)> = [0.5, 1.0, 2.0, 4.0].iter().map(|&mb| (mb, 0.002 * mb + 3e-5)).collect();
+        let fit = fit_linear(&samples).unwrap();
+        assert!((fit.theta_s_per_mb - 0.002).abs() < 1e-12);
+        assert!((fit.gamma_s - 3e-5).abs() < 1e-12);
+        assert!((fit.r_squared - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fit_needs_two_sizes() {
+        assert_eq!(fit_linear(&[(1.0, 1.0), (1.0, 2.0)]), Err(FitError::TooFewSizes { samples: 2, distinct: 1 }));
+        assert_eq!(fit_linear(&[]), Err(FitError::TooFewSizes { samples: 0, distinct: 0 }));
+        assert_eq!(fit_linear(&[(1.0, f64::NAN), (2.0, 1.0)]), Err(FitError::NotFinite { index: 0 }));
+    }
+}

@@ -1,0 +1,230 @@
+//! The MPI backend (feature `mpi`): one process per rank, started by an MPI launcher
+//! (`mpirun -np P halo ...`), possibly over several hosts.
+//!
+//! Hosts are found by grouping ranks on `MPI_Get_processor_name`, or given explicitly
+//! ([`MpiOptions::hosts`], which also lets one machine pose as several hosts).
+//!
+//! Failure semantics: when the work of a rank returns an error or panics, [`run`] prints
+//! `halo: rank R ...` to stderr and calls `MPI_Abort`, so the launcher kills every other rank
+//! and exits non-zero. A rank that waits longer than the timeout for a peer fails with
+//! [`CommError::Timeout`] naming the peer, and aborts the job the same way; so does a rank
+//! that dies outright, through the launcher. Nothing hangs.
+
+mod sends;
+
+use std::ffi::c_int;
+use std::fmt::Display;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use mpi::Threading;
+use mpi::collective::CommunicatorCollectives;
+use mpi::environment::Universe;
+use mpi::point_to_point::{MatchedReceiveVec, Source};
+use mpi::topology::{Communicator as MpiCommunicatorTrait, SimpleCommunicator};
+
+use crate::endpoint::Endpoint;
+use crate::error::{CommError, FailureKind, WorkerFailure};
+use crate::local::{DEFAULT_TIMEOUT, panic_message};
+use crate::topology::{LinkModel, Topology};
+use crate::transport::{Tag, Transport};
+use sends::SendQueue;
+
+/// Exit code a failing rank aborts the job with.
+pub const ABORT_CODE: c_int = 3;
+
+/// Sequence numbers are folded into this many tag slots: `4096 * 8` ops stays within the
+/// 32767 tags every MPI implementation must offer. Calls 4096 apart never overlap in time.
+const TAG_SEQS: u64 = 4096;
+const OP_BITS: u32 = 3;
+
+/// Bytes of a processor name exchanged per rank (`MPI_MAX_PROCESSOR_NAME` in Open MPI).
+const NAME_BYTES: usize = 256;
+
+/// How long a waiting rank polls busily before it sleeps between polls.
+const SPIN: Duration = Duration::from_millis(2);
+const IDLE_SLEEP: Duration = Duration::from_micros(200);
+
+/// The communicator an MPI rank receives.
+pub type MpiCommunicator = Endpoint<MpiTransport>;
+
+/// How [`run`] sets the job up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MpiOptions {
+    /// Number of hosts the ranks are spread over in equal contiguous blocks; `None` groups
+    /// ranks by processor name.
+    pub hosts: Option<usize>,
+    /// Link classes of the topology.
+    pub links: LinkModel,
+    /// How long a call waits for a peer before failing.
+    pub timeout: Duration,
+}
+
+impl Default for MpiOptions {
+    fn default() -> Self {
+        Self { hosts: None, links: LinkModel::default(), timeout: DEFAULT_TIMEOUT }
+    }
+}
+
+/// Initialises MPI, builds this rank's communicator and runs `work` with it. Returns `work`'s
+/// value on success; setup problems (MPI already initialised, a topology that does not fit
+/// the world) are returned as errors on every rank. If `work` fails or panics, the job is
+/// aborted (see the module notes) and this function does not return.
+///
+/// `work` owns the communicator; it is dropped, its last sends drained, before MPI shuts down.
+pub fn run<T, E, F>(options: &MpiOptions, work: F) -> Result<T, CommError>
+where
+    F: FnOnce(MpiCommunicator) -> Result<T, E>,
+    E: Display,
+{
+    let (universe, provided) = mpi::initialize_with_threading(Threading::Serialized)
+        .ok_or_else(|| CommError::Mpi("MPI is already initialised in this process".into()))?;
+    if provided < Threading::Serialized {
+        return Err(CommError::Mpi(format!(
+            "the MPI library offers thread level {provided:?}; Halo needs Serialized or better"
+        )));
+    }
+    let world = universe.world();
+    let rank = world.rank() as usize;
+    let topology = discover_topology(&world, options)?;
+    let transport = MpiTransport::new(world, options.timeout);
+    let comm = Endpoint::new(topology, transport)?;
+    let failure = match catch_unwind(AssertUnwindSafe(|| work(comm))) {
+        Ok(Ok(value)) => return Ok(value),
+        Ok(Err(e)) => WorkerFailure { rank, kind: FailureKind::Error, reason: e.to_string() },
+        Err(payload) => WorkerFailure { rank, kind: FailureKind::Panic, reason: panic_message(payload.as_ref()) },
+    };
+    abort_job(&universe, &failure)
+}
+
+fn abort_job(universe: &Universe, failure: &WorkerFailure) -> ! {
+    eprintln!("halo: {failure}; aborting the MPI job");
+    universe.world().abort(ABORT_CODE)
+}
+
+fn discover_topology(world: &SimpleCommunicator, options: &MpiOptions) -> Result<Topology, CommError> {
+    let size = world.size() as usize;
+    match options.hosts {
+        Some(hosts) => Ok(Topology::for_workers(size, hosts, options.links)?),
+        None => Ok(Topology::from_host_names(&processor_names(world)?, options.links)?),
+    }
+}
+
+/// Every rank's processor name, in rank order (collective).
+fn processor_names(world: &SimpleCommunicator) -> Result<Vec<String>, CommError> {
+    let name = mpi::environment::processor_name()
+        .map_err(|e| CommError::Mpi(format!("the processor name is not UTF-8: {e}")))?;
+    let mut mine = [0u8; NAME_BYTES];
+    let len = name.len().min(NAME_BYTES);
+    mine[..len].copy_from_slice(&name.as_bytes()[..len]);
+    let mut all = vec![0u8; NAME_BYTES * world.size() as usize];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    Ok(all
+        .chunks(NAME_BYTES)
+        .map(|raw| {
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            String::from_utf8_lossy(&raw[..end]).into_owned()
+        })
+        .collect())
+}
+
+/// The integer MPI tag of a [`Tag`].
+fn mpi_tag(tag: Tag) -> c_int {
+    (((tag.seq % TAG_SEQS) as c_int) << OP_BITS) | c_int::from(tag.op.code())
+}
+
+/// The [`Transport`] of an MPI rank: non-blocking sends, receives that poll with a timeout.
+pub struct MpiTransport {
+    // Field order: the queue drains its sends before the communicator handle goes away.
+    sends: SendQueue,
+    world: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+}
+
+// SAFETY: MPI handles are plain identifiers that any thread may use once MPI runs at thread
+// level Serialized or better, which `run` checks before it builds the only transports there
+// are (`MpiTransport::new` is private). Calls through one transport are never concurrent: its
+// `Endpoint` keeps it in a `RefCell`, which is not `Sync`. The send buffers are owned `Vec`s.
+// Exercised by `comm-mpi-selftest`, which moves the communicator to another thread mid-job.
+unsafe impl Send for MpiTransport {}
+
+impl MpiTransport {
+    fn new(world: SimpleCommunicator, timeout: Duration) -> Self {
+        let (rank, size) = (world.rank() as usize, world.size() as usize);
+        Self { sends: SendQueue::new(timeout), world, rank, size, timeout }
+    }
+}
+
+impl Transport for MpiTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn post(&mut self, dst: usize, tag: Tag, bytes: Vec<u8>, phase: &str) -> Result<(), CommError> {
+        self.sends.reap()?;
+        self.sends.post(&self.world, dst as c_int, mpi_tag(tag), bytes, phase)
+    }
+
+    fn recv(&mut self, src: usize, tag: Tag, phase: &str) -> Result<Vec<u8>, CommError> {
+        let started = Instant::now();
+        let process = self.world.process_at_rank(src as c_int);
+        loop {
+            if let Some(matched) = process.immediate_matched_probe_with_tag(mpi_tag(tag)) {
+                let (bytes, _status) = matched.matched_receive_vec::<u8>();
+                self.sends.reap()?;
+                return Ok(bytes);
+            }
+            self.sends.reap()?;
+            let waited = started.elapsed();
+            if waited >= self.timeout {
+                return Err(CommError::Timeout {
+                    observer: self.rank,
+                    peer: src,
+                    phase: phase.to_owned(),
+                    timeout: self.timeout,
+                });
+            }
+            if waited < SPIN {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(IDLE_SLEEP);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Op;
+
+    #[test]
+    fn tags_fit_the_guaranteed_range_and_differ_by_op() {
+        let ops = [
+            Op::AllToAll,
+            Op::ReduceScatter,
+            Op::AllGather,
+            Op::Broadcast,
+            Op::Gather,
+            Op::Scatter,
+            Op::Barrier,
+            Op::PointToPoint,
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for op in ops {
+            for seq in [0, 1, TAG_SEQS - 1, TAG_SEQS, u64::MAX] {
+                let tag = mpi_tag(Tag { op, seq });
+                assert!((0..=32767).contains(&tag), "{op:?} {seq} -> {tag}");
+                if seq < TAG_SEQS {
+                    assert!(seen.insert(tag), "duplicate tag {tag}");
+                }
+            }
+        }
+    }
+}

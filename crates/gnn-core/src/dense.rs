@@ -1,0 +1,182 @@
+//! Dense kernels: BLAS-quality matrix multiply (the `matrixmultiply` crate, multi-threaded) and
+//! the row-parallel helpers the layers build their element-wise passes from.
+//!
+//! Reductions over rows use fixed-size row chunks combined in chunk order, so results are
+//! bit-for-bit reproducible whatever the thread count or scheduling.
+
+use std::ops::Range;
+
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use rayon::prelude::*;
+
+/// Rows per chunk in deterministic reductions (fixed, so sums do not depend on the thread count).
+const REDUCE_ROWS: usize = 1024;
+
+/// Smallest number of rows a parallel element-wise task handles.
+pub(crate) const MIN_PAR_ROWS: usize = 64;
+
+/// `c = alpha * a · b + beta * c` for views of any strides (transposed views such as `x.t()`
+/// cost nothing extra). With `beta == 0` the previous content of `c` is ignored, NaNs included.
+///
+/// # Panics
+/// If the shapes do not chain (`a: m x k`, `b: k x n`, `c: m x n`).
+pub fn gemm(alpha: f32, a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, beta: f32, c: &mut ArrayViewMut2<'_, f32>) {
+    let (m, k) = a.dim();
+    let (k2, n) = b.dim();
+    assert!(k == k2 && c.dim() == (m, n), "gemm shapes: {m}x{k} . {k2}x{n} into {:?}", c.dim());
+    let (rsa, csa) = (a.strides()[0], a.strides()[1]);
+    let (rsb, csb) = (b.strides()[0], b.strides()[1]);
+    let (rsc, csc) = (c.strides()[0], c.strides()[1]);
+    // SAFETY: the pointers and strides come from live views whose shapes were checked above, so
+    // sgemm reads only elements of `a` and `b` and writes only elements of `c`; `c` is borrowed
+    // mutably, so it cannot alias `a` or `b`, and ndarray views never have overlapping elements
+    // in a mutable view (which sgemm requires of `c`).
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            alpha,
+            a.as_ptr(),
+            rsa,
+            csa,
+            b.as_ptr(),
+            rsb,
+            csb,
+            beta,
+            c.as_mut_ptr(),
+            rsc,
+            csc,
+        );
+    }
+}
+
+/// `a · b` into a new array.
+///
+/// # Panics
+/// If the inner dimensions differ.
+pub fn matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Array2<f32> {
+    let mut c = Array2::zeros((a.nrows(), b.ncols()));
+    gemm(1.0, a, b, 0.0, &mut c.view_mut());
+    c
+}
+
+/// Gives `buf` the shape `rows x cols`, reallocating only when the shape changes. The content is
+/// unspecified afterwards: callers overwrite every element.
+pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
+    if buf.dim() != (rows, cols) {
+        *buf = Array2::zeros((rows, cols));
+    }
+}
+
+/// The contiguous row-major storage of an array the crate allocated itself.
+pub(crate) fn slice(x: &Array2<f32>) -> &[f32] {
+    x.as_slice().expect("arrays made by gnn-core are in standard layout")
+}
+
+/// Mutable counterpart of [`slice`].
+pub(crate) fn slice_mut(x: &mut Array2<f32>) -> &mut [f32] {
+    x.as_slice_mut().expect("arrays made by gnn-core are in standard layout")
+}
+
+/// Runs `f(row_index, row)` over the rows of `x` in parallel.
+pub(crate) fn par_rows_mut(x: &mut Array2<f32>, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let width = x.ncols();
+    if width == 0 {
+        return;
+    }
+    slice_mut(x).par_chunks_mut(width).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(r, row)| f(r, row));
+}
+
+/// Adds `sum over rows r in 0..num_rows of contribution(r)` into `out`, where `fold(rows, acc)`
+/// adds the contributions of a range of rows into a zeroed accumulator of `out.len()` values.
+/// Chunks of rows are folded in parallel and combined in order, so the result is deterministic.
+pub(crate) fn row_reduce(num_rows: usize, out: &mut [f32], fold: impl Fn(Range<usize>, &mut [f32]) + Sync) {
+    let width = out.len();
+    let chunks: Vec<Range<usize>> =
+        (0..num_rows).step_by(REDUCE_ROWS).map(|start| start..(start + REDUCE_ROWS).min(num_rows)).collect();
+    let partials: Vec<Vec<f32>> = chunks
+        .into_par_iter()
+        .map(|rows| {
+            let mut acc = vec![0.0f32; width];
+            fold(rows, &mut acc);
+            acc
+        })
+        .collect();
+    for partial in partials {
+        for (o, p) in out.iter_mut().zip(partial) {
+            *o += p;
+        }
+    }
+}
+
+/// Adds the column sums of `x` into `out` (a bias gradient).
+pub(crate) fn add_col_sums(x: &Array2<f32>, out: &mut [f32]) {
+    let width = x.ncols();
+    debug_assert_eq!(width, out.len());
+    let data = slice(x);
+    row_reduce(x.nrows(), out, |rows, acc| {
+        for row in data[rows.start * width..rows.end * width].chunks_exact(width) {
+            for (a, v) in acc.iter_mut().zip(row) {
+                *a += v;
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    fn naive(a: &ArrayView2<f32>, b: &ArrayView2<f32>) -> Array2<f32> {
+        Array2::from_shape_fn((a.nrows(), b.ncols()), |(i, j)| (0..a.ncols()).map(|k| a[[i, k]] * b[[k, j]]).sum())
+    }
+
+    fn arr(r: usize, c: usize, s: f32) -> Array2<f32> {
+        Array2::from_shape_fn((r, c), |(i, j)| ((i * 7 + j * 3) as f32 * s).sin())
+    }
+
+    #[test]
+    fn gemm_matches_naive_with_transposes_and_beta() {
+        let a = arr(37, 19, 0.3);
+        let b = arr(19, 23, 0.7);
+        let want = naive(&a.view(), &b.view());
+        assert!((matmul(&a.view(), &b.view()) - &want).iter().all(|d| d.abs() < 1e-4));
+        // a^T stored transposed, b^T likewise: (a^T)^T . (b^T)^T
+        let at = a.t().to_owned();
+        let bt = b.t().to_owned();
+        let mut c = Array2::from_elem((37, 23), 1.0f32);
+        gemm(2.0, &at.t(), &bt.t(), 0.5, &mut c.view_mut());
+        let want2 = want.mapv(|v| 2.0 * v + 0.5);
+        assert!((c - want2).iter().all(|d| d.abs() < 1e-4));
+    }
+
+    #[test]
+    fn beta_zero_ignores_nan_and_empty_inner_dim_scales() {
+        let a = arr(4, 3, 0.1);
+        let b = arr(3, 5, 0.2);
+        let mut c = Array2::from_elem((4, 5), f32::NAN);
+        gemm(1.0, &a.view(), &b.view(), 0.0, &mut c.view_mut());
+        assert!(c.iter().all(|v| v.is_finite()));
+        let e = Array2::<f32>::zeros((4, 0));
+        let f = Array2::<f32>::zeros((0, 5));
+        let mut c = Array2::from_elem((4, 5), 2.0f32);
+        gemm(1.0, &e.view(), &f.view(), 0.5, &mut c.view_mut());
+        assert!(c.iter().all(|&v| v == 1.0));
+    }
+
+    #[test]
+    fn col_sums_are_deterministic_and_correct() {
+        let x = arr(3000, 5, 0.01);
+        let mut out = vec![1.0f32; 5];
+        add_col_sums(&x, &mut out);
+        for (j, o) in out.iter().enumerate() {
+            let want: f64 = 1.0 + x.column(j).iter().map(|&v| v as f64).sum::<f64>();
+            assert!((*o as f64 - want).abs() < 1e-3, "{o} vs {want}");
+        }
+        let mut again = vec![1.0f32; 5];
+        add_col_sums(&x, &mut again);
+        assert_eq!(out, again);
+    }
+}

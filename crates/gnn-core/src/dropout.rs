@@ -1,0 +1,168 @@
+//! Dropout with counter-based masks.
+//!
+//! Whether an element is kept is a pure function of `(seed, epoch, layer, global node id,
+//! column)` (feature dropout) or `(seed, epoch, layer, global source, global destination, head)`
+//! (attention dropout), hashed with `graph_partition::rng`. A vertex therefore gets the same mask on
+//! every worker and replica, whatever the partition, and a run is reproducible from its seed.
+//!
+//! One 64-bit hash yields four 16-bit lanes, each compared with `round(p * 2^16)`, so the drop
+//! probability is `p` to within `2^-17`; kept values are scaled by `1 / (1 - p)` (as in PyTorch).
+
+use graph_partition::rng::{hash_key, mix64};
+use ndarray::Array2;
+use rayon::prelude::*;
+
+use crate::dense::{MIN_PAR_ROWS, slice_mut};
+
+/// Domain separators, so feature and attention streams never share keys.
+const FEATURE_DOMAIN: u64 = 0x6665_6174_7572_6573; // "features"
+const ATTENTION_DOMAIN: u64 = 0x6174_7465_6e74_696f; // "attentio"
+
+const LANES: usize = 4;
+const LANE_BITS: u32 = 16;
+
+/// One dropout site (a layer's feature or attention dropout) in one epoch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DropoutSite {
+    p: f32,
+    threshold: u64,
+    seed: u64,
+    epoch: u64,
+    layer: u64,
+}
+
+impl DropoutSite {
+    /// Drop probability `p` in `[0, 1)` (validated by the model configuration); `layer` is the
+    /// index of the conv layer whose input (or attention) this site drops.
+    pub fn new(p: f32, seed: u64, epoch: u64, layer: usize) -> Self {
+        let threshold = (f64::from(p) * f64::from(1u32 << LANE_BITS)).round() as u64;
+        Self { p, threshold, seed, epoch, layer: layer as u64 }
+    }
+
+    /// Whether anything is ever dropped.
+    pub fn is_active(&self) -> bool {
+        self.threshold > 0
+    }
+
+    /// The factor applied to kept values, `1 / (1 - p)`.
+    pub fn scale(&self) -> f32 {
+        (1.0 - self.p).recip()
+    }
+
+    /// Keep flags (1 = kept) for columns `0..keep.len()` of the row of global vertex `gid`.
+    pub fn feature_keep(&self, gid: u32, keep: &mut [u8]) {
+        let key = hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer, u64::from(gid)]);
+        self.fill(key, keep);
+    }
+
+    /// Keep flags for heads `0..keep.len()` of the edge `src -> dst` (global ids).
+    pub fn edge_keep(&self, src: u32, dst: u32, keep: &mut [u8]) {
+        let key = hash_key(&[ATTENTION_DOMAIN, self.seed, self.epoch, self.layer, u64::from(src), u64::from(dst)]);
+        self.fill(key, keep);
+    }
+
+    fn fill(&self, key: u64, keep: &mut [u8]) {
+        for (group, flags) in keep.chunks_mut(LANES).enumerate() {
+            let bits = mix64(key.wrapping_add(group as u64));
+            for (lane, flag) in flags.iter_mut().enumerate() {
+                let draw = (bits >> (lane as u32 * LANE_BITS)) & ((1 << LANE_BITS) - 1);
+                *flag = u8::from(draw >= self.threshold);
+            }
+        }
+    }
+
+    /// Drops elements of `x` in place (row `r` belongs to global vertex `global_ids[r]`) and
+    /// records the keep flags in `mask` (resized to `x.len()`), for [`dropout_backward`].
+    ///
+    /// # Panics
+    /// If `global_ids` has fewer entries than `x` has rows.
+    pub fn apply_rows(&self, x: &mut Array2<f32>, global_ids: &[u32], mask: &mut Vec<u8>) {
+        assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
+        let width = x.ncols();
+        mask.resize(x.len(), 0);
+        if width == 0 {
+            return;
+        }
+        let scale = self.scale();
+        slice_mut(x)
+            .par_chunks_mut(width)
+            .zip(mask.par_chunks_mut(width))
+            .enumerate()
+            .with_min_len(MIN_PAR_ROWS)
+            .for_each(|(r, (row, keep))| {
+                self.feature_keep(global_ids[r], keep);
+                for (v, &k) in row.iter_mut().zip(keep.iter()) {
+                    *v = if k != 0 { *v * scale } else { 0.0 };
+                }
+            });
+    }
+}
+
+/// `grad <- grad * keep * scale`: the adjoint of [`DropoutSite::apply_rows`].
+///
+/// # Panics
+/// If `mask` is not one flag per element of `grad`.
+pub fn dropout_backward(grad: &mut Array2<f32>, mask: &[u8], scale: f32) {
+    assert_eq!(grad.len(), mask.len(), "dropout backward: one flag per element");
+    slice_mut(grad).par_iter_mut().zip(mask.par_iter()).with_min_len(MIN_PAR_ROWS * 64).for_each(|(g, &k)| {
+        *g = if k != 0 { *g * scale } else { 0.0 };
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_rate_and_scale() {
+        let site = DropoutSite::new(0.6, 3, 7, 1);
+        let mut x = Array2::from_elem((400, 50), 1.0f32);
+        let ids: Vec<u32> = (0..400).collect();
+        let mut mask = Vec::new();
+        site.apply_rows(&mut x, &ids, &mut mask);
+        let kept = mask.iter().filter(|&&k| k == 1).count() as f64 / mask.len() as f64;
+        assert!((kept - 0.4).abs() < 0.01, "kept {kept}");
+        assert!(x.iter().all(|&v| v == 0.0 || (v - 2.5).abs() < 1e-6));
+        // E[x] is preserved.
+        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / x.len() as f64;
+        assert!((mean - 1.0).abs() < 0.03, "mean {mean}");
+    }
+
+    #[test]
+    fn masks_depend_on_global_id_not_row_position() {
+        let site = DropoutSite::new(0.5, 1, 2, 0);
+        let mut a = Array2::from_elem((2, 9), 1.0f32);
+        let mut b = Array2::from_elem((2, 9), 1.0f32);
+        let (mut ma, mut mb) = (Vec::new(), Vec::new());
+        site.apply_rows(&mut a, &[10, 20], &mut ma);
+        site.apply_rows(&mut b, &[20, 10], &mut mb);
+        assert_eq!(a.row(0), b.row(1));
+        assert_eq!(a.row(1), b.row(0));
+        // Different epochs, layers and seeds give different masks.
+        let mut k1 = [0u8; 64];
+        let mut k2 = [0u8; 64];
+        site.feature_keep(10, &mut k1);
+        DropoutSite::new(0.5, 1, 3, 0).feature_keep(10, &mut k2);
+        assert_ne!(k1, k2);
+        DropoutSite::new(0.5, 1, 2, 1).feature_keep(10, &mut k2);
+        assert_ne!(k1, k2);
+        site.edge_keep(10, 20, &mut k2);
+        assert_ne!(k1, k2);
+        let mut k3 = [0u8; 64];
+        site.edge_keep(20, 10, &mut k3);
+        assert_ne!(k2, k3, "edge direction matters");
+    }
+
+    #[test]
+    fn zero_rate_keeps_everything_and_backward_masks() {
+        let site = DropoutSite::new(0.0, 1, 1, 1);
+        assert!(!site.is_active());
+        let mut x = Array2::from_elem((3, 5), 2.0f32);
+        let mut mask = Vec::new();
+        site.apply_rows(&mut x, &[0, 1, 2], &mut mask);
+        assert!(x.iter().all(|&v| v == 2.0));
+        let mut g = Array2::from_elem((1, 4), 1.0f32);
+        dropout_backward(&mut g, &[1, 0, 1, 0], 2.0);
+        assert_eq!(g.as_slice().unwrap(), &[2.0, 0.0, 2.0, 0.0]);
+    }
+}

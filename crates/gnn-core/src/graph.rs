@@ -1,0 +1,190 @@
+//! The local graph view a layer aggregates over.
+//!
+//! A worker holds `num_local` vertices: the first `num_owned` are its own (edge-cut owners or
+//! vertex-cut masters), the rest are halo vertices (edge-cut) or mirrors (vertex-cut). The forward
+//! adjacency lists, for every local destination, its local in-neighbours; the backward adjacency is
+//! its transpose. Degrees are the *global* ones, so normalisation coefficients do not depend on the
+//! split.
+
+use graph_partition::Csr;
+
+/// Why an [`AggGraph`] could not be built. Field names match the constructor arguments.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GraphError {
+    #[error("aggregation graph must be square: csr has {rows} rows and {cols} columns")]
+    NotSquare { rows: usize, cols: usize },
+    #[error("num_owned = {num_owned} exceeds the {num_local} local vertices")]
+    TooManyOwned { num_owned: usize, num_local: usize },
+    #[error("{what} has {got} entries, expected one per local vertex ({expected})")]
+    Length { what: &'static str, got: usize, expected: usize },
+    #[error("local vertex {row} has a self loop; self terms are added by the layers, remove self loops from the graph")]
+    SelfLoop { row: usize },
+    #[error("{what} of local vertex {row} is {value}, degrees must be finite and >= 0")]
+    BadDegree { what: &'static str, row: usize, value: f32 },
+}
+
+/// Per-vertex coefficients derived from the global degrees, computed once per graph.
+#[derive(Debug, Clone)]
+pub(crate) struct DegreeNorms {
+    /// `1/sqrt(out_deg + 1)`: GCN coefficient of an edge's source.
+    pub gcn_src: Vec<f32>,
+    /// `1/sqrt(in_deg + 1)`: GCN coefficient of an edge's destination.
+    pub gcn_dst: Vec<f32>,
+    /// `1/(in_deg + 1)`: GCN self-loop coefficient.
+    pub gcn_self: Vec<f32>,
+    /// `1/in_deg` (0 for isolated vertices): GraphSAGE mean.
+    pub mean: Vec<f32>,
+}
+
+/// A worker's view of the graph for aggregation (see the module docs for the id layout).
+///
+/// Invariants checked on construction: square adjacency over `num_local` vertices, no self loops,
+/// `num_owned <= num_local`, one global id and one (finite, non-negative) in/out degree per local
+/// vertex. Halo rows (edge-cut) are expected to have no in-edges; their aggregation output is
+/// never used.
+#[derive(Debug, Clone)]
+pub struct AggGraph {
+    fwd: Csr,
+    bwd: Csr,
+    perm: Vec<usize>,
+    num_owned: usize,
+    global_ids: Vec<u32>,
+    in_degree: Vec<f32>,
+    out_degree: Vec<f32>,
+    norms: DegreeNorms,
+}
+
+impl AggGraph {
+    /// Builds a local view. `csr` row `v` lists the local sources of the edges into `v`
+    /// (Halo's CSR convention); `in_degree`/`out_degree` are the global degrees of each local
+    /// vertex, without self loops.
+    pub fn new(
+        csr: Csr,
+        num_owned: usize,
+        global_ids: Vec<u32>,
+        in_degree: Vec<f32>,
+        out_degree: Vec<f32>,
+    ) -> Result<Self, GraphError> {
+        let n = csr.num_rows();
+        if csr.num_cols() != n {
+            return Err(GraphError::NotSquare { rows: n, cols: csr.num_cols() });
+        }
+        if num_owned > n {
+            return Err(GraphError::TooManyOwned { num_owned, num_local: n });
+        }
+        for (what, got) in
+            [("global_ids", global_ids.len()), ("in_degree", in_degree.len()), ("out_degree", out_degree.len())]
+        {
+            if got != n {
+                return Err(GraphError::Length { what, got, expected: n });
+            }
+        }
+        if let Some(row) = (0..n).find(|&v| csr.neighbors(v).binary_search(&(v as u32)).is_ok()) {
+            return Err(GraphError::SelfLoop { row });
+        }
+        for (what, degrees) in [("in_degree", &in_degree), ("out_degree", &out_degree)] {
+            if let Some((row, &value)) = degrees.iter().enumerate().find(|(_, d)| !(d.is_finite() && **d >= 0.0)) {
+                return Err(GraphError::BadDegree { what, row, value });
+            }
+        }
+        let (bwd, perm) = csr.transpose_with_perm();
+        let norms = DegreeNorms {
+            gcn_src: out_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
+            gcn_dst: in_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
+            gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
+            mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
+        };
+        Ok(Self { fwd: csr, bwd, perm, num_owned, global_ids, in_degree, out_degree, norms })
+    }
+
+    /// The whole graph in one process: every vertex owned, local id = global id, degrees from
+    /// the graph itself.
+    pub fn single(csr: &Csr) -> Result<Self, GraphError> {
+        let n = csr.num_rows();
+        if csr.num_cols() != n {
+            return Err(GraphError::NotSquare { rows: n, cols: csr.num_cols() });
+        }
+        let in_degree = csr.degrees().into_iter().map(|d| d as f32).collect();
+        let out_degree = csr.column_counts().into_iter().map(|d| d as f32).collect();
+        Self::new(csr.clone(), n, (0..n as u32).collect(), in_degree, out_degree)
+    }
+
+    /// Forward adjacency: row = local destination, columns = local sources.
+    pub fn fwd(&self) -> &Csr {
+        &self.fwd
+    }
+
+    /// Backward adjacency (transpose of [`AggGraph::fwd`]): row = local source.
+    pub fn bwd(&self) -> &Csr {
+        &self.bwd
+    }
+
+    /// `perm()[k]` is the index in `fwd` of entry `k` of `bwd` (for per-edge values).
+    pub fn perm(&self) -> &[usize] {
+        &self.perm
+    }
+
+    /// Number of local vertices (owned + halo/mirror).
+    pub fn num_local(&self) -> usize {
+        self.fwd.num_rows()
+    }
+
+    /// Local ids `0..num_owned` are this worker's own vertices.
+    pub fn num_owned(&self) -> usize {
+        self.num_owned
+    }
+
+    /// Global id of every local vertex.
+    pub fn global_ids(&self) -> &[u32] {
+        &self.global_ids
+    }
+
+    /// Global in-degree (without self loop) of every local vertex.
+    pub fn in_degree(&self) -> &[f32] {
+        &self.in_degree
+    }
+
+    /// Global out-degree (without self loop) of every local vertex.
+    pub fn out_degree(&self) -> &[f32] {
+        &self.out_degree
+    }
+
+    pub(crate) fn norms(&self) -> &DegreeNorms {
+        &self.norms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graph_partition::EdgeListOptions;
+
+    #[test]
+    fn single_uses_graph_degrees() {
+        let opts = EdgeListOptions { symmetrize: false, remove_self_loops: true };
+        let csr = Csr::from_edges(3, &[(0, 1), (2, 1), (1, 2)], opts).unwrap();
+        let g = AggGraph::single(&csr).unwrap();
+        assert_eq!(g.in_degree(), &[0.0, 2.0, 1.0]);
+        assert_eq!(g.out_degree(), &[1.0, 1.0, 1.0]);
+        assert_eq!(g.num_owned(), 3);
+        assert_eq!(g.bwd().neighbors(1), &[2]);
+        assert_eq!(g.norms().mean, vec![0.0, 0.5, 1.0]);
+        assert!((g.norms().gcn_dst[1] - 3f32.sqrt().recip()).abs() < 1e-7);
+    }
+
+    #[test]
+    fn rejects_bad_views() {
+        let opts = EdgeListOptions { symmetrize: false, remove_self_loops: false };
+        let looped = Csr::from_edges(2, &[(0, 0), (0, 1)], opts).unwrap();
+        assert_eq!(AggGraph::single(&looped).unwrap_err(), GraphError::SelfLoop { row: 0 });
+        let csr = Csr::from_edges(2, &[(0, 1)], EdgeListOptions::default()).unwrap();
+        let err = AggGraph::new(csr.clone(), 3, vec![0, 1], vec![1.0; 2], vec![1.0; 2]).unwrap_err();
+        assert_eq!(err, GraphError::TooManyOwned { num_owned: 3, num_local: 2 });
+        let err = AggGraph::new(csr.clone(), 2, vec![0], vec![1.0; 2], vec![1.0; 2]).unwrap_err();
+        assert_eq!(err, GraphError::Length { what: "global_ids", got: 1, expected: 2 });
+        let err = AggGraph::new(csr, 2, vec![0, 1], vec![1.0, f32::NAN], vec![1.0; 2]).unwrap_err();
+        assert!(matches!(err, GraphError::BadDegree { what: "in_degree", row: 1, .. }));
+        let rect = Csr::try_new(2, 3, vec![0, 0, 1], vec![2]).unwrap();
+        assert_eq!(AggGraph::single(&rect).unwrap_err(), GraphError::NotSquare { rows: 2, cols: 3 });
+    }
+}

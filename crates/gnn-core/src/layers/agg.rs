@@ -1,0 +1,261 @@
+//! GCN and GraphSAGE-mean: a linear transform plus a fixed-coefficient aggregation over in-edges
+//! and a per-vertex self term.
+//!
+//! * GCN (PyG `GCNConv`, symmetric normalisation with self loops):
+//!   `out_v = sum_{u->v} (x_u W) / sqrt((out_u + 1)(in_v + 1)) + (x_v W) / (in_v + 1) + b`.
+//! * GraphSAGE-mean (PyG `SAGEConv(aggr="mean")`):
+//!   `out_v = (mean_{u->v} x_u) W_neigh + x_v W_self + b`.
+//!
+//! Degrees are global ([`AggGraph`]); the self term is added after `sum_replicas`.
+
+use ndarray::Array2;
+
+use super::{Conv, ExchangePoint, ForwardCtx};
+use crate::dense::{add_col_sums, ensure_shape, gemm, par_rows_mut, slice};
+use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
+use crate::graph::AggGraph;
+use crate::params::{Init, ParamLayout, ParamSlot};
+use crate::sparse::{Cols, Write, aggregate};
+
+/// Which fixed-coefficient convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggKind {
+    Gcn,
+    SageMean,
+}
+
+/// A GCN or GraphSAGE-mean layer (see the module docs).
+#[derive(Debug)]
+pub struct AggConv {
+    kind: AggKind,
+    weight: ParamSlot,
+    /// GraphSAGE's root weight; GCN shares `weight` for its self loop.
+    self_weight: Option<ParamSlot>,
+    bias: ParamSlot,
+    point: ExchangePoint,
+    /// Forward: `X W` (Transformed) or the aggregate `Z` (Input); backward: their gradients.
+    cache: Array2<f32>,
+}
+
+impl AggConv {
+    /// A GCN layer; weights Glorot, bias zero (as PyG). Parameters are named `{name}.weight`
+    /// and `{name}.bias`.
+    pub fn gcn(layout: &mut ParamLayout, name: &str, in_dim: usize, out_dim: usize) -> Self {
+        let weight = layout.add(format!("{name}.weight"), in_dim, out_dim, Init::Glorot);
+        let bias = layout.add(format!("{name}.bias"), 1, out_dim, Init::Zeros);
+        Self::build(AggKind::Gcn, weight, None, bias)
+    }
+
+    /// A GraphSAGE-mean layer, initialised like PyG's `SAGEConv` (PyTorch `Linear` default:
+    /// weights and bias `U(+-1/sqrt(in_dim))`). Parameters: `{name}.weight_neigh`,
+    /// `{name}.weight_self`, `{name}.bias`.
+    pub fn sage(layout: &mut ParamLayout, name: &str, in_dim: usize, out_dim: usize) -> Self {
+        let init = Init::Uniform { bound: (in_dim.max(1) as f32).sqrt().recip() };
+        let weight = layout.add(format!("{name}.weight_neigh"), in_dim, out_dim, init);
+        let self_weight = layout.add(format!("{name}.weight_self"), in_dim, out_dim, init);
+        let bias = layout.add(format!("{name}.bias"), 1, out_dim, init);
+        Self::build(AggKind::SageMean, weight, Some(self_weight), bias)
+    }
+
+    fn build(kind: AggKind, weight: ParamSlot, self_weight: Option<ParamSlot>, bias: ParamSlot) -> Self {
+        let point = ExchangePoint::choose(weight.rows, weight.cols);
+        Self { kind, weight, self_weight, bias, point, cache: Array2::zeros((0, 0)) }
+    }
+
+    pub fn kind(&self) -> AggKind {
+        self.kind
+    }
+
+    /// `out (+)= A x` over the forward edges with this layer's coefficients.
+    fn aggregate_fwd(&self, graph: &AggGraph, x: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
+        let cols = Cols::full(x.ncols());
+        let (xs, os, f) = (slice(x), out.as_slice_mut().expect("standard layout"), x.ncols());
+        let norms = graph.norms();
+        match self.kind {
+            AggKind::Gcn => {
+                let (src, dst) = (&norms.gcn_src, &norms.gcn_dst);
+                aggregate(graph.fwd(), xs, cols, os, cols, 1, f, write, |v, _, u, _| dst[v] * src[u]);
+            }
+            AggKind::SageMean => {
+                let mean = &norms.mean;
+                aggregate(graph.fwd(), xs, cols, os, cols, 1, f, write, |v, _, _, _| mean[v]);
+            }
+        }
+    }
+
+    /// `out (+)= A^T g`: the same coefficients, gathered over the backward (transposed) edges.
+    fn aggregate_bwd(&self, graph: &AggGraph, g: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
+        let cols = Cols::full(g.ncols());
+        let (gs, os, f) = (slice(g), out.as_slice_mut().expect("standard layout"), g.ncols());
+        let norms = graph.norms();
+        match self.kind {
+            AggKind::Gcn => {
+                let (src, dst) = (&norms.gcn_src, &norms.gcn_dst);
+                aggregate(graph.bwd(), gs, cols, os, cols, 1, f, write, |u, _, v, _| src[u] * dst[v]);
+            }
+            AggKind::SageMean => {
+                let mean = &norms.mean;
+                aggregate(graph.bwd(), gs, cols, os, cols, 1, f, write, |_, _, v, _| mean[v]);
+            }
+        }
+    }
+}
+
+/// `out[v] = (out[v] if accumulate) + coeff[v] * src[v] (+ bias)`, row-parallel.
+fn add_scaled_rows(out: &mut Array2<f32>, src: Option<(&Array2<f32>, &[f32])>, bias: Option<&[f32]>, accumulate: bool) {
+    let width = out.ncols();
+    par_rows_mut(out, |v, row| {
+        if !accumulate {
+            row.fill(0.0);
+        }
+        if let Some((src, coeff)) = src {
+            let c = coeff[v];
+            for (o, s) in row.iter_mut().zip(&slice(src)[v * width..][..width]) {
+                *o += c * s;
+            }
+        }
+        if let Some(b) = bias {
+            for (o, bv) in row.iter_mut().zip(b) {
+                *o += bv;
+            }
+        }
+    });
+}
+
+impl Conv for AggConv {
+    fn in_dim(&self) -> usize {
+        self.weight.rows
+    }
+
+    fn out_dim(&self) -> usize {
+        self.weight.cols
+    }
+
+    fn exchange_point(&self) -> ExchangePoint {
+        self.point
+    }
+
+    fn forward(
+        &mut self,
+        params: &[f32],
+        graph: &AggGraph,
+        x: &mut Array2<f32>,
+        out: &mut Array2<f32>,
+        exchange: &mut dyn Exchange,
+        layer: usize,
+        _ctx: ForwardCtx,
+    ) -> Result<(), ExchangeError> {
+        let n = graph.num_local();
+        let (din, dout) = (self.in_dim(), self.out_dim());
+        let w = self.weight.view(params);
+        let bias = self.bias.slice(params);
+        let self_coeff = &graph.norms().gcn_self;
+        let tag = |step| Tag::new(layer, Direction::Forward, step);
+        let mut cache = std::mem::take(&mut self.cache);
+        ensure_shape(out, n, dout);
+        match self.point {
+            ExchangePoint::Transformed => {
+                // h = x W; out = A h (synced) + self term + b.
+                ensure_shape(&mut cache, n, dout);
+                gemm(1.0, &x.view(), &w, 0.0, &mut cache.view_mut());
+                exchange.pull_halo(tag(Step::Halo), &mut cache)?;
+                self.aggregate_fwd(graph, &cache, out, Write::Overwrite);
+                exchange.sum_replicas(tag(Step::Aggregate), out)?;
+                match self.self_weight {
+                    None => add_scaled_rows(out, Some((&cache, self_coeff)), Some(bias), true),
+                    Some(ws) => {
+                        gemm(1.0, &x.view(), &ws.view(params), 1.0, &mut out.view_mut());
+                        add_scaled_rows(out, None, Some(bias), true);
+                    }
+                }
+            }
+            ExchangePoint::Input => {
+                // z = A x (synced) [+ GCN self loop]; out = z W [+ x W_self] + b.
+                exchange.pull_halo(tag(Step::Halo), x)?;
+                ensure_shape(&mut cache, n, din);
+                self.aggregate_fwd(graph, x, &mut cache, Write::Overwrite);
+                exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
+                if self.self_weight.is_none() {
+                    add_scaled_rows(&mut cache, Some((x, self_coeff)), None, true);
+                }
+                gemm(1.0, &cache.view(), &w, 0.0, &mut out.view_mut());
+                if let Some(ws) = self.self_weight {
+                    gemm(1.0, &x.view(), &ws.view(params), 1.0, &mut out.view_mut());
+                }
+                add_scaled_rows(out, None, Some(bias), true);
+            }
+        }
+        self.cache = cache;
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        params: &[f32],
+        grads: &mut [f32],
+        graph: &AggGraph,
+        x: &Array2<f32>,
+        dout: &mut Array2<f32>,
+        dx: Option<&mut Array2<f32>>,
+        exchange: &mut dyn Exchange,
+        layer: usize,
+    ) -> Result<(), ExchangeError> {
+        let n = graph.num_local();
+        let (din, dim_out) = (self.in_dim(), self.out_dim());
+        let w = self.weight.view(params);
+        let self_coeff = &graph.norms().gcn_self;
+        let tag = |step| Tag::new(layer, Direction::Backward, step);
+        let mut cache = std::mem::take(&mut self.cache);
+        // Per-vertex terms first, while `dout` still holds this replica's share.
+        add_col_sums(dout, self.bias.slice_mut(grads));
+        if let Some(ws) = self.self_weight {
+            gemm(1.0, &x.t(), &dout.view(), 1.0, &mut ws.view_mut(grads));
+        }
+        let mut dx = dx;
+        if let Some(dx) = dx.as_deref_mut() {
+            ensure_shape(dx, n, din);
+        }
+        match self.point {
+            ExchangePoint::Transformed => {
+                // cache <- d(x W) = [GCN: self_coeff * dout] + A^T sum_replicas(dout)
+                ensure_shape(&mut cache, n, dim_out);
+                if let Some(dx) = dx.as_deref_mut()
+                    && let Some(ws) = self.self_weight
+                {
+                    gemm(1.0, &dout.view(), &ws.view(params).t(), 0.0, &mut dx.view_mut());
+                }
+                let write = match self.self_weight {
+                    None => {
+                        add_scaled_rows(&mut cache, Some((dout, self_coeff)), None, false);
+                        Write::Accumulate
+                    }
+                    Some(_) => Write::Overwrite,
+                };
+                exchange.sum_replicas(tag(Step::Aggregate), dout)?;
+                self.aggregate_bwd(graph, dout, &mut cache, write);
+                exchange.push_halo_grad(tag(Step::Halo), &mut cache)?;
+                gemm(1.0, &x.t(), &cache.view(), 1.0, &mut self.weight.view_mut(grads));
+                if let Some(dx) = dx {
+                    let beta = if self.self_weight.is_some() { 1.0 } else { 0.0 };
+                    gemm(1.0, &cache.view(), &w.t(), beta, &mut dx.view_mut());
+                }
+            }
+            ExchangePoint::Input => {
+                gemm(1.0, &cache.t(), &dout.view(), 1.0, &mut self.weight.view_mut(grads));
+                if let Some(dx) = dx {
+                    // cache <- dz = dout W^T; dx = [self term] + A^T sum_replicas(dz).
+                    gemm(1.0, &dout.view(), &w.t(), 0.0, &mut cache.view_mut());
+                    match self.self_weight {
+                        None => add_scaled_rows(dx, Some((&cache, self_coeff)), None, false),
+                        Some(ws) => gemm(1.0, &dout.view(), &ws.view(params).t(), 0.0, &mut dx.view_mut()),
+                    }
+                    exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
+                    self.aggregate_bwd(graph, &cache, dx, Write::Accumulate);
+                    exchange.push_halo_grad(tag(Step::Halo), dx)?;
+                }
+            }
+        }
+        self.cache = cache;
+        Ok(())
+    }
+}

@@ -1,0 +1,565 @@
+//! A stack of graph convolutions with its parameters in one flat buffer.
+//!
+//! Order (PyG's example scripts): `dropout(input) -> conv_0 -> [LayerNorm] -> activation ->
+//! dropout -> conv_1 -> ... -> conv_last` (no activation after the last conv: it outputs logits).
+//! A dropout site is keyed by the index of the conv it feeds, so the input dropout is layer 0.
+
+use ndarray::{Array2, s};
+use serde::{Deserialize, Serialize};
+
+use crate::activation::Activation;
+use crate::dense::ensure_shape;
+use crate::dropout::{DropoutSite, dropout_backward};
+use crate::exchange::{Exchange, ExchangeError};
+use crate::graph::AggGraph;
+use crate::layers::{AggConv, Conv, ForwardCtx, GatConv};
+use crate::norm::LayerNorm;
+use crate::optim::{OptimError, Optimizer};
+use crate::params::{ParamInfo, ParamLayout};
+
+/// Which convolution every layer of a model uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConvKind {
+    Gcn,
+    Sage,
+    Gat,
+}
+
+/// Architecture and initialisation of a [`Model`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub kind: ConvKind,
+    pub in_dim: usize,
+    /// Hidden width (GAT: per head).
+    pub hidden: usize,
+    /// Number of classes.
+    pub out_dim: usize,
+    /// Number of conv layers (>= 1).
+    pub layers: usize,
+    /// GAT: heads of the hidden layers (concatenated). Ignored by GCN and GraphSAGE.
+    pub heads: usize,
+    /// GAT: heads of the output layer (averaged). Ignored by GCN and GraphSAGE.
+    pub out_heads: usize,
+    /// Dropout on the input of every conv after the first.
+    pub dropout: f32,
+    /// Dropout on the input features.
+    pub input_dropout: f32,
+    /// GAT: dropout on attention coefficients.
+    pub attn_dropout: f32,
+    /// LayerNorm after every hidden conv.
+    pub layer_norm: bool,
+    /// Activation after every hidden conv (and LayerNorm).
+    pub activation: Activation,
+    /// Seed of the parameter initialisation (identical on all workers).
+    pub seed: u64,
+}
+
+impl ModelConfig {
+    /// PyG's Cora GCN: 2 layers, dropout 0.5 on the input and hidden features, ReLU.
+    pub fn gcn(in_dim: usize, hidden: usize, out_dim: usize) -> Self {
+        Self {
+            kind: ConvKind::Gcn,
+            in_dim,
+            hidden,
+            out_dim,
+            layers: 2,
+            heads: 1,
+            out_heads: 1,
+            dropout: 0.5,
+            input_dropout: 0.5,
+            attn_dropout: 0.0,
+            layer_norm: false,
+            activation: Activation::Relu,
+            seed: 0,
+        }
+    }
+
+    /// GraphSAGE-mean with the same defaults as [`ModelConfig::gcn`].
+    pub fn sage(in_dim: usize, hidden: usize, out_dim: usize) -> Self {
+        Self { kind: ConvKind::Sage, ..Self::gcn(in_dim, hidden, out_dim) }
+    }
+
+    /// PyG's Cora GAT: 8 heads of `hidden` concatenated, 1 output head, dropout 0.6 on
+    /// features and attention, ELU.
+    pub fn gat(in_dim: usize, hidden: usize, out_dim: usize) -> Self {
+        Self {
+            kind: ConvKind::Gat,
+            heads: 8,
+            out_heads: 1,
+            dropout: 0.6,
+            input_dropout: 0.6,
+            attn_dropout: 0.6,
+            activation: Activation::Elu { alpha: 1.0 },
+            ..Self::gcn(in_dim, hidden, out_dim)
+        }
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |field: &'static str, reason: &str| Err(ModelError::Config { field, reason: reason.to_string() });
+        if self.layers == 0 {
+            return bad("layers", "must be at least 1");
+        }
+        if self.in_dim == 0 || self.out_dim == 0 {
+            return bad(if self.in_dim == 0 { "in_dim" } else { "out_dim" }, "must be at least 1");
+        }
+        if self.layers > 1 && self.hidden == 0 {
+            return bad("hidden", "must be at least 1");
+        }
+        if self.kind == ConvKind::Gat && (self.heads == 0 || self.out_heads == 0) {
+            return bad(if self.heads == 0 { "heads" } else { "out_heads" }, "must be at least 1");
+        }
+        for (field, p) in
+            [("dropout", self.dropout), ("input_dropout", self.input_dropout), ("attn_dropout", self.attn_dropout)]
+        {
+            if !(0.0..1.0).contains(&p) {
+                return bad(field, &format!("is {p}, must be in [0, 1)"));
+            }
+        }
+        match self.activation {
+            Activation::Elu { alpha } if !(alpha.is_finite() && alpha > 0.0) => {
+                bad("activation", "ELU alpha must be > 0")
+            }
+            Activation::LeakyRelu { slope } if !(slope.is_finite() && slope > 0.0) => {
+                bad("activation", "LeakyReLU slope must be > 0")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("model config: {field} {reason}")]
+    Config { field: &'static str, reason: String },
+    #[error("{what} is {rows} x {cols}, expected {expected_rows} x {expected_cols}")]
+    Shape { what: &'static str, rows: usize, cols: usize, expected_rows: usize, expected_cols: usize },
+    #[error("backward needs a successful forward pass on the same graph first")]
+    NoForward,
+    #[error("parameter vector has {got} values, the model has {expected}")]
+    ParamLength { got: usize, expected: usize },
+    #[error(transparent)]
+    Exchange(#[from] ExchangeError),
+}
+
+/// What the last successful forward pass was, for its backward.
+#[derive(Debug, Clone, Copy)]
+struct LastForward {
+    ctx: ForwardCtx,
+    num_local: usize,
+}
+
+/// Reusable gradient buffers, so steady-state training does not allocate large arrays.
+#[derive(Debug, Default)]
+struct BufferPool(Vec<Array2<f32>>);
+
+impl BufferPool {
+    fn take(&mut self, rows: usize, cols: usize) -> Array2<f32> {
+        let pick = self.0.iter().position(|b| b.dim() == (rows, cols));
+        let mut buf = match pick {
+            Some(i) => self.0.swap_remove(i),
+            None => self.0.pop().unwrap_or_else(|| Array2::zeros((0, 0))),
+        };
+        ensure_shape(&mut buf, rows, cols);
+        buf
+    }
+
+    fn give(&mut self, buf: Array2<f32>) {
+        self.0.push(buf);
+    }
+}
+
+/// A GNN: convolutions, optional LayerNorms, activations and dropout, with every parameter in
+/// one flat buffer (`params()`), gradients in another of the same layout (`grads()`), and per
+/// tensor names and offsets in `param_info()`.
+#[derive(Debug)]
+pub struct Model {
+    cfg: ModelConfig,
+    layout: ParamLayout,
+    params: Vec<f32>,
+    grads: Vec<f32>,
+    convs: Vec<Box<dyn Conv>>,
+    norms: Vec<LayerNorm>,
+    /// `acts[l]` is the input of conv `l` (after dropout); `acts[layers]` the logits.
+    acts: Vec<Array2<f32>>,
+    /// Conv outputs before LayerNorm (hidden layers, when enabled).
+    pre_norm: Vec<Array2<f32>>,
+    /// `masks[l]`: keep flags of the dropout feeding conv `l`.
+    masks: Vec<Vec<u8>>,
+    pool: BufferPool,
+    last: Option<LastForward>,
+}
+
+impl Model {
+    /// Builds the layers and initialises the parameters from `cfg.seed` (Glorot etc. as PyG).
+    pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
+        cfg.validate()?;
+        let mut layout = ParamLayout::new();
+        let mut convs: Vec<Box<dyn Conv>> = Vec::with_capacity(cfg.layers);
+        let mut norms = Vec::new();
+        let mut width = cfg.in_dim;
+        for l in 0..cfg.layers {
+            let last = l + 1 == cfg.layers;
+            let name = format!("conv{l}");
+            let conv: Box<dyn Conv> = match (cfg.kind, last) {
+                (ConvKind::Gcn, _) => {
+                    Box::new(AggConv::gcn(&mut layout, &name, width, if last { cfg.out_dim } else { cfg.hidden }))
+                }
+                (ConvKind::Sage, _) => {
+                    Box::new(AggConv::sage(&mut layout, &name, width, if last { cfg.out_dim } else { cfg.hidden }))
+                }
+                (ConvKind::Gat, false) => {
+                    Box::new(GatConv::new(&mut layout, &name, width, cfg.heads, cfg.hidden, true, cfg.attn_dropout))
+                }
+                (ConvKind::Gat, true) => Box::new(GatConv::new(
+                    &mut layout,
+                    &name,
+                    width,
+                    cfg.out_heads,
+                    cfg.out_dim,
+                    false,
+                    cfg.attn_dropout,
+                )),
+            };
+            width = conv.out_dim();
+            if !last && cfg.layer_norm {
+                norms.push(LayerNorm::new(&mut layout, &format!("norm{l}"), width));
+            }
+            convs.push(conv);
+        }
+        let params = layout.init_values(cfg.seed);
+        let grads = vec![0.0; params.len()];
+        let layers = cfg.layers;
+        Ok(Self {
+            cfg,
+            layout,
+            params,
+            grads,
+            convs,
+            norms,
+            acts: (0..=layers).map(|_| Array2::zeros((0, 0))).collect(),
+            pre_norm: (0..layers).map(|_| Array2::zeros((0, 0))).collect(),
+            masks: vec![Vec::new(); layers],
+            pool: BufferPool::default(),
+            last: None,
+        })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The layers, in order (for inspection: widths and exchange points).
+    pub fn convs(&self) -> impl Iterator<Item = &dyn Conv> {
+        self.convs.iter().map(|c| c.as_ref())
+    }
+
+    /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_owned` are
+    /// meaningful). `x` holds the input features, one row per local vertex. Every worker must
+    /// call this with the same `ctx` (the exchange calls are collectives).
+    pub fn forward(
+        &mut self,
+        graph: &AggGraph,
+        x: &Array2<f32>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
+        let n = graph.num_local();
+        if x.dim() != (n, self.cfg.in_dim) {
+            let (rows, cols) = x.dim();
+            return Err(ModelError::Shape {
+                what: "input features",
+                rows,
+                cols,
+                expected_rows: n,
+                expected_cols: self.cfg.in_dim,
+            });
+        }
+        self.last = None;
+        let gids = graph.global_ids();
+        let site = |p: f32, layer: usize| {
+            Some(DropoutSite::new(p, ctx.seed, ctx.epoch, layer)).filter(|s| ctx.training && s.is_active())
+        };
+        ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
+        self.acts[0].assign(x);
+        if let Some(site) = site(self.cfg.input_dropout, 0) {
+            site.apply_rows(&mut self.acts[0], gids, &mut self.masks[0]);
+        }
+        let layers = self.cfg.layers;
+        for l in 0..layers {
+            let hidden = l + 1 < layers;
+            let (before, after) = self.acts.split_at_mut(l + 1);
+            let (x, out) = (&mut before[l], &mut after[0]);
+            let conv = &mut self.convs[l];
+            if hidden && self.cfg.layer_norm {
+                conv.forward(&self.params, graph, x, &mut self.pre_norm[l], exchange, l, ctx)?;
+                self.norms[l].forward(&self.params, &self.pre_norm[l], out);
+            } else {
+                conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
+            }
+            if hidden {
+                self.cfg.activation.forward_in_place(out);
+                if let Some(site) = site(self.cfg.dropout, l + 1) {
+                    site.apply_rows(out, gids, &mut self.masks[l + 1]);
+                }
+            }
+        }
+        self.last = Some(LastForward { ctx, num_local: n });
+        Ok(&self.acts[layers])
+    }
+
+    /// Back-propagates `dlogits` (the gradient of the loss w.r.t. the logits of the last
+    /// [`Model::forward`], same graph) and *adds* the parameter gradients into `grads()`.
+    /// Rows `>= graph.num_owned()` of `dlogits` are ignored: only owned vertices carry loss.
+    /// Each forward allows one backward.
+    pub fn backward(
+        &mut self,
+        graph: &AggGraph,
+        dlogits: Array2<f32>,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(), ModelError> {
+        // The layers reuse their forward caches as backward scratch: one backward per forward.
+        let last = match self.last.take() {
+            Some(last) if last.num_local == graph.num_local() => last,
+            _ => return Err(ModelError::NoForward),
+        };
+        let (n, layers) = (graph.num_local(), self.cfg.layers);
+        if dlogits.dim() != (n, self.cfg.out_dim) {
+            let (rows, cols) = dlogits.dim();
+            return Err(ModelError::Shape {
+                what: "logit gradient",
+                rows,
+                cols,
+                expected_rows: n,
+                expected_cols: self.cfg.out_dim,
+            });
+        }
+        let mut d = dlogits;
+        d.slice_mut(s![graph.num_owned().., ..]).fill(0.0);
+        let ctx = last.ctx;
+        for l in (0..layers).rev() {
+            let hidden = l + 1 < layers;
+            if hidden {
+                // `d` is the gradient of acts[l + 1]: back through dropout, activation, LayerNorm.
+                let site = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.epoch, l + 1);
+                let scale = if ctx.training && site.is_active() {
+                    dropout_backward(&mut d, &self.masks[l + 1], site.scale());
+                    site.scale()
+                } else {
+                    1.0
+                };
+                self.cfg.activation.backward_in_place(&mut d, &self.acts[l + 1], scale);
+                if self.cfg.layer_norm {
+                    let mut dn = self.pool.take(n, d.ncols());
+                    self.norms[l].backward(&self.params, &mut self.grads, &d, &mut dn);
+                    self.pool.give(std::mem::replace(&mut d, dn));
+                }
+            }
+            let mut dx = (l > 0).then(|| self.pool.take(n, self.convs[l].in_dim()));
+            self.convs[l].backward(
+                &self.params,
+                &mut self.grads,
+                graph,
+                &self.acts[l],
+                &mut d,
+                dx.as_mut(),
+                exchange,
+                l,
+            )?;
+            let used = match dx {
+                Some(dx) => std::mem::replace(&mut d, dx),
+                None => std::mem::take(&mut d),
+            };
+            if hidden {
+                self.pool.give(used);
+            }
+        }
+        Ok(())
+    }
+
+    /// All parameters, flat (layout in [`Model::param_info`]).
+    pub fn params(&self) -> &[f32] {
+        &self.params
+    }
+
+    pub fn params_mut(&mut self) -> &mut [f32] {
+        &mut self.params
+    }
+
+    /// All gradients, flat, same layout as the parameters: all-reduce this one buffer.
+    pub fn grads(&self) -> &[f32] {
+        &self.grads
+    }
+
+    pub fn grads_mut(&mut self) -> &mut [f32] {
+        &mut self.grads
+    }
+
+    /// Both buffers at once (e.g. all-reduce the gradients, then step an optimizer).
+    pub fn params_and_grads_mut(&mut self) -> (&mut [f32], &mut [f32]) {
+        (&mut self.params, &mut self.grads)
+    }
+
+    /// Zeroes the gradients (backward accumulates).
+    pub fn zero_grad(&mut self) {
+        self.grads.fill(0.0);
+    }
+
+    /// Applies one optimizer step to the parameters from the current gradients.
+    pub fn step(&mut self, optimizer: &mut dyn Optimizer) -> Result<(), OptimError> {
+        optimizer.step(&mut self.params, &self.grads)
+    }
+
+    /// Replaces all parameters (e.g. from a checkpoint).
+    pub fn set_params(&mut self, values: &[f32]) -> Result<(), ModelError> {
+        if values.len() != self.params.len() {
+            return Err(ModelError::ParamLength { got: values.len(), expected: self.params.len() });
+        }
+        self.params.copy_from_slice(values);
+        Ok(())
+    }
+
+    /// Name, offset, shape and initialiser of every parameter tensor, in buffer order.
+    pub fn param_info(&self) -> &[ParamInfo] {
+        self.layout.infos()
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.params.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exchange::NoExchange;
+    use crate::layers::ExchangePoint;
+    use crate::loss::softmax_cross_entropy;
+    use crate::testkit::{check_gradient, random_array, random_graph};
+
+    fn small_config(kind: ConvKind, activation: Activation) -> ModelConfig {
+        ModelConfig {
+            kind,
+            in_dim: 4,
+            hidden: 3,
+            out_dim: 3,
+            layers: 3,
+            heads: 2,
+            out_heads: 2,
+            dropout: 0.3,
+            input_dropout: 0.2,
+            attn_dropout: 0.25,
+            layer_norm: true,
+            activation,
+            seed: 7,
+        }
+    }
+
+    /// End-to-end finite differences through dropout, LayerNorm, activations and every conv.
+    #[test]
+    fn model_backward_matches_finite_differences() {
+        let graph = random_graph(14, 45, 2);
+        let x = random_array(14, 4, 1.0, 3);
+        let labels: Vec<u32> = (0..14).map(|i| i % 3).collect();
+        let rows: Vec<u32> = (0..12).collect();
+        let ctx = ForwardCtx::train(11, 4);
+        for (kind, act) in [
+            (ConvKind::Gcn, Activation::Relu),
+            (ConvKind::Sage, Activation::LeakyRelu { slope: 0.1 }),
+            (ConvKind::Gat, Activation::Elu { alpha: 1.0 }),
+        ] {
+            let mut model = Model::new(small_config(kind, act)).unwrap();
+            let logits = model.forward(&graph, &x, &mut NoExchange, ctx).unwrap();
+            let (_, d) = softmax_cross_entropy(logits, &labels, &rows).unwrap();
+            model.zero_grad();
+            model.backward(&graph, d, &mut NoExchange).unwrap();
+            let grads = model.grads().to_vec();
+            let mut params = model.params().to_vec();
+            check_gradient(&format!("{kind:?} model"), &mut params, &grads, 1e-3, 1e-2, |p| {
+                model.set_params(p).unwrap();
+                let logits = model.forward(&graph, &x, &mut NoExchange, ctx).unwrap();
+                softmax_cross_entropy(logits, &labels, &rows).unwrap().0
+            });
+        }
+    }
+
+    #[test]
+    fn backward_accumulates_and_ignores_non_owned_rows() {
+        let graph = random_graph(10, 30, 5);
+        let x = random_array(10, 4, 1.0, 6);
+        let mut model = Model::new(small_config(ConvKind::Gcn, Activation::Relu)).unwrap();
+        assert!(matches!(model.backward(&graph, Array2::zeros((10, 3)), &mut NoExchange), Err(ModelError::NoForward)));
+        let d = random_array(10, 3, 1.0, 7);
+        model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
+        model.backward(&graph, d.clone(), &mut NoExchange).unwrap();
+        let once = model.grads().to_vec();
+        assert!(matches!(model.backward(&graph, d.clone(), &mut NoExchange), Err(ModelError::NoForward)));
+        model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
+        model.backward(&graph, d.clone(), &mut NoExchange).unwrap();
+        assert!(model.grads().iter().zip(&once).all(|(g, o)| (g - 2.0 * o).abs() <= 1e-5 * (1.0 + o.abs())));
+        // Rows past num_owned carry no loss: changing them changes nothing.
+        let owned = AggGraph::new(
+            graph.fwd().clone(),
+            6,
+            graph.global_ids().to_vec(),
+            graph.in_degree().to_vec(),
+            graph.out_degree().to_vec(),
+        )
+        .unwrap();
+        let mut noisy = d.clone();
+        noisy.slice_mut(s![6.., ..]).fill(100.0);
+        let mut clean = d;
+        clean.slice_mut(s![6.., ..]).fill(0.0);
+        let mut grads_of = |dl: Array2<f32>| {
+            model.zero_grad();
+            model.forward(&owned, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
+            model.backward(&owned, dl, &mut NoExchange).unwrap();
+            model.grads().to_vec()
+        };
+        assert_eq!(grads_of(noisy), grads_of(clean));
+        model.zero_grad();
+        assert!(model.grads().iter().all(|&g| g == 0.0));
+        let err = model.forward(&graph, &Array2::zeros((10, 5)), &mut NoExchange, ForwardCtx::eval()).unwrap_err();
+        assert!(matches!(err, ModelError::Shape { what: "input features", cols: 5, expected_cols: 4, .. }));
+    }
+
+    #[test]
+    fn config_validation_names_the_field() {
+        let mut cfg = ModelConfig::gat(10, 8, 3);
+        cfg.attn_dropout = 1.0;
+        assert!(matches!(Model::new(cfg.clone()), Err(ModelError::Config { field: "attn_dropout", .. })));
+        cfg.attn_dropout = 0.5;
+        cfg.heads = 0;
+        assert!(matches!(Model::new(cfg), Err(ModelError::Config { field: "heads", .. })));
+        let mut cfg = ModelConfig::gcn(10, 16, 3);
+        cfg.layers = 0;
+        assert!(matches!(Model::new(cfg), Err(ModelError::Config { field: "layers", .. })));
+        let json = serde_json::to_string(&ModelConfig::sage(5, 4, 2)).unwrap();
+        assert_eq!(serde_json::from_str::<ModelConfig>(&json).unwrap(), ModelConfig::sage(5, 4, 2));
+    }
+
+    #[test]
+    fn layout_matches_pyg_shapes() {
+        let model = Model::new(ModelConfig::gat(1433, 8, 7)).unwrap();
+        let names: Vec<(&str, usize, usize)> =
+            model.param_info().iter().map(|p| (p.name.as_str(), p.slot.rows, p.slot.cols)).collect();
+        assert_eq!(
+            names,
+            [
+                ("conv0.weight", 1433, 64),
+                ("conv0.att_src", 8, 8),
+                ("conv0.att_dst", 8, 8),
+                ("conv0.bias", 1, 64),
+                ("conv1.weight", 64, 7),
+                ("conv1.att_src", 1, 7),
+                ("conv1.att_dst", 1, 7),
+                ("conv1.bias", 1, 7),
+            ]
+        );
+        assert_eq!(model.num_params(), 1433 * 64 + 64 + 64 + 64 + 64 * 7 + 21);
+        let points: Vec<ExchangePoint> = model.convs().map(|c| c.exchange_point()).collect();
+        assert_eq!(points, [ExchangePoint::Transformed, ExchangePoint::Transformed]);
+    }
+}

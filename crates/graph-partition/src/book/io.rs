@@ -1,0 +1,171 @@
+//! On-disk layout of a partition book: `book.json` (metadata and a summary of every part)
+//! and `part-<i>.bin` (bincode of one [`LocalGraph`] and its l-hop set, if any).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::local::LocalGraph;
+use super::validate::check_part;
+use super::{BookError, BookMeta, CutKind, LHopSets, PartitionBook};
+
+const FORMAT: &str = "halo-partition-book";
+const VERSION: u32 = 1;
+/// Leads every part file, so that a stray file is recognised as such.
+const PART_MAGIC: u64 = 0x4841_4c4f_5041_5254; // "HALOPART"
+
+/// `book.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct BookFile {
+    format: String,
+    version: u32,
+    meta: BookMeta,
+    /// The `hops` of the l-hop sets stored in the part files, if any.
+    l_hop: Option<usize>,
+    part_files: Vec<PartSummary>,
+}
+
+/// What `book.json` promises about a part file, checked against its contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct PartSummary {
+    file: String,
+    num_local: usize,
+    num_primary: usize,
+    num_edges: usize,
+}
+
+impl PartSummary {
+    fn of(lg: &LocalGraph) -> Self {
+        Self {
+            file: part_file_name(lg.part()),
+            num_local: lg.num_local(),
+            num_primary: lg.num_primary(),
+            num_edges: lg.num_edges(),
+        }
+    }
+}
+
+fn part_file_name(part: usize) -> String {
+    format!("part-{part}.bin")
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BookError + '_ {
+    move |source| BookError::Io { path: path.to_path_buf(), source }
+}
+
+impl PartitionBook {
+    /// Writes `book.json` and `part-<i>.bin` into `dir` (created if missing).
+    pub fn save(&self, dir: &Path) -> Result<(), BookError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        for (i, lg) in self.parts.iter().enumerate() {
+            let path = dir.join(part_file_name(i));
+            let l_hop = self.l_hop.as_ref().map(|l| l.nodes[i].as_slice());
+            let mut out = BufWriter::new(File::create(&path).map_err(io_err(&path))?);
+            bincode::encode_into_std_write((PART_MAGIC, lg, l_hop), &mut out, bincode::config::standard())
+                .map_err(|source| BookError::Encode { path: path.clone(), source })?;
+            out.flush().map_err(io_err(&path))?;
+        }
+        let file = BookFile {
+            format: FORMAT.into(),
+            version: VERSION,
+            meta: self.meta.clone(),
+            l_hop: self.l_hop.as_ref().map(|l| l.hops),
+            part_files: self.parts.iter().map(PartSummary::of).collect(),
+        };
+        let path = dir.join("book.json");
+        let json = serde_json::to_vec_pretty(&file).map_err(|source| BookError::Json { path: path.clone(), source })?;
+        std::fs::write(&path, json).map_err(io_err(&path))
+    }
+
+    /// Reads a book written by [`PartitionBook::save`] and validates it completely; errors
+    /// name the file at fault.
+    pub fn load(dir: &Path) -> Result<Self, BookError> {
+        let meta_path = dir.join("book.json");
+        let text = std::fs::read(&meta_path).map_err(io_err(&meta_path))?;
+        let file: BookFile =
+            serde_json::from_slice(&text).map_err(|source| BookError::Json { path: meta_path.clone(), source })?;
+        let format_error = |reason: String| BookError::Format { path: meta_path.clone(), reason };
+        if file.format != FORMAT || file.version != VERSION {
+            return Err(format_error(format!(
+                "format {:?} version {}, expected {FORMAT:?} version {VERSION}",
+                file.format, file.version
+            )));
+        }
+        let expected_files = if file.meta.cut == CutKind::FeatureCut { 0 } else { file.meta.parts };
+        if file.part_files.len() != expected_files {
+            return Err(format_error(format!("lists {} part files for {expected_files}", file.part_files.len())));
+        }
+        let mut parts = Vec::with_capacity(file.part_files.len());
+        let mut l_hop_nodes = Vec::new();
+        for (i, summary) in file.part_files.iter().enumerate() {
+            if summary.file != part_file_name(i) {
+                return Err(format_error(format!("part {i} is listed as {:?}", summary.file)));
+            }
+            let path = dir.join(&summary.file);
+            let (lg, l_hop) = read_part(&path, i, &file)?;
+            parts.push(lg);
+            l_hop_nodes.extend(l_hop);
+        }
+        let l_hop = file.l_hop.map(|hops| LHopSets { hops, nodes: l_hop_nodes });
+        let book = Self { meta: file.meta, parts, l_hop };
+        book.validate().map_err(|source| BookError::Invalid {
+            path: source.part.map_or(meta_path.clone(), |p| dir.join(part_file_name(p))),
+            source,
+        })?;
+        Ok(book)
+    }
+}
+
+/// Decodes and checks one part file against its summary in `book.json`.
+fn read_part(path: &Path, index: usize, file: &BookFile) -> Result<(LocalGraph, Option<Vec<u32>>), BookError> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    let format_error = |reason: String| BookError::Format { path: path.to_path_buf(), reason };
+    let ((magic, lg, l_hop), used): ((u64, LocalGraph, Option<Vec<u32>>), usize) =
+        decode_bounded(&bytes).map_err(|source| BookError::Decode { path: path.to_path_buf(), source })?;
+    if magic != PART_MAGIC {
+        return Err(format_error("not a Halo partition-book part file".into()));
+    }
+    if used != bytes.len() {
+        return Err(format_error(format!("{} trailing bytes", bytes.len() - used)));
+    }
+    if PartSummary::of(&lg) != file.part_files[index] {
+        return Err(format_error(format!("contents do not match book.json's summary {:?}", file.part_files[index])));
+    }
+    if l_hop.is_some() != file.l_hop.is_some() {
+        return Err(format_error("l-hop set presence disagrees with book.json".into()));
+    }
+    check_part(&lg, index, file.meta.cut, file.meta.parts, file.meta.num_nodes)
+        .map_err(|source| BookError::Invalid { path: path.to_path_buf(), source })?;
+    Ok((lg, l_hop))
+}
+
+/// Decodes with bincode's allocation limit set from the input size: a decoded part takes at
+/// most a small multiple of its encoded size, so a corrupt length prefix fails cleanly instead
+/// of attempting a huge allocation. bincode takes the limit as a const parameter, hence the
+/// dispatch over powers of four.
+fn decode_bounded<T: bincode::Decode<()>>(bytes: &[u8]) -> Result<(T, usize), bincode::error::DecodeError> {
+    fn with_limit<T: bincode::Decode<()>, const LIMIT: usize>(
+        bytes: &[u8],
+    ) -> Result<(T, usize), bincode::error::DecodeError> {
+        bincode::decode_from_slice(bytes, bincode::config::standard().with_limit::<LIMIT>())
+    }
+    // Varints shrink a u64 to one byte and an empty Vec header (24 bytes in memory) to one.
+    let budget = bytes.len().saturating_mul(32).max(1 << 20);
+    let bits = usize::BITS - (budget - 1).leading_zeros();
+    macro_rules! dispatch {
+        ($($b:literal)*) => {
+            match bits.div_ceil(2) * 2 {
+                $($b => with_limit::<T, { 1usize << $b }>(bytes),)*
+                _ => Err(bincode::error::DecodeError::LimitExceeded),
+            }
+        };
+    }
+    dispatch!(20 22 24 26 28 30 32 34 36 38 40 42 44 46 48)
+}
+
+/// Where [`PartitionBook::save`] puts part `part` inside `dir`.
+pub fn part_path(dir: &Path, part: usize) -> PathBuf {
+    dir.join(part_file_name(part))
+}

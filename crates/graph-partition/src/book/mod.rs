@@ -1,0 +1,146 @@
+//! The partition book: each worker's [`LocalGraph`], how the parts' vertices correspond, and
+//! (for ADGraph) each part's l-hop vertex set. Saved as `book.json` plus one bincode file per
+//! part, validated when loaded.
+
+mod build;
+mod io;
+mod local;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Csr;
+use crate::partition::{Partition, PartitionError};
+
+pub use io::part_path;
+pub use local::LocalGraph;
+pub use validate::InvalidBook;
+
+/// Which kind of split a book describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutKind {
+    /// Primaries are owned vertices, copies are halo vertices.
+    EdgeCut,
+    /// Primaries are masters, copies are mirrors.
+    VertexCut,
+    /// No structure split: every worker keeps the whole graph and a range of feature columns.
+    FeatureCut,
+}
+
+/// Facts about the whole book.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookMeta {
+    pub cut: CutKind,
+    /// Vertices of the partitioned graph.
+    pub num_nodes: usize,
+    /// Stored edges (CSR entries) of the partitioned graph.
+    pub num_edges: usize,
+    pub parts: usize,
+    /// Feature-cut only: worker `i` keeps columns `feature_columns[i]`.
+    pub feature_columns: Vec<Range<usize>>,
+}
+
+/// ADGraph's extra vertices: per part, its owned vertices plus the `hops`-hop in-neighbourhood
+/// of its training vertices, ascending global ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LHopSets {
+    pub hops: usize,
+    pub nodes: Vec<Vec<u32>>,
+}
+
+/// Every part's local graph and how they fit together; see [`LocalGraph`] for the layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionBook {
+    meta: BookMeta,
+    parts: Vec<LocalGraph>,
+    l_hop: Option<LHopSets>,
+}
+
+impl PartitionBook {
+    /// Builds the book of `partition` over `graph` (after validating the partition). A
+    /// feature-cut book holds no local graphs, only the column ranges.
+    pub fn build(graph: &Csr, partition: &Partition) -> Result<Self, PartitionError> {
+        partition.validate(graph)?;
+        let mut meta = BookMeta {
+            cut: CutKind::FeatureCut,
+            num_nodes: graph.num_nodes(),
+            num_edges: graph.num_edges(),
+            parts: partition.parts(),
+            feature_columns: Vec::new(),
+        };
+        let parts = match partition {
+            Partition::EdgeCut { parts, owner } => {
+                meta.cut = CutKind::EdgeCut;
+                build::edge_cut_parts(graph, &build::Homes::new(*parts, owner.clone()))
+            }
+            Partition::VertexCut { parts, edge_part, master } => {
+                meta.cut = CutKind::VertexCut;
+                build::vertex_cut_parts(graph, &build::Homes::new(*parts, master.clone()), edge_part)
+            }
+            Partition::FeatureCut { columns } => {
+                meta.feature_columns = columns.clone();
+                Vec::new()
+            }
+        };
+        Ok(Self { meta, parts, l_hop: None })
+    }
+
+    /// Attaches ADGraph's l-hop vertex sets (from [`crate::partition::expand_l_hop`]) to an
+    /// edge-cut book; each set must be ascending and contain its part's owned vertices.
+    pub fn with_l_hop(mut self, l_hop: LHopSets) -> Result<Self, InvalidBook> {
+        validate::check_l_hop(&self, &l_hop)?;
+        self.l_hop = Some(l_hop);
+        Ok(self)
+    }
+
+    pub fn meta(&self) -> &BookMeta {
+        &self.meta
+    }
+
+    /// The local graphs, indexed by part (empty for a feature-cut).
+    pub fn parts(&self) -> &[LocalGraph] {
+        &self.parts
+    }
+
+    /// One part's local graph.
+    pub fn part(&self, part: usize) -> Option<&LocalGraph> {
+        self.parts.get(part)
+    }
+
+    pub fn l_hop(&self) -> Option<&LHopSets> {
+        self.l_hop.as_ref()
+    }
+
+    /// Hands the local graphs out, e.g. one per worker thread.
+    pub fn into_parts(self) -> Vec<LocalGraph> {
+        self.parts
+    }
+
+    /// Checks every part's structure and the cross-part consistency of the exchange lists.
+    pub fn validate(&self) -> Result<(), InvalidBook> {
+        validate::check_book(self)
+    }
+}
+
+/// Why a book could not be saved or loaded; every variant names the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum BookError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: invalid book metadata: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: cannot encode part: {source}")]
+    Encode { path: PathBuf, source: bincode::error::EncodeError },
+    #[error("{path}: cannot decode part: {source}")]
+    Decode { path: PathBuf, source: bincode::error::DecodeError },
+    #[error("{path}: {reason}")]
+    Format { path: PathBuf, reason: String },
+    #[error("{path}: {source}")]
+    Invalid { path: PathBuf, source: InvalidBook },
+}

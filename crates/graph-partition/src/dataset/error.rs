@@ -1,0 +1,126 @@
+//! Errors from reading, caching and writing datasets. Every message names the file at fault
+//! and, for content errors, the 1-based line.
+
+use std::path::PathBuf;
+
+use crate::csr::CsrError;
+
+/// What is wrong with one line of a text file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseErrorKind {
+    #[error("malformed {expected} `{token}`")]
+    MalformedNumber { token: String, expected: &'static str },
+    #[error("expected {expected} columns, found {found}")]
+    RaggedRow { expected: usize, found: usize },
+    #[error("node id {id} is out of range (the graph has {num_nodes} nodes)")]
+    NodeOutOfRange { id: u64, num_nodes: usize },
+    #[error("invalid class label `{token}` (expected a non-negative integer, or nan for unlabelled)")]
+    InvalidLabel { token: String },
+    #[error("empty line")]
+    EmptyLine,
+    #[error("not valid UTF-8 text")]
+    NotUtf8,
+}
+
+impl ParseErrorKind {
+    /// A `MalformedNumber` quoting at most a short prefix of the offending token.
+    pub(crate) fn malformed(token: &str, expected: &'static str) -> Self {
+        Self::MalformedNumber { token: shorten(token), expected }
+    }
+
+    pub(crate) fn invalid_label(token: &str) -> Self {
+        Self::InvalidLabel { token: shorten(token) }
+    }
+}
+
+fn shorten(token: &str) -> String {
+    const MAX: usize = 40;
+    match token.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &token[..cut]),
+        None => token.to_string(),
+    }
+}
+
+/// Why a dataset could not be loaded, cached or written.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("{path}: missing {what}", path = .path.display())]
+    MissingFile { path: PathBuf, what: String },
+    #[error("{path}: {source}", path = .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: file is empty", path = .path.display())]
+    EmptyFile { path: PathBuf },
+    #[error("{path}:{line}: {kind}", path = .path.display())]
+    Parse { path: PathBuf, line: u64, kind: ParseErrorKind },
+    #[error("{path}: has {found} {unit}, expected {expected} ({why})", path = .path.display())]
+    CountMismatch { path: PathBuf, unit: &'static str, found: u64, expected: u64, why: String },
+    #[error("{path}: no split found; expected split/<name>/{{train,valid,test}}.csv.gz", path = .path.display())]
+    NoSplit { path: PathBuf },
+    #[error(
+        "{path}: several splits ({}); choose one with --split NAME",
+        .choices.join(", "),
+        path = .path.display()
+    )]
+    AmbiguousSplit { path: PathBuf, choices: Vec<String> },
+    #[error(
+        "{path}: no split named `{name}` (available: {})",
+        .available.join(", "),
+        path = .path.display()
+    )]
+    UnknownSplit { path: PathBuf, name: String, available: Vec<String> },
+    #[error("{path}: {message}", path = .path.display())]
+    InvalidMeta { path: PathBuf, message: String },
+    #[error("{path}: invalid graph: {source}", path = .path.display())]
+    Graph {
+        path: PathBuf,
+        #[source]
+        source: CsrError,
+    },
+    #[error("dataset `{name}` is inconsistent: {message}")]
+    Inconsistent { name: String, message: String },
+}
+
+impl DatasetError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io { path: path.into(), source }
+    }
+
+    /// The file or directory the error is about, when it names one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::MissingFile { path, .. }
+            | Self::Io { path, .. }
+            | Self::EmptyFile { path }
+            | Self::Parse { path, .. }
+            | Self::CountMismatch { path, .. }
+            | Self::NoSplit { path }
+            | Self::AmbiguousSplit { path, .. }
+            | Self::UnknownSplit { path, .. }
+            | Self::InvalidMeta { path, .. }
+            | Self::Graph { path, .. } => Some(path),
+            Self::Inconsistent { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_file_and_line() {
+        let err = DatasetError::Parse {
+            path: PathBuf::from("d/raw/node-feat.csv.gz"),
+            line: 7,
+            kind: ParseErrorKind::RaggedRow { expected: 3, found: 2 },
+        };
+        assert_eq!(err.to_string(), "d/raw/node-feat.csv.gz:7: expected 3 columns, found 2");
+        let long = "x".repeat(100);
+        let kind = ParseErrorKind::malformed(&long, "float");
+        assert_eq!(kind.to_string(), format!("malformed float `{}...`", "x".repeat(40)));
+    }
+}

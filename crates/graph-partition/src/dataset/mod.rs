@@ -1,0 +1,203 @@
+//! Node-classification datasets: loading the OGB node-property raw layout (with a validated
+//! binary cache), writing it back, and summary statistics.
+//!
+//! Layout of a dataset directory:
+//! - `raw/edge.csv.gz`: `src,dst` per line. The loaded graph is always symmetrised, with
+//!   duplicate edges and self loops removed.
+//! - `raw/node-feat.csv.gz`: one comma-separated float row per node. When it is absent but
+//!   `raw/edge-feat.csv.gz` exists (ogbn-proteins), a node's features are the mean of the
+//!   feature rows of the edge lines it appears in (zeros for isolated nodes).
+//! - `raw/node-label.csv.gz`: one class per line (`nan` = unlabelled), or several
+//!   comma-separated values per line for multi-label tasks.
+//! - `raw/num-node-list.csv.gz` (required) and `raw/num-edge-list.csv.gz` (checked if present).
+//! - `split/<name>/{train,valid,test}.csv.gz`: node ids, one per line (files may be empty).
+//! - `meta.json` (optional): `name`, `num_classes` (may exceed the largest label), `task`
+//!   (containing "multi-label" forces multi-label parsing), plus descriptive fields.
+//! - `processed/halo-cache-v1.bin`: written by Halo after a CSV load (see [`cache`]).
+
+mod cache;
+mod error;
+mod layout;
+mod lines;
+mod meta;
+mod numbers;
+mod ogb;
+mod summary;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::path::Path;
+
+use ndarray::Array2;
+
+use crate::csr::Csr;
+
+pub use error::{DatasetError, ParseErrorKind};
+pub use summary::{DatasetSummary, DegreeStats};
+
+/// A graph with node features, labels and one train/valid/test split.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    pub name: String,
+    /// Symmetric adjacency without self loops for loaded datasets (see the module docs).
+    pub graph: Csr,
+    /// One row per node.
+    pub features: Array2<f32>,
+    pub labels: Labels,
+    pub splits: Splits,
+    /// Classes of a single-label task, label columns of a multi-label one.
+    pub num_classes: usize,
+}
+
+/// Node labels.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Labels {
+    /// One class per node; `u32::MAX` marks an unlabelled node.
+    Classes(Vec<u32>),
+    /// One row of targets per node (usually 0/1; NaN = unknown).
+    MultiLabel(Array2<f32>),
+}
+
+impl Labels {
+    /// Marker for an unlabelled node in [`Labels::Classes`].
+    pub const UNLABELLED: u32 = u32::MAX;
+
+    /// Number of nodes the labels cover.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Classes(c) => c.len(),
+            Self::MultiLabel(m) => m.nrows(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_multi_label(&self) -> bool {
+        matches!(self, Self::MultiLabel(_))
+    }
+}
+
+/// Node ids of a named train/valid/test split.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Splits {
+    pub name: String,
+    pub train: Vec<u32>,
+    pub valid: Vec<u32>,
+    pub test: Vec<u32>,
+}
+
+/// How [`Dataset::load`] reads a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The split directory under `split/`; `None` picks the only one present.
+    pub split: Option<String>,
+    /// Read `processed/halo-cache-v1.bin` when valid, and write it after a CSV load.
+    pub use_cache: bool,
+    /// Show progress bars on stderr for large files.
+    pub progress: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { split: None, use_cache: true, progress: false }
+    }
+}
+
+/// Where [`Dataset::load_with_source`] found the graph, features and labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadSource {
+    Csv,
+    Cache,
+}
+
+/// Everything but the split: what the binary cache holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GraphData {
+    pub name: String,
+    pub graph: Csr,
+    pub features: Array2<f32>,
+    pub labels: Labels,
+    pub num_classes: usize,
+}
+
+impl Dataset {
+    /// Loads a dataset directory in the OGB raw layout (see the module docs), from the binary
+    /// cache when it is valid and `opts.use_cache` is set.
+    pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self, DatasetError> {
+        Self::load_with_source(dir, opts).map(|(dataset, _)| dataset)
+    }
+
+    /// [`Dataset::load`], also telling whether the CSV files or the cache were read.
+    pub fn load_with_source(dir: &Path, opts: &LoadOptions) -> Result<(Self, LoadSource), DatasetError> {
+        if !dir.is_dir() {
+            return Err(DatasetError::MissingFile { path: dir.to_path_buf(), what: "dataset directory".into() });
+        }
+        let split = layout::choose_split(dir, opts.split.as_deref())?;
+        let (data, source) = if opts.use_cache {
+            cache::load_or_build(dir, || ogb::read_graph_data(dir, opts.progress))?
+        } else {
+            (ogb::read_graph_data(dir, opts.progress)?, LoadSource::Csv)
+        };
+        let splits = ogb::read_split(dir, &split, data.graph.num_nodes(), opts.progress)?;
+        let GraphData { name, graph, features, labels, num_classes } = data;
+        Ok((Self { name, graph, features, labels, splits, num_classes }, source))
+    }
+
+    /// Writes the dataset in the OGB raw layout under `dir` (created if needed), with the
+    /// split under `split/<splits.name>` and a `meta.json`. Files are gzip members compressed
+    /// in parallel. Symmetric graphs store each undirected edge once (`u < v`).
+    pub fn write_ogb(&self, dir: &Path) -> Result<(), DatasetError> {
+        self.validate()?;
+        writer::write_ogb(self, dir)
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.graph.num_nodes()
+    }
+
+    pub fn num_features(&self) -> usize {
+        self.features.ncols()
+    }
+
+    /// Sizes, split and degree statistics.
+    pub fn summary(&self) -> DatasetSummary {
+        DatasetSummary::of(self)
+    }
+
+    /// Checks that every part agrees with the graph: one feature and label row per node,
+    /// class ids below `num_classes`, split ids in range.
+    pub fn validate(&self) -> Result<(), DatasetError> {
+        let n = self.num_nodes();
+        let fail = |message: String| Err(DatasetError::Inconsistent { name: self.name.clone(), message });
+        if self.graph.num_cols() != n {
+            return fail(format!("adjacency is {} x {}, not square", n, self.graph.num_cols()));
+        }
+        if self.features.nrows() != n {
+            return fail(format!("{} feature rows for {n} nodes", self.features.nrows()));
+        }
+        if self.labels.len() != n {
+            return fail(format!("{} label rows for {n} nodes", self.labels.len()));
+        }
+        match &self.labels {
+            Labels::Classes(classes) => {
+                if let Some(&c) = classes.iter().find(|&&c| c != Labels::UNLABELLED && c as usize >= self.num_classes) {
+                    return fail(format!("class {c} is not below num_classes = {}", self.num_classes));
+                }
+            }
+            Labels::MultiLabel(targets) if targets.ncols() != self.num_classes => {
+                return fail(format!("{} label columns but num_classes = {}", targets.ncols(), self.num_classes));
+            }
+            Labels::MultiLabel(_) => {}
+        }
+        let parts = [("train", &self.splits.train), ("valid", &self.splits.valid), ("test", &self.splits.test)];
+        for (part, ids) in parts {
+            if let Some(&id) = ids.iter().find(|&&id| id as usize >= n) {
+                return fail(format!("{part} split holds node {id} but there are {n} nodes"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,400 @@
+//! The training configuration: every key `halo train` accepts, with defaults, TOML loading and
+//! validation.
+//!
+//! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
+//! one name means the same thing in both places; unknown keys are rejected.
+
+use std::path::{Path, PathBuf};
+
+use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
+use serde::{Deserialize, Serialize};
+
+/// Which GNN architecture to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum ModelName {
+    /// Graph convolution (Kipf & Welling), symmetric normalisation with self-loops.
+    Gcn,
+    /// GraphSAGE with mean aggregation.
+    Sage,
+    /// Graph attention (Velickovic et al.), multi-head.
+    Gat,
+}
+
+impl ModelName {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelName::Gcn => "gcn",
+            ModelName::Sage => "sage",
+            ModelName::Gat => "gat",
+        }
+    }
+}
+
+/// How input features are normalised before training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureNorm {
+    /// Features are used as stored.
+    #[default]
+    None,
+    /// Each row divided by its L1 norm (PyG's `NormalizeFeatures`); zero rows stay zero.
+    Row,
+}
+
+/// The training method (how the graph is split across workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// One process holds the whole graph; no communication.
+    #[default]
+    Single,
+    /// Distributed full-batch training, exact exchange (see `[distributed]` / `--cut`).
+    Vanilla,
+}
+
+impl Method {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Single => "single",
+            Method::Vanilla => "vanilla",
+        }
+    }
+}
+
+/// Every setting of a training run. `Default` gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct TrainConfig {
+    /// A dataset directory in the OGB raw layout, or the name of one under `datasets/`;
+    /// `None` trains on the built-in synthetic graph.
+    pub dataset: Option<String>,
+    /// Architecture.
+    pub model: ModelName,
+    /// Number of GNN layers (the last one produces the class logits).
+    pub layers: usize,
+    /// Hidden width; for GAT, the width of each head.
+    pub hidden: usize,
+    /// Attention heads of GAT's hidden layers (the output layer uses one); ignored by GCN and SAGE.
+    pub heads: usize,
+    /// Number of training epochs (full-batch steps).
+    pub epochs: usize,
+    /// Adam learning rate.
+    pub lr: f32,
+    /// L2 weight decay added to the gradients (PyTorch `Adam(weight_decay=...)`).
+    pub weight_decay: f32,
+    /// Dropout probability on layer inputs (and GAT attention coefficients).
+    pub dropout: f32,
+    /// Seed of parameter initialisation, dropout masks and the built-in synthetic graph.
+    pub seed: u64,
+    /// Feature normalisation applied after loading.
+    pub feature_norm: FeatureNorm,
+    /// Split name under `split/`; `None` takes the dataset's default split.
+    pub split: Option<String>,
+    /// Training method.
+    pub method: Method,
+    /// Worker threads of the compute pool; `None` uses every core.
+    pub threads: Option<usize>,
+    /// Stop after this many epochs without a validation improvement; `None` never stops early.
+    pub patience: Option<usize>,
+    /// Where to write the JSON report.
+    pub report: Option<PathBuf>,
+    /// Cut, partitioner, workers, hosts and backend of the distributed methods.
+    pub distributed: crate::distributed::DistributedConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            dataset: None,
+            model: ModelName::Gcn,
+            layers: 2,
+            hidden: 16,
+            heads: 8,
+            epochs: 200,
+            lr: 0.01,
+            weight_decay: 5e-4,
+            dropout: 0.5,
+            seed: 0,
+            feature_norm: FeatureNorm::None,
+            split: None,
+            method: Method::Single,
+            threads: None,
+            patience: None,
+            report: None,
+            distributed: Default::default(),
+        }
+    }
+}
+
+/// Why a configuration could not be read or is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has an unknown key or a value of the wrong type.
+    #[error("{origin}:{line}: {}{message}", key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    Toml {
+        /// The file (or other origin) of the text.
+        origin: String,
+        /// 1-based line of the offending text.
+        line: usize,
+        /// The key on that line, when the error sits on a `key = value` line.
+        key: Option<String>,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key holds a value outside its allowed range.
+    #[error("invalid `{key}`: {message}")]
+    Invalid {
+        /// The key (also the flag name without `--`).
+        key: &'static str,
+        /// What is wrong, with the offending value.
+        message: String,
+    },
+}
+
+impl TrainConfig {
+    /// Reads a TOML file; missing keys take their defaults. The result is validated.
+    pub fn from_toml_file(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parses TOML text; `origin` names it in errors (usually the file path). The result is validated.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(text).map_err(|err| toml_error(text, origin, &err))?;
+        config.validate().map_err(|err| match err {
+            ConfigError::Invalid { key, message } => ConfigError::Toml {
+                origin: origin.to_string(),
+                line: key_line(text, key).unwrap_or(1),
+                key: Some(key.to_string()),
+                message,
+            },
+            other => other,
+        })?;
+        Ok(config)
+    }
+
+    /// Checks every range constraint; the error names the key at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn invalid(key: &'static str, message: String) -> Result<(), ConfigError> {
+            Err(ConfigError::Invalid { key, message })
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return invalid("lr", format!("must be a finite number greater than 0, got {}", self.lr));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return invalid("weight-decay", format!("must be a finite number >= 0, got {}", self.weight_decay));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return invalid("dropout", format!("must be in [0, 1), got {}", self.dropout));
+        }
+        for (key, value) in [("epochs", self.epochs), ("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads)]
+        {
+            if value == 0 {
+                return invalid(key, "must be at least 1, got 0".to_string());
+            }
+        }
+        if self.threads == Some(0) {
+            return invalid("threads", "must be at least 1, got 0".to_string());
+        }
+        if self.patience == Some(0) {
+            return invalid("patience", "must be at least 1, got 0".to_string());
+        }
+        if self.split.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return invalid("split", "must not be empty".to_string());
+        }
+        if self.dataset.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return invalid("dataset", "must not be empty".to_string());
+        }
+        self.distributed.validate()
+    }
+}
+
+impl TrainConfig {
+    /// The model this configuration describes, for `in_dim` input features and `out_dim` outputs.
+    ///
+    /// Dropout applies to the input features and to every hidden layer's output (and, for GAT, to
+    /// the attention coefficients); GAT uses ELU and one output head, GCN and SAGE use ReLU, as in
+    /// the PyG reference scripts.
+    pub fn model_config(&self, in_dim: usize, out_dim: usize) -> ModelConfig {
+        let (kind, activation, attn_dropout) = match self.model {
+            ModelName::Gcn => (ConvKind::Gcn, Activation::Relu, 0.0),
+            ModelName::Sage => (ConvKind::Sage, Activation::Relu, 0.0),
+            ModelName::Gat => (ConvKind::Gat, Activation::Elu { alpha: 1.0 }, self.dropout),
+        };
+        ModelConfig {
+            kind,
+            in_dim,
+            hidden: self.hidden,
+            out_dim,
+            layers: self.layers,
+            heads: self.heads,
+            out_heads: 1,
+            dropout: self.dropout,
+            input_dropout: self.dropout,
+            attn_dropout,
+            layer_norm: false,
+            activation,
+            seed: self.seed,
+        }
+    }
+
+    /// The optimizer: Adam with L2 weight decay coupled into the gradient (`torch.optim.Adam`).
+    pub fn optimizer(&self) -> Adam {
+        Adam::new(self.lr, self.weight_decay)
+    }
+}
+
+/// Turns a TOML error into one that names the file, line and key.
+fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
+    let start = err.span().map_or(0, |s| s.start).min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_text = text[line_start..].lines().next().unwrap_or("");
+    let key = line_text
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    ConfigError::Toml {
+        origin: origin.to_string(),
+        line: text[..line_start].matches('\n').count() + 1,
+        key,
+        message: err.message().trim().to_string(),
+    }
+}
+
+/// The 1-based line on which `key` is assigned.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines().position(|line| line.split_once('=').is_some_and(|(k, _)| k.trim().trim_matches('"') == key)).map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_toml_gives_defaults() {
+        assert_eq!(TrainConfig::from_toml_str("", "t.toml").unwrap(), TrainConfig::default());
+    }
+
+    #[test]
+    fn every_key_parses_with_flag_spelling() {
+        let text = r#"
+dataset = "cora"
+model = "gat"
+layers = 3
+hidden = 8
+heads = 4
+epochs = 50
+lr = 0.005
+weight-decay = 0.0
+dropout = 0.6
+seed = 7
+feature-norm = "row"
+split = "public"
+method = "single"
+threads = 2
+patience = 10
+report = "out.json"
+"#;
+        let c = TrainConfig::from_toml_str(text, "t.toml").unwrap();
+        let expected = TrainConfig {
+            dataset: Some("cora".into()),
+            model: ModelName::Gat,
+            layers: 3,
+            hidden: 8,
+            heads: 4,
+            epochs: 50,
+            lr: 0.005,
+            weight_decay: 0.0,
+            dropout: 0.6,
+            seed: 7,
+            feature_norm: FeatureNorm::Row,
+            split: Some("public".into()),
+            method: Method::Single,
+            threads: Some(2),
+            patience: Some(10),
+            report: Some(PathBuf::from("out.json")),
+            distributed: Default::default(),
+        };
+        assert_eq!(c, expected);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let err = TrainConfig::from_toml_str("epochs = 3\nlearning-rate = 0.1\n", "run.toml").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("run.toml:2: key `learning-rate`"), "{msg}");
+        assert!(msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let msg = TrainConfig::from_toml_str("lr = \"fast\"\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:1: key `lr`"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_model_lists_choices() {
+        let msg = TrainConfig::from_toml_str("\nmodel = \"mlp\"\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:2: key `model`"), "{msg}");
+        assert!(msg.contains("gcn") && msg.contains("sage") && msg.contains("gat"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let msg = TrainConfig::from_toml_str("epochs = 3\nhidden = = 4\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:2"), "{msg}");
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        type Mutation = fn(&mut TrainConfig);
+        let cases: [(&str, Mutation); 9] = [
+            ("lr", |c| c.lr = 0.0),
+            ("lr", |c| c.lr = f32::NAN),
+            ("weight-decay", |c| c.weight_decay = -1.0),
+            ("dropout", |c| c.dropout = 1.0),
+            ("epochs", |c| c.epochs = 0),
+            ("layers", |c| c.layers = 0),
+            ("heads", |c| c.heads = 0),
+            ("threads", |c| c.threads = Some(0)),
+            ("patience", |c| c.patience = Some(0)),
+        ];
+        for (key, mutate) in cases {
+            let mut c = TrainConfig::default();
+            mutate(&mut c);
+            match c.validate() {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("expected an error for `{key}`, got {other:?}"),
+            }
+        }
+        assert!(TrainConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn validation_runs_on_toml_input() {
+        let msg = TrainConfig::from_toml_str("epochs = 3\ndropout = 1.5\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:2: key `dropout`") && msg.contains("1.5"), "{msg}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let err = TrainConfig::from_toml_file(Path::new("/nonexistent/halo.toml")).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/halo.toml"), "{err}");
+    }
+}

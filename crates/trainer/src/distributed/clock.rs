@@ -1,0 +1,138 @@
+//! Telling a worker's local compute from its waits on other workers.
+//!
+//! Every communicator call a worker makes (its exchange's and its own all-reduces) is bracketed
+//! by a [`CommClock`], which adds the call's duration to the worker's waiting time; compute time
+//! is the rest. With the local backend several workers share the machine's cores, so their
+//! compute intervals overlap and stretch each other. A [`ComputeGate`] serialises them for
+//! measurements: a worker holds the gate while it computes and gives it up inside every call, so
+//! each worker's compute time is what it would take on a machine of its own.
+
+use std::cell::Cell;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use gnn_core::exchange::CommWatch;
+
+/// One-worker-at-a-time compute, shared by the in-process workers of a run.
+#[derive(Debug, Default)]
+pub struct ComputeGate {
+    busy: Mutex<bool>,
+    freed: Condvar,
+}
+
+impl ComputeGate {
+    fn acquire(&self) {
+        // A poisoned lock still guards a plain flag; keep going.
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        while *busy {
+            busy = self.freed.wait(busy).unwrap_or_else(PoisonError::into_inner);
+        }
+        *busy = true;
+    }
+
+    fn release(&self) {
+        *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.freed.notify_one();
+    }
+}
+
+/// Accumulates the time one worker spends inside communicator calls; holds the worker's share
+/// of the [`ComputeGate`], if any, from construction to drop outside those calls.
+#[derive(Debug)]
+pub(crate) struct CommClock<'g> {
+    gate: Option<&'g ComputeGate>,
+    call_start: Cell<Option<Instant>>,
+    waited: Cell<Duration>,
+}
+
+impl<'g> CommClock<'g> {
+    /// A clock that takes `gate` now (blocking until it is free).
+    pub(crate) fn new(gate: Option<&'g ComputeGate>) -> Self {
+        if let Some(g) = gate {
+            g.acquire();
+        }
+        Self { gate, call_start: Cell::new(None), waited: Cell::new(Duration::ZERO) }
+    }
+
+    /// Total time spent in communicator calls so far.
+    pub(crate) fn waited(&self) -> Duration {
+        self.waited.get()
+    }
+
+    /// Runs one communicator call, counted as waiting.
+    pub(crate) fn call<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.call_started();
+        let out = f();
+        self.call_finished();
+        out
+    }
+}
+
+impl CommWatch for CommClock<'_> {
+    fn call_started(&self) {
+        self.call_start.set(Some(Instant::now()));
+        if let Some(g) = self.gate {
+            g.release();
+        }
+    }
+
+    fn call_finished(&self) {
+        if let Some(g) = self.gate {
+            g.acquire();
+        }
+        if let Some(start) = self.call_start.take() {
+            self.waited.set(self.waited.get() + start.elapsed());
+        }
+    }
+}
+
+impl Drop for CommClock<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.gate {
+            g.release();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn only_time_inside_calls_counts_as_waiting() {
+        let clock = CommClock::new(None);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(clock.waited(), Duration::ZERO);
+        let value = clock.call(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            7
+        });
+        assert_eq!(value, 7);
+        assert!(clock.waited() >= Duration::from_millis(20) && clock.waited() < Duration::from_millis(500));
+    }
+
+    #[test]
+    fn the_gate_lets_one_worker_compute_at_a_time() {
+        let gate = ComputeGate::default();
+        let computing = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let clock = CommClock::new(Some(&gate));
+                    for _ in 0..5 {
+                        let now = computing.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(2));
+                        computing.fetch_sub(1, Ordering::SeqCst);
+                        // Waiting inside a call lets another worker compute meanwhile.
+                        clock.call(|| std::thread::sleep(Duration::from_millis(2)));
+                    }
+                });
+            }
+        });
+        assert_eq!(most.load(Ordering::SeqCst), 1);
+    }
+}

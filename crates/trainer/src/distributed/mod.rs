@@ -1,0 +1,259 @@
+//! Distributed full-batch training (`--method vanilla`): the graph is partitioned (edge-cut or
+//! vertex-cut), every worker trains the same model on its part, and the per-layer exchange
+//! makes the result equal to single-process training (DESIGN.md's correctness contract).
+//!
+//! - Edge-cut: before each aggregation a worker pulls the rows of its halo vertices from their
+//!   owners and, in backward, sends their gradient rows back ([`EdgeCutExchange`]).
+//! - Vertex-cut: replicas aggregate over their own edges; mirrors send partial sums to the
+//!   master, which scatters the total back, forward and backward ([`VertexCutExchange`]).
+//! - Parameters: gradients are all-reduced (summed, bit-identical on every rank) and every
+//!   worker applies the same Adam step; the loss is summed over each worker's owned (master)
+//!   training vertices, all-reduced and divided by the global training-set size.
+//!
+//! Rank 0 loads and partitions the dataset and scatters one share per worker ([`setup`]); a
+//! worker then holds only its part and its halo or mirrors. Per epoch the report carries the
+//! step's traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, and
+//! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
+//! communicator calls, and under `method`: every worker's compute time, their sum and the
+//! traffic per ledger phase. `final.method` holds each worker's share size and peak memory.
+//!
+//! Backends: in-process threads ([`LocalCluster`], the default) or MPI processes (feature
+//! `mpi`; `mpirun -np P halo train ... --backend mpi`). A failing worker ends the whole run with
+//! an error naming its rank; no worker waits forever.
+//!
+//! [`EdgeCutExchange`]: gnn_core::exchange::edge_cut::EdgeCutExchange
+//! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
+
+mod clock;
+mod settings;
+mod setup;
+mod worker;
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use comm_hierarchy::{ClusterError, CommError, Communicator, LinkModel, LocalCluster, Topology, TopologyError};
+use graph_partition::Dataset;
+use graph_partition::partition::{Algorithm, PartitionError};
+use serde_json::json;
+
+pub use clock::ComputeGate;
+pub use settings::{Backend, Cut, DistributedConfig};
+
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::report::{EpochRecord, Report};
+use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop};
+use clock::CommClock;
+use worker::Worker;
+
+/// Why a distributed run could not be set up or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DistError {
+    /// The partitioner refused the graph or the settings.
+    #[error("partitioning with {algorithm}: {source}")]
+    Partition {
+        algorithm: Algorithm,
+        #[source]
+        source: PartitionError,
+    },
+    /// The partition's quality could not be measured.
+    #[error("partition metrics: {0}")]
+    Metrics(String),
+    /// The workers and hosts do not make a cluster.
+    #[error("cluster of workers and hosts: {0}")]
+    Topology(#[from] TopologyError),
+    /// A worker's share could not be encoded, sent or decoded.
+    #[error("rank {rank}: setting up its share: {detail}")]
+    Setup { rank: usize, detail: String },
+    /// A part does not fit its rank's communicator.
+    #[error("exchange: {0}")]
+    Exchange(#[from] gnn_core::exchange::SetupError),
+    /// A communicator call failed (a peer failed, timed out or sent garbage).
+    #[error("communication: {0}")]
+    Comm(#[from] CommError),
+    /// A traffic-ledger snapshot could not be taken apart.
+    #[error("traffic ledger: {0}")]
+    Ledger(#[from] comm_hierarchy::ledger::LedgerError),
+    /// A worker failed; the run stopped.
+    #[error("distributed run failed: {0}")]
+    Worker(#[from] ClusterError),
+    /// An MPI rank other than 0 asked for the report, which rank 0 holds.
+    #[error("this MPI rank is not rank 0 and holds no report; rank 0 writes it")]
+    NotRoot,
+    /// `--backend mpi` in a build without MPI support.
+    #[error("--backend mpi needs halo built with the `mpi` feature (cargo build --features mpi)")]
+    NoMpi,
+}
+
+/// Options of in-process runs that matter for measurements only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Let one worker compute at a time ([`ComputeGate`]), so each worker's `compute_s` is
+    /// what it takes with the whole machine, as if every worker had a machine of its own.
+    pub serialize_compute: bool,
+}
+
+/// Where rank 0 gets the dataset from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// Load (or generate) it as the configuration says; dropped once the shares are sent.
+    Load(&'a Path),
+    /// Already in memory (normalised as the configuration says).
+    Given(&'a Dataset),
+}
+
+/// Everything a worker needs besides its communicator.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    config: &'a TrainConfig,
+    source: Source<'a>,
+    gate: Option<&'a ComputeGate>,
+}
+
+/// Trains as `config` says with `config.distributed`'s cut, partitioner, workers, hosts and
+/// backend; a bare dataset name is looked up under `datasets_root`. Returns the report on rank
+/// 0 and `None` on the other ranks of an MPI job (rank 0 reports for all). `observer` sees
+/// every epoch on rank 0.
+pub fn run(config: &TrainConfig, datasets_root: &Path, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+    config.validate()?;
+    let job = Job { config, source: Source::Load(datasets_root), gate: None };
+    match config.distributed.backend {
+        Backend::Local => run_local(job, observer).map(Some),
+        Backend::Mpi => run_mpi(job, observer),
+    }
+}
+
+/// Trains on an in-memory `dataset` with in-process workers (whatever `config`'s backend),
+/// e.g. to compare with single-process training on the same data.
+pub fn run_with_dataset(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    options: LocalOptions,
+    observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
+    config.validate()?;
+    let gate = ComputeGate::default();
+    let job = Job { config, source: Source::Given(dataset), gate: options.serialize_compute.then_some(&gate) };
+    run_local(job, observer)
+}
+
+/// One thread per worker; rank 0 forwards its epochs to `observer` on the calling thread.
+fn run_local(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
+    let dist = &job.config.distributed;
+    let topology = Topology::for_workers(dist.workers, dist.hosts, LinkModel::default()).map_err(DistError::from)?;
+    let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
+    let outcome = std::thread::scope(|scope| {
+        let cluster = scope.spawn(move || {
+            LocalCluster::run(&topology, |comm| {
+                let mut forward = Forward(sender.clone());
+                let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
+                run_worker(comm, job, observer)
+            })
+        });
+        // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
+        for (record, best) in epochs {
+            observer.on_epoch(&record, &best);
+        }
+        cluster.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    let reports = outcome.map_err(DistError::from)?;
+    Ok(reports.into_iter().next().flatten().expect("rank 0 always returns the report"))
+}
+
+/// Hands rank 0's epochs to the observer on the thread that started the run.
+struct Forward(mpsc::Sender<(EpochRecord, Best)>);
+
+impl EpochObserver for Forward {
+    fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
+        // The receiver lives until the cluster finishes; a send cannot fail before that.
+        let _ = self.0.send((record.clone(), *best));
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+    use comm_hierarchy::mpi_backend::{MpiOptions, run};
+    let options = MpiOptions { hosts: Some(job.config.distributed.hosts), ..MpiOptions::default() };
+    Ok(run(&options, |comm| run_worker(&comm, job, observer)).map_err(DistError::from)?)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_job: Job<'_>, _observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+    Err(DistError::NoMpi.into())
+}
+
+/// Everything one rank does: get its share, train in lock step with the others, and (rank 0)
+/// assemble the report.
+fn run_worker(comm: &dyn Communicator, job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+    let clock = CommClock::new(job.gate);
+    let config = job.config;
+    let (root, shares) = if comm.rank() == 0 {
+        let prepared = match job.source {
+            Source::Given(dataset) => setup::prepare(dataset, &config.distributed, comm.size(), config.seed)?,
+            Source::Load(root) => {
+                let dataset = crate::data::prepare_dataset(config, root)?;
+                setup::prepare(&dataset, &config.distributed, comm.size(), config.seed)?
+            }
+        };
+        (Some((prepared.dataset, prepared.summary)), Some(prepared.shares))
+    } else {
+        (None, None)
+    };
+    let share = setup::distribute(comm, &clock, shares)?;
+    let mut worker = Worker::new(comm, &clock, &share, config, config.distributed.cut)?;
+    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
+    let mut outcome = train_loop(&mut worker, options, observer)?;
+    drop(worker);
+
+    // Every worker's share and memory, in rank order.
+    const FIELDS: usize = 5;
+    let mut table = vec![0.0f64; comm.size() * FIELDS];
+    let mine = [
+        share.part.num_primary() as f64,
+        share.part.num_copies() as f64,
+        share.part.num_edges() as f64,
+        share.held_bytes() as f64,
+        crate::memory::peak_rss_bytes().unwrap_or(0) as f64,
+    ];
+    table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&mine);
+    clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
+    let Some((dataset, partition)) = root else {
+        return Ok(None);
+    };
+    let topology = comm.topology();
+    let workers: Vec<_> = table
+        .chunks_exact(FIELDS)
+        .enumerate()
+        .map(|(rank, w)| {
+            json!({
+                "rank": rank,
+                "host": topology.host_of(rank),
+                "primaries": w[0] as u64,
+                "copies": w[1] as u64,
+                "edges": w[2] as u64,
+                "held_bytes": w[3] as u64,
+                "peak_rss_bytes": w[4] as u64,
+            })
+        })
+        .collect();
+    outcome.final_.method = Some(json!({
+        "backend": config.distributed.backend.as_str(),
+        "codec": "identity",
+        "held_bytes_max": table.chunks_exact(FIELDS).map(|w| w[3] as u64).max(),
+        "workers": workers,
+    }));
+    Ok(Some(Report {
+        dataset,
+        model: config.model.as_str().to_string(),
+        method: config.method.as_str().to_string(),
+        cut: config.distributed.cut.as_str().to_string(),
+        workers: comm.size(),
+        hosts: topology.hosts(),
+        seed: config.seed,
+        config: config.clone(),
+        partition: Some(partition),
+        epochs: outcome.epochs,
+        final_: outcome.final_,
+    }))
+}

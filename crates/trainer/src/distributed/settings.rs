@@ -1,0 +1,157 @@
+//! The settings of a distributed run (`[distributed]` in the TOML config, `--cut`,
+//! `--partitioner`, `--workers`, `--hosts` and `--backend` on the command line).
+
+use graph_partition::partition::Algorithm;
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigError;
+
+/// How the graph is split across workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Cut {
+    /// Every vertex has one owner; remote in-neighbours are fetched as halo rows.
+    #[default]
+    Edge,
+    /// Every edge has one part; replicated vertices sync partial sums through their master.
+    Vertex,
+}
+
+impl Cut {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cut::Edge => "edge",
+            Cut::Vertex => "vertex",
+        }
+    }
+
+    /// The partitioner used when none is given: METIS for edge-cuts, EBV for vertex-cuts.
+    pub fn default_partitioner(self) -> Algorithm {
+        match self {
+            Cut::Edge => Algorithm::Metis,
+            Cut::Vertex => Algorithm::Ebv,
+        }
+    }
+}
+
+/// Where the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// One thread per worker in this process.
+    #[default]
+    Local,
+    /// One process per worker, started by `mpirun`; the world size gives the number of workers.
+    Mpi,
+}
+
+impl Backend {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Mpi => "mpi",
+        }
+    }
+}
+
+/// Settings of a distributed training method; ignored by single-process training.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct DistributedConfig {
+    /// Edge-cut or vertex-cut.
+    pub cut: Cut,
+    /// Partitioner; `None` takes the cut's default ([`Cut::default_partitioner`]).
+    pub partitioner: Option<Algorithm>,
+    /// Number of workers (parts) with the local backend; under MPI the world size.
+    pub workers: usize,
+    /// Hosts the workers are spread over in equal contiguous blocks; must divide the workers.
+    pub hosts: usize,
+    /// Where the workers run.
+    pub backend: Backend,
+}
+
+impl Default for DistributedConfig {
+    fn default() -> Self {
+        Self { cut: Cut::Edge, partitioner: None, workers: 4, hosts: 1, backend: Backend::Local }
+    }
+}
+
+impl DistributedConfig {
+    /// The partitioner to run.
+    pub fn algorithm(&self) -> Algorithm {
+        self.partitioner.unwrap_or(self.cut.default_partitioner())
+    }
+
+    /// Checks the settings; the error names the key (= flag) at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, message| Err(ConfigError::Invalid { key, message });
+        if self.workers == 0 {
+            return invalid("workers", "must be at least 1, got 0".to_string());
+        }
+        if self.hosts == 0 || !self.workers.is_multiple_of(self.hosts) {
+            return invalid("hosts", format!("must be at least 1 and divide workers = {}, got {}", self.workers, self.hosts));
+        }
+        let algorithm = self.algorithm();
+        if algorithm.is_vertex_cut() != (self.cut == Cut::Vertex) {
+            let fitting = if self.cut == Cut::Vertex { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
+            return invalid(
+                "partitioner",
+                format!("`{algorithm}` does not make a {}-cut; use {fitting}", self.cut.as_str()),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_of(config: &DistributedConfig) -> &'static str {
+        match config.validate() {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected an invalid key, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_pick_the_cut_partitioner() {
+        let c = DistributedConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.algorithm(), Algorithm::Metis);
+        let v = DistributedConfig { cut: Cut::Vertex, ..c };
+        v.validate().unwrap();
+        assert_eq!(v.algorithm(), Algorithm::Ebv);
+    }
+
+    #[test]
+    fn bad_settings_name_their_key() {
+        let ok = DistributedConfig::default();
+        assert_eq!(key_of(&DistributedConfig { workers: 0, ..ok.clone() }), "workers");
+        assert_eq!(key_of(&DistributedConfig { hosts: 3, ..ok.clone() }), "hosts");
+        assert_eq!(key_of(&DistributedConfig { hosts: 0, ..ok.clone() }), "hosts");
+        let mismatch = DistributedConfig { cut: Cut::Vertex, partitioner: Some(Algorithm::Metis), ..ok };
+        assert_eq!(key_of(&mismatch), "partitioner");
+        assert!(mismatch.validate().unwrap_err().to_string().contains("`metis` does not make a vertex-cut"));
+    }
+
+    #[test]
+    fn toml_spells_keys_like_the_flags() {
+        let c: DistributedConfig =
+            toml::from_str("cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n")
+                .unwrap();
+        let expected = DistributedConfig {
+            cut: Cut::Vertex,
+            partitioner: Some(Algorithm::RandomVertexCut),
+            workers: 8,
+            hosts: 2,
+            backend: Backend::Mpi,
+        };
+        assert_eq!(c, expected);
+        assert!(toml::from_str::<DistributedConfig>("parts = 2\n").is_err());
+    }
+}

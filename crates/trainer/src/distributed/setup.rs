@@ -1,0 +1,225 @@
+//! Setting a job up: rank 0 partitions the dataset, cuts it into one [`WorkerShare`] per worker
+//! and scatters them; every worker then holds only its part of the graph (its primaries and
+//! their halo vertices or mirrors) and the rows of those vertices. Rank 0 drops the whole
+//! dataset once the shares are sent (when it owns it).
+
+use comm_hierarchy::Communicator;
+use graph_partition::book::{LocalGraph, PartitionBook};
+use graph_partition::metrics::{PartitionMetrics, measure};
+use graph_partition::partition::{PartitionConfig, partition_graph};
+use graph_partition::{Dataset, Labels};
+use ndarray::{Array2, Axis};
+
+use super::DistError;
+use super::clock::CommClock;
+use super::settings::DistributedConfig;
+use crate::report::PartitionSummary;
+
+/// Ledger phase of the setup traffic (outside every epoch's counts).
+const PHASE: &str = "setup";
+
+/// What one worker holds.
+#[derive(Debug)]
+pub(crate) struct WorkerShare {
+    /// Its part of the graph: local ids, edges, exchange lists, global degrees.
+    pub part: LocalGraph,
+    /// Input features of its local vertices, one row per local id.
+    pub features: Array2<f32>,
+    /// Labels of its local vertices, one entry (row) per local id.
+    pub labels: Labels,
+    /// Classes (single-label) or label columns (multi-label).
+    pub num_classes: usize,
+    /// Local ids of its primaries in the training, validation and test sets.
+    pub train: Vec<u32>,
+    pub valid: Vec<u32>,
+    pub test: Vec<u32>,
+    /// Size of the whole training set: the loss is a mean over it.
+    pub global_train: usize,
+}
+
+/// The wire form of a [`WorkerShare`] (ndarray types are not bincode-encodable).
+#[derive(bincode::Encode, bincode::Decode)]
+struct WireShare {
+    part: LocalGraph,
+    in_dim: usize,
+    features: Vec<f32>,
+    /// `None`: single-label classes; `Some(cols)`: multi-label targets with `cols` columns.
+    label_cols: Option<usize>,
+    classes: Vec<u32>,
+    targets: Vec<f32>,
+    num_classes: usize,
+    splits: [Vec<u32>; 3],
+    global_train: usize,
+}
+
+impl WorkerShare {
+    /// Bytes of the arrays this worker holds: its local graph (as [`LocalGraph`] stores it),
+    /// features and labels.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        let p = &self.part;
+        let n = p.num_local();
+        let lists: usize = (0..p.num_parts()).map(|q| p.send(q).len() + p.recv(q).len()).sum();
+        let copy_sites: usize = (0..p.num_primary()).map(|l| p.copies_of(l).len()).sum();
+        let graph = p.csr().indptr().len() * 8
+            + p.csr().indices().len() * 4
+            + n * 4 * 4 // local_to_global, by_global, in and out degrees
+            + lists * 4
+            + p.num_copies() * 8
+            + (p.num_primary() + 1) * 8
+            + copy_sites * 8;
+        let labels = match &self.labels {
+            Labels::Classes(c) => c.len() * 4,
+            Labels::MultiLabel(t) => t.len() * 4,
+        };
+        (graph + self.features.len() * 4 + labels + (self.train.len() + self.valid.len() + self.test.len()) * 4) as u64
+    }
+
+    fn into_wire(self) -> WireShare {
+        let in_dim = self.features.ncols();
+        let (label_cols, classes, targets) = match self.labels {
+            Labels::Classes(c) => (None, c, Vec::new()),
+            Labels::MultiLabel(t) => (Some(t.ncols()), Vec::new(), t.into_raw_vec_and_offset().0),
+        };
+        WireShare {
+            part: self.part,
+            in_dim,
+            features: self.features.into_raw_vec_and_offset().0,
+            label_cols,
+            classes,
+            targets,
+            num_classes: self.num_classes,
+            splits: [self.train, self.valid, self.test],
+            global_train: self.global_train,
+        }
+    }
+
+    fn from_wire(w: WireShare) -> Result<Self, String> {
+        let n = w.part.num_local();
+        let features = Array2::from_shape_vec((n, w.in_dim), w.features).map_err(|e| format!("features: {e}"))?;
+        let labels = match w.label_cols {
+            None if w.classes.len() == n => Labels::Classes(w.classes),
+            None => return Err(format!("{} labels for {n} local vertices", w.classes.len())),
+            Some(cols) => Labels::MultiLabel(
+                Array2::from_shape_vec((n, cols), w.targets).map_err(|e| format!("label targets: {e}"))?,
+            ),
+        };
+        let [train, valid, test] = w.splits;
+        if let Some(&bad) = train.iter().chain(&valid).chain(&test).find(|&&l| !w.part.is_primary(l as usize)) {
+            return Err(format!("split row {bad} is not one of the {} primaries", w.part.num_primary()));
+        }
+        Ok(Self { part: w.part, features, labels, num_classes: w.num_classes, train, valid, test, global_train: w.global_train })
+    }
+}
+
+/// Rank 0's view of the job after partitioning.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// One share per rank.
+    pub shares: Vec<WorkerShare>,
+    /// Partition quality and time, for the report.
+    pub summary: PartitionSummary,
+    /// The dataset's name, for the report.
+    pub dataset: String,
+}
+
+/// Partitions `dataset` into `workers` parts on `config.hosts` hosts and cuts it into shares.
+pub(crate) fn prepare(dataset: &Dataset, config: &DistributedConfig, workers: usize, seed: u64) -> Result<Prepared, DistError> {
+    let algorithm = config.algorithm();
+    let pconfig = PartitionConfig { hosts: config.hosts, seed, ..PartitionConfig::new(algorithm, workers) };
+    let (partition, cost) = measure(|| partition_graph(&dataset.graph, &pconfig));
+    let partition = partition.map_err(|source| DistError::Partition { algorithm, source })?;
+    let book =
+        PartitionBook::build(&dataset.graph, &partition).map_err(|source| DistError::Partition { algorithm, source })?;
+    let layout = pconfig.layout().map_err(|source| DistError::Partition { algorithm, source })?;
+    let metrics = PartitionMetrics::of(&book, &layout).map_err(|e| DistError::Metrics(e.to_string()))?;
+    let summary = PartitionSummary {
+        algorithm: algorithm.name().to_string(),
+        parts: workers,
+        replication_factor: metrics.replication_factor,
+        edge_imbalance: metrics.edge_imbalance,
+        vertex_imbalance: metrics.vertex_imbalance,
+        edge_cut_fraction: metrics.edge_cut_fraction.unwrap_or(0.0),
+        time_s: cost.time_s,
+    };
+    let parts = book.into_parts();
+    let s = &dataset.splits;
+    let mut splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
+    let shares = parts
+        .into_iter()
+        .zip(splits.drain(..))
+        .map(|(part, [train, valid, test])| {
+            let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
+            let labels = match &dataset.labels {
+                Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
+                Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
+            };
+            WorkerShare {
+                features: dataset.features.select(Axis(0), &rows),
+                part,
+                labels,
+                num_classes: dataset.num_classes,
+                train,
+                valid,
+                test,
+                global_train: dataset.splits.train.len(),
+            }
+        })
+        .collect();
+    Ok(Prepared { shares, summary, dataset: dataset.name.clone() })
+}
+
+/// For every part, the local ids of its primaries in each of `sets` (global ids below
+/// `num_nodes`), in the order the sets list them.
+fn split_rows(parts: &[LocalGraph], num_nodes: usize, sets: [&[u32]; 3]) -> Result<Vec<[Vec<u32>; 3]>, DistError> {
+    let mut home = vec![None; num_nodes];
+    for p in parts {
+        for l in 0..p.num_primary() {
+            home[p.local_to_global()[l] as usize] = Some((p.part(), l as u32));
+        }
+    }
+    let mut out: Vec<[Vec<u32>; 3]> = (0..parts.len()).map(|_| Default::default()).collect();
+    for (k, set) in sets.iter().enumerate() {
+        for &g in set.iter() {
+            let (p, l) = home.get(g as usize).copied().flatten().ok_or_else(|| DistError::Setup {
+                rank: 0,
+                detail: format!("split vertex {g} has no primary in the partition book of {num_nodes} vertices"),
+            })?;
+            out[p][k].push(l);
+        }
+    }
+    Ok(out)
+}
+
+/// Hands every rank its share: rank 0 passes `Some(prepared.shares)`, the others `None`.
+pub(crate) fn distribute(
+    comm: &dyn Communicator,
+    clock: &CommClock<'_>,
+    shares: Option<Vec<WorkerShare>>,
+) -> Result<WorkerShare, DistError> {
+    let config = bincode::config::standard();
+    let outgoing = match shares {
+        Some(shares) => {
+            let encoded: Result<Vec<Vec<u8>>, _> =
+                shares.into_iter().map(|s| bincode::encode_to_vec(s.into_wire(), config)).collect();
+            Some(encoded.map_err(|e| DistError::Setup { rank: comm.rank(), detail: format!("cannot encode a share: {e}") })?)
+        }
+        None => None,
+    };
+    let bytes = clock.call(|| comm.scatter(PHASE, 0, outgoing))?;
+    let setup_error = |detail: String| DistError::Setup { rank: comm.rank(), detail };
+    let (wire, used): (WireShare, usize) =
+        bincode::decode_from_slice(&bytes, config).map_err(|e| setup_error(format!("cannot decode the share: {e}")))?;
+    if used != bytes.len() {
+        return Err(setup_error(format!("{} trailing bytes after the share", bytes.len() - used)));
+    }
+    if wire.part.part() != comm.rank() || wire.part.num_parts() != comm.size() {
+        return Err(setup_error(format!(
+            "received part {} of {} parts on rank {} of {}",
+            wire.part.part(),
+            wire.part.num_parts(),
+            comm.rank(),
+            comm.size()
+        )));
+    }
+    WorkerShare::from_wire(wire).map_err(setup_error)
+}

@@ -1,0 +1,38 @@
+//! The error of a training run.
+
+use gnn_core::{GraphError, LossError, ModelError, OptimError};
+
+use crate::config::ConfigError;
+use crate::data::DataError;
+
+/// Why a training run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The dataset could not be found, loaded or generated.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// The split has no training nodes, so there is no loss to minimise.
+    #[error("split `{split}` has no training nodes")]
+    NoTrainingNodes {
+        /// The split's name.
+        split: String,
+    },
+    /// The graph cannot be aggregated over.
+    #[error("graph: {0}")]
+    Graph(#[from] GraphError),
+    /// The model could not be built or run.
+    #[error("model: {0}")]
+    Model(#[from] ModelError),
+    /// The labels do not fit the model's outputs.
+    #[error("loss: {0}")]
+    Loss(#[from] LossError),
+    /// The optimizer refused a step.
+    #[error("optimizer: {0}")]
+    Optim(#[from] OptimError),
+    /// A distributed run could not be set up or a worker failed.
+    #[error(transparent)]
+    Distributed(#[from] crate::distributed::DistError),
+}

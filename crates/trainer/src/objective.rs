@@ -1,0 +1,122 @@
+//! What a run trains the model to predict: the loss and the accuracy for the dataset's labels.
+//!
+//! Everything here returns sums and counts over a set of rows, never means, so a distributed
+//! strategy can add them across workers and divide by the global count.
+//!
+//! - Single-label: softmax cross-entropy; accuracy = fraction of rows whose arg-max is the class.
+//! - Multi-label: sigmoid binary cross-entropy over every label column; accuracy = element-wise
+//!   accuracy over (row, label) pairs with a logit > 0 predicting 1 (not ROC-AUC, which does not
+//!   add up across workers).
+
+use std::ops::Add;
+
+use gnn_core::{LossError, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
+use graph_partition::Labels;
+use ndarray::Array2;
+
+/// Loss and accuracy for one kind of labels.
+#[derive(Debug, Clone, Copy)]
+pub enum Objective<'a> {
+    /// One class per node.
+    Classes(&'a [u32]),
+    /// One 0/1 target per node and label column.
+    MultiLabel(&'a Array2<f32>),
+}
+
+/// Correct predictions out of a total (both add up across workers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hits {
+    /// Correct predictions.
+    pub correct: u64,
+    /// Predictions made.
+    pub total: u64,
+}
+
+impl Hits {
+    /// `correct / total`, 0 when nothing was predicted.
+    pub fn fraction(self) -> f64 {
+        if self.total == 0 { 0.0 } else { self.correct as f64 / self.total as f64 }
+    }
+}
+
+impl Add for Hits {
+    type Output = Self;
+
+    fn add(self, o: Self) -> Self {
+        Self { correct: self.correct + o.correct, total: self.total + o.total }
+    }
+}
+
+impl<'a> Objective<'a> {
+    /// The objective matching a dataset's labels.
+    pub fn new(labels: &'a Labels) -> Self {
+        match labels {
+            Labels::Classes(classes) => Self::Classes(classes),
+            Labels::MultiLabel(targets) => Self::MultiLabel(targets),
+        }
+    }
+
+    /// Loss terms contributed by one row: divide a loss sum by `rows x terms_per_row` for the mean.
+    pub fn terms_per_row(&self) -> usize {
+        match self {
+            Self::Classes(_) => 1,
+            Self::MultiLabel(targets) => targets.ncols(),
+        }
+    }
+
+    /// The loss summed over `rows`, and its gradient with respect to `logits`.
+    pub fn loss_sum(&self, logits: &Array2<f32>, rows: &[u32]) -> Result<(f64, Array2<f32>), LossError> {
+        match self {
+            Self::Classes(classes) => softmax_cross_entropy(logits, classes, rows),
+            Self::MultiLabel(targets) => bce_with_logits(logits, targets, rows),
+        }
+    }
+
+    /// Correct predictions over `rows`.
+    pub fn hits(&self, logits: &Array2<f32>, rows: &[u32]) -> Result<Hits, LossError> {
+        Ok(match self {
+            Self::Classes(classes) => {
+                Hits { correct: count_correct(logits, classes, rows)? as u64, total: rows.len() as u64 }
+            }
+            Self::MultiLabel(targets) => {
+                let c = multilabel_counts(logits, targets, rows)?;
+                Hits { correct: c.true_pos + c.true_neg, total: c.true_pos + c.true_neg + c.false_pos + c.false_neg }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn class_hits_use_the_argmax() {
+        let logits = array![[2.0f32, 1.0], [0.0, 3.0], [5.0, 4.0]];
+        let labels = Labels::Classes(vec![0, 0, 0]);
+        let obj = Objective::new(&labels);
+        assert_eq!(obj.hits(&logits, &[0, 1, 2]).unwrap(), Hits { correct: 2, total: 3 });
+        assert_eq!(obj.hits(&logits, &[1]).unwrap().fraction(), 0.0);
+        assert_eq!(obj.terms_per_row(), 1);
+    }
+
+    #[test]
+    fn multilabel_hits_count_label_pairs() {
+        let logits = array![[1.0f32, -1.0, 2.0], [-1.0, -1.0, -1.0]];
+        let labels = Labels::MultiLabel(array![[1.0f32, 0.0, 0.0], [0.0, 1.0, 0.0]]);
+        let obj = Objective::new(&labels);
+        assert_eq!(obj.hits(&logits, &[0, 1]).unwrap(), Hits { correct: 4, total: 6 });
+        assert_eq!(obj.terms_per_row(), 3);
+        let (sum, grad) = obj.loss_sum(&logits, &[0]).unwrap();
+        assert!(sum > 0.0 && grad.row(1).iter().all(|&g| g == 0.0));
+    }
+
+    #[test]
+    fn hits_add_and_empty_sets_score_zero() {
+        let h = Hits { correct: 1, total: 2 } + Hits { correct: 3, total: 6 };
+        assert_eq!(h, Hits { correct: 4, total: 8 });
+        assert_eq!(h.fraction(), 0.5);
+        assert_eq!(Hits::default().fraction(), 0.0);
+    }
+}

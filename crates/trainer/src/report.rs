@@ -1,0 +1,182 @@
+//! The JSON report of a training run (`halo train --report FILE.json`), field for field the
+//! report contract of DESIGN.md.
+//!
+//! Conventions: epochs are numbered from 1; accuracies are fractions in [0, 1]; `wall_s` is the
+//! training step alone (forward, backward, exchange, update) and `eval_s` the evaluation after it;
+//! `final.train_wall_s` is the sum of the epochs' `wall_s`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Dataset name (directory name, or `synthetic`).
+    pub dataset: String,
+    /// Architecture (`gcn`, `sage`, `gat`).
+    pub model: String,
+    /// Training method (`single`, ...).
+    pub method: String,
+    /// Kind of graph split (`none` for single-process runs).
+    pub cut: String,
+    /// Number of workers.
+    pub workers: usize,
+    /// Number of hosts the workers are spread over.
+    pub hosts: usize,
+    /// The run's seed.
+    pub seed: u64,
+    /// The full configuration the run used.
+    pub config: TrainConfig,
+    /// Partition quality; `null` for single-process runs.
+    pub partition: Option<PartitionSummary>,
+    /// One record per epoch run.
+    pub epochs: Vec<EpochRecord>,
+    /// Summary of the run.
+    #[serde(rename = "final")]
+    pub final_: FinalRecord,
+}
+
+/// Partition quality, as `halo partition` measures it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionSummary {
+    /// Partitioner name.
+    pub algorithm: String,
+    /// Number of parts.
+    pub parts: usize,
+    /// Mean number of copies of a vertex.
+    pub replication_factor: f64,
+    /// Largest part's edge count over the mean.
+    pub edge_imbalance: f64,
+    /// Largest part's vertex count over the mean.
+    pub vertex_imbalance: f64,
+    /// Fraction of edges whose endpoints lie in different parts (edge-cut).
+    pub edge_cut_fraction: f64,
+    /// Time spent partitioning.
+    pub time_s: f64,
+}
+
+/// One epoch: a training step followed by an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 1-based epoch number.
+    pub epoch: usize,
+    /// Training loss (mean over the global training set) of this step.
+    pub loss: f64,
+    /// Accuracy on the training nodes after the step.
+    pub train_acc: f64,
+    /// Accuracy on the validation nodes after the step.
+    pub val_acc: f64,
+    /// Accuracy on the test nodes after the step.
+    pub test_acc: f64,
+    /// Seconds of the training step (forward, backward, exchange, update).
+    pub wall_s: f64,
+    /// Seconds of the evaluation after the step.
+    pub eval_s: f64,
+    /// Seconds of the step not spent waiting on communication.
+    pub compute_s: f64,
+    /// Bytes sent between workers on the same host during the step.
+    pub bytes_intra: u64,
+    /// Bytes sent between hosts during the step.
+    pub bytes_inter: u64,
+    /// Messages sent during the step.
+    pub messages: u64,
+    /// Communication time of the step under the link cost model.
+    pub modeled_comm_s: f64,
+    /// Method-specific fields (cache hit rate, bit widths, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<serde_json::Value>,
+}
+
+/// Summary of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinalRecord {
+    /// Highest validation accuracy seen.
+    pub best_val_acc: f64,
+    /// Test accuracy at the epoch of `best_val_acc` (the earliest one on ties).
+    pub test_acc_at_best_val: f64,
+    /// 1-based epoch of `best_val_acc`.
+    pub best_epoch: usize,
+    /// Sum of the epochs' `wall_s`.
+    pub train_wall_s: f64,
+    /// Sum of `bytes_intra + bytes_inter` over the epochs.
+    pub bytes_total: u64,
+    /// Sum of the epochs' `modeled_comm_s`.
+    pub modeled_comm_s_total: f64,
+    /// Peak resident memory of the process (`null` where the platform does not report it).
+    pub peak_rss_bytes: Option<u64>,
+    /// Method-specific summary fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<serde_json::Value>,
+}
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write report {path}: {source}")]
+pub struct ReportError {
+    path: std::path::PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Report {
+    /// Writes the report as pretty-printed JSON.
+    pub fn write(&self, path: &Path) -> Result<(), ReportError> {
+        let err = |source| ReportError { path: path.to_path_buf(), source };
+        let json = serde_json::to_string_pretty(self).map_err(|e| err(e.into()))?;
+        std::fs::write(path, json + "\n").map_err(err)
+    }
+}
+
+/// Median of the epochs' training-step times (0 for no epochs).
+pub fn median_epoch_s(epochs: &[EpochRecord]) -> f64 {
+    let mut times: Vec<f64> = epochs.iter().map(|e| e.wall_s).collect();
+    if times.is_empty() {
+        return 0.0;
+    }
+    times.sort_by(f64::total_cmp);
+    let mid = times.len() / 2;
+    if times.len() % 2 == 1 { times[mid] } else { 0.5 * (times[mid - 1] + times[mid]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch(epoch: usize, wall_s: f64) -> EpochRecord {
+        EpochRecord {
+            epoch,
+            loss: 1.0,
+            train_acc: 0.5,
+            val_acc: 0.5,
+            test_acc: 0.5,
+            wall_s,
+            eval_s: 0.1,
+            compute_s: wall_s,
+            bytes_intra: 0,
+            bytes_inter: 0,
+            messages: 0,
+            modeled_comm_s: 0.0,
+            method: None,
+        }
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median_epoch_s(&[]), 0.0);
+        assert_eq!(median_epoch_s(&[epoch(1, 3.0), epoch(2, 1.0), epoch(3, 2.0)]), 2.0);
+        assert_eq!(median_epoch_s(&[epoch(1, 4.0), epoch(2, 1.0), epoch(3, 2.0), epoch(4, 3.0)]), 2.5);
+    }
+
+    #[test]
+    fn method_fields_are_omitted_when_absent_and_kept_when_present() {
+        let mut e = epoch(1, 1.0);
+        let json = serde_json::to_value(&e).unwrap();
+        assert!(json.get("method").is_none());
+        e.method = Some(serde_json::json!({"cache_hit_rate": 0.5}));
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["method"]["cache_hit_rate"], 0.5);
+    }
+}

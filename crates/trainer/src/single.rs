@@ -1,0 +1,89 @@
+//! The single-process strategy: one model over the whole graph, no communication.
+
+use gnn_core::{AggGraph, Adam, ForwardCtx, Model, NoExchange};
+use graph_partition::{Dataset, Splits};
+use ndarray::Array2;
+
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::objective::{Hits, Objective};
+use crate::report::Report;
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, Strategy, StepStats, train_loop};
+
+/// Full-batch training of one model on the whole graph.
+#[derive(Debug)]
+pub struct SingleProcess<'a> {
+    model: Model,
+    graph: AggGraph,
+    features: &'a Array2<f32>,
+    objective: Objective<'a>,
+    splits: &'a Splits,
+    optimizer: Adam,
+    seed: u64,
+}
+
+impl<'a> SingleProcess<'a> {
+    /// Builds the model and optimizer `config` describes for `dataset` (whose features are used
+    /// as they are: normalise them first).
+    pub fn new(config: &TrainConfig, dataset: &'a Dataset) -> Result<Self, TrainError> {
+        if dataset.splits.train.is_empty() {
+            return Err(TrainError::NoTrainingNodes { split: dataset.splits.name.clone() });
+        }
+        let model = Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?;
+        Ok(Self {
+            model,
+            graph: AggGraph::single(&dataset.graph)?,
+            features: &dataset.features,
+            objective: Objective::new(&dataset.labels),
+            splits: &dataset.splits,
+            optimizer: config.optimizer(),
+            seed: config.seed,
+        })
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+impl Strategy for SingleProcess<'_> {
+    type Error = TrainError;
+
+    fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
+        self.model.zero_grad();
+        let ctx = ForwardCtx::train(self.seed, epoch as u64);
+        let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ctx)?;
+        let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.splits.train)?;
+        let terms = (self.splits.train.len() * self.objective.terms_per_row()) as f64;
+        dlogits /= terms as f32;
+        self.model.backward(&self.graph, dlogits, &mut NoExchange)?;
+        self.model.step(&mut self.optimizer)?;
+        Ok(StepStats { loss: loss_sum / terms, ..StepStats::default() })
+    }
+
+    fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
+        let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ForwardCtx::eval())?;
+        let acc = |rows: &[u32]| self.objective.hits(logits, rows).map(Hits::fraction);
+        Ok(EvalStats { train_acc: acc(&self.splits.train)?, val_acc: acc(&self.splits.valid)?, test_acc: acc(&self.splits.test)? })
+    }
+}
+
+/// Trains `dataset` in this process as `config` says and returns the run's report.
+pub fn run(config: &TrainConfig, dataset: &Dataset, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
+    let mut strategy = SingleProcess::new(config, dataset)?;
+    let outcome = train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+    Ok(Report {
+        dataset: dataset.name.clone(),
+        model: config.model.as_str().to_string(),
+        method: config.method.as_str().to_string(),
+        cut: "none".to_string(),
+        workers: 1,
+        hosts: 1,
+        seed: config.seed,
+        config: config.clone(),
+        partition: None,
+        epochs: outcome.epochs,
+        final_: outcome.final_,
+    })
+}

@@ -1,0 +1,239 @@
+//! The epoch loop shared by every training method: step, evaluate, time, track the best
+//! validation epoch, stop early, tell an observer.
+//!
+//! A method plugs in as a [`Strategy`]: the single-process one runs the model on the whole graph;
+//! a distributed one runs it on its part and all-reduces gradients, losses and correct counts
+//! inside `train_step`/`evaluate`, so the loop itself never changes.
+
+use std::time::Instant;
+
+use crate::report::{EpochRecord, FinalRecord};
+
+/// Communication of one training step (all zero for single-process runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommStats {
+    /// Bytes sent between workers on the same host.
+    pub bytes_intra: u64,
+    /// Bytes sent between hosts.
+    pub bytes_inter: u64,
+    /// Messages sent.
+    pub messages: u64,
+    /// Communication time under the link cost model.
+    pub modeled_comm_s: f64,
+    /// Measured seconds the step spent in communication (subtracted from `wall_s` to give `compute_s`).
+    pub waited_s: f64,
+}
+
+/// What one training step reports back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepStats {
+    /// Training loss averaged over the global training set.
+    pub loss: f64,
+    /// Traffic of the step.
+    pub comm: CommStats,
+    /// Method-specific fields for the epoch record.
+    pub method: Option<serde_json::Value>,
+}
+
+/// Accuracies (fractions in [0, 1]) over the global train/valid/test sets.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EvalStats {
+    /// On the training nodes.
+    pub train_acc: f64,
+    /// On the validation nodes.
+    pub val_acc: f64,
+    /// On the test nodes.
+    pub test_acc: f64,
+}
+
+/// One training method, seen by the loop as "a step" and "an evaluation".
+pub trait Strategy {
+    /// The error a step can fail with.
+    type Error;
+    /// Runs one full-batch training step (forward, loss, backward, update) of the 1-based `epoch`.
+    fn train_step(&mut self, epoch: usize) -> Result<StepStats, Self::Error>;
+    /// Evaluates the current parameters in inference mode (no dropout).
+    fn evaluate(&mut self) -> Result<EvalStats, Self::Error>;
+    /// Method-specific summary fields for the final record.
+    fn final_method(&mut self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// The best validation epoch so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Best {
+    /// Highest validation accuracy.
+    pub val_acc: f64,
+    /// Test accuracy at that epoch.
+    pub test_acc: f64,
+    /// 1-based epoch; the earliest one on ties.
+    pub epoch: usize,
+}
+
+/// Receives every epoch as it finishes (e.g. to draw a progress bar).
+pub trait EpochObserver {
+    /// Called after the evaluation of each epoch.
+    fn on_epoch(&mut self, record: &EpochRecord, best: &Best);
+}
+
+/// An observer that ignores everything.
+impl EpochObserver for () {
+    fn on_epoch(&mut self, _record: &EpochRecord, _best: &Best) {}
+}
+
+/// How long to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopOptions {
+    /// Maximum number of epochs.
+    pub epochs: usize,
+    /// Stop after this many consecutive epochs without a validation improvement.
+    pub patience: Option<usize>,
+}
+
+/// The result of the loop: every epoch run, and the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopOutcome {
+    /// One record per epoch run.
+    pub epochs: Vec<EpochRecord>,
+    /// Summary; `peak_rss_bytes` is filled in here at the end of training.
+    pub final_: FinalRecord,
+    /// Whether patience ran out before `epochs`.
+    pub stopped_early: bool,
+}
+
+/// Runs up to `opts.epochs` epochs of `strategy`.
+pub fn train_loop<S: Strategy>(
+    strategy: &mut S,
+    opts: LoopOptions,
+    observer: &mut dyn EpochObserver,
+) -> Result<LoopOutcome, S::Error> {
+    let mut epochs = Vec::with_capacity(opts.epochs);
+    let mut best: Option<Best> = None;
+    let mut stopped_early = false;
+    for epoch in 1..=opts.epochs {
+        let start = Instant::now();
+        let step = strategy.train_step(epoch)?;
+        let wall_s = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let eval = strategy.evaluate()?;
+        let eval_s = start.elapsed().as_secs_f64();
+        let record = EpochRecord {
+            epoch,
+            loss: step.loss,
+            train_acc: eval.train_acc,
+            val_acc: eval.val_acc,
+            test_acc: eval.test_acc,
+            wall_s,
+            eval_s,
+            compute_s: (wall_s - step.comm.waited_s).max(0.0),
+            bytes_intra: step.comm.bytes_intra,
+            bytes_inter: step.comm.bytes_inter,
+            messages: step.comm.messages,
+            modeled_comm_s: step.comm.modeled_comm_s,
+            method: step.method,
+        };
+        let current = match best {
+            Some(b) if eval.val_acc <= b.val_acc => b,
+            _ => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
+        };
+        best = Some(current);
+        observer.on_epoch(&record, &current);
+        epochs.push(record);
+        if opts.patience.is_some_and(|p| epoch - current.epoch >= p) && epoch < opts.epochs {
+            stopped_early = true;
+            break;
+        }
+    }
+    let best = best.unwrap_or(Best { val_acc: 0.0, test_acc: 0.0, epoch: 0 });
+    let final_ = FinalRecord {
+        best_val_acc: best.val_acc,
+        test_acc_at_best_val: best.test_acc,
+        best_epoch: best.epoch,
+        train_wall_s: epochs.iter().map(|e| e.wall_s).sum(),
+        bytes_total: epochs.iter().map(|e| e.bytes_intra + e.bytes_inter).sum(),
+        modeled_comm_s_total: epochs.iter().map(|e| e.modeled_comm_s).sum(),
+        peak_rss_bytes: crate::memory::peak_rss_bytes(),
+        method: strategy.final_method(),
+    };
+    Ok(LoopOutcome { epochs, final_, stopped_early })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replays a fixed validation curve; the loss counts steps.
+    struct Scripted {
+        val: Vec<f64>,
+        steps: usize,
+    }
+
+    impl Strategy for Scripted {
+        type Error = String;
+        fn train_step(&mut self, epoch: usize) -> Result<StepStats, String> {
+            self.steps += 1;
+            let comm = CommStats { bytes_intra: 10, bytes_inter: 5, messages: 2, modeled_comm_s: 0.5, waited_s: 0.0 };
+            Ok(StepStats { loss: epoch as f64, comm, method: None })
+        }
+        fn evaluate(&mut self) -> Result<EvalStats, String> {
+            let v = self.val[self.steps - 1];
+            Ok(EvalStats { train_acc: v, val_acc: v, test_acc: v / 2.0 })
+        }
+    }
+
+    struct Recorder(Vec<(usize, usize)>);
+    impl EpochObserver for Recorder {
+        fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
+            self.0.push((record.epoch, best.epoch));
+        }
+    }
+
+    #[test]
+    fn tracks_best_with_ties_keeping_the_earlier_epoch() {
+        let mut s = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.6], steps: 0 };
+        let mut rec = Recorder(Vec::new());
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None }, &mut rec).unwrap();
+        assert_eq!(rec.0, vec![(1, 1), (2, 2), (3, 2), (4, 2), (5, 5), (6, 5)]);
+        assert_eq!(out.final_.best_epoch, 5);
+        assert_eq!(out.final_.best_val_acc, 0.6);
+        assert_eq!(out.final_.test_acc_at_best_val, 0.3);
+        assert_eq!(out.epochs.iter().map(|e| e.epoch).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(out.final_.bytes_total, 6 * 15);
+        assert_eq!(out.final_.modeled_comm_s_total, 3.0);
+        assert!(!out.stopped_early);
+    }
+
+    #[test]
+    fn patience_stops_after_that_many_epochs_without_improvement() {
+        let mut s = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.7], steps: 0 };
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: Some(2) }, &mut ()).unwrap();
+        assert_eq!(out.epochs.len(), 4);
+        assert!(out.stopped_early);
+        assert_eq!(out.final_.best_epoch, 2);
+    }
+
+    #[test]
+    fn patience_reaching_the_last_epoch_is_not_an_early_stop() {
+        let mut s = Scripted { val: vec![0.5, 0.4, 0.4], steps: 0 };
+        let out = train_loop(&mut s, LoopOptions { epochs: 3, patience: Some(2) }, &mut ()).unwrap();
+        assert_eq!(out.epochs.len(), 3);
+        assert!(!out.stopped_early);
+    }
+
+    #[test]
+    fn step_errors_stop_the_loop() {
+        struct Failing;
+        impl Strategy for Failing {
+            type Error = &'static str;
+            fn train_step(&mut self, _: usize) -> Result<StepStats, &'static str> {
+                Err("diverged")
+            }
+            fn evaluate(&mut self) -> Result<EvalStats, &'static str> {
+                unreachable!("no step succeeded")
+            }
+        }
+        let opts = LoopOptions { epochs: 3, patience: None };
+        assert_eq!(train_loop(&mut Failing, opts, &mut ()).unwrap_err(), "diverged");
+    }
+}

@@ -1,0 +1,94 @@
+//! DESIGN.md's correctness contract: vanilla distributed training on 4 workers over 2 hosts
+//! equals single-process training with the same seed, epoch by epoch, dropout included, for
+//! GCN, GraphSAGE and GAT on Cora, edge-cut (METIS) and vertex-cut (EBV).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use graph_partition::Dataset;
+use trainer::config::{Method, ModelName, TrainConfig};
+use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
+use trainer::{Report, data, single};
+
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
+const EPOCHS: usize = 6;
+
+/// Cora as every test's configuration prepares it (the same feature normalisation for all).
+fn cora(config: &TrainConfig) -> &'static Dataset {
+    static CORA_DATA: OnceLock<Dataset> = OnceLock::new();
+    CORA_DATA.get_or_init(|| {
+        assert!(Path::new(CORA).is_dir(), "Cora is missing: expected the OGB raw layout at {CORA}");
+        data::prepare_dataset(config, Path::new(".")).expect("Cora loads")
+    })
+}
+
+fn config(model: ModelName, cut: Cut) -> TrainConfig {
+    TrainConfig {
+        dataset: Some(CORA.to_string()),
+        model,
+        hidden: if model == ModelName::Gat { 8 } else { 16 },
+        epochs: EPOCHS,
+        seed: 3,
+        method: Method::Vanilla,
+        distributed: DistributedConfig { cut, workers: 4, hosts: 2, ..DistributedConfig::default() },
+        ..TrainConfig::default()
+    }
+}
+
+fn assert_same_losses(name: &str, single: &Report, dist: &Report) {
+    assert_eq!(single.epochs.len(), dist.epochs.len(), "{name}: epoch counts differ");
+    let mut worst = 0.0f64;
+    for (s, d) in single.epochs.iter().zip(&dist.epochs) {
+        let rel = (s.loss - d.loss).abs() / s.loss.abs();
+        worst = worst.max(rel);
+        assert!(rel <= 1e-4, "{name}: epoch {} loss {} (single) vs {} (distributed), rel {rel:.2e}", s.epoch, s.loss, d.loss);
+        assert!((s.val_acc - d.val_acc).abs() <= 2.0 / 500.0, "{name}: epoch {} val acc {} vs {}", s.epoch, s.val_acc, d.val_acc);
+    }
+    eprintln!("{name}: largest relative loss difference over {} epochs: {worst:.2e}", single.epochs.len());
+}
+
+fn check(model: ModelName, cut: Cut) {
+    let config = config(model, cut);
+    let dataset = cora(&config);
+    let single = single::run(&config, dataset, &mut ()).expect("single-process run");
+    let dist = run_with_dataset(&config, dataset, LocalOptions::default(), &mut ()).expect("distributed run");
+    let name = format!("{model:?} {}-cut", cut.as_str());
+    assert_same_losses(&name, &single, &dist);
+    let partition = dist.partition.as_ref().expect("distributed reports carry the partition");
+    assert_eq!(partition.algorithm, if cut == Cut::Edge { "metis" } else { "ebv" });
+    assert_eq!((dist.workers, dist.hosts, dist.method.as_str(), dist.cut.as_str()), (4, 2, "vanilla", cut.as_str()));
+    for e in &dist.epochs {
+        assert!(e.bytes_inter > 0 && e.bytes_intra > 0 && e.messages > 0, "{name}: epoch {} moved nothing", e.epoch);
+        assert!(e.modeled_comm_s > 0.0 && e.compute_s > 0.0, "{name}: epoch {}", e.epoch);
+    }
+}
+
+#[test]
+fn gcn_edge_cut_equals_single_process() {
+    check(ModelName::Gcn, Cut::Edge);
+}
+
+#[test]
+fn gcn_vertex_cut_equals_single_process() {
+    check(ModelName::Gcn, Cut::Vertex);
+}
+
+#[test]
+fn sage_edge_cut_equals_single_process() {
+    check(ModelName::Sage, Cut::Edge);
+}
+
+#[test]
+fn sage_vertex_cut_equals_single_process() {
+    check(ModelName::Sage, Cut::Vertex);
+}
+
+#[test]
+fn gat_edge_cut_equals_single_process() {
+    check(ModelName::Gat, Cut::Edge);
+}
+
+#[test]
+fn gat_vertex_cut_equals_single_process() {
+    check(ModelName::Gat, Cut::Vertex);
+}

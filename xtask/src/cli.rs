@@ -1,0 +1,137 @@
+//! Command-line parsing for `cargo xtask` with plain `std::env::args` (no clap: xtask stays light).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::datasets::{self, OgbDataset};
+use crate::ptx::DEFAULT_ARCH;
+
+/// Printed for `help` and after usage errors.
+pub const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  download <dataset> [--dir DIR]   fetch an OGB node-property dataset into DIR/<dataset>/
+                                   (DIR defaults to datasets/ in the workspace; a partial
+                                   download is resumed). Datasets: ogbn-arxiv, ogbn-products,
+                                   ogbn-papers100M, ogbn-proteins
+  ptx [--arch ARCH]                compile kernels/*.cu to kernels/ptx/*.ptx with nvcc
+                                   (ARCH defaults to sm_80)
+  help                             show this message
+";
+
+/// A parsed `cargo xtask` invocation.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Download { dataset: &'static OgbDataset, dir: Option<PathBuf> },
+    Ptx { arch: String },
+    Help,
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
+    let mut args = args.into_iter();
+    let Some(command) = args.next() else { bail!("missing command\n\n{USAGE}") };
+    match command.as_str() {
+        "download" => {
+            let mut dataset = None;
+            let mut dir = None;
+            while let Some(arg) = args.next() {
+                if let Some(value) = flag_value("--dir", &arg, &mut args)? {
+                    dir = Some(PathBuf::from(value));
+                } else if arg.starts_with('-') {
+                    bail!("download: unknown flag `{arg}`\n\n{USAGE}");
+                } else if dataset.replace(arg.clone()).is_some() {
+                    bail!("download: one dataset at a time (extra argument `{arg}`)");
+                }
+            }
+            let Some(name) = dataset else {
+                bail!("download: missing dataset; choose one of: {}", datasets::names().join(", "))
+            };
+            Ok(Command::Download { dataset: datasets::lookup(&name)?, dir })
+        }
+        "ptx" => {
+            let mut arch = DEFAULT_ARCH.to_owned();
+            while let Some(arg) = args.next() {
+                match flag_value("--arch", &arg, &mut args)? {
+                    Some(value) if is_arch(&value) => arch = value,
+                    Some(value) => bail!("ptx: --arch `{value}` is not an sm_XX or compute_XX architecture"),
+                    None => bail!("ptx: unexpected argument `{arg}`\n\n{USAGE}"),
+                }
+            }
+            Ok(Command::Ptx { arch })
+        }
+        "help" | "-h" | "--help" => Ok(Command::Help),
+        other => bail!("unknown command `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// The value of `--name VALUE` or `--name=VALUE` when `arg` is that flag; `None` for other arguments.
+fn flag_value(name: &str, arg: &str, rest: &mut impl Iterator<Item = String>) -> Result<Option<String>> {
+    if arg == name {
+        match rest.next() {
+            Some(value) => Ok(Some(value)),
+            None => bail!("{name} needs a value"),
+        }
+    } else {
+        Ok(arg.strip_prefix(name).and_then(|r| r.strip_prefix('=')).map(str::to_owned))
+    }
+}
+
+fn is_arch(value: &str) -> bool {
+    ["sm_", "compute_"].iter().any(|prefix| {
+        value.strip_prefix(prefix).is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Command> {
+        parse(args.iter().map(|s| s.to_string()))
+    }
+
+    fn err(args: &[&str]) -> String {
+        run(args).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn download_takes_a_dataset_and_an_optional_dir() {
+        let arxiv = datasets::lookup("ogbn-arxiv").unwrap();
+        assert_eq!(run(&["download", "ogbn-arxiv"]).unwrap(), Command::Download { dataset: arxiv, dir: None });
+        for args in
+            [["download", "--dir", "/data", "ogbn-arxiv"].as_slice(), &["download", "ogbn-arxiv", "--dir=/data"]]
+        {
+            assert_eq!(run(args).unwrap(), Command::Download { dataset: arxiv, dir: Some("/data".into()) });
+        }
+    }
+
+    #[test]
+    fn download_errors_name_the_problem() {
+        assert!(err(&["download"]).contains("missing dataset; choose one of: ogbn-arxiv"));
+        assert!(err(&["download", "ogbn-foo"]).contains("unknown dataset `ogbn-foo`"));
+        assert!(err(&["download", "ogbn-arxiv", "ogbn-products"]).contains("extra argument `ogbn-products`"));
+        assert!(err(&["download", "ogbn-arxiv", "--force"]).contains("unknown flag `--force`"));
+        assert!(err(&["download", "ogbn-arxiv", "--dir"]).contains("--dir needs a value"));
+    }
+
+    #[test]
+    fn ptx_defaults_to_sm_80_and_checks_arch() {
+        assert_eq!(run(&["ptx"]).unwrap(), Command::Ptx { arch: "sm_80".into() });
+        assert_eq!(run(&["ptx", "--arch", "sm_90a"]).unwrap(), Command::Ptx { arch: "sm_90a".into() });
+        assert_eq!(run(&["ptx", "--arch=compute_86"]).unwrap(), Command::Ptx { arch: "compute_86".into() });
+        assert!(err(&["ptx", "--arch", "90"]).contains("--arch `90`"));
+        assert!(err(&["ptx", "--arch", "sm_"]).contains("--arch `sm_`"));
+        assert!(err(&["ptx", "extra"]).contains("unexpected argument `extra`"));
+    }
+
+    #[test]
+    fn help_and_unknown_commands() {
+        assert_eq!(run(&["help"]).unwrap(), Command::Help);
+        assert_eq!(run(&["--help"]).unwrap(), Command::Help);
+        assert!(err(&[]).contains("missing command"));
+        assert!(err(&["build"]).contains("unknown command `build`"));
+    }
+}
