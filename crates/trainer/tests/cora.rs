@@ -1,6 +1,10 @@
-//! Accuracy on Cora (public Planetoid split, row-normalised features): test accuracy at the best
-//! validation epoch, mean over seeds 0-4, against the targets (PyG on the same machine:
-//! GCN 0.822, GraphSAGE 0.810, GAT 0.828).
+//! Accuracy on Cora (public Planetoid split, row-normalised features, 200 epochs): test accuracy
+//! at the best validation epoch against the targets (mean over seeds 0-4; PyG on the same
+//! machine: GCN 0.822, GraphSAGE 0.810, GAT 0.828).
+//!
+//! The five-seed runs take minutes on two cores, so they are ignored by default; run them with
+//! `cargo test --release -p trainer --test cora -- --ignored --nocapture`. The default suite keeps
+//! one GCN seed.
 
 use std::path::{Path, PathBuf};
 
@@ -16,10 +20,10 @@ fn cora_dir() -> PathBuf {
     dir
 }
 
-/// Mean test accuracy at the best validation epoch over seeds 0-4.
-fn mean_test_acc(base: &TrainConfig) -> f64 {
+/// Mean test accuracy at the best validation epoch over `seeds`.
+fn mean_test_acc(base: &TrainConfig, seeds: std::ops::Range<u64>) -> f64 {
     let dataset = trainer::data::prepare_dataset(base, Path::new("datasets")).expect("Cora loads");
-    let accs: Vec<f64> = (0..5)
+    let accs: Vec<f64> = seeds
         .map(|seed| {
             let config = TrainConfig { seed, ..base.clone() };
             trainer::single::run(&config, &dataset, &mut ()).expect("training runs").final_.test_acc_at_best_val
@@ -30,18 +34,46 @@ fn mean_test_acc(base: &TrainConfig) -> f64 {
     mean
 }
 
+/// The settings: 2 layers, lr 0.01, weight decay 5e-4; GCN and SAGE hidden 16 with
+/// dropout 0.5, GAT 8 heads of 8 with dropout 0.6 and lr 0.005.
 fn cora(model: ModelName) -> TrainConfig {
-    TrainConfig {
+    let base = TrainConfig {
         dataset: Some(cora_dir().display().to_string()),
         model,
         feature_norm: FeatureNorm::Row,
         epochs: 200,
         ..TrainConfig::default()
+    };
+    match model {
+        ModelName::Gat => TrainConfig { hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, ..base },
+        ModelName::Gcn | ModelName::Sage => base,
     }
 }
 
+fn check(model: ModelName, seeds: std::ops::Range<u64>, target: f64) {
+    let mean = mean_test_acc(&cora(model), seeds.clone());
+    assert!(mean >= target, "{model:?} mean test accuracy over seeds {seeds:?} is {mean:.4} < {target}");
+}
+
 #[test]
-fn gcn_reaches_the_cora_target() {
-    let mean = mean_test_acc(&cora(ModelName::Gcn));
-    assert!(mean >= 0.810, "GCN mean test accuracy {mean:.4} < 0.810");
+fn gcn_seed_0_reaches_the_cora_target() {
+    check(ModelName::Gcn, 0..1, 0.810);
+}
+
+#[test]
+#[ignore = "minutes on two cores; run with --ignored"]
+fn gcn_reaches_the_cora_target_over_five_seeds() {
+    check(ModelName::Gcn, 0..5, 0.810);
+}
+
+#[test]
+#[ignore = "minutes on two cores; run with --ignored"]
+fn sage_reaches_the_cora_target_over_five_seeds() {
+    check(ModelName::Sage, 0..5, 0.795);
+}
+
+#[test]
+#[ignore = "minutes on two cores; run with --ignored"]
+fn gat_reaches_the_cora_target_over_five_seeds() {
+    check(ModelName::Gat, 0..5, 0.815);
 }

@@ -41,8 +41,20 @@ fn assert_same_losses(name: &str, single: &Report, dist: &Report) {
     for (s, d) in single.epochs.iter().zip(&dist.epochs) {
         let rel = (s.loss - d.loss).abs() / s.loss.abs();
         worst = worst.max(rel);
-        assert!(rel <= 1e-4, "{name}: epoch {} loss {} (single) vs {} (distributed), rel {rel:.2e}", s.epoch, s.loss, d.loss);
-        assert!((s.val_acc - d.val_acc).abs() <= 2.0 / 500.0, "{name}: epoch {} val acc {} vs {}", s.epoch, s.val_acc, d.val_acc);
+        assert!(
+            rel <= 1e-4,
+            "{name}: epoch {} loss {} (single) vs {} (distributed), rel {rel:.2e}",
+            s.epoch,
+            s.loss,
+            d.loss
+        );
+        assert!(
+            (s.val_acc - d.val_acc).abs() <= 2.0 / 500.0,
+            "{name}: epoch {} val acc {} vs {}",
+            s.epoch,
+            s.val_acc,
+            d.val_acc
+        );
     }
     eprintln!("{name}: largest relative loss difference over {} epochs: {worst:.2e}", single.epochs.len());
 }

@@ -45,7 +45,8 @@ fn run(config: &TrainConfig, dataset: &Dataset) -> Result<Report, TrainError> {
 /// The book the run builds (partitioners are deterministic for a seed).
 fn book(config: &TrainConfig, dataset: &Dataset) -> PartitionBook {
     let d = &config.distributed;
-    let pconfig = PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
+    let pconfig =
+        PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
     PartitionBook::build(&dataset.graph, &partition_graph(&dataset.graph, &pconfig).unwrap()).unwrap()
 }
 
@@ -113,7 +114,13 @@ fn check_traffic(cut: Cut) {
                 exchanged.insert(phase.clone(), (a, b));
             }
         }
-        assert_eq!(exchanged, expected, "{}-cut epoch {}: exchange traffic (intra, inter) per phase", cut.as_str(), epoch.epoch);
+        assert_eq!(
+            exchanged,
+            expected,
+            "{}-cut epoch {}: exchange traffic (intra, inter) per phase",
+            cut.as_str(),
+            epoch.epoch
+        );
         assert!(expected.values().all(|&(_, inter)| inter > 0), "the partition must cross hosts");
         // The epoch totals are the phases' sums: exchanges, gradient and loss all-reduces.
         assert_eq!((epoch.bytes_intra, epoch.bytes_inter), (intra, inter));
@@ -162,7 +169,8 @@ fn a_failing_worker_ends_the_run_with_an_error_naming_it() {
     let Labels::Classes(classes) = &mut dataset.labels else { panic!("Cora is single-label") };
     classes[victim as usize] = 99;
     let d = &config.distributed;
-    let pconfig = PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
+    let pconfig =
+        PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
     let Partition::EdgeCut { owner, .. } = partition_graph(&dataset.graph, &pconfig).unwrap() else {
         panic!("METIS makes an edge-cut")
     };

@@ -136,6 +136,12 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.resolve()?;
     if let Some(threads) = config.threads {
+        // gnn-core's dense products run on matrixmultiply's own pool, which sizes itself from
+        // this variable on first use; without it `--threads 1` would still multiply on every core.
+        // SAFETY: no other thread exists yet (neither pool has started and nothing before this
+        // point spawns one), so nothing can read the environment concurrently. Exercised by
+        // `tests/train_cli.rs`, which runs with `--threads 1`.
+        unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build_global()

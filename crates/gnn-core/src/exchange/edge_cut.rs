@@ -20,7 +20,11 @@ pub struct EdgeCutExchange<'a> {
 
 impl<'a> EdgeCutExchange<'a> {
     /// The exchange of the worker holding `part` (an edge-cut book's part for this rank).
-    pub fn new(part: &'a LocalGraph, comm: &'a dyn Communicator, options: ExchangeOptions<'a>) -> Result<Self, SetupError> {
+    pub fn new(
+        part: &'a LocalGraph,
+        comm: &'a dyn Communicator,
+        options: ExchangeOptions<'a>,
+    ) -> Result<Self, SetupError> {
         Ok(Self { router: ReplicaRouter::new(part, comm, options)? })
     }
 }
@@ -148,7 +152,8 @@ mod tests {
         let topology = Topology::for_workers(4, 2, LinkModel::default()).unwrap();
         LocalCluster::run(&topology, |comm| {
             let other = &book.parts()[(comm.rank() + 1) % 4];
-            let err = EdgeCutExchange::new(other, comm, ExchangeOptions::default()).err().expect("mismatch must be refused");
+            let err =
+                EdgeCutExchange::new(other, comm, ExchangeOptions::default()).err().expect("mismatch must be refused");
             assert_eq!(err.rank, comm.rank());
             assert!(err.to_string().contains(&format!("rank {}", comm.rank())), "{err}");
             Ok::<_, String>(())
@@ -177,8 +182,12 @@ mod tests {
     fn a_malformed_message_is_a_protocol_error_naming_the_peer() {
         let book = testkit::book(&partition());
         testkit::run(&book, |part, comm| {
-            let mut ex = EdgeCutExchange::new(part, comm, ExchangeOptions { codecs: Some(Arc::new(|| Box::new(Truncating))), watch: None })
-                .map_err(|e| e.to_string())?;
+            let mut ex = EdgeCutExchange::new(
+                part,
+                comm,
+                ExchangeOptions { codecs: Some(Arc::new(|| Box::new(Truncating))), watch: None },
+            )
+            .map_err(|e| e.to_string())?;
             let mut x = Array2::zeros((part.num_local(), 2));
             match ex.pull_halo(tag(Direction::Forward), &mut x) {
                 Ok(()) => assert!((0..4).all(|p| part.recv(p).is_empty()), "part {} has halo rows", part.part()),

@@ -96,9 +96,8 @@ mod tests {
                 let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
                 let (local_logits, mut local_grads) = pass(&mut model, &graph, exchange.as_mut());
                 comm.all_reduce_sum_f32("grads", &mut local_grads).map_err(|e| e.to_string())?;
-                let owned: Vec<(u32, Vec<f32>)> = (0..graph.num_owned())
-                    .map(|l| (graph.global_ids()[l], local_logits.row(l).to_vec()))
-                    .collect();
+                let owned: Vec<(u32, Vec<f32>)> =
+                    (0..graph.num_owned()).map(|l| (graph.global_ids()[l], local_logits.row(l).to_vec())).collect();
                 Ok((owned, local_grads, watch.calls.get()))
             });
             let name = format!("{:?} {}", config.kind, if vertex_cut { "vertex-cut" } else { "edge-cut" });
@@ -121,7 +120,10 @@ mod tests {
 
     #[test]
     fn edge_cut_training_pass_equals_single_process() {
-        check_matches_single_process(&Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] }, false);
+        check_matches_single_process(
+            &Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] },
+            false,
+        );
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub(crate) enum Apply {
     Max,
 }
 
+/// The local ids a part exchanges with one peer ([`LocalGraph::send`] or [`LocalGraph::recv`]).
+type RowList = fn(&LocalGraph, usize) -> &[u32];
+
 /// One codec stream: a stateful codec sees exactly the messages of its stream, and the decoder
 /// on the receiving side sees the same messages in the same order as the encoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,7 +99,12 @@ impl<'a> ReplicaRouter<'a> {
         options: ExchangeOptions<'a>,
     ) -> Result<Self, SetupError> {
         if part.num_parts() != comm.size() || part.part() != comm.rank() {
-            return Err(SetupError { part: part.part(), parts: part.num_parts(), rank: comm.rank(), size: comm.size() });
+            return Err(SetupError {
+                part: part.part(),
+                parts: part.num_parts(),
+                rank: comm.rank(),
+                size: comm.size(),
+            });
         }
         let factory = options.codecs.unwrap_or_else(|| Arc::new(|| Box::new(IdentityCodec)));
         Ok(Self { part, comm, watch: options.watch, codecs: CodecBank::new(factory), scratch: Vec::new() })
@@ -109,7 +117,13 @@ impl<'a> ReplicaRouter<'a> {
 
     /// Sends the rows of `x` along `route` and lands what arrives with `apply`, peers in
     /// ascending rank order (so sums are deterministic). Rows this worker sends are not changed.
-    pub(crate) fn route(&mut self, tag: Tag, route: Route, x: &mut Array2<f32>, apply: Apply) -> Result<(), ExchangeError> {
+    pub(crate) fn route(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        x: &mut Array2<f32>,
+        apply: Apply,
+    ) -> Result<(), ExchangeError> {
         let num_local = self.part.num_local();
         if x.nrows() != num_local {
             return Err(ExchangeError::Shape {
@@ -122,7 +136,7 @@ impl<'a> ReplicaRouter<'a> {
         }
         let (me, width) = (self.comm.rank(), x.ncols());
         let part = self.part;
-        let (outgoing, incoming): (fn(&LocalGraph, usize) -> &[u32], fn(&LocalGraph, usize) -> &[u32]) = match route {
+        let (outgoing, incoming): (RowList, RowList) = match route {
             Route::Gather => (LocalGraph::recv, LocalGraph::send),
             Route::Scatter => (LocalGraph::send, LocalGraph::recv),
         };
@@ -136,7 +150,9 @@ impl<'a> ReplicaRouter<'a> {
                     self.scratch.extend(x.row(local as usize).iter());
                 }
                 let codec = self.codecs.get(StreamKey { tag, route, peer, encode: true });
-                codec.encode_rows(&self.scratch, width, &mut bytes).map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
+                codec
+                    .encode_rows(&self.scratch, width, &mut bytes)
+                    .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
             }
             messages.push(bytes);
         }
@@ -151,7 +167,9 @@ impl<'a> ReplicaRouter<'a> {
             self.scratch.clear();
             self.scratch.resize(rows.len() * width, 0.0);
             let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
-            codec.decode_rows(bytes, width, &mut self.scratch).map_err(|e| protocol(tag, "decoding rows from", peer, &e))?;
+            codec
+                .decode_rows(bytes, width, &mut self.scratch)
+                .map_err(|e| protocol(tag, "decoding rows from", peer, &e))?;
             for (&local, src) in rows.iter().zip(self.scratch.chunks_exact(width.max(1))) {
                 let mut dst = x.row_mut(local as usize);
                 match apply {
@@ -180,8 +198,22 @@ pub(crate) mod testkit {
     /// A directed 12-vertex graph with hubs, chains and an isolated vertex.
     pub(crate) fn graph() -> Csr {
         let edges: Vec<(u32, u32)> = vec![
-            (0, 1), (1, 2), (2, 3), (3, 0), (4, 0), (5, 0), (6, 0), (0, 7), (7, 8), (8, 9), (9, 4), (2, 10),
-            (10, 5), (6, 9), (3, 8), (1, 6),
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 0),
+            (4, 0),
+            (5, 0),
+            (6, 0),
+            (0, 7),
+            (7, 8),
+            (8, 9),
+            (9, 4),
+            (2, 10),
+            (10, 5),
+            (6, 9),
+            (3, 8),
+            (1, 6),
         ];
         Csr::from_edges(12, &edges, EdgeListOptions { symmetrize: false, remove_self_loops: true }).unwrap()
     }

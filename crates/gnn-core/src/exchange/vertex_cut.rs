@@ -21,7 +21,11 @@ pub struct VertexCutExchange<'a> {
 
 impl<'a> VertexCutExchange<'a> {
     /// The exchange of the worker holding `part` (a vertex-cut book's part for this rank).
-    pub fn new(part: &'a LocalGraph, comm: &'a dyn Communicator, options: ExchangeOptions<'a>) -> Result<Self, SetupError> {
+    pub fn new(
+        part: &'a LocalGraph,
+        comm: &'a dyn Communicator,
+        options: ExchangeOptions<'a>,
+    ) -> Result<Self, SetupError> {
         Ok(Self { router: ReplicaRouter::new(part, comm, options)? })
     }
 
@@ -92,7 +96,8 @@ mod tests {
             let mut sum = shares(part);
             ex.sum_replicas(Tag::new(0, Direction::Forward, Step::Aggregate), &mut sum).map_err(|e| e.to_string())?;
             let mut max = shares(part);
-            ex.max_replicas(Tag::new(0, Direction::Forward, Step::AttentionMax), &mut max).map_err(|e| e.to_string())?;
+            ex.max_replicas(Tag::new(0, Direction::Forward, Step::AttentionMax), &mut max)
+                .map_err(|e| e.to_string())?;
             for (l, &g) in part.local_to_global().iter().enumerate() {
                 for c in 0..WIDTH {
                     let all = holders[g as usize].iter().map(|&p| share(p, g, c));

@@ -223,7 +223,8 @@ fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<()
     write_array(&mut w, features)?;
     write_array(&mut w, label_classes)?;
     write_array(&mut w, label_values)?;
-    w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    // No fsync: a cache torn by a crash fails validation and is rebuilt.
+    w.into_inner().map_err(|e| e.into_error())?;
     Ok(())
 }
 

@@ -48,8 +48,8 @@ pub(crate) fn read_all<P: LineParser>(
     capacity: usize,
     parser: &P,
 ) -> Result<(Vec<P::Item>, u64), DatasetError> {
-    // Never trust the hint beyond what the file could plausibly hold (a value takes at least
-    // two characters, and gzip rarely compresses below 1/8 on numeric text of real data).
+    // Cap the hint at 8 values per compressed byte, so a lying first line or node count
+    // cannot force a huge allocation up front; files that compress better just regrow.
     let plausible = std::fs::metadata(path).map_or(0, |m| m.len() as usize).saturating_mul(8);
     let mut all = Vec::with_capacity(capacity.min(plausible));
     let lines = for_each_chunk(path, progress, parser, |mut values, _| {

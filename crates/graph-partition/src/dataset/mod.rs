@@ -168,7 +168,7 @@ impl Dataset {
     }
 
     /// Checks that every part agrees with the graph: one feature and label row per node,
-    /// class ids below `num_classes`, split ids in range.
+    /// class ids below `num_classes`, split ids in range, a split name usable as a directory.
     pub fn validate(&self) -> Result<(), DatasetError> {
         let n = self.num_nodes();
         let fail = |message: String| Err(DatasetError::Inconsistent { name: self.name.clone(), message });
@@ -191,6 +191,10 @@ impl Dataset {
                 return fail(format!("{} label columns but num_classes = {}", targets.ncols(), self.num_classes));
             }
             Labels::MultiLabel(_) => {}
+        }
+        let split = &self.splits.name;
+        if split.is_empty() || split == "." || split == ".." || split.contains(['/', '\\']) {
+            return fail(format!("split name `{split}` is not a single directory name"));
         }
         let parts = [("train", &self.splits.train), ("valid", &self.splits.valid), ("test", &self.splits.test)];
         for (part, ids) in parts {

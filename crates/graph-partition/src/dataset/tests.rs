@@ -395,6 +395,13 @@ fn write_ogb_rejects_inconsistent_datasets() {
     let out = tempfile::tempdir().unwrap();
     let err = d.write_ogb(out.path()).unwrap_err();
     assert!(err.to_string().contains("test split holds node 10"), "{err}");
+    d.splits.test.pop();
+    d.splits.name = "../escape".into();
+    let err = d.write_ogb(out.path()).unwrap_err();
+    assert!(err.to_string().contains("not a single directory name"), "{err}");
+    d.splits.name = "ok".into();
+    d.labels = Labels::Classes(vec![0, 1, 7, 2]);
+    assert!(d.write_ogb(out.path()).unwrap_err().to_string().contains("class 7"));
 }
 
 /// Cora in the OGB raw layout, shared by the whole team; tests fail loudly when it is absent.

@@ -7,19 +7,30 @@ use rayon::prelude::*;
 use crate::Csr;
 
 /// One placement decision: the canonical entry `entry` (edge `src -> dst`, in row `dst`),
-/// standing also for the opposite entry `dst -> src` when the graph stores it (`paired`).
+/// standing also for the opposite entry `dst -> src` when the graph stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct EdgeUnit {
     pub entry: u64,
+    /// Index of the opposite entry, or [`NO_OPPOSITE`].
+    opposite: u64,
     pub src: u32,
     pub dst: u32,
-    pub paired: bool,
 }
+
+const NO_OPPOSITE: u64 = u64::MAX;
 
 impl EdgeUnit {
     /// Stored entries the unit places: 2 with the opposite entry, else 1.
     pub(super) fn entries(&self) -> u64 {
-        1 + u64::from(self.paired)
+        1 + u64::from(self.opposite != NO_OPPOSITE)
+    }
+
+    /// Puts the unit's entries on `part`.
+    pub(super) fn place(&self, edge_part: &mut [u32], part: u32) {
+        edge_part[self.entry as usize] = part;
+        if self.opposite != NO_OPPOSITE {
+            edge_part[self.opposite as usize] = part;
+        }
     }
 }
 
@@ -32,38 +43,42 @@ fn find_entry(graph: &Csr, src: u32, dst: u32) -> Option<usize> {
 /// The unit that entry `src -> dst` is canonical for, if any: an entry is canonical unless
 /// `src > dst` and the opposite entry exists (then that opposite entry is the canonical one).
 fn canonical_unit(graph: &Csr, entry: usize, src: u32, dst: u32) -> Option<EdgeUnit> {
-    let opposite = src != dst && find_entry(graph, dst, src).is_some();
-    (src <= dst || !opposite).then_some(EdgeUnit { entry: entry as u64, src, dst, paired: opposite })
+    let opposite = if src == dst { None } else { find_entry(graph, dst, src) };
+    (src <= dst || opposite.is_none()).then_some(EdgeUnit {
+        entry: entry as u64,
+        opposite: opposite.map_or(NO_OPPOSITE, |k| k as u64),
+        src,
+        dst,
+    })
 }
 
-/// The canonical entries in entry order.
+/// The canonical entries in entry order; placing all of them places every entry once.
 pub(super) fn edge_units(graph: &Csr) -> Vec<EdgeUnit> {
-    (0..graph.num_nodes())
+    let t = std::time::Instant::now();
+    let mut seq = Vec::new();
+    for v in 0..graph.num_nodes() {
+        for k in graph.row_range(v) {
+            if let Some(u) = canonical_unit(graph, k, graph.indices()[k], v as u32) { seq.push(u); }
+        }
+    }
+    eprintln!("seq units {:.2} {}", t.elapsed().as_secs_f64(), seq.len());
+    let t = std::time::Instant::now();
+    let mut cnt = 0usize;
+    for v in 0..graph.num_nodes() {
+        for k in graph.row_range(v) {
+            cnt += (graph.indices()[k] < v as u32) as usize;
+        }
+    }
+    eprintln!("scan {:.2} {}", t.elapsed().as_secs_f64(), cnt);
+    let t = std::time::Instant::now();
+    let r: Vec<EdgeUnit> = (0..graph.num_nodes())
         .into_par_iter()
         .flat_map_iter(|v| {
             graph.row_range(v).filter_map(move |k| canonical_unit(graph, k, graph.indices()[k], v as u32))
         })
-        .collect()
-}
-
-/// Gives every non-canonical entry the part of its canonical opposite entry.
-pub(super) fn copy_to_opposite_entries(graph: &Csr, edge_part: &mut [u32]) {
-    let fill: Vec<(usize, u32)> = (0..graph.num_nodes())
-        .into_par_iter()
-        .flat_map_iter(|v| {
-            let edge_part = &*edge_part;
-            graph.row_range(v).filter_map(move |k| {
-                let (src, dst) = (graph.indices()[k], v as u32);
-                if src <= dst {
-                    return None;
-                }
-                find_entry(graph, dst, src).map(|opposite| (k, edge_part[opposite]))
-            })
-        })
         .collect();
-    for (k, p) in fill {
-        edge_part[k] = p;
-    }
+    eprintln!("par units {:.2}", t.elapsed().as_secs_f64());
+    r
 }
 
 #[cfg(test)]
@@ -81,9 +96,8 @@ mod tests {
         assert_eq!(pairs, [(2, 0, 1), (0, 1, 2), (1, 1, 1)]);
         let mut edge_part = vec![u32::MAX; g.num_edges()];
         for (i, u) in units.iter().enumerate() {
-            edge_part[u.entry as usize] = i as u32;
+            u.place(&mut edge_part, i as u32);
         }
-        copy_to_opposite_entries(&g, &mut edge_part);
         // Row 0 = [1, 2]: entry 1 -> 0 is the opposite of unit (0, 1).
         assert_eq!(edge_part, [1, 0, 1, 2]);
     }

@@ -1,6 +1,6 @@
 //! Random vertex-cut: every edge to a part drawn from a seeded hash of its endpoints.
 
-use super::units::{copy_to_opposite_entries, edge_units};
+use super::units::edge_units;
 use super::{PartitionError, check_parts};
 use crate::Csr;
 use crate::rng::hash_key;
@@ -14,8 +14,7 @@ pub fn random_vertex_cut(graph: &Csr, parts: usize, seed: u64) -> Result<Vec<u32
     let mut edge_part = vec![0u32; graph.num_edges()];
     for unit in edge_units(graph) {
         let h = hash_key(&[EDGE_SALT, seed, unit.src as u64, unit.dst as u64]);
-        edge_part[unit.entry as usize] = (h % parts as u64) as u32;
+        unit.place(&mut edge_part, (h % parts as u64) as u32);
     }
-    copy_to_opposite_entries(graph, &mut edge_part);
     Ok(edge_part)
 }

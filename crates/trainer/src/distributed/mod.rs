@@ -115,7 +115,11 @@ struct Job<'a> {
 /// backend; a bare dataset name is looked up under `datasets_root`. Returns the report on rank
 /// 0 and `None` on the other ranks of an MPI job (rank 0 reports for all). `observer` sees
 /// every epoch on rank 0.
-pub fn run(config: &TrainConfig, datasets_root: &Path, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+pub fn run(
+    config: &TrainConfig,
+    datasets_root: &Path,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
     config.validate()?;
     let job = Job { config, source: Source::Load(datasets_root), gate: None };
     match config.distributed.backend {
@@ -185,7 +189,11 @@ fn run_mpi(_job: Job<'_>, _observer: &mut dyn EpochObserver) -> Result<Option<Re
 
 /// Everything one rank does: get its share, train in lock step with the others, and (rank 0)
 /// assemble the report.
-fn run_worker(comm: &dyn Communicator, job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+fn run_worker(
+    comm: &dyn Communicator,
+    job: Job<'_>,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
     let clock = CommClock::new(job.gate);
     let config = job.config;
     let (root, shares) = if comm.rank() == 0 {

@@ -93,11 +93,15 @@ impl DistributedConfig {
             return invalid("workers", "must be at least 1, got 0".to_string());
         }
         if self.hosts == 0 || !self.workers.is_multiple_of(self.hosts) {
-            return invalid("hosts", format!("must be at least 1 and divide workers = {}, got {}", self.workers, self.hosts));
+            return invalid(
+                "hosts",
+                format!("must be at least 1 and divide workers = {}, got {}", self.workers, self.hosts),
+            );
         }
         let algorithm = self.algorithm();
         if algorithm.is_vertex_cut() != (self.cut == Cut::Vertex) {
-            let fitting = if self.cut == Cut::Vertex { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
+            let fitting =
+                if self.cut == Cut::Vertex { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
             return invalid(
                 "partitioner",
                 format!("`{algorithm}` does not make a {}-cut; use {fitting}", self.cut.as_str()),
@@ -141,9 +145,10 @@ mod tests {
 
     #[test]
     fn toml_spells_keys_like_the_flags() {
-        let c: DistributedConfig =
-            toml::from_str("cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n")
-                .unwrap();
+        let c: DistributedConfig = toml::from_str(
+            "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n",
+        )
+        .unwrap();
         let expected = DistributedConfig {
             cut: Cut::Vertex,
             partitioner: Some(Algorithm::RandomVertexCut),

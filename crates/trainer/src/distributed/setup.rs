@@ -107,7 +107,16 @@ impl WorkerShare {
         if let Some(&bad) = train.iter().chain(&valid).chain(&test).find(|&&l| !w.part.is_primary(l as usize)) {
             return Err(format!("split row {bad} is not one of the {} primaries", w.part.num_primary()));
         }
-        Ok(Self { part: w.part, features, labels, num_classes: w.num_classes, train, valid, test, global_train: w.global_train })
+        Ok(Self {
+            part: w.part,
+            features,
+            labels,
+            num_classes: w.num_classes,
+            train,
+            valid,
+            test,
+            global_train: w.global_train,
+        })
     }
 }
 
@@ -123,13 +132,18 @@ pub(crate) struct Prepared {
 }
 
 /// Partitions `dataset` into `workers` parts on `config.hosts` hosts and cuts it into shares.
-pub(crate) fn prepare(dataset: &Dataset, config: &DistributedConfig, workers: usize, seed: u64) -> Result<Prepared, DistError> {
+pub(crate) fn prepare(
+    dataset: &Dataset,
+    config: &DistributedConfig,
+    workers: usize,
+    seed: u64,
+) -> Result<Prepared, DistError> {
     let algorithm = config.algorithm();
     let pconfig = PartitionConfig { hosts: config.hosts, seed, ..PartitionConfig::new(algorithm, workers) };
     let (partition, cost) = measure(|| partition_graph(&dataset.graph, &pconfig));
     let partition = partition.map_err(|source| DistError::Partition { algorithm, source })?;
-    let book =
-        PartitionBook::build(&dataset.graph, &partition).map_err(|source| DistError::Partition { algorithm, source })?;
+    let book = PartitionBook::build(&dataset.graph, &partition)
+        .map_err(|source| DistError::Partition { algorithm, source })?;
     let layout = pconfig.layout().map_err(|source| DistError::Partition { algorithm, source })?;
     let metrics = PartitionMetrics::of(&book, &layout).map_err(|e| DistError::Metrics(e.to_string()))?;
     let summary = PartitionSummary {
@@ -197,14 +211,18 @@ pub(crate) fn distribute(
     shares: Option<Vec<WorkerShare>>,
 ) -> Result<WorkerShare, DistError> {
     let config = bincode::config::standard();
-    let outgoing = match shares {
-        Some(shares) => {
-            let encoded: Result<Vec<Vec<u8>>, _> =
-                shares.into_iter().map(|s| bincode::encode_to_vec(s.into_wire(), config)).collect();
-            Some(encoded.map_err(|e| DistError::Setup { rank: comm.rank(), detail: format!("cannot encode a share: {e}") })?)
-        }
-        None => None,
-    };
+    let outgoing =
+        match shares {
+            Some(shares) => {
+                let encoded: Result<Vec<Vec<u8>>, _> =
+                    shares.into_iter().map(|s| bincode::encode_to_vec(s.into_wire(), config)).collect();
+                Some(encoded.map_err(|e| DistError::Setup {
+                    rank: comm.rank(),
+                    detail: format!("cannot encode a share: {e}"),
+                })?)
+            }
+            None => None,
+        };
     let bytes = clock.call(|| comm.scatter(PHASE, 0, outgoing))?;
     let setup_error = |detail: String| DistError::Setup { rank: comm.rank(), detail };
     let (wire, used): (WireShare, usize) =

@@ -111,7 +111,8 @@ impl<'a> Worker<'a> {
             stats.modeled_comm_s = cost::model(self.comm.topology(), &merged).total_s;
             for phase in merged.phases() {
                 let t = merged.phase_totals(phase);
-                let entry = json!({"bytes_intra": t.bytes_intra, "bytes_inter": t.bytes_inter, "messages": t.messages()});
+                let entry =
+                    json!({"bytes_intra": t.bytes_intra, "bytes_inter": t.bytes_inter, "messages": t.messages()});
                 phases.insert(phase.to_string(), entry);
             }
         }
@@ -144,7 +145,8 @@ impl Strategy for Worker<'_> {
     }
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        let logits = self.model.forward(&self.graph, &self.share.features, self.exchange.as_mut(), ForwardCtx::eval())?;
+        let logits =
+            self.model.forward(&self.graph, &self.share.features, self.exchange.as_mut(), ForwardCtx::eval())?;
         let mut counts = [0.0f64; 6];
         for (k, rows) in [&self.share.train, &self.share.valid, &self.share.test].into_iter().enumerate() {
             let hits = self.objective.hits(logits, rows)?;

@@ -1,0 +1,112 @@
+//! `halo train --method vanilla` end to end on Cora: the distributed report, flag errors, and
+//! (with the `mpi` feature) an `mpirun` job that must reproduce the local run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn cora_dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
+    assert!(dir.is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
+    dir
+}
+
+/// `halo train` arguments of a short vanilla run on Cora with 2 hosts.
+fn vanilla_args(cut: &str, epochs: usize) -> Vec<String> {
+    let cora = cora_dir().display().to_string();
+    let epochs = epochs.to_string();
+    ["train", "--dataset", &cora, "--method", "vanilla", "--cut", cut, "--hosts", "2", "--epochs", &epochs, "--quiet"]
+        .map(String::from)
+        .to_vec()
+}
+
+fn halo(args: &[String], extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_halo")).args(args).args(extra).output().expect("run halo")
+}
+
+fn report_of(out: &Output, path: &Path) -> Value {
+    assert!(out.status.success(), "halo failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&std::fs::read(path).expect("report written")).expect("report is JSON")
+}
+
+fn losses(report: &Value) -> Vec<f64> {
+    report["epochs"].as_array().expect("epochs").iter().map(|e| e["loss"].as_f64().expect("loss")).collect()
+}
+
+#[test]
+fn vanilla_run_writes_a_distributed_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let out = halo(&vanilla_args("vertex", 3), &["--workers", "4", "--report", path.to_str().unwrap()]);
+    let r = report_of(&out, &path);
+    assert_eq!((r["method"].as_str(), r["cut"].as_str()), (Some("vanilla"), Some("vertex")));
+    assert_eq!((r["workers"].as_u64(), r["hosts"].as_u64()), (Some(4), Some(2)));
+    assert_eq!(r["partition"]["algorithm"], "ebv");
+    assert!(r["partition"]["replication_factor"].as_f64().unwrap() > 1.0);
+    assert_eq!(r["config"]["distributed"]["workers"], 4);
+    let epochs = r["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 3);
+    for e in epochs {
+        assert!(e["bytes_inter"].as_u64().unwrap() > 0 && e["modeled_comm_s"].as_f64().unwrap() > 0.0, "{e}");
+        assert_eq!(e["method"]["compute_s_per_worker"].as_array().map(Vec::len), Some(4), "{e}");
+    }
+    assert_eq!(r["final"]["method"]["workers"].as_array().map(Vec::len), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("vanilla gcn on cora"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_partitioner_of_the_other_cut_is_a_flag_error() {
+    let out = halo(&vanilla_args("vertex", 1), &["--partitioner", "metis"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("partitioner") && err.contains("`metis` does not make a vertex-cut"), "{err}");
+    let out = halo(&vanilla_args("edge", 1), &["--workers", "4", "--hosts", "3"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`hosts`"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn the_mpi_backend_needs_the_mpi_feature() {
+    let out = halo(&vanilla_args("edge", 1), &["--backend", "mpi"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--backend mpi needs halo built with the `mpi` feature"), "{err}");
+}
+
+/// `mpirun -np 4` ranks, each loading nothing but its share, train exactly like 4 in-process
+/// workers: the same losses at every epoch.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpirun_job_reproduces_the_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for cut in ["edge", "vertex"] {
+        let args = vanilla_args(cut, 5);
+        let local_path = dir.path().join(format!("local-{cut}.json"));
+        let local = report_of(&halo(&args, &["--workers", "4", "--report", local_path.to_str().unwrap()]), &local_path);
+        let mpi_path = dir.path().join(format!("mpi-{cut}.json"));
+        let out = Command::new("mpirun")
+            .args(["-np", "4", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
+            .args(&args)
+            .args(["--backend", "mpi", "--report", mpi_path.to_str().unwrap()])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("mpirun is installed");
+        let mpi = report_of(&out, &mpi_path);
+        assert_eq!(mpi["final"]["method"]["backend"], "mpi");
+        assert_eq!(mpi["workers"], 4);
+        let (a, b) = (losses(&local), losses(&mpi));
+        assert_eq!(a.len(), b.len(), "{cut}-cut: epoch counts");
+        for (epoch, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!((x - y).abs() <= 1e-6 * x.abs(), "{cut}-cut epoch {}: local loss {x} vs MPI {y}", epoch + 1);
+        }
+        for key in ["bytes_intra", "bytes_inter", "messages"] {
+            assert_eq!(local["epochs"][0][key], mpi["epochs"][0][key], "{cut}-cut: {key} of epoch 1");
+        }
+    }
+}
