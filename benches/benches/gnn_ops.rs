@@ -31,7 +31,14 @@ fn random_matrix(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
 }
 
 fn synthetic() -> graph_partition::dataset::Dataset {
-    let cfg = SynthConfig { nodes: NODES, avg_degree: 20.0, features: FEATURES, classes: CLASSES, seed: 1, ..Default::default() };
+    let cfg = SynthConfig {
+        nodes: NODES,
+        avg_degree: 20.0,
+        features: FEATURES,
+        classes: CLASSES,
+        seed: 1,
+        ..Default::default()
+    };
     let data = cfg.generate().expect("valid synthetic parameters");
     eprintln!("graph: {} nodes, {} stored edges", data.graph.num_nodes(), data.graph.num_edges());
     data

@@ -20,6 +20,7 @@ const ATTENTION_DOMAIN: u64 = 0x6174_7465_6e74_696f; // "attentio"
 
 const LANES: usize = 4;
 const LANE_BITS: u32 = 16;
+const LANE_MASK: u64 = (1 << LANE_BITS) - 1;
 
 /// One dropout site (a layer's feature or attention dropout) in one epoch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,23 +52,31 @@ impl DropoutSite {
 
     /// Keep flags (1 = kept) for columns `0..keep.len()` of the row of global vertex `gid`.
     pub fn feature_keep(&self, gid: u32, keep: &mut [u8]) {
-        let key = hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer, u64::from(gid)]);
-        self.fill(key, keep);
+        self.fill(self.feature_key(gid), keep);
     }
 
     /// Keep flags for heads `0..keep.len()` of the edge `src -> dst` (global ids).
     pub fn edge_keep(&self, src: u32, dst: u32, keep: &mut [u8]) {
-        let key = hash_key(&[ATTENTION_DOMAIN, self.seed, self.epoch, self.layer, u64::from(src), u64::from(dst)]);
-        self.fill(key, keep);
+        self.fill(
+            hash_key(&[ATTENTION_DOMAIN, self.seed, self.epoch, self.layer, u64::from(src), u64::from(dst)]),
+            keep,
+        );
+    }
+
+    fn feature_key(&self, gid: u32) -> u64 {
+        hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer, u64::from(gid)])
+    }
+
+    /// Keep flags of slots `LANES * group ..` of the stream keyed by `key`: one hash, four draws.
+    #[inline(always)]
+    fn group(&self, key: u64, group: usize) -> [u8; LANES] {
+        let bits = mix64(key.wrapping_add(group as u64));
+        std::array::from_fn(|lane| u8::from((bits >> (lane as u32 * LANE_BITS)) & LANE_MASK >= self.threshold))
     }
 
     fn fill(&self, key: u64, keep: &mut [u8]) {
-        for (group, flags) in keep.chunks_mut(LANES).enumerate() {
-            let bits = mix64(key.wrapping_add(group as u64));
-            for (lane, flag) in flags.iter_mut().enumerate() {
-                let draw = (bits >> (lane as u32 * LANE_BITS)) & ((1 << LANE_BITS) - 1);
-                *flag = u8::from(draw >= self.threshold);
-            }
+        for (g, flags) in keep.chunks_mut(LANES).enumerate() {
+            flags.copy_from_slice(&self.group(key, g)[..flags.len()]);
         }
     }
 
@@ -90,9 +99,14 @@ impl DropoutSite {
             .enumerate()
             .with_min_len(MIN_PAR_ROWS)
             .for_each(|(r, (row, keep))| {
-                self.feature_keep(global_ids[r], keep);
-                for (v, &k) in row.iter_mut().zip(keep.iter()) {
-                    *v = if k != 0 { *v * scale } else { 0.0 };
+                let key = self.feature_key(global_ids[r]);
+                // Multiply by 0 or `scale` without branching: the draws are coin flips.
+                for (g, (xs, ks)) in row.chunks_mut(LANES).zip(keep.chunks_mut(LANES)).enumerate() {
+                    let flags = self.group(key, g);
+                    for ((x, k), &f) in xs.iter_mut().zip(ks.iter_mut()).zip(&flags) {
+                        *k = f;
+                        *x *= f32::from(f) * scale;
+                    }
                 }
             });
     }
@@ -104,8 +118,11 @@ impl DropoutSite {
 /// If `mask` is not one flag per element of `grad`.
 pub fn dropout_backward(grad: &mut Array2<f32>, mask: &[u8], scale: f32) {
     assert_eq!(grad.len(), mask.len(), "dropout backward: one flag per element");
-    slice_mut(grad).par_iter_mut().zip(mask.par_iter()).with_min_len(MIN_PAR_ROWS * 64).for_each(|(g, &k)| {
-        *g = if k != 0 { *g * scale } else { 0.0 };
+    const CHUNK: usize = 1 << 14;
+    slice_mut(grad).par_chunks_mut(CHUNK).zip(mask.par_chunks(CHUNK)).for_each(|(g, m)| {
+        for (gv, &k) in g.iter_mut().zip(m) {
+            *gv *= f32::from(k) * scale;
+        }
     });
 }
 

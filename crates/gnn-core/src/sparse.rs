@@ -2,7 +2,7 @@
 //!
 //! * SpMM `out_v = sum_k w_k x_{u_k}`: rayon-parallel over destination rows, each row accumulated
 //!   in cache while neighbour rows stream through a vectorised multiply-add; the next neighbours'
-//!   rows are prefetched. Compiled twice (baseline and AVX2+FMA) and picked at run time.
+//!   rows are prefetched. Compiled for the baseline, AVX2+FMA and AVX-512, picked at run time.
 //! * Its transpose runs as the same gather over the transposed CSR (`Csr::transpose_with_perm`),
 //!   with per-edge values following the entry permutation, so no scatter or atomics are needed.
 //! * SDDMM (per-edge, per-head dot products) and the pieces of an edge softmax (row maximum,
@@ -69,20 +69,14 @@ pub(crate) fn aggregate<W>(
     }
     debug_assert!(out.len() >= csr.num_rows() * out_cols.stride);
     debug_assert!(x.len() >= csr.num_cols() * x_cols.stride || csr.num_edges() == 0);
-    let simd = simd_available();
+    let simd = Simd::detect();
     let rows = &mut out[..csr.num_rows() * out_cols.stride];
     rows.par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(v, row)| {
         let o = &mut row[out_cols.offset..out_cols.offset + width];
         if write == Write::Overwrite {
             o.fill(0.0);
         }
-        let job = RowJob { csr, x, x_cols, heads, head_width };
-        if simd {
-            // SAFETY: `simd_available()` returned true, as `aggregate_row_simd` requires.
-            unsafe { aggregate_row_simd(&job, v, o, &weight) };
-        } else {
-            aggregate_row::<W, false>(&job, v, o, &weight);
-        }
+        simd.aggregate_row(&RowJob { csr, x, x_cols, heads, head_width }, v, o, &weight);
     });
 }
 
@@ -117,37 +111,54 @@ where
     }
 }
 
-/// [`aggregate_row`] compiled for AVX2 + FMA.
-///
-/// # Safety
-/// The caller must have checked [`simd_available`].
-#[inline]
-unsafe fn aggregate_row_simd<W>(job: &RowJob<'_>, v: usize, o: &mut [f32], weight: &W)
-where
-    W: Fn(usize, usize, usize, usize) -> f32,
-{
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2,fma")]
-        fn avx2<W: Fn(usize, usize, usize, usize) -> f32>(job: &RowJob<'_>, v: usize, o: &mut [f32], weight: &W) {
-            aggregate_row::<W, true>(job, v, o, weight);
-        }
-        // SAFETY: AVX2 and FMA are present (this function's precondition).
-        unsafe { avx2(job, v, o, weight) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    aggregate_row::<W, false>(job, v, o, weight);
+/// The instruction set the row kernel is compiled for. Only [`Simd::detect`] (or a level below
+/// the detected one) may be used: the variants promise CPU features to `target_feature` code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+enum Simd {
+    Portable,
+    /// AVX2 + FMA.
+    Avx2,
+    /// AVX-512F (+ AVX2, FMA): half the instructions per row on wide feature blocks.
+    Avx512,
 }
 
-/// Whether the AVX2+FMA variants may run on this CPU.
-fn simd_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+impl Simd {
+    /// The best level this CPU supports.
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                return if std::is_x86_feature_detected!("avx512f") { Simd::Avx512 } else { Simd::Avx2 };
+            }
+        }
+        Simd::Portable
     }
-    #[cfg(not(target_arch = "x86_64"))]
+
+    #[inline]
+    fn aggregate_row<W>(self, job: &RowJob<'_>, v: usize, o: &mut [f32], weight: &W)
+    where
+        W: Fn(usize, usize, usize, usize) -> f32,
     {
-        false
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            fn avx2<W: Fn(usize, usize, usize, usize) -> f32>(job: &RowJob<'_>, v: usize, o: &mut [f32], w: &W) {
+                aggregate_row::<W, true>(job, v, o, w);
+            }
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            fn avx512<W: Fn(usize, usize, usize, usize) -> f32>(job: &RowJob<'_>, v: usize, o: &mut [f32], w: &W) {
+                aggregate_row::<W, true>(job, v, o, w);
+            }
+            match self {
+                // SAFETY: levels above `Portable` come from `detect()`, which checked these features.
+                Simd::Avx2 => return unsafe { avx2(job, v, o, weight) },
+                // SAFETY: as above.
+                Simd::Avx512 => return unsafe { avx512(job, v, o, weight) },
+                Simd::Portable => {}
+            }
+        }
+        aggregate_row::<W, false>(job, v, o, weight);
     }
 }
 
@@ -331,7 +342,10 @@ fn spmm_impl(
 /// If the shapes disagree or the width is not a multiple of `heads`.
 pub fn sddmm(csr: &Csr, a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, heads: usize, out: &mut [f32]) {
     let width = a.ncols();
-    assert!(heads > 0 && width.is_multiple_of(heads) && b.ncols() == width, "sddmm: widths must match and split into heads");
+    assert!(
+        heads > 0 && width.is_multiple_of(heads) && b.ncols() == width,
+        "sddmm: widths must match and split into heads"
+    );
     assert!(a.nrows() >= csr.num_rows() && b.nrows() >= csr.num_cols(), "sddmm: too few rows");
     assert_eq!(out.len(), csr.num_edges() * heads, "sddmm: one value per entry and head");
     let (a, b) = (a.as_standard_layout(), b.as_standard_layout());
@@ -418,19 +432,19 @@ mod tests {
     }
 
     #[test]
-    fn simd_and_portable_rows_agree() {
-        // Covers the run-time dispatch (and the unsafe call behind it) against the portable path.
+    fn every_available_simd_level_matches_portable() {
+        // Covers the run-time dispatch (and the unsafe calls behind it) against the portable path.
         let csr = random_graph(200, 4000, 2);
         let f = 37;
         let x = random_array(200, f, 3);
         let job = RowJob { csr: &csr, x: x.as_slice().unwrap(), x_cols: Cols::full(f), heads: 1, head_width: f };
-        let mut via_dispatch = Array2::zeros((200, f));
-        spmm(&csr, None, &x.view(), &mut via_dispatch, Write::Overwrite);
-        for v in 0..200 {
-            let mut o = vec![0.0f32; f];
-            aggregate_row::<_, false>(&job, v, &mut o, &|_, _, _, _| 1.0);
-            for (a, b) in o.iter().zip(via_dispatch.row(v)) {
-                assert!((a - b).abs() < 1e-5);
+        let levels = [Simd::Portable, Simd::Avx2, Simd::Avx512];
+        for level in levels.into_iter().filter(|&l| l <= Simd::detect()) {
+            for v in 0..200 {
+                let (mut fast, mut portable) = (vec![0.0f32; f], vec![0.0f32; f]);
+                level.aggregate_row(&job, v, &mut fast, &|_, k, _, _| 1.0 / (1 + k % 5) as f32);
+                aggregate_row::<_, false>(&job, v, &mut portable, &|_, k, _, _| 1.0 / (1 + k % 5) as f32);
+                assert!(fast.iter().zip(&portable).all(|(a, b)| (a - b).abs() < 1e-5), "{level:?} row {v}");
             }
         }
     }

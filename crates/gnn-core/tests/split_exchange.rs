@@ -155,11 +155,14 @@ fn vertex_cut(p: &Problem) -> (Vec<Part>, Vec<usize>) {
     (parts, master)
 }
 
+/// What a worker posts: the exchange it is in (`None` for the gradient all-reduce) and its block.
+type Post = (Option<Tag>, Array2<f32>);
+
 /// A shared board the workers post blocks on; every exchange is an all-gather of blocks.
 struct Bus {
     cut: Cut,
     barrier: Barrier,
-    board: Mutex<Vec<Option<(Option<Tag>, Array2<f32>)>>>,
+    board: Mutex<Vec<Option<Post>>>,
     /// Per part: global id -> local row.
     local_of: Vec<HashMap<u32, usize>>,
     num_owned: Vec<usize>,
@@ -187,7 +190,7 @@ impl Bus {
     fn all_gather(&self, rank: usize, tag: Option<Tag>, block: &Array2<f32>) -> Result<Vec<Array2<f32>>, Option<Tag>> {
         self.board.lock().unwrap()[rank] = Some((tag, block.clone()));
         self.barrier.wait();
-        let posted: Vec<(Option<Tag>, Array2<f32>)> =
+        let posted: Vec<Post> =
             self.board.lock().unwrap().iter().map(|s| s.clone().expect("every worker posted")).collect();
         self.barrier.wait();
         if posted.iter().any(|(t, _)| *t != posted[0].0) {
@@ -304,7 +307,7 @@ fn train(
     global_train: usize,
     exchange: &mut dyn Exchange,
     mut reduce: impl FnMut(&mut [f32]),
-) -> Result<(Vec<f64>, Vec<HashMap<u32, Vec<f32>>>, Vec<Vec<f32>>), ExchangeError> {
+) -> Result<Trace, ExchangeError> {
     let mut model = Model::new(cfg.clone()).unwrap();
     let mut adam = Adam::new(0.01, 5e-4);
     let (mut losses, mut logits_seen, mut grads_seen) = (Vec::new(), Vec::new(), Vec::new());
@@ -329,7 +332,7 @@ fn train(
         grads_seen.push(model.grads().to_vec());
         model.step(&mut adam).unwrap();
     }
-    Ok((losses, logits_seen, grads_seen))
+    Ok(Trace { losses, logits: logits_seen, grads: grads_seen, calls: HashMap::new() })
 }
 
 fn single_process(cfg: &ModelConfig, p: &Problem) -> Trace {
@@ -340,8 +343,7 @@ fn single_process(cfg: &ModelConfig, p: &Problem) -> Trace {
         labels: p.labels.clone(),
         train_rows: (0..NODES as u32).filter(|&v| p.train[v as usize]).collect(),
     };
-    let (losses, logits, grads) = train(cfg, &part, p.train_count(), &mut NoExchange, |_| {}).unwrap();
-    Trace { losses, logits, grads, calls: HashMap::new() }
+    train(cfg, &part, p.train_count(), &mut NoExchange, |_| {}).unwrap()
 }
 
 fn distributed(cfg: &ModelConfig, p: &Problem, cut: Cut) -> Trace {
@@ -381,7 +383,7 @@ fn distributed(cfg: &ModelConfig, p: &Problem, cut: Cut) -> Trace {
         calls: HashMap::new(),
     };
     for (out, calls) in results {
-        let (losses, logits, grads) = out.unwrap_or_else(|e| panic!("{cut:?}: {e}"));
+        let Trace { losses, logits, grads, .. } = out.unwrap_or_else(|e| panic!("{cut:?}: {e}"));
         for (e, l) in losses.iter().enumerate() {
             trace.losses[e] += l;
         }

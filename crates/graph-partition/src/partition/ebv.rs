@@ -61,13 +61,10 @@ pub fn ebv(graph: &Csr, layout: &HostLayout, weights: &EbvWeights) -> Result<Vec
     check_parts(parts, n)?;
     let degree: Vec<u64> =
         graph.degrees().iter().zip(graph.column_counts()).map(|(&i, o)| i as u64 + o as u64).collect();
-    let t0 = std::time::Instant::now();
     let mut units = edge_units(graph);
-    eprintln!("units {:.2}", t0.elapsed().as_secs_f64());
     // Stable: equal degree sums keep entry order, so the result is deterministic.
     units.par_sort_by_cached_key(|u| degree[u.src as usize] + degree[u.dst as usize]);
 
-    eprintln!("sorted {:.2}", t0.elapsed().as_secs_f64());
     // Parts at bits 0..p and hosts at bits p..p+h of one bitset per vertex: the four
     // membership tests of an edge hit the same cache lines.
     let host_bit: Vec<usize> = (0..parts).map(|p| parts + layout.host_of(p)).collect();
@@ -104,7 +101,6 @@ pub fn ebv(graph: &Csr, layout: &HostLayout, weights: &EbvWeights) -> Result<Vec
         }
         load[i] = balance(edges[i], vertices[i]);
     }
-    eprintln!("loop {:.2}", t0.elapsed().as_secs_f64());
     Ok(edge_part)
 }
 

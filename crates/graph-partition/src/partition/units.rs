@@ -10,7 +10,7 @@ use crate::Csr;
 /// standing also for the opposite entry `dst -> src` when the graph stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct EdgeUnit {
-    pub entry: u64,
+    entry: u64,
     /// Index of the opposite entry, or [`NO_OPPOSITE`].
     opposite: u64,
     pub src: u32,
@@ -34,51 +34,36 @@ impl EdgeUnit {
     }
 }
 
-/// Index of the entry `src -> dst` (row `dst`, column `src`), if stored.
-fn find_entry(graph: &Csr, src: u32, dst: u32) -> Option<usize> {
-    let row = graph.row_range(dst as usize);
-    graph.indices()[row.clone()].binary_search(&src).ok().map(|pos| row.start + pos)
-}
-
-/// The unit that entry `src -> dst` is canonical for, if any: an entry is canonical unless
-/// `src > dst` and the opposite entry exists (then that opposite entry is the canonical one).
-fn canonical_unit(graph: &Csr, entry: usize, src: u32, dst: u32) -> Option<EdgeUnit> {
-    let opposite = if src == dst { None } else { find_entry(graph, dst, src) };
-    (src <= dst || opposite.is_none()).then_some(EdgeUnit {
-        entry: entry as u64,
-        opposite: opposite.map_or(NO_OPPOSITE, |k| k as u64),
-        src,
-        dst,
-    })
-}
-
 /// The canonical entries in entry order; placing all of them places every entry once.
+///
+/// An entry `u -> v` is canonical unless `u > v` and the opposite entry `v -> u` exists (then
+/// that one is). Opposite entries are found by merging each row `v` (sources of edges into
+/// `v`) with row `v` of the transpose (targets of edges out of `v`): sequential scans instead
+/// of a random lookup per entry.
 pub(super) fn edge_units(graph: &Csr) -> Vec<EdgeUnit> {
-    let t = std::time::Instant::now();
-    let mut seq = Vec::new();
-    for v in 0..graph.num_nodes() {
-        for k in graph.row_range(v) {
-            if let Some(u) = canonical_unit(graph, k, graph.indices()[k], v as u32) { seq.push(u); }
-        }
-    }
-    eprintln!("seq units {:.2} {}", t.elapsed().as_secs_f64(), seq.len());
-    let t = std::time::Instant::now();
-    let mut cnt = 0usize;
-    for v in 0..graph.num_nodes() {
-        for k in graph.row_range(v) {
-            cnt += (graph.indices()[k] < v as u32) as usize;
-        }
-    }
-    eprintln!("scan {:.2} {}", t.elapsed().as_secs_f64(), cnt);
-    let t = std::time::Instant::now();
-    let r: Vec<EdgeUnit> = (0..graph.num_nodes())
+    let (out, perm) = graph.transpose_with_perm();
+    (0..graph.num_nodes())
         .into_par_iter()
         .flat_map_iter(|v| {
-            graph.row_range(v).filter_map(move |k| canonical_unit(graph, k, graph.indices()[k], v as u32))
+            let targets = out.row_range(v);
+            let mut j = targets.start;
+            let (out, perm) = (&out, &perm);
+            graph.row_range(v).filter_map(move |k| {
+                let (src, dst) = (graph.indices()[k], v as u32);
+                while j < targets.end && out.indices()[j] < src {
+                    j += 1;
+                }
+                // Transpose entry j is `dst -> src`; perm maps it back to its index here.
+                let opposite = (src != dst && j < targets.end && out.indices()[j] == src).then(|| perm[j]);
+                (src <= dst || opposite.is_none()).then_some(EdgeUnit {
+                    entry: k as u64,
+                    opposite: opposite.map_or(NO_OPPOSITE, |o| o as u64),
+                    src,
+                    dst,
+                })
+            })
         })
-        .collect();
-    eprintln!("par units {:.2}", t.elapsed().as_secs_f64());
-    r
+        .collect()
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod worker;
 use std::path::Path;
 use std::sync::mpsc;
 
+use cache_quant::{Codec, IdentityCodec};
 use comm_hierarchy::{ClusterError, CommError, Communicator, LinkModel, LocalCluster, Topology, TopologyError};
 use graph_partition::Dataset;
 use graph_partition::partition::{Algorithm, PartitionError};
@@ -59,7 +60,7 @@ pub enum DistError {
     },
     /// The partition's quality could not be measured.
     #[error("partition metrics: {0}")]
-    Metrics(String),
+    Metrics(#[from] graph_partition::metrics::MetricsError),
     /// The workers and hosts do not make a cluster.
     #[error("cluster of workers and hosts: {0}")]
     Topology(#[from] TopologyError),
@@ -179,7 +180,11 @@ impl EpochObserver for Forward {
 fn run_mpi(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
     let options = MpiOptions { hosts: Some(job.config.distributed.hosts), ..MpiOptions::default() };
-    Ok(run(&options, |comm| run_worker(&comm, job, observer)).map_err(DistError::from)?)
+    let outcome = run(&options, |comm| {
+        let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
+        run_worker(&comm, job, observer)
+    });
+    Ok(outcome.map_err(DistError::from)?)
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -247,7 +252,7 @@ fn run_worker(
         .collect();
     outcome.final_.method = Some(json!({
         "backend": config.distributed.backend.as_str(),
-        "codec": "identity",
+        "codec": IdentityCodec.name(),
         "held_bytes_max": table.chunks_exact(FIELDS).map(|w| w[3] as u64).max(),
         "workers": workers,
     }));

@@ -58,7 +58,8 @@ impl Backend {
     }
 }
 
-/// Settings of a distributed training method; ignored by single-process training.
+/// Settings of the distributed training methods (validated with the rest of the configuration,
+/// used only by those methods).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct DistributedConfig {

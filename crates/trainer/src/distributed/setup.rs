@@ -145,7 +145,7 @@ pub(crate) fn prepare(
     let book = PartitionBook::build(&dataset.graph, &partition)
         .map_err(|source| DistError::Partition { algorithm, source })?;
     let layout = pconfig.layout().map_err(|source| DistError::Partition { algorithm, source })?;
-    let metrics = PartitionMetrics::of(&book, &layout).map_err(|e| DistError::Metrics(e.to_string()))?;
+    let metrics = PartitionMetrics::of(&book, &layout)?;
     let summary = PartitionSummary {
         algorithm: algorithm.name().to_string(),
         parts: workers,

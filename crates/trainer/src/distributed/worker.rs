@@ -54,6 +54,7 @@ impl<'a> Worker<'a> {
         config: &TrainConfig,
         cut: Cut,
     ) -> Result<Self, TrainError> {
+        // No codec: rows travel as exact f32 (the identity codec).
         let options = ExchangeOptions { codecs: None, watch: Some(clock) };
         let exchange: Box<dyn Exchange + 'a> = match cut {
             Cut::Edge => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
