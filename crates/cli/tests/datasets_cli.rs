@@ -134,11 +134,15 @@ fn broken_file_error_names_the_file() {
     assert!(stderr(&out).contains("split/random/test.csv.gz"), "{}", stderr(&out));
 }
 
+/// One rejected `halo datasets synth` call: nodes, classes, features, avg degree, intra
+/// fraction, extra flags, and the flag the error must name.
+type SynthCase<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str], &'a str);
+
 #[test]
 fn synth_flags_are_validated_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().to_str().unwrap();
-    let cases: [(&str, &str, &str, &str, &str, &[&str], &str); 7] = [
+    let cases: [SynthCase; 7] = [
         ("0", "2", "4", "2", "0.8", &[], "--nodes"),
         ("10", "1", "4", "2", "0.8", &[], "--classes"),
         ("10", "2", "0", "2", "0.8", &[], "--features"),

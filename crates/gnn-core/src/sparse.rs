@@ -8,7 +8,7 @@
 //! * SDDMM (per-edge, per-head dot products) and the pieces of an edge softmax (row maximum,
 //!   exponentials with row sums) used by GAT, whose softmax is split by the exchange hooks.
 //!
-//! Rows may be read from and written to column windows of wider buffers ([`Cols`]), so GAT can
+//! Internally, rows may be read from and written to column windows of wider buffers, so GAT can
 //! aggregate straight into the block it synchronises.
 
 use std::ops::Range;

@@ -1,5 +1,6 @@
 //! The lossless codec: each value as its 4 little-endian bytes.
 
+use super::le::{extend_le, read_le};
 use super::{Codec, CodecError, row_count};
 
 /// Sends `f32` values unchanged (little-endian), so distributed training with it equals
@@ -16,8 +17,7 @@ impl Codec for IdentityCodec {
 
     fn encode_rows(&mut self, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         row_count(NAME, rows.len(), width)?;
-        out.reserve(rows.len() * 4);
-        out.extend(rows.iter().flat_map(|v| v.to_le_bytes()));
+        extend_le(out, rows);
         Ok(())
     }
 
@@ -26,9 +26,7 @@ impl Codec for IdentityCodec {
         if bytes.len() != out.len() * 4 {
             return Err(CodecError::Length { codec: NAME, rows, width, expected: out.len() * 4, actual: bytes.len() });
         }
-        for (dst, chunk) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-            *dst = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        }
+        read_le(bytes, out);
         Ok(())
     }
 }

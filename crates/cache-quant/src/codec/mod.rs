@@ -6,6 +6,7 @@
 
 mod bank;
 mod identity;
+mod le;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use identity::IdentityCodec;

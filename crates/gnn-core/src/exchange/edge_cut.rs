@@ -114,6 +114,23 @@ mod tests {
     }
 
     #[test]
+    fn column_major_blocks_are_exchanged_like_row_major_ones() {
+        use ndarray::ShapeBuilder;
+        let book = testkit::book(&partition());
+        testkit::run(&book, |part, comm| {
+            let mut x = Array2::from_elem((part.num_local(), WIDTH).f(), -1.0f32);
+            for l in 0..part.num_primary() {
+                x.row_mut(l).iter_mut().enumerate().for_each(|(c, v)| *v = value(part.local_to_global()[l], c));
+            }
+            let mut ex = EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+            ex.pull_halo(tag(Direction::Forward), &mut x).map_err(|e| e.to_string())?;
+            let expected = Array2::from_shape_fn(x.dim(), |(l, c)| value(part.local_to_global()[l], c));
+            assert_eq!(x, expected, "part {}", part.part());
+            Ok(())
+        });
+    }
+
+    #[test]
     fn push_sums_halo_gradients_at_owners_and_zeroes_halo_rows() {
         let book = testkit::book(&partition());
         testkit::run(&book, |part, comm| {

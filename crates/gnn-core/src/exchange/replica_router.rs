@@ -88,7 +88,10 @@ pub(crate) struct ReplicaRouter<'a> {
     comm: &'a dyn Communicator,
     watch: Option<&'a dyn CommWatch>,
     codecs: CodecBank<StreamKey>,
-    scratch: Vec<f32>,
+    /// Rows gathered for one outgoing message.
+    packed: Vec<f32>,
+    /// Rows decoded from one incoming message.
+    unpacked: Vec<f32>,
 }
 
 impl<'a> ReplicaRouter<'a> {
@@ -107,7 +110,14 @@ impl<'a> ReplicaRouter<'a> {
             });
         }
         let factory = options.codecs.unwrap_or_else(|| Arc::new(|| Box::new(IdentityCodec)));
-        Ok(Self { part, comm, watch: options.watch, codecs: CodecBank::new(factory), scratch: Vec::new() })
+        Ok(Self {
+            part,
+            comm,
+            watch: options.watch,
+            codecs: CodecBank::new(factory),
+            packed: Vec::new(),
+            unpacked: Vec::new(),
+        })
     }
 
     /// The local graph rows are routed for.
@@ -141,17 +151,20 @@ impl<'a> ReplicaRouter<'a> {
             Route::Scatter => (LocalGraph::send, LocalGraph::recv),
         };
 
+        let data = row_major(x);
+        let row = |local: u32| local as usize * width..(local as usize + 1) * width;
+
         let mut messages = Vec::with_capacity(self.comm.size());
         for peer in 0..self.comm.size() {
             let mut bytes = Vec::new();
             if peer != me {
-                self.scratch.clear();
+                self.packed.clear();
                 for &local in outgoing(part, peer) {
-                    self.scratch.extend(x.row(local as usize).iter());
+                    self.packed.extend_from_slice(&data[row(local)]);
                 }
                 let codec = self.codecs.get(StreamKey { tag, route, peer, encode: true });
                 codec
-                    .encode_rows(&self.scratch, width, &mut bytes)
+                    .encode_rows(&self.packed, width, &mut bytes)
                     .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
             }
             messages.push(bytes);
@@ -164,16 +177,18 @@ impl<'a> ReplicaRouter<'a> {
 
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let rows = incoming(part, peer);
-            self.scratch.clear();
-            self.scratch.resize(rows.len() * width, 0.0);
+            let len = rows.len() * width;
+            // Grown, never shrunk: decoding overwrites it, so it needs no clearing.
+            if self.unpacked.len() < len {
+                self.unpacked.resize(len, 0.0);
+            }
+            let decoded = &mut self.unpacked[..len];
             let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
-            codec
-                .decode_rows(bytes, width, &mut self.scratch)
-                .map_err(|e| protocol(tag, "decoding rows from", peer, &e))?;
-            for (&local, src) in rows.iter().zip(self.scratch.chunks_exact(width.max(1))) {
-                let mut dst = x.row_mut(local as usize);
+            codec.decode_rows(bytes, width, decoded).map_err(|e| protocol(tag, "decoding rows from", peer, &e))?;
+            for (&local, src) in rows.iter().zip(decoded.chunks_exact(width.max(1))) {
+                let dst = &mut data[row(local)];
                 match apply {
-                    Apply::Overwrite => dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s),
+                    Apply::Overwrite => dst.copy_from_slice(src),
                     Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
                     Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
                 }
@@ -181,6 +196,14 @@ impl<'a> ReplicaRouter<'a> {
         }
         Ok(())
     }
+}
+
+/// The elements of `x` in row-major order (copied into that layout first if needed).
+fn row_major(x: &mut Array2<f32>) -> &mut [f32] {
+    if !x.is_standard_layout() {
+        *x = x.as_standard_layout().into_owned();
+    }
+    x.as_slice_mut().expect("a standard-layout array is one row-major slice")
 }
 
 fn protocol(tag: Tag, what: &str, peer: usize, err: &dyn std::error::Error) -> ExchangeError {

@@ -110,6 +110,8 @@ struct Job<'a> {
     config: &'a TrainConfig,
     source: Source<'a>,
     gate: Option<&'a ComputeGate>,
+    /// Where the workers actually run (for the report).
+    backend: Backend,
 }
 
 /// Trains as `config` says with `config.distributed`'s cut, partitioner, workers, hosts and
@@ -122,8 +124,9 @@ pub fn run(
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
     config.validate()?;
-    let job = Job { config, source: Source::Load(datasets_root), gate: None };
-    match config.distributed.backend {
+    let backend = config.distributed.backend;
+    let job = Job { config, source: Source::Load(datasets_root), gate: None, backend };
+    match backend {
         Backend::Local => run_local(job, observer).map(Some),
         Backend::Mpi => run_mpi(job, observer),
     }
@@ -139,7 +142,8 @@ pub fn run_with_dataset(
 ) -> Result<Report, TrainError> {
     config.validate()?;
     let gate = ComputeGate::default();
-    let job = Job { config, source: Source::Given(dataset), gate: options.serialize_compute.then_some(&gate) };
+    let gate = options.serialize_compute.then_some(&gate);
+    let job = Job { config, source: Source::Given(dataset), gate, backend: Backend::Local };
     run_local(job, observer)
 }
 
@@ -214,7 +218,7 @@ fn run_worker(
         (None, None)
     };
     let share = setup::distribute(comm, &clock, shares)?;
-    let mut worker = Worker::new(comm, &clock, &share, config, config.distributed.cut)?;
+    let mut worker = Worker::new(comm, &clock, &share, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let mut outcome = train_loop(&mut worker, options, observer)?;
     drop(worker);
@@ -251,7 +255,7 @@ fn run_worker(
         })
         .collect();
     outcome.final_.method = Some(json!({
-        "backend": config.distributed.backend.as_str(),
+        "backend": job.backend.as_str(),
         "codec": IdentityCodec.name(),
         "held_bytes_max": table.chunks_exact(FIELDS).map(|w| w[3] as u64).max(),
         "workers": workers,

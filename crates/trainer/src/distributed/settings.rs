@@ -160,4 +160,21 @@ mod tests {
         assert_eq!(c, expected);
         assert!(toml::from_str::<DistributedConfig>("parts = 2\n").is_err());
     }
+
+    #[test]
+    fn a_run_config_takes_them_as_a_table_and_names_bad_lines() {
+        use crate::config::{Method, TrainConfig};
+        let text = "method = \"vanilla\"\n[distributed]\ncut = \"vertex\"\nworkers = 6\nhosts = 3\n";
+        let c = TrainConfig::from_toml_str(text, "run.toml").unwrap();
+        assert_eq!(
+            (c.method, c.distributed.cut, c.distributed.workers, c.distributed.hosts),
+            (Method::Vanilla, Cut::Vertex, 6, 3)
+        );
+        let msg =
+            TrainConfig::from_toml_str("[distributed]\nworkers = 4\nhosts = 3\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:3: key `hosts`") && msg.contains("divide workers = 4"), "{msg}");
+        let msg =
+            TrainConfig::from_toml_str("[distributed]\nbackend = \"nccl\"\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:2: key `backend`"), "{msg}");
+    }
 }

@@ -45,18 +45,17 @@ pub(crate) struct Worker<'a> {
 }
 
 impl<'a> Worker<'a> {
-    /// The worker of `share`, with the model and optimizer `config` describes (initialised
-    /// identically on every worker from the seed).
+    /// The worker of `share`, with the exchange of `config`'s cut and the model and optimizer it
+    /// describes (initialised identically on every worker from the seed).
     pub(crate) fn new(
         comm: &'a dyn Communicator,
         clock: &'a CommClock<'a>,
         share: &'a WorkerShare,
         config: &TrainConfig,
-        cut: Cut,
     ) -> Result<Self, TrainError> {
         // No codec: rows travel as exact f32 (the identity codec).
         let options = ExchangeOptions { codecs: None, watch: Some(clock) };
-        let exchange: Box<dyn Exchange + 'a> = match cut {
+        let exchange: Box<dyn Exchange + 'a> = match config.distributed.cut {
             Cut::Edge => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
             Cut::Vertex => Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
         };
