@@ -203,7 +203,8 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid("dropout", format!("must be in [0, 1), got {}", self.dropout));
         }
-        for (key, value) in [("epochs", self.epochs), ("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads)]
+        for (key, value) in
+            [("epochs", self.epochs), ("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads)]
         {
             if value == 0 {
                 return invalid(key, "must be at least 1, got 0".to_string());
@@ -279,7 +280,9 @@ fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
 
 /// The 1-based line on which `key` is assigned.
 fn key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|line| line.split_once('=').is_some_and(|(k, _)| k.trim().trim_matches('"') == key)).map(|i| i + 1)
+    text.lines()
+        .position(|line| line.split_once('=').is_some_and(|(k, _)| k.trim().trim_matches('"') == key))
+        .map(|i| i + 1)
 }
 
 #[cfg(test)]

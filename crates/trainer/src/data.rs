@@ -70,7 +70,8 @@ pub fn prepare_dataset(config: &TrainConfig, datasets_root: &Path) -> Result<Dat
 /// The graph `halo train` uses without `--dataset`: small enough to train in seconds, large enough
 /// that neighbours matter (features alone classify noisily).
 pub fn builtin_synthetic(seed: u64) -> Result<Dataset, DataError> {
-    let config = SynthConfig { nodes: 2000, avg_degree: 10.0, features: 64, classes: 8, seed, ..SynthConfig::default() };
+    let config =
+        SynthConfig { nodes: 2000, avg_degree: 10.0, features: 64, classes: 8, seed, ..SynthConfig::default() };
     config.generate().map_err(DataError::Synthetic)
 }
 

@@ -1,6 +1,6 @@
 //! The single-process strategy: one model over the whole graph, no communication.
 
-use gnn_core::{AggGraph, Adam, ForwardCtx, Model, NoExchange};
+use gnn_core::{Adam, AggGraph, ForwardCtx, Model, NoExchange};
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
@@ -8,7 +8,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::objective::{Hits, Objective};
 use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, Strategy, StepStats, train_loop};
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -65,14 +65,19 @@ impl Strategy for SingleProcess<'_> {
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
         let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ForwardCtx::eval())?;
         let acc = |rows: &[u32]| self.objective.hits(logits, rows).map(Hits::fraction);
-        Ok(EvalStats { train_acc: acc(&self.splits.train)?, val_acc: acc(&self.splits.valid)?, test_acc: acc(&self.splits.test)? })
+        Ok(EvalStats {
+            train_acc: acc(&self.splits.train)?,
+            val_acc: acc(&self.splits.valid)?,
+            test_acc: acc(&self.splits.test)?,
+        })
     }
 }
 
 /// Trains `dataset` in this process as `config` says and returns the run's report.
 pub fn run(config: &TrainConfig, dataset: &Dataset, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
     let mut strategy = SingleProcess::new(config, dataset)?;
-    let outcome = train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+    let outcome =
+        train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
     Ok(Report {
         dataset: dataset.name.clone(),
         model: config.model.as_str().to_string(),

@@ -69,7 +69,8 @@ fn patience_stops_a_run_that_stopped_improving() {
 fn report_json_has_every_contract_key() {
     let report = train(&quick(ModelName::Gcn, 2));
     let json: serde_json::Value = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
-    let top = ["dataset", "model", "method", "cut", "workers", "hosts", "seed", "config", "partition", "epochs", "final"];
+    let top =
+        ["dataset", "model", "method", "cut", "workers", "hosts", "seed", "config", "partition", "epochs", "final"];
     for key in top {
         assert!(json.get(key).is_some(), "top-level key `{key}` missing");
     }
@@ -93,7 +94,8 @@ fn report_json_has_every_contract_key() {
             assert!(e[key].is_number(), "epoch key `{key}` missing or not a number");
         }
     }
-    let fin = ["best_val_acc", "test_acc_at_best_val", "best_epoch", "train_wall_s", "bytes_total", "modeled_comm_s_total"];
+    let fin =
+        ["best_val_acc", "test_acc_at_best_val", "best_epoch", "train_wall_s", "bytes_total", "modeled_comm_s_total"];
     for key in fin {
         assert!(json["final"][key].is_number(), "final key `{key}` missing or not a number");
     }

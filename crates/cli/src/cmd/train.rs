@@ -7,8 +7,8 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use graph_partition::partition::Algorithm;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use trainer::config::{FeatureNorm, Method, ModelName, TrainConfig};
 use trainer::distributed::{Backend, Cut};
 use trainer::report::{EpochRecord, Report, median_epoch_s};

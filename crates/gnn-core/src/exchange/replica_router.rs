@@ -10,9 +10,10 @@
 //! The partition book pairs the lists so that `send(q)` on part `p` and `recv(p)` on part `q`
 //! name the same vertices in the same order; a message therefore carries rows only, no ids.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use cache_quant::{CodecBank, CodecFactory, IdentityCodec};
+use cache_quant::{CodecBank, CodecError, CodecFactory, IdentityCodec};
 use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
@@ -153,18 +154,26 @@ impl<'a> ReplicaRouter<'a> {
 
         let data = row_major(x);
         let row = |local: u32| local as usize * width..(local as usize + 1) * width;
+        // A peer's copies are consecutive local ids: those blocks are read and written in
+        // place; other row lists go through a buffer.
+        let block = |rows: &[u32]| consecutive(rows).map(|r| r.start * width..r.end * width);
 
         let mut messages = Vec::with_capacity(self.comm.size());
         for peer in 0..self.comm.size() {
             let mut bytes = Vec::new();
             if peer != me {
-                self.packed.clear();
-                for &local in outgoing(part, peer) {
-                    self.packed.extend_from_slice(&data[row(local)]);
-                }
+                let rows = outgoing(part, peer);
+                let block_rows = match block(rows) {
+                    Some(range) => &data[range],
+                    None => {
+                        self.packed.clear();
+                        rows.iter().for_each(|&local| self.packed.extend_from_slice(&data[row(local)]));
+                        &self.packed
+                    }
+                };
                 let codec = self.codecs.get(StreamKey { tag, route, peer, encode: true });
                 codec
-                    .encode_rows(&self.packed, width, &mut bytes)
+                    .encode_rows(block_rows, width, &mut bytes)
                     .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
             }
             messages.push(bytes);
@@ -177,14 +186,19 @@ impl<'a> ReplicaRouter<'a> {
 
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let rows = incoming(part, peer);
+            let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
+            let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
+            if let (Apply::Overwrite, Some(range)) = (apply, block(rows)) {
+                codec.decode_rows(bytes, width, &mut data[range]).map_err(decode_error)?;
+                continue;
+            }
             let len = rows.len() * width;
             // Grown, never shrunk: decoding overwrites it, so it needs no clearing.
             if self.unpacked.len() < len {
                 self.unpacked.resize(len, 0.0);
             }
             let decoded = &mut self.unpacked[..len];
-            let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
-            codec.decode_rows(bytes, width, decoded).map_err(|e| protocol(tag, "decoding rows from", peer, &e))?;
+            codec.decode_rows(bytes, width, decoded).map_err(decode_error)?;
             for (&local, src) in rows.iter().zip(decoded.chunks_exact(width.max(1))) {
                 let dst = &mut data[row(local)];
                 match apply {
@@ -196,6 +210,12 @@ impl<'a> ReplicaRouter<'a> {
         }
         Ok(())
     }
+}
+
+/// The local ids `rows` as one range, when they are consecutive and ascending.
+fn consecutive(rows: &[u32]) -> Option<Range<usize>> {
+    let start = *rows.first()? as usize;
+    rows.iter().enumerate().all(|(i, &r)| r as usize == start + i).then(|| start..start + rows.len())
 }
 
 /// The elements of `x` in row-major order (copied into that layout first if needed).
@@ -255,5 +275,19 @@ pub(crate) mod testkit {
     ) -> Vec<T> {
         let topology = Topology::for_workers(book.parts().len(), 2, LinkModel::default()).unwrap();
         LocalCluster::run(&topology, |comm| work(&book.parts()[comm.rank()], comm)).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::consecutive;
+
+    #[test]
+    fn only_ascending_runs_are_blocks() {
+        assert_eq!(consecutive(&[4, 5, 6]), Some(4..7));
+        assert_eq!(consecutive(&[9]), Some(9..10));
+        assert_eq!(consecutive(&[4, 6]), None);
+        assert_eq!(consecutive(&[5, 4]), None);
+        assert_eq!(consecutive(&[]), None);
     }
 }
