@@ -28,10 +28,7 @@ fn main() -> std::process::ExitCode {
     // Warnings (e.g. a stale dataset cache being rebuilt) show by default; HALO_LOG overrides.
     let filter = tracing_subscriber::EnvFilter::try_from_env("HALO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Datasets(args) => cmd::datasets::run(args),

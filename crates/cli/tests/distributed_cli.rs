@@ -30,6 +30,7 @@ fn report_of(out: &Output, path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("report written")).expect("report is JSON")
 }
 
+#[cfg(feature = "mpi")]
 fn losses(report: &Value) -> Vec<f64> {
     report["epochs"].as_array().expect("epochs").iter().map(|e| e["loss"].as_f64().expect("loss")).collect()
 }

@@ -40,11 +40,6 @@ impl<'a> SingleProcess<'a> {
             seed: config.seed,
         })
     }
-
-    /// The model being trained.
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
 }
 
 impl Strategy for SingleProcess<'_> {
