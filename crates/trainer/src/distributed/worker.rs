@@ -134,7 +134,7 @@ impl Strategy for Worker<'_> {
         let waited_before = self.clock.waited();
         let start = Instant::now();
         let loss = self.step(epoch)?;
-        let compute_s = (start.elapsed() - (self.clock.waited() - waited_before)).as_secs_f64();
+        let compute_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
         let delta = self.comm.ledger().delta_since(&before).map_err(DistError::from)?;
         let (mut comm, method, slowest) = self.step_stats(&delta, compute_s)?;
         // Chosen so that the loop's `compute_s` (its wall time minus this) is the slowest
