@@ -1,7 +1,7 @@
 //! Element-wise activations, applied in place. Backward passes read the activation's *output*
 //! (all three are invertible enough for that), so no input copy is kept.
 
-use ndarray::Array2;
+use ndarray::{ArrayBase, Data, DataMut, Ix2};
 use serde::{Deserialize, Serialize};
 
 use crate::dense::{par_rows_mut, slice};
@@ -71,7 +71,7 @@ impl Activation {
     }
 
     /// `x <- act(x)` in place.
-    pub fn forward_in_place(self, x: &mut Array2<f32>) {
+    pub fn forward_in_place<S: DataMut<Elem = f32>>(self, x: &mut ArrayBase<S, Ix2>) {
         par_rows_mut(x, |_, row| row.iter_mut().for_each(|v| *v = self.apply(*v)));
     }
 
@@ -81,7 +81,12 @@ impl Activation {
     ///
     /// # Panics
     /// If the shapes differ.
-    pub fn backward_in_place(self, grad: &mut Array2<f32>, out: &Array2<f32>, out_scale: f32) {
+    pub fn backward_in_place<S: DataMut<Elem = f32>, T: Data<Elem = f32>>(
+        self,
+        grad: &mut ArrayBase<S, Ix2>,
+        out: &ArrayBase<T, Ix2>,
+        out_scale: f32,
+    ) {
         assert_eq!(grad.dim(), out.dim(), "activation backward shapes");
         let width = out.ncols();
         let out = slice(out);
@@ -97,6 +102,7 @@ impl Activation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::Array2;
 
     const ALL: [Activation; 3] =
         [Activation::Relu, Activation::Elu { alpha: 1.0 }, Activation::LeakyRelu { slope: 0.2 }];

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use ndarray::{Array2, ArrayBase, ArrayView2, ArrayViewMut2, Data, DataMut, Ix2, s};
 use rayon::prelude::*;
 
 /// Rows per chunk in deterministic reductions (fixed, so sums do not depend on the thread count).
@@ -69,18 +69,38 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
     }
 }
 
-/// The contiguous row-major storage of an array the crate allocated itself.
-pub(crate) fn slice(x: &Array2<f32>) -> &[f32] {
+/// The contiguous row-major storage of an array the crate allocated itself, or of a row prefix
+/// of one ([`head`]).
+pub(crate) fn slice<S: Data<Elem = f32>>(x: &ArrayBase<S, Ix2>) -> &[f32] {
     x.as_slice().expect("arrays made by gnn-core are in standard layout")
 }
 
 /// Mutable counterpart of [`slice`].
-pub(crate) fn slice_mut(x: &mut Array2<f32>) -> &mut [f32] {
+pub(crate) fn slice_mut<S: DataMut<Elem = f32>>(x: &mut ArrayBase<S, Ix2>) -> &mut [f32] {
     x.as_slice_mut().expect("arrays made by gnn-core are in standard layout")
 }
 
+/// The first `rows` rows of `x`: the rows a worker computes itself
+/// ([`crate::AggGraph::computed_rows`]). A row prefix of a standard-layout array is contiguous.
+pub(crate) fn head(x: &Array2<f32>, rows: usize) -> ArrayView2<'_, f32> {
+    x.slice(s![..rows, ..])
+}
+
+/// Mutable counterpart of [`head`].
+pub(crate) fn head_mut(x: &mut Array2<f32>, rows: usize) -> ArrayViewMut2<'_, f32> {
+    x.slice_mut(s![..rows, ..])
+}
+
+/// Zeroes rows `from..` of `x`: halo rows that an accumulation (or a halo push) will read.
+pub(crate) fn zero_rows_from(x: &mut Array2<f32>, from: usize) {
+    x.slice_mut(s![from.., ..]).fill(0.0);
+}
+
 /// Runs `f(row_index, row)` over the rows of `x` in parallel.
-pub(crate) fn par_rows_mut(x: &mut Array2<f32>, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+pub(crate) fn par_rows_mut<S: DataMut<Elem = f32>>(
+    x: &mut ArrayBase<S, Ix2>,
+    f: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
     let width = x.ncols();
     if width == 0 {
         return;
@@ -111,7 +131,7 @@ pub(crate) fn row_reduce(num_rows: usize, out: &mut [f32], fold: impl Fn(Range<u
 }
 
 /// Adds the column sums of `x` into `out` (a bias gradient).
-pub(crate) fn add_col_sums(x: &Array2<f32>, out: &mut [f32]) {
+pub(crate) fn add_col_sums<S: Data<Elem = f32>>(x: &ArrayBase<S, Ix2>, out: &mut [f32]) {
     let width = x.ncols();
     debug_assert_eq!(width, out.len());
     let data = slice(x);

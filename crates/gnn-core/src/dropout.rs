@@ -9,7 +9,7 @@
 //! probability is `p` to within `2^-17`; kept values are scaled by `1 / (1 - p)` (as in PyTorch).
 
 use graph_partition::rng::{hash_key, mix64};
-use ndarray::Array2;
+use ndarray::{ArrayBase, DataMut, Ix2};
 use rayon::prelude::*;
 
 use crate::dense::{MIN_PAR_ROWS, slice_mut};
@@ -85,7 +85,7 @@ impl DropoutSite {
     ///
     /// # Panics
     /// If `global_ids` has fewer entries than `x` has rows.
-    pub fn apply_rows(&self, x: &mut Array2<f32>, global_ids: &[u32], mask: &mut Vec<u8>) {
+    pub fn apply_rows<S: DataMut<Elem = f32>>(&self, x: &mut ArrayBase<S, Ix2>, global_ids: &[u32], mask: &mut Vec<u8>) {
         assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
         let width = x.ncols();
         mask.resize(x.len(), 0);
@@ -116,7 +116,7 @@ impl DropoutSite {
 ///
 /// # Panics
 /// If `mask` is not one flag per element of `grad`.
-pub fn dropout_backward(grad: &mut Array2<f32>, mask: &[u8], scale: f32) {
+pub fn dropout_backward<S: DataMut<Elem = f32>>(grad: &mut ArrayBase<S, Ix2>, mask: &[u8], scale: f32) {
     assert_eq!(grad.len(), mask.len(), "dropout backward: one flag per element");
     const CHUNK: usize = 1 << 14;
     slice_mut(grad).par_chunks_mut(CHUNK).zip(mask.par_chunks(CHUNK)).for_each(|(g, m)| {
@@ -129,6 +129,7 @@ pub fn dropout_backward(grad: &mut Array2<f32>, mask: &[u8], scale: f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::Array2;
 
     #[test]
     fn drop_rate_and_scale() {

@@ -5,6 +5,13 @@
 //! adjacency lists, for every local destination, its local in-neighbours; the backward adjacency is
 //! its transpose. Degrees are the *global* ones, so normalisation coefficients do not depend on the
 //! split.
+//!
+//! Rows a worker *computes* (dense transforms, self terms, activations, dropout) are
+//! `0..computed_rows()`. By default that is every local row: vertex-cut mirrors compute their
+//! vertex like the master does. Under edge-cut ([`AggGraph::with_pulled_halo`]) it is the owned
+//! rows only: a halo row is overwritten by `pull_halo` before anything reads it, so computing it
+//! locally would be wasted work (with METIS on a power-law graph halo rows can outnumber owned
+//! ones).
 
 use graph_partition::Csr;
 
@@ -21,6 +28,8 @@ pub enum GraphError {
     SelfLoop { row: usize },
     #[error("{what} of local vertex {row} is {value}, degrees must be finite and >= 0")]
     BadDegree { what: &'static str, row: usize, value: f32 },
+    #[error("local vertex {row} is a halo row (>= num_owned) but has in-edges; only owned vertices aggregate under edge-cut")]
+    HaloInEdges { row: usize },
 }
 
 /// Per-vertex coefficients derived from the global degrees, computed once per graph.
@@ -48,6 +57,7 @@ pub struct AggGraph {
     bwd: Csr,
     perm: Vec<usize>,
     num_owned: usize,
+    computed: usize,
     global_ids: Vec<u32>,
     in_degree: Vec<f32>,
     out_degree: Vec<f32>,
@@ -94,7 +104,18 @@ impl AggGraph {
             gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
             mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
         };
-        Ok(Self { fwd: csr, bwd, perm, num_owned, global_ids, in_degree, out_degree, norms })
+        Ok(Self { fwd: csr, bwd, perm, num_owned, computed: n, global_ids, in_degree, out_degree, norms })
+    }
+
+    /// Declares rows `num_owned..` edge-cut halo rows: filled by `pull_halo` from their owners,
+    /// never computed here, so [`AggGraph::computed_rows`] becomes `num_owned`. Fails if a halo
+    /// row has in-edges (it would aggregate, so it is not a halo row).
+    pub fn with_pulled_halo(mut self) -> Result<Self, GraphError> {
+        if let Some(row) = (self.num_owned..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
+            return Err(GraphError::HaloInEdges { row });
+        }
+        self.computed = self.num_owned;
+        Ok(self)
     }
 
     /// The whole graph in one process: every vertex owned, local id = global id, degrees from
@@ -134,6 +155,13 @@ impl AggGraph {
         self.num_owned
     }
 
+    /// Rows `0..computed_rows()` are computed here (see the module docs): `num_local` unless
+    /// the halo is pulled ([`AggGraph::with_pulled_halo`]), then `num_owned`. Layers leave the
+    /// output rows past it unspecified and ignore gradient rows past it.
+    pub fn computed_rows(&self) -> usize {
+        self.computed
+    }
+
     /// Global id of every local vertex.
     pub fn global_ids(&self) -> &[u32] {
         &self.global_ids
@@ -167,9 +195,21 @@ mod tests {
         assert_eq!(g.in_degree(), &[0.0, 2.0, 1.0]);
         assert_eq!(g.out_degree(), &[1.0, 1.0, 1.0]);
         assert_eq!(g.num_owned(), 3);
+        assert_eq!(g.computed_rows(), 3);
         assert_eq!(g.bwd().neighbors(1), &[2]);
         assert_eq!(g.norms().mean, vec![0.0, 0.5, 1.0]);
         assert!((g.norms().gcn_dst[1] - 3f32.sqrt().recip()).abs() < 1e-7);
+    }
+
+    #[test]
+    fn pulled_halo_computes_owned_rows_only() {
+        // Edge 1 -> 0: vertex 0 (owned) aggregates from vertex 1 (halo), which has no in-edges.
+        let opts = EdgeListOptions { symmetrize: false, remove_self_loops: true };
+        let csr = Csr::from_edges(2, &[(1, 0)], opts).unwrap();
+        let g = AggGraph::new(csr, 1, vec![7, 3], vec![1.0, 4.0], vec![2.0, 1.0]).unwrap();
+        assert_eq!(g.computed_rows(), 2);
+        let g = g.with_pulled_halo().unwrap();
+        assert_eq!((g.num_owned(), g.computed_rows(), g.num_local()), (1, 1, 2));
     }
 
     #[test]
@@ -182,8 +222,10 @@ mod tests {
         assert_eq!(err, GraphError::TooManyOwned { num_owned: 3, num_local: 2 });
         let err = AggGraph::new(csr.clone(), 2, vec![0], vec![1.0; 2], vec![1.0; 2]).unwrap_err();
         assert_eq!(err, GraphError::Length { what: "global_ids", got: 1, expected: 2 });
-        let err = AggGraph::new(csr, 2, vec![0, 1], vec![1.0, f32::NAN], vec![1.0; 2]).unwrap_err();
+        let err = AggGraph::new(csr.clone(), 2, vec![0, 1], vec![1.0, f32::NAN], vec![1.0; 2]).unwrap_err();
         assert!(matches!(err, GraphError::BadDegree { what: "in_degree", row: 1, .. }));
+        let halo_with_edge = AggGraph::new(csr, 1, vec![0, 1], vec![1.0; 2], vec![1.0; 2]).unwrap();
+        assert_eq!(halo_with_edge.with_pulled_halo().unwrap_err(), GraphError::HaloInEdges { row: 1 });
         let rect = Csr::try_new(2, 3, vec![0, 0, 1], vec![2]).unwrap();
         assert_eq!(AggGraph::single(&rect).unwrap_err(), GraphError::NotSquare { rows: 2, cols: 3 });
     }

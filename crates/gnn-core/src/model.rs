@@ -8,7 +8,7 @@ use ndarray::{Array2, s};
 use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
-use crate::dense::ensure_shape;
+use crate::dense::{ensure_shape, head, head_mut};
 use crate::dropout::{DropoutSite, dropout_backward};
 use crate::exchange::{Exchange, ExchangeError};
 use crate::graph::AggGraph;
@@ -257,7 +257,8 @@ impl Model {
     }
 
     /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_owned` are
-    /// meaningful). `x` holds the input features, one row per local vertex. Every worker must
+    /// meaningful). `x` holds the input features, one row per local vertex; rows past
+    /// `graph.computed_rows()` are not read (their values are pulled from the owners). Every worker must
     /// call this with the same `ctx` (the exchange calls are collectives).
     pub fn forward(
         &mut self,
@@ -278,14 +279,16 @@ impl Model {
             });
         }
         self.last = None;
+        // Per-row work covers the computed rows; halo rows are pulled by the layers that read them.
+        let m = graph.computed_rows();
         let gids = graph.global_ids();
         let site = |p: f32, layer: usize| {
             Some(DropoutSite::new(p, ctx.seed, ctx.epoch, layer)).filter(|s| ctx.training && s.is_active())
         };
         ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
-        self.acts[0].assign(x);
+        head_mut(&mut self.acts[0], m).assign(&head(x, m));
         if let Some(site) = site(self.cfg.input_dropout, 0) {
-            site.apply_rows(&mut self.acts[0], gids, &mut self.masks[0]);
+            site.apply_rows(&mut head_mut(&mut self.acts[0], m), gids, &mut self.masks[0]);
         }
         let layers = self.cfg.layers;
         for l in 0..layers {
@@ -295,14 +298,16 @@ impl Model {
             let conv = &mut self.convs[l];
             if hidden && self.cfg.layer_norm {
                 conv.forward(&self.params, graph, x, &mut self.pre_norm[l], exchange, l, ctx)?;
-                self.norms[l].forward(&self.params, &self.pre_norm[l], out);
+                ensure_shape(out, n, conv.out_dim());
+                self.norms[l].forward(&self.params, &head(&self.pre_norm[l], m), &mut head_mut(out, m));
             } else {
                 conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
             }
             if hidden {
-                self.cfg.activation.forward_in_place(out);
+                let mut own = head_mut(out, m);
+                self.cfg.activation.forward_in_place(&mut own);
                 if let Some(site) = site(self.cfg.dropout, l + 1) {
-                    site.apply_rows(out, gids, &mut self.masks[l + 1]);
+                    site.apply_rows(&mut own, gids, &mut self.masks[l + 1]);
                 }
             }
         }
@@ -325,7 +330,7 @@ impl Model {
             Some(last) if last.num_local == graph.num_local() => last,
             _ => return Err(ModelError::NoForward),
         };
-        let (n, layers) = (graph.num_local(), self.cfg.layers);
+        let (n, m, layers) = (graph.num_local(), graph.computed_rows(), self.cfg.layers);
         if dlogits.dim() != (n, self.cfg.out_dim) {
             let (rows, cols) = dlogits.dim();
             return Err(ModelError::Shape {
@@ -345,15 +350,15 @@ impl Model {
                 // `d` is the gradient of acts[l + 1]: back through dropout, activation, LayerNorm.
                 let site = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.epoch, l + 1);
                 let scale = if ctx.training && site.is_active() {
-                    dropout_backward(&mut d, &self.masks[l + 1], site.scale());
+                    dropout_backward(&mut head_mut(&mut d, m), &self.masks[l + 1], site.scale());
                     site.scale()
                 } else {
                     1.0
                 };
-                self.cfg.activation.backward_in_place(&mut d, &self.acts[l + 1], scale);
+                self.cfg.activation.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), scale);
                 if self.cfg.layer_norm {
                     let mut dn = self.pool.take(n, d.ncols());
-                    self.norms[l].backward(&self.params, &mut self.grads, &d, &mut dn);
+                    self.norms[l].backward(&self.params, &mut self.grads, &head(&d, m), &mut head_mut(&mut dn, m));
                     self.pool.give(std::mem::replace(&mut d, dn));
                 }
             }

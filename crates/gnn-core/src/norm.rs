@@ -1,7 +1,7 @@
 //! LayerNorm over the feature dimension of each row, with learned scale and shift
 //! (`torch.nn.LayerNorm(dim)`, eps 1e-5). Purely per-vertex, so it needs no exchange.
 
-use ndarray::Array2;
+use ndarray::{Array2, ArrayBase, Data, DataMut, Ix2};
 use rayon::prelude::*;
 
 use crate::dense::{MIN_PAR_ROWS, ensure_shape, row_reduce, slice, slice_mut};
@@ -34,13 +34,18 @@ impl LayerNorm {
     /// `out <- gamma * (x - mean) / sqrt(var + eps) + beta`, row by row.
     ///
     /// # Panics
-    /// If `x` is not `dim` wide.
-    pub fn forward(&mut self, params: &[f32], x: &Array2<f32>, out: &mut Array2<f32>) {
+    /// If `x` is not `dim` wide or `out` not the shape of `x`.
+    pub fn forward<S: Data<Elem = f32>, T: DataMut<Elem = f32>>(
+        &mut self,
+        params: &[f32],
+        x: &ArrayBase<S, Ix2>,
+        out: &mut ArrayBase<T, Ix2>,
+    ) {
         let d = self.dim();
         assert_eq!(x.ncols(), d, "layer norm width");
+        assert_eq!(out.dim(), x.dim(), "layer norm output shape");
         let n = x.nrows();
         ensure_shape(&mut self.xhat, n, d);
-        ensure_shape(out, n, d);
         self.rstd.resize(n, 0.0);
         let (gamma, beta, xs) = (self.gamma.slice(params), self.beta.slice(params), slice(x));
         slice_mut(&mut self.xhat)
@@ -62,10 +67,16 @@ impl LayerNorm {
     }
 
     /// Adds `d gamma`, `d beta` into `grads` and writes the input gradient into `dx`.
-    pub fn backward(&mut self, params: &[f32], grads: &mut [f32], dy: &Array2<f32>, dx: &mut Array2<f32>) {
+    pub fn backward<S: Data<Elem = f32>, T: DataMut<Elem = f32>>(
+        &mut self,
+        params: &[f32],
+        grads: &mut [f32],
+        dy: &ArrayBase<S, Ix2>,
+        dx: &mut ArrayBase<T, Ix2>,
+    ) {
         let (n, d) = self.xhat.dim();
         assert_eq!(dy.dim(), (n, d), "layer norm backward shape");
-        ensure_shape(dx, n, d);
+        assert_eq!(dx.dim(), (n, d), "layer norm backward shape");
         let (gamma, xhat, dys, rstd) = (self.gamma.slice(params), slice(&self.xhat), slice(dy), &self.rstd);
         let mut acc = vec![0.0f32; 2 * d];
         row_reduce(n, &mut acc, |rows, a| {

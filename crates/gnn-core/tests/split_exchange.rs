@@ -70,7 +70,9 @@ struct Part {
 }
 
 /// Builds a worker's view from its owned vertices, its copies and its in-edges (global ids).
-fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], garbage_copies: bool) -> Part {
+/// Edge-cut halo copies (`halo_copies`) are pulled, never computed, so they get garbage features
+/// that would show if a layer read them before the pull.
+fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], halo_copies: bool) -> Part {
     let gids: Vec<u32> = owned.iter().chain(copies).copied().collect();
     let local: HashMap<u32, u32> = gids.iter().enumerate().map(|(l, &g)| (g, l as u32)).collect();
     let mut rows: Vec<Vec<u32>> = vec![Vec::new(); gids.len()];
@@ -88,9 +90,10 @@ fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], g
     let (din, dout) = p.degrees();
     let pick = |d: &[f32]| gids.iter().map(|&g| d[g as usize]).collect::<Vec<f32>>();
     let graph = AggGraph::new(csr, owned.len(), gids.clone(), pick(&din), pick(&dout)).unwrap();
+    let graph = if halo_copies { graph.with_pulled_halo().unwrap() } else { graph };
     let mut x = Array2::zeros((gids.len(), p.x.ncols()));
     for (l, &g) in gids.iter().enumerate() {
-        if garbage_copies && l >= owned.len() {
+        if halo_copies && l >= owned.len() {
             x.row_mut(l).fill(1e3);
         } else {
             x.row_mut(l).assign(&p.x.row(g as usize));

@@ -1,20 +1,26 @@
 //! A worker's aggregation view of its partition-book part.
 
-use graph_partition::book::LocalGraph;
+use graph_partition::book::{CutKind, LocalGraph};
 
 use crate::graph::{AggGraph, GraphError};
 
-/// The [`AggGraph`] of one part: its local edges, its primaries (owned vertices or masters) as
-/// the owned rows, and the *global* degrees, so that normalisation does not depend on the split.
-pub fn agg_graph_of(part: &LocalGraph) -> Result<AggGraph, GraphError> {
+/// The [`AggGraph`] of one part of a `cut` book: its local edges, its primaries (owned vertices
+/// or masters) as the owned rows, and the *global* degrees, so that normalisation does not depend
+/// on the split. Under edge-cut the copies are halo rows pulled from their owners
+/// ([`AggGraph::with_pulled_halo`]); vertex-cut mirrors are computed like their masters.
+pub fn agg_graph_of(part: &LocalGraph, cut: CutKind) -> Result<AggGraph, GraphError> {
     let degrees = |d: &[u32]| d.iter().map(|&d| d as f32).collect();
-    AggGraph::new(
+    let graph = AggGraph::new(
         part.csr().clone(),
         part.num_primary(),
         part.local_to_global().to_vec(),
         degrees(part.global_in_degree()),
         degrees(part.global_out_degree()),
-    )
+    )?;
+    match cut {
+        CutKind::EdgeCut => graph.with_pulled_halo(),
+        CutKind::VertexCut | CutKind::FeatureCut => Ok(graph),
+    }
 }
 
 /// The contract of the module docs of [`crate::exchange`], end to end: a model run on every part
@@ -85,7 +91,8 @@ mod tests {
             let whole = AggGraph::single(&testkit::graph()).unwrap();
             let (logits, grads) = pass(&mut single, &whole, &mut NoExchange);
             let outcomes = testkit::run(&book, |part, comm| {
-                let graph = agg_graph_of(part).map_err(|e| e.to_string())?;
+                let cut = if vertex_cut { CutKind::VertexCut } else { CutKind::EdgeCut };
+                let graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
                 let watch = Counter::default();
                 let options = ExchangeOptions { codecs: None, watch: Some(&watch) };
                 let mut exchange: Box<dyn Exchange> = if vertex_cut {

@@ -8,10 +8,10 @@
 //!
 //! Degrees are global ([`AggGraph`]); the self term is added after `sum_replicas`.
 
-use ndarray::Array2;
+use ndarray::{Array2, ArrayBase, DataMut, Ix2};
 
 use super::{Conv, ExchangePoint, ForwardCtx};
-use crate::dense::{add_col_sums, ensure_shape, gemm, par_rows_mut, slice};
+use crate::dense::{add_col_sums, ensure_shape, gemm, head, head_mut, par_rows_mut, slice, zero_rows_from};
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
 use crate::graph::AggGraph;
 use crate::params::{Init, ParamLayout, ParamSlot};
@@ -101,8 +101,14 @@ impl AggConv {
     }
 }
 
-/// `out[v] = (out[v] if accumulate) + coeff[v] * src[v] (+ bias)`, row-parallel.
-fn add_scaled_rows(out: &mut Array2<f32>, src: Option<(&Array2<f32>, &[f32])>, bias: Option<&[f32]>, accumulate: bool) {
+/// `out[v] = (out[v] if accumulate) + coeff[v] * src[v] (+ bias)` for every row of `out` (a
+/// row prefix of `src`'s rows), row-parallel.
+fn add_scaled_rows<S: DataMut<Elem = f32>>(
+    out: &mut ArrayBase<S, Ix2>,
+    src: Option<(&Array2<f32>, &[f32])>,
+    bias: Option<&[f32]>,
+    accumulate: bool,
+) {
     let width = out.ncols();
     par_rows_mut(out, |v, row| {
         if !accumulate {
@@ -145,7 +151,8 @@ impl Conv for AggConv {
         layer: usize,
         _ctx: ForwardCtx,
     ) -> Result<(), ExchangeError> {
-        let n = graph.num_local();
+        // Dense work covers the computed rows `..m` only; halo rows come from `pull_halo`.
+        let (n, m) = (graph.num_local(), graph.computed_rows());
         let (din, dout) = (self.in_dim(), self.out_dim());
         let w = self.weight.view(params);
         let bias = self.bias.slice(params);
@@ -157,15 +164,16 @@ impl Conv for AggConv {
             ExchangePoint::Transformed => {
                 // h = x W; out = A h (synced) + self term + b.
                 ensure_shape(&mut cache, n, dout);
-                gemm(1.0, &x.view(), &w, 0.0, &mut cache.view_mut());
+                gemm(1.0, &head(x, m), &w, 0.0, &mut head_mut(&mut cache, m));
                 exchange.pull_halo(tag(Step::Halo), &mut cache)?;
                 self.aggregate_fwd(graph, &cache, out, Write::Overwrite);
                 exchange.sum_replicas(tag(Step::Aggregate), out)?;
+                let mut own = head_mut(out, m);
                 match self.self_weight {
-                    None => add_scaled_rows(out, Some((&cache, self_coeff)), Some(bias), true),
+                    None => add_scaled_rows(&mut own, Some((&cache, self_coeff)), Some(bias), true),
                     Some(ws) => {
-                        gemm(1.0, &x.view(), &ws.view(params), 1.0, &mut out.view_mut());
-                        add_scaled_rows(out, None, Some(bias), true);
+                        gemm(1.0, &head(x, m), &ws.view(params), 1.0, &mut own);
+                        add_scaled_rows(&mut own, None, Some(bias), true);
                     }
                 }
             }
@@ -176,13 +184,14 @@ impl Conv for AggConv {
                 self.aggregate_fwd(graph, x, &mut cache, Write::Overwrite);
                 exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                 if self.self_weight.is_none() {
-                    add_scaled_rows(&mut cache, Some((x, self_coeff)), None, true);
+                    add_scaled_rows(&mut head_mut(&mut cache, m), Some((x, self_coeff)), None, true);
                 }
-                gemm(1.0, &cache.view(), &w, 0.0, &mut out.view_mut());
+                let mut own = head_mut(out, m);
+                gemm(1.0, &head(&cache, m), &w, 0.0, &mut own);
                 if let Some(ws) = self.self_weight {
-                    gemm(1.0, &x.view(), &ws.view(params), 1.0, &mut out.view_mut());
+                    gemm(1.0, &head(x, m), &ws.view(params), 1.0, &mut own);
                 }
-                add_scaled_rows(out, None, Some(bias), true);
+                add_scaled_rows(&mut own, None, Some(bias), true);
             }
         }
         self.cache = cache;
@@ -200,16 +209,18 @@ impl Conv for AggConv {
         exchange: &mut dyn Exchange,
         layer: usize,
     ) -> Result<(), ExchangeError> {
-        let n = graph.num_local();
+        // Gradient rows past `m` are ignored (halo rows carry none); the blocks the transposed
+        // aggregation accumulates into get zeroed halo rows first, as they are pushed to owners.
+        let (n, m) = (graph.num_local(), graph.computed_rows());
         let (din, dim_out) = (self.in_dim(), self.out_dim());
         let w = self.weight.view(params);
         let self_coeff = &graph.norms().gcn_self;
         let tag = |step| Tag::new(layer, Direction::Backward, step);
         let mut cache = std::mem::take(&mut self.cache);
         // Per-vertex terms first, while `dout` still holds this replica's share.
-        add_col_sums(dout, self.bias.slice_mut(grads));
+        add_col_sums(&head(dout, m), self.bias.slice_mut(grads));
         if let Some(ws) = self.self_weight {
-            gemm(1.0, &x.t(), &dout.view(), 1.0, &mut ws.view_mut(grads));
+            gemm(1.0, &head(x, m).t(), &head(dout, m), 1.0, &mut ws.view_mut(grads));
         }
         let mut dx = dx;
         if let Some(dx) = dx.as_deref_mut() {
@@ -222,11 +233,12 @@ impl Conv for AggConv {
                 if let Some(dx) = dx.as_deref_mut()
                     && let Some(ws) = self.self_weight
                 {
-                    gemm(1.0, &dout.view(), &ws.view(params).t(), 0.0, &mut dx.view_mut());
+                    gemm(1.0, &head(dout, m), &ws.view(params).t(), 0.0, &mut head_mut(dx, m));
                 }
                 let write = match self.self_weight {
                     None => {
-                        add_scaled_rows(&mut cache, Some((dout, self_coeff)), None, false);
+                        add_scaled_rows(&mut head_mut(&mut cache, m), Some((dout, self_coeff)), None, false);
+                        zero_rows_from(&mut cache, m);
                         Write::Accumulate
                     }
                     Some(_) => Write::Overwrite,
@@ -234,21 +246,22 @@ impl Conv for AggConv {
                 exchange.sum_replicas(tag(Step::Aggregate), dout)?;
                 self.aggregate_bwd(graph, dout, &mut cache, write);
                 exchange.push_halo_grad(tag(Step::Halo), &mut cache)?;
-                gemm(1.0, &x.t(), &cache.view(), 1.0, &mut self.weight.view_mut(grads));
+                gemm(1.0, &head(x, m).t(), &head(&cache, m), 1.0, &mut self.weight.view_mut(grads));
                 if let Some(dx) = dx {
                     let beta = if self.self_weight.is_some() { 1.0 } else { 0.0 };
-                    gemm(1.0, &cache.view(), &w.t(), beta, &mut dx.view_mut());
+                    gemm(1.0, &head(&cache, m), &w.t(), beta, &mut head_mut(dx, m));
                 }
             }
             ExchangePoint::Input => {
-                gemm(1.0, &cache.t(), &dout.view(), 1.0, &mut self.weight.view_mut(grads));
+                gemm(1.0, &head(&cache, m).t(), &head(dout, m), 1.0, &mut self.weight.view_mut(grads));
                 if let Some(dx) = dx {
                     // cache <- dz = dout W^T; dx = [self term] + A^T sum_replicas(dz).
-                    gemm(1.0, &dout.view(), &w.t(), 0.0, &mut cache.view_mut());
+                    gemm(1.0, &head(dout, m), &w.t(), 0.0, &mut head_mut(&mut cache, m));
                     match self.self_weight {
-                        None => add_scaled_rows(dx, Some((&cache, self_coeff)), None, false),
-                        Some(ws) => gemm(1.0, &dout.view(), &ws.view(params).t(), 0.0, &mut dx.view_mut()),
+                        None => add_scaled_rows(&mut head_mut(dx, m), Some((&cache, self_coeff)), None, false),
+                        Some(ws) => gemm(1.0, &head(dout, m), &ws.view(params).t(), 0.0, &mut head_mut(dx, m)),
                     }
+                    zero_rows_from(dx, m);
                     exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                     self.aggregate_bwd(graph, &cache, dx, Write::Accumulate);
                     exchange.push_halo_grad(tag(Step::Halo), dx)?;

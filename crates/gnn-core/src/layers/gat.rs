@@ -12,7 +12,9 @@ use ndarray::Array2;
 use rayon::prelude::*;
 
 use super::{Conv, ExchangePoint, ForwardCtx};
-use crate::dense::{MIN_PAR_ROWS, add_col_sums, ensure_shape, gemm, par_rows_mut, row_reduce, slice, slice_mut};
+use crate::dense::{
+    MIN_PAR_ROWS, add_col_sums, ensure_shape, gemm, head, head_mut, par_rows_mut, row_reduce, slice, slice_mut,
+};
 use crate::dropout::DropoutSite;
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
 use crate::graph::AggGraph;
@@ -129,6 +131,15 @@ impl GatConv {
         self.heads
     }
 
+    /// Rows whose `h = x W` this worker computes: with `h` pulled afterwards (Transformed) its
+    /// computed rows; with `x` pulled (Input) every row, since halo rows are attention sources.
+    fn transformed_rows(&self, graph: &AggGraph) -> usize {
+        match self.point {
+            ExchangePoint::Transformed => graph.computed_rows(),
+            ExchangePoint::Input => graph.num_local(),
+        }
+    }
+
     /// Scores of all entries and self loops, their per-destination maximum (synced), then
     /// `exp(e - max)` with local denominators in the first `heads` columns of `block`.
     fn attention_weights(
@@ -208,7 +219,7 @@ impl Conv for GatConv {
         layer: usize,
         ctx: ForwardCtx,
     ) -> Result<(), ExchangeError> {
-        let (n, heads, hd) = (graph.num_local(), self.heads, self.head_dim);
+        let (n, m, heads, hd) = (graph.num_local(), graph.computed_rows(), self.heads, self.head_dim);
         let width = heads * hd;
         let stride = heads + width;
         let tag = |step| Tag::new(layer, Direction::Forward, step);
@@ -216,8 +227,10 @@ impl Conv for GatConv {
         if self.point == ExchangePoint::Input {
             exchange.pull_halo(tag(Step::Halo), x)?;
         }
+        // Halo rows are sources of attention, so they need `h`: pulled, or transformed here.
+        let transformed_rows = self.transformed_rows(graph);
         ensure_shape(&mut c.h, n, width);
-        gemm(1.0, &x.view(), &self.weight.view(params), 0.0, &mut c.h.view_mut());
+        gemm(1.0, &head(x, transformed_rows), &self.weight.view(params), 0.0, &mut head_mut(&mut c.h, transformed_rows));
         if self.point == ExchangePoint::Transformed {
             exchange.pull_halo(tag(Step::Halo), &mut c.h)?;
         }
@@ -270,6 +283,7 @@ impl Conv for GatConv {
         slice_mut(&mut c.block)
             .par_chunks_mut(stride)
             .zip(c.self_weights.par_chunks_mut(heads))
+            .take(m)
             .enumerate()
             .with_min_len(MIN_PAR_ROWS)
             .for_each(|(v, (row, sw))| {
@@ -291,7 +305,7 @@ impl Conv for GatConv {
         ensure_shape(out, n, out_dim);
         let (bias, block, concat) = (self.bias.slice(params), slice(&c.block), self.concat);
         let inv_heads = (heads as f32).recip();
-        par_rows_mut(out, |v, o| {
+        par_rows_mut(&mut head_mut(out, m), |v, o| {
             let per_head = &block[v * stride + heads..][..width];
             if concat {
                 o.copy_from_slice(per_head);
@@ -319,12 +333,12 @@ impl Conv for GatConv {
         exchange: &mut dyn Exchange,
         layer: usize,
     ) -> Result<(), ExchangeError> {
-        let (n, heads, hd) = (graph.num_local(), self.heads, self.head_dim);
+        let (n, m, heads, hd) = (graph.num_local(), graph.computed_rows(), self.heads, self.head_dim);
         let width = heads * hd;
         let stride = heads + width;
         let tag = |step| Tag::new(layer, Direction::Backward, step);
         let mut c = std::mem::replace(&mut self.cache, GatCache::new());
-        add_col_sums(dout, self.bias.slice_mut(grads));
+        add_col_sums(&head(dout, m), self.bias.slice_mut(grads));
 
         // Per-vertex part, on this replica's share of the gradient:
         // d numerator = do / den, d den = -(do . o) / den, and the self loop's contributions.
@@ -344,6 +358,11 @@ impl Conv for GatConv {
             .enumerate()
             .with_min_len(MIN_PAR_ROWS)
             .for_each(|(v, ((drow, dhv), (das, dad)))| {
+                if v >= m {
+                    // A halo row: no gradient of its own, only what its out-edges add below.
+                    [drow, dhv, das, dad].into_iter().for_each(|r| r.fill(0.0));
+                    return;
+                }
                 let (dden, dnum) = drow.split_at_mut(heads);
                 for head in 0..heads {
                     let i = v * heads + head;
@@ -458,10 +477,11 @@ impl Conv for GatConv {
         if self.point == ExchangePoint::Transformed {
             exchange.push_halo_grad(tag(Step::Halo), &mut c.dh)?;
         }
-        gemm(1.0, &x.t(), &c.dh.view(), 1.0, &mut self.weight.view_mut(grads));
+        let rows = self.transformed_rows(graph);
+        gemm(1.0, &head(x, rows).t(), &head(&c.dh, rows), 1.0, &mut self.weight.view_mut(grads));
         if let Some(dx) = dx {
             ensure_shape(dx, n, self.in_dim());
-            gemm(1.0, &c.dh.view(), &self.weight.view(params).t(), 0.0, &mut dx.view_mut());
+            gemm(1.0, &head(&c.dh, rows), &self.weight.view(params).t(), 0.0, &mut head_mut(dx, rows));
             if self.point == ExchangePoint::Input {
                 exchange.push_halo_grad(tag(Step::Halo), dx)?;
             }

@@ -157,16 +157,16 @@ fn layer_norm_backward() {
     let mut params = random_params(&layout, 1);
     let mut x = random_array(5, 6, 2.0, 2);
     let proj = random_array(5, 6, 1.0, 3);
-    let mut out = Array2::zeros((0, 0));
+    let mut out = Array2::zeros((5, 6));
     norm.forward(&params, &x, &mut out);
     for row in out.rows() {
         assert!(row.iter().all(|v| v.is_finite()));
     }
     let mut grads = vec![0.0f32; params.len()];
-    let mut dx = Array2::zeros((0, 0));
+    let mut dx = Array2::zeros((5, 6));
     norm.backward(&params, &mut grads, &proj, &mut dx);
     let mut loss = |p: &[f32], x: &Array2<f32>| {
-        let mut o = Array2::zeros((0, 0));
+        let mut o = Array2::zeros(x.dim());
         norm.forward(p, x, &mut o);
         project(&o, &proj)
     };

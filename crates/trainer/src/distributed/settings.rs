@@ -1,6 +1,7 @@
 //! The settings of a distributed run (`[distributed]` in the TOML config, `--cut`,
 //! `--partitioner`, `--workers`, `--hosts` and `--backend` on the command line).
 
+use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,14 @@ impl Cut {
         match self {
             Cut::Edge => "edge",
             Cut::Vertex => "vertex",
+        }
+    }
+
+    /// The partition-book kind this cut produces.
+    pub fn kind(self) -> CutKind {
+        match self {
+            Cut::Edge => CutKind::EdgeCut,
+            Cut::Vertex => CutKind::VertexCut,
         }
     }
 

@@ -64,7 +64,7 @@ impl<'a> Worker<'a> {
             comm,
             clock,
             share,
-            graph: agg_graph_of(&share.part)?,
+            graph: agg_graph_of(&share.part, config.distributed.cut.kind())?,
             global_terms: (share.global_train * objective.terms_per_row()) as f64,
             objective,
             model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,
