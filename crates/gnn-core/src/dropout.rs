@@ -85,7 +85,12 @@ impl DropoutSite {
     ///
     /// # Panics
     /// If `global_ids` has fewer entries than `x` has rows.
-    pub fn apply_rows<S: DataMut<Elem = f32>>(&self, x: &mut ArrayBase<S, Ix2>, global_ids: &[u32], mask: &mut Vec<u8>) {
+    pub fn apply_rows<S: DataMut<Elem = f32>>(
+        &self,
+        x: &mut ArrayBase<S, Ix2>,
+        global_ids: &[u32],
+        mask: &mut Vec<u8>,
+    ) {
         assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
         let width = x.ncols();
         mask.resize(x.len(), 0);

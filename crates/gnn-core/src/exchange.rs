@@ -23,6 +23,7 @@ use std::fmt;
 use ndarray::Array2;
 
 pub mod edge_cut;
+mod landing;
 pub mod part_view;
 mod replica_router;
 pub mod vertex_cut;

@@ -28,7 +28,9 @@ pub enum GraphError {
     SelfLoop { row: usize },
     #[error("{what} of local vertex {row} is {value}, degrees must be finite and >= 0")]
     BadDegree { what: &'static str, row: usize, value: f32 },
-    #[error("local vertex {row} is a halo row (>= num_owned) but has in-edges; only owned vertices aggregate under edge-cut")]
+    #[error(
+        "local vertex {row} is a halo row (>= num_owned) but has in-edges; only owned vertices aggregate under edge-cut"
+    )]
     HaloInEdges { row: usize },
 }
 

@@ -18,6 +18,7 @@ use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
+use super::landing::{Landing, gather_rows};
 use super::{ExchangeError, Tag};
 
 /// Why an exchange could not be set up for a worker.
@@ -93,6 +94,11 @@ pub(crate) struct ReplicaRouter<'a> {
     packed: Vec<f32>,
     /// Rows decoded from one incoming message.
     unpacked: Vec<f32>,
+    /// Received message buffers, reused for the next outgoing messages: a call moves the same
+    /// volume every epoch, and fresh buffers of that size would be zeroed by the kernel each time.
+    spare: Vec<Vec<u8>>,
+    /// Per [`Route`], where incoming rows land (built on first use).
+    landings: [Option<Landing>; 2],
 }
 
 impl<'a> ReplicaRouter<'a> {
@@ -118,6 +124,8 @@ impl<'a> ReplicaRouter<'a> {
             codecs: CodecBank::new(factory),
             packed: Vec::new(),
             unpacked: Vec::new(),
+            spare: Vec::new(),
+            landings: [None, None],
         })
     }
 
@@ -153,23 +161,20 @@ impl<'a> ReplicaRouter<'a> {
         };
 
         let data = row_major(x);
-        let row = |local: u32| local as usize * width..(local as usize + 1) * width;
         // A peer's copies are consecutive local ids: those blocks are read and written in
-        // place; other row lists go through a buffer.
+        // place; other row lists go through a buffer, gathered and landed in parallel.
         let block = |rows: &[u32]| consecutive(rows).map(|r| r.start * width..r.end * width);
 
         let mut messages = Vec::with_capacity(self.comm.size());
         for peer in 0..self.comm.size() {
             let mut bytes = Vec::new();
             if peer != me {
+                bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
                 let rows = outgoing(part, peer);
                 let block_rows = match block(rows) {
                     Some(range) => &data[range],
-                    None => {
-                        self.packed.clear();
-                        rows.iter().for_each(|&local| self.packed.extend_from_slice(&data[row(local)]));
-                        &self.packed
-                    }
+                    None => gather_rows(data, rows, width, &mut self.packed),
                 };
                 let codec = self.codecs.get(StreamKey { tag, route, peer, encode: true });
                 codec
@@ -184,6 +189,10 @@ impl<'a> ReplicaRouter<'a> {
         self.watch.inspect(|w| w.call_finished());
         let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
 
+        // Decode every buffered message first (into consecutive sections of `unpacked`), then
+        // land them all in one parallel pass.
+        let mut sections = vec![None; received.len()];
+        let mut total = 0;
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let rows = incoming(part, peer);
             let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
@@ -192,22 +201,25 @@ impl<'a> ReplicaRouter<'a> {
                 codec.decode_rows(bytes, width, &mut data[range]).map_err(decode_error)?;
                 continue;
             }
-            let len = rows.len() * width;
+            let section = total..total + rows.len() * width;
+            total = section.end;
             // Grown, never shrunk: decoding overwrites it, so it needs no clearing.
-            if self.unpacked.len() < len {
-                self.unpacked.resize(len, 0.0);
+            if self.unpacked.len() < total {
+                self.unpacked.resize(total, 0.0);
             }
-            let decoded = &mut self.unpacked[..len];
-            codec.decode_rows(bytes, width, decoded).map_err(decode_error)?;
-            for (&local, src) in rows.iter().zip(decoded.chunks_exact(width.max(1))) {
-                let dst = &mut data[row(local)];
-                match apply {
-                    Apply::Overwrite => dst.copy_from_slice(src),
-                    Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
-                    Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
-                }
-            }
+            codec.decode_rows(bytes, width, &mut self.unpacked[section.clone()]).map_err(decode_error)?;
+            sections[peer] = Some(section);
         }
+        if total > 0 {
+            let landing = self.landings[route as usize].get_or_insert_with(|| {
+                let lists: Vec<&[u32]> = (0..part.num_parts()).map(|peer| incoming(part, peer)).collect();
+                Landing::new(num_local, &lists)
+            });
+            let unpacked = &self.unpacked;
+            let buffered: Vec<Option<&[f32]>> = sections.into_iter().map(|s| s.map(|r| &unpacked[r])).collect();
+            landing.land(data, width, &buffered, apply);
+        }
+        self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
         Ok(())
     }
 }

@@ -230,7 +230,13 @@ impl Conv for GatConv {
         // Halo rows are sources of attention, so they need `h`: pulled, or transformed here.
         let transformed_rows = self.transformed_rows(graph);
         ensure_shape(&mut c.h, n, width);
-        gemm(1.0, &head(x, transformed_rows), &self.weight.view(params), 0.0, &mut head_mut(&mut c.h, transformed_rows));
+        gemm(
+            1.0,
+            &head(x, transformed_rows),
+            &self.weight.view(params),
+            0.0,
+            &mut head_mut(&mut c.h, transformed_rows),
+        );
         if self.point == ExchangePoint::Transformed {
             exchange.pull_halo(tag(Step::Halo), &mut c.h)?;
         }
