@@ -257,8 +257,9 @@ impl Model {
     }
 
     /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_owned` are
-    /// meaningful). `x` holds the input features, one row per local vertex; rows past
-    /// `graph.computed_rows()` are not read (their values are pulled from the owners). Every worker must
+    /// meaningful). `x` holds the input features of local vertices `0..k`, one row each, for
+    /// some `k` from `graph.computed_rows()` to `num_local`: rows past the computed ones are not
+    /// read (their values are pulled from the owners). Every worker must
     /// call this with the same `ctx` (the exchange calls are collectives).
     pub fn forward(
         &mut self,
@@ -267,20 +268,19 @@ impl Model {
         exchange: &mut dyn Exchange,
         ctx: ForwardCtx,
     ) -> Result<&Array2<f32>, ModelError> {
-        let n = graph.num_local();
-        if x.dim() != (n, self.cfg.in_dim) {
-            let (rows, cols) = x.dim();
+        let (n, m) = (graph.num_local(), graph.computed_rows());
+        let (rows, cols) = x.dim();
+        if cols != self.cfg.in_dim || !(m..=n).contains(&rows) {
             return Err(ModelError::Shape {
                 what: "input features",
                 rows,
                 cols,
-                expected_rows: n,
+                expected_rows: rows.clamp(m, n),
                 expected_cols: self.cfg.in_dim,
             });
         }
         self.last = None;
         // Per-row work covers the computed rows; halo rows are pulled by the layers that read them.
-        let m = graph.computed_rows();
         let gids = graph.global_ids();
         let site = |p: f32, layer: usize| {
             Some(DropoutSite::new(p, ctx.seed, ctx.epoch, layer)).filter(|s| ctx.training && s.is_active())
@@ -443,6 +443,7 @@ mod tests {
     use crate::layers::ExchangePoint;
     use crate::loss::softmax_cross_entropy;
     use crate::testkit::{check_gradient, random_array, random_graph};
+    use graph_partition::{Csr, EdgeListOptions};
 
     fn small_config(kind: ConvKind, activation: Activation) -> ModelConfig {
         ModelConfig {
@@ -528,6 +529,37 @@ mod tests {
         assert!(model.grads().iter().all(|&g| g == 0.0));
         let err = model.forward(&graph, &Array2::zeros((10, 5)), &mut NoExchange, ForwardCtx::eval()).unwrap_err();
         assert!(matches!(err, ModelError::Shape { what: "input features", cols: 5, expected_cols: 4, .. }));
+    }
+
+    /// With the halo pulled, input rows past the owned ones are never read, so a caller may
+    /// leave them out.
+    #[test]
+    fn pulled_halo_input_rows_are_optional() {
+        let whole = random_graph(10, 30, 5);
+        // Keep only the edges into vertices 0..6, so 6..10 can be halo rows.
+        let keep = |v: usize| if v < 6 { whole.fwd().neighbors(v).to_vec() } else { Vec::new() };
+        let edges: Vec<(u32, u32)> = (0..10).flat_map(|v| keep(v).into_iter().map(move |u| (u, v as u32))).collect();
+        let csr = Csr::from_edges(10, &edges, EdgeListOptions { symmetrize: false, remove_self_loops: true }).unwrap();
+        let ids = whole.global_ids().to_vec();
+        let graph = AggGraph::new(csr, 6, ids, whole.in_degree().to_vec(), whole.out_degree().to_vec())
+            .unwrap()
+            .with_pulled_halo()
+            .unwrap();
+        let mut x = random_array(10, 4, 1.0, 6);
+        x.slice_mut(s![6.., ..]).fill(f32::NAN);
+        for kind in [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat] {
+            let ctx = ForwardCtx::train(3, 1);
+            let logits = |x: &Array2<f32>| {
+                let mut model = Model::new(small_config(kind, Activation::Relu)).unwrap();
+                model.forward(&graph, x, &mut NoExchange, ctx).unwrap().slice(s![..6, ..]).to_owned()
+            };
+            let owned_only = logits(&x.slice(s![..6, ..]).to_owned());
+            assert!(owned_only.iter().all(|v| v.is_finite()), "{kind:?}");
+            assert_eq!(logits(&x), owned_only, "{kind:?}: NaN halo input rows were read");
+        }
+        let mut model = Model::new(small_config(ConvKind::Gcn, Activation::Relu)).unwrap();
+        let err = model.forward(&graph, &x.slice(s![..5, ..]).to_owned(), &mut NoExchange, ForwardCtx::eval());
+        assert!(matches!(err, Err(ModelError::Shape { rows: 5, expected_rows: 6, .. })));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Setting a job up: rank 0 partitions the dataset, cuts it into one [`WorkerShare`] per worker
 //! and scatters them; every worker then holds only its part of the graph (its primaries and
-//! their halo vertices or mirrors) and the rows of those vertices. Rank 0 drops the whole
-//! dataset once the shares are sent (when it owns it).
+//! their halo vertices or mirrors) and the rows of those vertices. Input features travel only
+//! for the rows a worker computes: an edge-cut worker pulls its halo rows from their owners at
+//! every layer, so it never needs their features. Rank 0 drops the whole dataset once the shares
+//! are sent (when it owns it).
 
 use comm_hierarchy::Communicator;
 use graph_partition::book::{LocalGraph, PartitionBook};
@@ -12,7 +14,7 @@ use ndarray::{Array2, Axis};
 
 use super::DistError;
 use super::clock::CommClock;
-use super::settings::DistributedConfig;
+use super::settings::{Cut, DistributedConfig};
 use crate::report::PartitionSummary;
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
@@ -23,7 +25,8 @@ const PHASE: &str = "setup";
 pub(crate) struct WorkerShare {
     /// Its part of the graph: local ids, edges, exchange lists, global degrees.
     pub part: LocalGraph,
-    /// Input features of its local vertices, one row per local id.
+    /// Input features of the local vertices it computes (local ids `0..features.nrows()`: its
+    /// primaries under edge-cut, every local vertex under vertex-cut).
     pub features: Array2<f32>,
     /// Labels of its local vertices, one entry (row) per local id.
     pub labels: Labels,
@@ -42,6 +45,7 @@ pub(crate) struct WorkerShare {
 struct WireShare {
     part: LocalGraph,
     in_dim: usize,
+    feature_rows: usize,
     features: Vec<f32>,
     /// `None`: single-label classes; `Some(cols)`: multi-label targets with `cols` columns.
     label_cols: Option<usize>,
@@ -75,7 +79,7 @@ impl WorkerShare {
     }
 
     fn into_wire(self) -> WireShare {
-        let in_dim = self.features.ncols();
+        let (feature_rows, in_dim) = self.features.dim();
         let (label_cols, classes, targets) = match self.labels {
             Labels::Classes(c) => (None, c, Vec::new()),
             Labels::MultiLabel(t) => (Some(t.ncols()), Vec::new(), t.into_raw_vec_and_offset().0),
@@ -83,6 +87,7 @@ impl WorkerShare {
         WireShare {
             part: self.part,
             in_dim,
+            feature_rows,
             features: self.features.into_raw_vec_and_offset().0,
             label_cols,
             classes,
@@ -95,7 +100,15 @@ impl WorkerShare {
 
     fn from_wire(w: WireShare) -> Result<Self, String> {
         let n = w.part.num_local();
-        let features = Array2::from_shape_vec((n, w.in_dim), w.features).map_err(|e| format!("features: {e}"))?;
+        if !(w.part.num_primary()..=n).contains(&w.feature_rows) {
+            return Err(format!(
+                "{} feature rows for {} primaries of {n} local vertices",
+                w.feature_rows,
+                w.part.num_primary()
+            ));
+        }
+        let features =
+            Array2::from_shape_vec((w.feature_rows, w.in_dim), w.features).map_err(|e| format!("features: {e}"))?;
         let labels = match w.label_cols {
             None if w.classes.len() == n => Labels::Classes(w.classes),
             None => return Err(format!("{} labels for {n} local vertices", w.classes.len())),
@@ -163,12 +176,16 @@ pub(crate) fn prepare(
         .zip(splits.drain(..))
         .map(|(part, [train, valid, test])| {
             let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
+            let computed = match config.cut {
+                Cut::Edge => part.num_primary(),
+                Cut::Vertex => part.num_local(),
+            };
             let labels = match &dataset.labels {
                 Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
                 Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
             };
             WorkerShare {
-                features: dataset.features.select(Axis(0), &rows),
+                features: dataset.features.select(Axis(0), &rows[..computed]),
                 part,
                 labels,
                 num_classes: dataset.num_classes,
