@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::error::CommError;
-use crate::ledger::LedgerSnapshot;
+use crate::ledger::{LedgerMark, LedgerSnapshot};
 use crate::topology::Topology;
 use crate::wire;
 
@@ -64,6 +64,13 @@ pub trait Communicator: Send {
 
     /// This rank's ledger so far.
     fn ledger(&self) -> LedgerSnapshot;
+
+    /// The current position in this rank's ledger, for [`Communicator::ledger_since`].
+    fn ledger_mark(&self) -> LedgerMark;
+
+    /// What this rank recorded after `mark`: equal to `ledger().delta_since(&at_mark)`, but
+    /// copying only the new records, so per-epoch accounting stays cheap in long runs.
+    fn ledger_since(&self, mark: LedgerMark) -> LedgerSnapshot;
 
     /// Collective: merges every rank's `snapshot` (usually [`Communicator::ledger`] or a delta
     /// of it) at `root`, which gets `Some(merged)`. This bookkeeping traffic is not recorded.

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use crate::communicator::{Communicator, PendingAllToAll};
 use crate::error::CommError;
-use crate::ledger::{CollectiveKind, Ledger, LedgerSnapshot, RecordId};
+use crate::ledger::{CollectiveKind, Ledger, LedgerMark, LedgerSnapshot, RecordId};
 use crate::topology::{Topology, TopologyError};
 use crate::transport::{Op, Tag, Transport};
 use crate::wire::{self, Element};
@@ -317,6 +317,14 @@ impl<T: Transport> Communicator for Endpoint<T> {
 
     fn ledger(&self) -> LedgerSnapshot {
         self.state.borrow().ledger.snapshot()
+    }
+
+    fn ledger_mark(&self) -> LedgerMark {
+        self.state.borrow().ledger.mark()
+    }
+
+    fn ledger_since(&self, mark: LedgerMark) -> LedgerSnapshot {
+        self.state.borrow().ledger.snapshot_since(mark)
     }
 
     fn gather_ledger(&self, root: usize, snapshot: &LedgerSnapshot) -> Result<Option<LedgerSnapshot>, CommError> {

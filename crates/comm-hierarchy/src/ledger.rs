@@ -278,6 +278,11 @@ pub(crate) struct Ledger {
     collectives: Vec<CollectiveRecord>,
 }
 
+/// A position in one rank's ledger (the records made so far), from
+/// [`crate::Communicator::ledger_mark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerMark(usize);
+
 /// Index of an open [`CollectiveRecord`] in a rank's [`Ledger`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RecordId(usize);
@@ -310,6 +315,39 @@ impl Ledger {
         let counts = per_dst.entry(dst).or_insert(Counts { link, bytes: 0, messages: 0 });
         counts.bytes += bytes;
         counts.messages += 1;
+    }
+
+    /// The current position, for [`Ledger::snapshot_since`].
+    pub(crate) fn mark(&self) -> LedgerMark {
+        LedgerMark(self.collectives.len())
+    }
+
+    /// What was recorded after `mark`: the same as `snapshot().delta_since(&earlier)` for the
+    /// snapshot `earlier` taken at `mark`, at a cost proportional to the new records only (a
+    /// long run takes one per epoch).
+    pub(crate) fn snapshot_since(&self, mark: LedgerMark) -> LedgerSnapshot {
+        let records = &self.collectives[mark.0.min(self.collectives.len())..];
+        let mut sums: BTreeMap<(&str, usize), (u64, u64)> = BTreeMap::new();
+        for record in records {
+            for send in &record.sends {
+                let (bytes, messages) = sums.entry((record.phase.as_str(), send.dst)).or_default();
+                *bytes += send.bytes;
+                *messages += 1;
+            }
+        }
+        let traffic = sums
+            .into_iter()
+            .map(|((phase, dst), (bytes, messages))| TrafficEntry {
+                phase: phase.to_owned(),
+                src: self.rank,
+                dst,
+                // Every send of a record was also counted under its (phase, dst).
+                link: self.traffic[phase][&dst].link,
+                bytes,
+                messages,
+            })
+            .collect();
+        LedgerSnapshot { ranks: vec![self.rank], traffic, collectives: records.to_vec() }
     }
 
     pub(crate) fn snapshot(&self) -> LedgerSnapshot {

@@ -30,7 +30,7 @@ pub use communicator::{Communicator, PendingAllToAll};
 pub use cost::{LinearFit, ModeledTime, fit_linear, model};
 pub use endpoint::Endpoint;
 pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};
-pub use ledger::{CollectiveKind, LedgerSnapshot, Totals};
+pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
 pub use local::{LocalCluster, LocalCommunicator};
 pub use probe::{PairFit, probe_links};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};

@@ -271,3 +271,27 @@ fn wire_rows_decode_what_all_to_all_rows_sent() {
     assert_eq!(wire::decode::<f32>(&out[0]).unwrap(), vec![1.5; 4]);
     assert_eq!(wire::decode::<f32>(&out[1]).unwrap(), vec![-3.25; 2]);
 }
+
+/// `ledger_since` is the cheap form of `delta_since`: the same snapshot, over collectives,
+/// point-to-point messages and a phase that already had traffic before the mark.
+#[test]
+fn ledger_since_a_mark_equals_the_delta_of_two_snapshots() {
+    LocalCluster::run(&topology(4, 2), |comm| {
+        let (rank, size) = (comm.rank(), comm.size());
+        comm.all_reduce_sum_f32("grads", &mut [1.0, 2.0])?;
+        let (mark, before) = (comm.ledger_mark(), comm.ledger());
+        comm.all_to_all_v("fwd/0", (0..size).map(|d| payload(rank, d, 5 + d)).collect())?;
+        comm.all_reduce_sum_f32("grads", &mut [1.0; 7])?;
+        comm.send("p2p", (rank + 1) % size, vec![1, 2, 3])?;
+        comm.recv("p2p", (rank + size - 1) % size)?;
+        let since = comm.ledger_since(mark);
+        assert_eq!(since, comm.ledger().delta_since(&before).unwrap());
+        assert_eq!(since.collectives().len(), 3);
+        assert!(since.totals().bytes() > 0);
+        let empty = comm.ledger_since(comm.ledger_mark());
+        assert!(empty.traffic().is_empty() && empty.collectives().is_empty());
+        assert_eq!(empty.ranks(), &[rank]);
+        Ok::<_, CommError>(())
+    })
+    .unwrap();
+}

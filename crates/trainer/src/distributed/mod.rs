@@ -73,9 +73,6 @@ pub enum DistError {
     /// A communicator call failed (a peer failed, timed out or sent garbage).
     #[error("communication: {0}")]
     Comm(#[from] CommError),
-    /// A traffic-ledger snapshot could not be taken apart.
-    #[error("traffic ledger: {0}")]
-    Ledger(#[from] comm_hierarchy::ledger::LedgerError),
     /// A worker failed; the run stopped.
     #[error("distributed run failed: {0}")]
     Worker(#[from] ClusterError),

@@ -130,12 +130,12 @@ impl Strategy for Worker<'_> {
     type Error = TrainError;
 
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
-        let before = self.comm.ledger();
+        let mark = self.comm.ledger_mark();
         let waited_before = self.clock.waited();
         let start = Instant::now();
         let loss = self.step(epoch)?;
         let compute_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
-        let delta = self.comm.ledger().delta_since(&before).map_err(DistError::from)?;
+        let delta = self.comm.ledger_since(mark);
         let (mut comm, method, slowest) = self.step_stats(&delta, compute_s)?;
         // Chosen so that the loop's `compute_s` (its wall time minus this) is the slowest
         // worker's compute time; `compute_s_sum` in the method fields is the work summed over
