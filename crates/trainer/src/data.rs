@@ -53,12 +53,12 @@ pub fn resolve_dataset_dir(spec: &str, datasets_root: &Path) -> Result<PathBuf, 
 }
 
 /// Loads the configured dataset (or generates the built-in synthetic one) and applies the
-/// feature normalisation.
-pub fn prepare_dataset(config: &TrainConfig, datasets_root: &Path) -> Result<Dataset, DataError> {
+/// feature normalisation; `progress` shows progress bars on stderr while large files load.
+pub fn prepare_dataset(config: &TrainConfig, datasets_root: &Path, progress: bool) -> Result<Dataset, DataError> {
     let mut dataset = match &config.dataset {
         Some(spec) => {
             let dir = resolve_dataset_dir(spec, datasets_root)?;
-            let opts = LoadOptions { split: config.split.clone(), ..LoadOptions::default() };
+            let opts = LoadOptions { split: config.split.clone(), progress, ..LoadOptions::default() };
             Dataset::load(&dir, &opts).map_err(|source| DataError::Load { dir, source })?
         }
         None => builtin_synthetic(config.seed)?,
@@ -102,7 +102,7 @@ mod tests {
     fn a_directory_without_dataset_files_names_it() {
         let root = tempfile::tempdir().unwrap();
         let config = TrainConfig { dataset: Some(root.path().display().to_string()), ..TrainConfig::default() };
-        let msg = prepare_dataset(&config, Path::new("datasets")).unwrap_err().to_string();
+        let msg = prepare_dataset(&config, Path::new("datasets"), false).unwrap_err().to_string();
         assert!(msg.contains(&root.path().display().to_string()), "{msg}");
     }
 

@@ -34,7 +34,10 @@ pub use train_loop::EpochObserver;
 pub fn run(config: &TrainConfig, datasets_root: &Path, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
     config.validate()?;
     match config.method {
-        config::Method::Single => single::run(config, &data::prepare_dataset(config, datasets_root)?, observer),
+        config::Method::Single => {
+            let dataset = data::prepare_dataset(config, datasets_root, observer.shows_progress())?;
+            single::run(config, &dataset, observer)
+        }
         config::Method::Vanilla => {
             distributed::run(config, datasets_root, observer)?.ok_or_else(|| distributed::DistError::NotRoot.into())
         }

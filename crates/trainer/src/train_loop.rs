@@ -75,6 +75,11 @@ pub struct Best {
 pub trait EpochObserver {
     /// Called after the evaluation of each epoch.
     fn on_epoch(&mut self, record: &EpochRecord, best: &Best);
+
+    /// Whether the work before the first epoch (loading a dataset) shows progress bars too.
+    fn shows_progress(&self) -> bool {
+        false
+    }
 }
 
 /// An observer that ignores everything.

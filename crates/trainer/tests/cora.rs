@@ -22,7 +22,7 @@ fn cora_dir() -> PathBuf {
 
 /// Mean test accuracy at the best validation epoch over `seeds`.
 fn mean_test_acc(base: &TrainConfig, seeds: std::ops::Range<u64>) -> f64 {
-    let dataset = trainer::data::prepare_dataset(base, Path::new("datasets")).expect("Cora loads");
+    let dataset = trainer::data::prepare_dataset(base, Path::new("datasets"), false).expect("Cora loads");
     let accs: Vec<f64> = seeds
         .map(|seed| {
             let config = TrainConfig { seed, ..base.clone() };

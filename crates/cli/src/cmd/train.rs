@@ -211,6 +211,10 @@ impl EpochObserver for Progress {
             r.loss, r.train_acc, r.val_acc, r.test_acc, best.val_acc, best.epoch
         ));
     }
+
+    fn shows_progress(&self) -> bool {
+        !self.bar.is_hidden()
+    }
 }
 
 #[cfg(test)]
@@ -226,6 +230,11 @@ mod tests {
 
     fn parse(argv: &[&str]) -> Args {
         Cli::try_parse_from(std::iter::once("train").chain(argv.iter().copied())).unwrap().args
+    }
+
+    #[test]
+    fn quiet_runs_show_no_loading_progress_either() {
+        assert!(!Progress::new(10, true).shows_progress());
     }
 
     #[test]

@@ -206,7 +206,7 @@ fn run_worker(
         let prepared = match job.source {
             Source::Given(dataset) => setup::prepare(dataset, &config.distributed, comm.size(), config.seed)?,
             Source::Load(root) => {
-                let dataset = crate::data::prepare_dataset(config, root)?;
+                let dataset = crate::data::prepare_dataset(config, root, observer.shows_progress())?;
                 setup::prepare(&dataset, &config.distributed, comm.size(), config.seed)?
             }
         };
