@@ -80,8 +80,9 @@ impl DropoutSite {
         }
     }
 
-    /// Drops elements of `x` in place (row `r` belongs to global vertex `global_ids[r]`) and
-    /// records the keep flags in `mask` (resized to `x.len()`), for [`dropout_backward`].
+    /// Drops elements of `x` in place (row `r` belongs to global vertex `global_ids[r]`) and,
+    /// when back-propagation will pass through it, records the keep flags in `mask` (resized to
+    /// `x.len()`) for [`dropout_backward`].
     ///
     /// # Panics
     /// If `global_ids` has fewer entries than `x` has rows.
@@ -89,31 +90,41 @@ impl DropoutSite {
         &self,
         x: &mut ArrayBase<S, Ix2>,
         global_ids: &[u32],
-        mask: &mut Vec<u8>,
+        mask: Option<&mut Vec<u8>>,
     ) {
         assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
-        let width = x.ncols();
-        mask.resize(x.len(), 0);
+        let (len, width) = (x.len(), x.ncols());
         if width == 0 {
+            if let Some(mask) = mask {
+                mask.clear();
+            }
             return;
         }
-        let scale = self.scale();
-        slice_mut(x)
-            .par_chunks_mut(width)
-            .zip(mask.par_chunks_mut(width))
-            .enumerate()
-            .with_min_len(MIN_PAR_ROWS)
-            .for_each(|(r, (row, keep))| {
-                let key = self.feature_key(global_ids[r]);
-                // Multiply by 0 or `scale` without branching: the draws are coin flips.
-                for (g, (xs, ks)) in row.chunks_mut(LANES).zip(keep.chunks_mut(LANES)).enumerate() {
-                    let flags = self.group(key, g);
-                    for ((x, k), &f) in xs.iter_mut().zip(ks.iter_mut()).zip(&flags) {
-                        *k = f;
-                        *x *= f32::from(f) * scale;
-                    }
-                }
-            });
+        let rows = slice_mut(x).par_chunks_mut(width).enumerate().with_min_len(MIN_PAR_ROWS);
+        match mask {
+            Some(mask) => {
+                mask.resize(len, 0);
+                let keeps = mask.par_chunks_mut(width).with_min_len(MIN_PAR_ROWS);
+                rows.zip(keeps).for_each(|((r, row), keep)| self.drop_row(global_ids[r], row, Some(keep)));
+            }
+            None => rows.for_each(|(r, row)| self.drop_row(global_ids[r], row, None)),
+        }
+    }
+
+    /// Drops the elements of one row of vertex `gid`, recording the flags in `keep` if given.
+    #[inline(always)]
+    fn drop_row(&self, gid: u32, row: &mut [f32], mut keep: Option<&mut [u8]>) {
+        let (key, scale) = (self.feature_key(gid), self.scale());
+        for (g, xs) in row.chunks_mut(LANES).enumerate() {
+            let flags = self.group(key, g);
+            if let Some(keep) = keep.as_deref_mut() {
+                keep[g * LANES..][..xs.len()].copy_from_slice(&flags[..xs.len()]);
+            }
+            // Multiply by 0 or `scale` without branching: the draws are coin flips.
+            for (x, &f) in xs.iter_mut().zip(&flags) {
+                *x *= f32::from(f) * scale;
+            }
+        }
     }
 }
 
@@ -137,12 +148,24 @@ mod tests {
     use ndarray::Array2;
 
     #[test]
+    fn dropping_without_a_mask_drops_the_same_elements() {
+        let site = DropoutSite::new(0.3, 1, 2, 0);
+        let ids = [5, 9, 2];
+        let (mut with, mut without) = (Array2::from_elem((3, 7), 1.5f32), Array2::from_elem((3, 7), 1.5f32));
+        let mut mask = Vec::new();
+        site.apply_rows(&mut with, &ids, Some(&mut mask));
+        site.apply_rows(&mut without, &ids, None);
+        assert_eq!(with, without);
+        assert_eq!(mask.len(), 21);
+    }
+
+    #[test]
     fn drop_rate_and_scale() {
         let site = DropoutSite::new(0.6, 3, 7, 1);
         let mut x = Array2::from_elem((400, 50), 1.0f32);
         let ids: Vec<u32> = (0..400).collect();
         let mut mask = Vec::new();
-        site.apply_rows(&mut x, &ids, &mut mask);
+        site.apply_rows(&mut x, &ids, Some(&mut mask));
         let kept = mask.iter().filter(|&&k| k == 1).count() as f64 / mask.len() as f64;
         assert!((kept - 0.4).abs() < 0.01, "kept {kept}");
         assert!(x.iter().all(|&v| v == 0.0 || (v - 2.5).abs() < 1e-6));
@@ -157,8 +180,8 @@ mod tests {
         let mut a = Array2::from_elem((2, 9), 1.0f32);
         let mut b = Array2::from_elem((2, 9), 1.0f32);
         let (mut ma, mut mb) = (Vec::new(), Vec::new());
-        site.apply_rows(&mut a, &[10, 20], &mut ma);
-        site.apply_rows(&mut b, &[20, 10], &mut mb);
+        site.apply_rows(&mut a, &[10, 20], Some(&mut ma));
+        site.apply_rows(&mut b, &[20, 10], Some(&mut mb));
         assert_eq!(a.row(0), b.row(1));
         assert_eq!(a.row(1), b.row(0));
         // Different epochs, layers and seeds give different masks.
@@ -182,7 +205,7 @@ mod tests {
         assert!(!site.is_active());
         let mut x = Array2::from_elem((3, 5), 2.0f32);
         let mut mask = Vec::new();
-        site.apply_rows(&mut x, &[0, 1, 2], &mut mask);
+        site.apply_rows(&mut x, &[0, 1, 2], Some(&mut mask));
         assert!(x.iter().all(|&v| v == 2.0));
         let mut g = Array2::from_elem((1, 4), 1.0f32);
         dropout_backward(&mut g, &[1, 0, 1, 0], 2.0);

@@ -186,7 +186,8 @@ pub struct Model {
     acts: Vec<Array2<f32>>,
     /// Conv outputs before LayerNorm (hidden layers, when enabled).
     pre_norm: Vec<Array2<f32>>,
-    /// `masks[l]`: keep flags of the dropout feeding conv `l`.
+    /// `masks[l]`: keep flags of the dropout feeding conv `l` (`masks[0]` stays empty: nothing
+    /// back-propagates into the input features).
     masks: Vec<Vec<u8>>,
     pool: BufferPool,
     last: Option<LastForward>,
@@ -288,7 +289,7 @@ impl Model {
         ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
         head_mut(&mut self.acts[0], m).assign(&head(x, m));
         if let Some(site) = site(self.cfg.input_dropout, 0) {
-            site.apply_rows(&mut head_mut(&mut self.acts[0], m), gids, &mut self.masks[0]);
+            site.apply_rows(&mut head_mut(&mut self.acts[0], m), gids, None);
         }
         let layers = self.cfg.layers;
         for l in 0..layers {
@@ -307,7 +308,7 @@ impl Model {
                 let mut own = head_mut(out, m);
                 self.cfg.activation.forward_in_place(&mut own);
                 if let Some(site) = site(self.cfg.dropout, l + 1) {
-                    site.apply_rows(&mut own, gids, &mut self.masks[l + 1]);
+                    site.apply_rows(&mut own, gids, Some(&mut self.masks[l + 1]));
                 }
             }
         }
