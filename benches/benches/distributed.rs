@@ -1,7 +1,8 @@
 //! The cost of splitting the work: per-epoch compute time of vanilla distributed training on 4
 //! in-process workers, summed over the workers, against single-process training, on the shape
 //! PyG's CPU baseline is timed on (100k-node synthetic graph, average degree 20, 128 features,
-//! 16 classes; 3-layer GCN, hidden 256; edge-cut by METIS over 2 hosts). Target: ratio <= 1.3.
+//! 16 classes; 3-layer GCN, hidden 256; edge-cut by METIS over 2 hosts, or with
+//! `HALO_BENCH_CUT=vertex` vertex-cut by EBV). Target: ratio <= 1.3.
 //!
 //! The workers run with a compute gate (`LocalOptions::serialize_compute`): one computes at a
 //! time with the whole machine, as it would on a machine of its own, and its compute time
@@ -13,6 +14,7 @@
 //! criterion through `iter_custom`.
 //!
 //! Run: `cargo bench -p halo-benches --bench distributed -- --warm-up-time 1 --measurement-time 3`
+//! (prefix `HALO_BENCH_CUT=vertex` for the vertex-cut).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -76,6 +78,14 @@ impl<'a> Samples<'a> {
     }
 }
 
+fn bench_cut() -> Cut {
+    match std::env::var("HALO_BENCH_CUT").as_deref() {
+        Err(_) | Ok("edge") => Cut::Edge,
+        Ok("vertex") => Cut::Vertex,
+        Ok(other) => panic!("HALO_BENCH_CUT={other}: expected edge or vertex"),
+    }
+}
+
 fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -93,11 +103,12 @@ fn distributed(c: &mut Criterion) {
         weight_decay: 0.0,
         epochs: EPOCHS_PER_RUN,
         method: Method::Vanilla,
-        distributed: DistributedConfig { cut: Cut::Edge, workers: 4, hosts: 2, ..DistributedConfig::default() },
+        distributed: DistributedConfig { cut: bench_cut(), workers: 4, hosts: 2, ..DistributedConfig::default() },
         ..TrainConfig::default()
     };
     let mut samples = Samples::new(&config, &dataset);
-    let mut group = c.benchmark_group("distributed_gcn3x256_100k");
+    let name = format!("distributed_gcn3x256_100k_{}_cut", config.distributed.cut.as_str());
+    let mut group = c.benchmark_group(&name);
     group.sample_size(10).sampling_mode(SamplingMode::Flat);
     group.bench_function("single_process_compute_per_epoch", |b| b.iter_custom(|iters| samples.take(0, iters)));
     group.bench_function("4_workers_compute_summed_per_epoch", |b| b.iter_custom(|iters| samples.take(1, iters)));
@@ -105,7 +116,7 @@ fn distributed(c: &mut Criterion) {
 
     let (single, summed) = (median(&samples.used[0]), median(&samples.used[1]));
     println!(
-        "distributed_gcn3x256_100k: median single-process {single:.3} s/epoch, median 4 workers summed {summed:.3} \
+        "{name}: median single-process {single:.3} s/epoch, median 4 workers summed {summed:.3} \
          s/epoch, ratio {:.3} (target <= 1.3)",
         summed / single
     );

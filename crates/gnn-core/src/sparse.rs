@@ -47,11 +47,13 @@ impl Cols {
     }
 }
 
-/// Aggregates `heads` blocks of `head_width` columns:
+/// Aggregates `heads` blocks of `head_width` columns over rows `0..rows` of `csr`:
 /// `out[v][h] (+)= sum_{entries k of row v, column u} weight(v, k, u, h) * x[u][h]`.
+/// Rows of `out` past `rows` are left as they are.
 #[allow(clippy::too_many_arguments)] // a kernel signature: buffers, layouts and the weight.
 pub(crate) fn aggregate<W>(
     csr: &Csr,
+    rows: usize,
     x: &[f32],
     x_cols: Cols,
     out: &mut [f32],
@@ -67,17 +69,18 @@ pub(crate) fn aggregate<W>(
     if width == 0 || out_cols.stride == 0 {
         return;
     }
-    debug_assert!(out.len() >= csr.num_rows() * out_cols.stride);
+    debug_assert!(rows <= csr.num_rows() && out.len() >= rows * out_cols.stride);
     debug_assert!(x.len() >= csr.num_cols() * x_cols.stride || csr.num_edges() == 0);
     let simd = Simd::detect();
-    let rows = &mut out[..csr.num_rows() * out_cols.stride];
-    rows.par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(v, row)| {
-        let o = &mut row[out_cols.offset..out_cols.offset + width];
-        if write == Write::Overwrite {
-            o.fill(0.0);
-        }
-        simd.aggregate_row(&RowJob { csr, x, x_cols, heads, head_width }, v, o, &weight);
-    });
+    out[..rows * out_cols.stride].par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(
+        |(v, row)| {
+            let o = &mut row[out_cols.offset..out_cols.offset + width];
+            if write == Write::Overwrite {
+                o.fill(0.0);
+            }
+            simd.aggregate_row(&RowJob { csr, x, x_cols, heads, head_width }, v, o, &weight);
+        },
+    );
 }
 
 /// The read-only inputs of one row of [`aggregate`].
@@ -329,9 +332,11 @@ fn spmm_impl(
     let out = out.as_slice_mut().expect("spmm: output must be in standard layout");
     let cols = Cols::full(f);
     match (values, perm) {
-        (None, _) => aggregate(csr, xs, cols, out, cols, 1, f, write, |_, _, _, _| 1.0),
-        (Some(vals), None) => aggregate(csr, xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[k]),
-        (Some(vals), Some(p)) => aggregate(csr, xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[p[k]]),
+        (None, _) => aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, _, _, _| 1.0),
+        (Some(vals), None) => aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[k]),
+        (Some(vals), Some(p)) => {
+            aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[p[k]])
+        }
     }
 }
 
@@ -458,6 +463,7 @@ mod tests {
         let hw = |k: usize, h: usize| (k + 3 * h) as f32 * 0.01;
         aggregate(
             &csr,
+            50,
             x.as_slice().unwrap(),
             Cols { stride: 9, offset: 1 },
             &mut out,

@@ -66,19 +66,21 @@ impl AggConv {
         self.kind
     }
 
-    /// `out (+)= A x` over the forward edges with this layer's coefficients.
+    /// `out (+)= A x` over the forward edges with this layer's coefficients, for the computed
+    /// rows (halo rows have no in-edges).
     fn aggregate_fwd(&self, graph: &AggGraph, x: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
         let cols = Cols::full(x.ncols());
         let (xs, os, f) = (slice(x), out.as_slice_mut().expect("standard layout"), x.ncols());
+        let rows = graph.computed_rows();
         let norms = graph.norms();
         match self.kind {
             AggKind::Gcn => {
                 let (src, dst) = (&norms.gcn_src, &norms.gcn_dst);
-                aggregate(graph.fwd(), xs, cols, os, cols, 1, f, write, |v, _, u, _| dst[v] * src[u]);
+                aggregate(graph.fwd(), rows, xs, cols, os, cols, 1, f, write, |v, _, u, _| dst[v] * src[u]);
             }
             AggKind::SageMean => {
                 let mean = &norms.mean;
-                aggregate(graph.fwd(), xs, cols, os, cols, 1, f, write, |v, _, _, _| mean[v]);
+                aggregate(graph.fwd(), rows, xs, cols, os, cols, 1, f, write, |v, _, _, _| mean[v]);
             }
         }
     }
@@ -87,15 +89,16 @@ impl AggConv {
     fn aggregate_bwd(&self, graph: &AggGraph, g: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
         let cols = Cols::full(g.ncols());
         let (gs, os, f) = (slice(g), out.as_slice_mut().expect("standard layout"), g.ncols());
+        let rows = graph.num_local();
         let norms = graph.norms();
         match self.kind {
             AggKind::Gcn => {
                 let (src, dst) = (&norms.gcn_src, &norms.gcn_dst);
-                aggregate(graph.bwd(), gs, cols, os, cols, 1, f, write, |u, _, v, _| src[u] * dst[v]);
+                aggregate(graph.bwd(), rows, gs, cols, os, cols, 1, f, write, |u, _, v, _| src[u] * dst[v]);
             }
             AggKind::SageMean => {
                 let mean = &norms.mean;
-                aggregate(graph.bwd(), gs, cols, os, cols, 1, f, write, |_, _, v, _| mean[v]);
+                aggregate(graph.bwd(), rows, gs, cols, os, cols, 1, f, write, |_, _, v, _| mean[v]);
             }
         }
     }

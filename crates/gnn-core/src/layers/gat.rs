@@ -271,6 +271,7 @@ impl Conv for GatConv {
         let block = slice_mut(&mut c.block);
         aggregate(
             fwd,
+            m,
             slice(&c.h),
             Cols::full(width),
             block,
@@ -436,6 +437,7 @@ impl Conv for GatConv {
         });
         aggregate(
             bwd,
+            n,
             dblock,
             Cols { stride, offset: heads },
             slice_mut(&mut c.dh),
