@@ -4,11 +4,11 @@
 //! dropout -> conv_1 -> ... -> conv_last` (no activation after the last conv: it outputs logits).
 //! A dropout site is keyed by the index of the conv it feeds, so the input dropout is layer 0.
 
-use ndarray::{Array2, s};
+use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
-use crate::dense::{ensure_shape, head, head_mut};
+use crate::dense::{ensure_shape, head, head_mut, zero_rows_from};
 use crate::dropout::{DropoutSite, dropout_backward};
 use crate::exchange::{Exchange, ExchangeError};
 use crate::graph::AggGraph;
@@ -343,7 +343,7 @@ impl Model {
             });
         }
         let mut d = dlogits;
-        d.slice_mut(s![graph.num_owned().., ..]).fill(0.0);
+        zero_rows_from(&mut d, graph.num_owned());
         let ctx = last.ctx;
         for l in (0..layers).rev() {
             let hidden = l + 1 < layers;
@@ -445,6 +445,7 @@ mod tests {
     use crate::loss::softmax_cross_entropy;
     use crate::testkit::{check_gradient, random_array, random_graph};
     use graph_partition::{Csr, EdgeListOptions};
+    use ndarray::s;
 
     fn small_config(kind: ConvKind, activation: Activation) -> ModelConfig {
         ModelConfig {

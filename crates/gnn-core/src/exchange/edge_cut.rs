@@ -4,10 +4,11 @@
 
 use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
-use ndarray::{Array2, s};
+use ndarray::Array2;
 
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, Route, SetupError};
 use super::{Exchange, ExchangeError, Tag};
+use crate::dense::zero_rows_from;
 
 /// The [`Exchange`] of an edge-cut worker: one `all_to_all_v` per `pull_halo` and per
 /// `push_halo_grad`, each row through the codec.
@@ -36,8 +37,7 @@ impl Exchange for EdgeCutExchange<'_> {
 
     fn push_halo_grad(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
         self.router.route(tag, Route::Gather, g, Apply::Add)?;
-        let owned = self.router.part().num_primary();
-        g.slice_mut(s![owned.., ..]).fill(0.0);
+        zero_rows_from(g, self.router.part().num_primary());
         Ok(())
     }
 
