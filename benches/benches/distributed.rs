@@ -20,12 +20,14 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use gnn_core::ConvKind;
 use graph_partition::Dataset;
+use graph_partition::book::CutKind;
 use graph_partition::synth::SynthConfig;
-use trainer::config::{Method, ModelName, TrainConfig};
-use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
+use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::single::SingleProcess;
 use trainer::train_loop::Strategy;
+use trainer::{LocalOptions, run_on};
 
 /// Epochs per distributed run; every one but the first becomes a sample.
 const EPOCHS_PER_RUN: usize = 6;
@@ -52,7 +54,7 @@ impl<'a> Samples<'a> {
     /// One round: a distributed run, then as many single-process epochs as it gave samples.
     fn round(&mut self) {
         let gated = LocalOptions { serialize_compute: true };
-        let report = run_with_dataset(self.config, self.dataset, gated, &mut ()).expect("distributed run");
+        let report = run_on(self.config, self.dataset, gated, &mut ()).expect("distributed run");
         for e in report.epochs.iter().skip(1) {
             let summed = e.method.as_ref().and_then(|m| m["compute_s_sum"].as_f64()).expect("per-worker compute times");
             self.summed_s.push_back(summed);
@@ -78,10 +80,10 @@ impl<'a> Samples<'a> {
     }
 }
 
-fn bench_cut() -> Cut {
+fn bench_cut() -> CutKind {
     match std::env::var("HALO_BENCH_CUT").as_deref() {
-        Err(_) | Ok("edge") => Cut::Edge,
-        Ok("vertex") => Cut::Vertex,
+        Err(_) | Ok("edge") => CutKind::EdgeCut,
+        Ok("vertex") => CutKind::VertexCut,
         Ok(other) => panic!("HALO_BENCH_CUT={other}: expected edge or vertex"),
     }
 }
@@ -97,12 +99,12 @@ fn distributed(c: &mut Criterion) {
         SynthConfig { nodes: 100_000, avg_degree: 20.0, features: 128, classes: 16, seed: 0, ..Default::default() };
     let dataset = synth.generate().expect("valid synthetic parameters");
     let config = TrainConfig {
-        model: ModelName::Gcn,
+        model: ConvKind::Gcn,
         layers: 3,
         hidden: 256,
         weight_decay: 0.0,
         epochs: EPOCHS_PER_RUN,
-        method: Method::Vanilla,
+        method: MethodConfig::named(Method::Vanilla),
         distributed: DistributedConfig { cut: bench_cut(), workers: 4, hosts: 2, ..DistributedConfig::default() },
         ..TrainConfig::default()
     };

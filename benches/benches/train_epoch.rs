@@ -8,8 +8,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gnn_core::ConvKind;
 use graph_partition::synth::SynthConfig;
-use trainer::config::{ModelName, TrainConfig};
+use trainer::config::TrainConfig;
 use trainer::single::SingleProcess;
 use trainer::train_loop::Strategy;
 
@@ -18,7 +19,7 @@ fn train_epoch(c: &mut Criterion) {
         SynthConfig { nodes: 100_000, avg_degree: 20.0, features: 128, classes: 16, seed: 0, ..Default::default() };
     let dataset = synth.generate().expect("valid synthetic parameters");
     let config =
-        TrainConfig { model: ModelName::Gcn, layers: 3, hidden: 256, weight_decay: 0.0, ..TrainConfig::default() };
+        TrainConfig { model: ConvKind::Gcn, layers: 3, hidden: 256, weight_decay: 0.0, ..TrainConfig::default() };
     let mut strategy = SingleProcess::new(&config, &dataset).expect("the model fits the dataset");
     let mut group = c.benchmark_group("train_epoch_gcn3x256_100k");
     group.sample_size(10);

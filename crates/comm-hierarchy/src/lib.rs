@@ -21,6 +21,7 @@ pub mod ledger;
 pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi_backend;
+pub mod preset;
 pub mod probe;
 pub mod topology;
 pub mod transport;
@@ -32,6 +33,7 @@ pub use endpoint::Endpoint;
 pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};
 pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
 pub use local::{LocalCluster, LocalCommunicator};
+pub use preset::{Preset, UnknownPreset};
 pub use probe::{PairFit, probe_links};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};
 pub use transport::Transport;

@@ -8,7 +8,7 @@
 //!
 //! * Every worker calls the same methods in the same order with the same [`Tag`]s (the order
 //!   depends only on the model configuration), so each call can be a collective.
-//! * Rows are indexed by local id ([`crate::AggGraph`]): `0..num_owned` are owned vertices
+//! * Rows are indexed by local id ([`crate::AggGraph`]): `0..num_primary` are primaries
 //!   (edge-cut owners, vertex-cut masters), the rest halo vertices or mirrors.
 //!
 //! Per layer, forward: `pull_halo` on the rows about to be read as neighbours -> local aggregation
@@ -18,80 +18,16 @@
 //! mirrors it: `sum_replicas` on the gradient of the aggregate, transposed aggregation, then
 //! `push_halo_grad` on the gradient of the pulled rows.
 
-use std::fmt;
-
 use ndarray::Array2;
+
+pub use cache_quant::{Direction, Mode, Pass, StatsTable, Step, Tag};
 
 pub mod edge_cut;
 mod landing;
 pub mod part_view;
 mod replica_router;
 pub mod vertex_cut;
-pub use replica_router::{CommWatch, ExchangeOptions, SetupError};
-
-/// Whether a call belongs to the forward or the backward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    Forward,
-    Backward,
-}
-
-/// Which exchange of a layer a call is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Step {
-    /// Halo rows: `pull_halo` (forward) and `push_halo_grad` (backward).
-    Halo,
-    /// Partial aggregates: `sum_replicas` (for GAT: softmax denominators and numerators).
-    Aggregate,
-    /// GAT's per-destination score maximum: `max_replicas`.
-    AttentionMax,
-}
-
-/// Names one exchange call: conv layer index (0-based), direction and step.
-///
-/// [`Tag::phase`] is the coarse ledger label (`"fwd/1"`), `Display` the fine one (`"fwd/1/halo"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Tag {
-    pub layer: usize,
-    pub dir: Direction,
-    pub step: Step,
-}
-
-impl Tag {
-    pub fn new(layer: usize, dir: Direction, step: Step) -> Self {
-        Self { layer, dir, step }
-    }
-
-    /// `"fwd/<layer>"` or `"bwd/<layer>"`: the traffic-ledger phase of this call.
-    pub fn phase(&self) -> String {
-        format!("{}/{}", self.dir, self.layer)
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Direction::Forward => "fwd",
-            Direction::Backward => "bwd",
-        })
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Step::Halo => "halo",
-            Step::Aggregate => "agg",
-            Step::AttentionMax => "attmax",
-        })
-    }
-}
-
-impl fmt::Display for Tag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.dir, self.layer, self.step)
-    }
-}
+pub use replica_router::{CallKind, CommWatch, ExchangeOptions, SetupError};
 
 /// Why an exchange failed; every variant names the call.
 #[derive(Debug, thiserror::Error)]
@@ -112,12 +48,17 @@ pub enum ExchangeError {
 ///
 /// All blocks have one row per local vertex; columns are the layer's feature width at that point.
 pub trait Exchange {
-    /// Edge-cut: overwrite the halo rows (local id >= `num_owned`) of `x` with their owners'
-    /// current rows. Owned rows are left as they are.
+    /// Starts a pass: every call until the next `begin` belongs to `pass`. Evaluation passes
+    /// are exact unless the exchange was built to evaluate through its codecs, and leave the
+    /// codecs' state alone.
+    fn begin(&mut self, _pass: Pass) {}
+
+    /// Edge-cut: overwrite the halo rows (local id >= `num_primary`) of `x` with their
+    /// primaries' current rows. Primary rows are left as they are.
     fn pull_halo(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError>;
 
-    /// Adjoint of [`Exchange::pull_halo`]: add each halo row of `g` into its owner's row (at the
-    /// owner) and zero the halo rows.
+    /// Adjoint of [`Exchange::pull_halo`]: add each halo row of `g` into its primary's row (at
+    /// the primary) and zero the halo rows.
     fn push_halo_grad(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError>;
 
     /// Vertex-cut: every replica of a vertex ends with the sum of all replicas' rows. Self-adjoint,
@@ -127,6 +68,40 @@ pub trait Exchange {
     /// Vertex-cut: every replica ends with the element-wise maximum over all replicas' rows
     /// (GAT's softmax stabiliser; treated as a constant in backward, so it has no adjoint call).
     fn max_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError>;
+
+    /// Whether layers should use the split calls below, computing what needs no halo row while
+    /// the halo is in flight. Either way the results are the same, bit for bit.
+    fn overlaps(&self) -> bool {
+        false
+    }
+
+    /// First half of a split [`Exchange::pull_halo`]: reads the primary rows of `x` and sends
+    /// them. Until [`Exchange::finish_pull`] the caller may read `x` but not change it.
+    fn start_pull(&mut self, _tag: Tag, _x: &Array2<f32>) -> Result<(), ExchangeError> {
+        Ok(())
+    }
+
+    /// Second half of a split pull: lands the halo rows in `x`.
+    fn finish_pull(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        self.pull_halo(tag, x)
+    }
+
+    /// First half of a split [`Exchange::push_halo_grad`]: reads the halo rows of `g` and sends
+    /// them. Until [`Exchange::finish_push`] the caller may change primary rows of `g` only.
+    fn start_push(&mut self, _tag: Tag, _g: &Array2<f32>) -> Result<(), ExchangeError> {
+        Ok(())
+    }
+
+    /// Second half of a split push: adds what arrived into the primary rows, zeroes the halo rows.
+    fn finish_push(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        self.push_halo_grad(tag, g)
+    }
+
+    /// What the codecs did since the last call, per layer, direction and route (training
+    /// passes only).
+    fn take_stats(&mut self) -> StatsTable {
+        StatsTable::default()
+    }
 }
 
 /// Single-process training: the whole graph is local, every method does nothing.
@@ -154,14 +129,6 @@ impl Exchange for NoExchange {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tags_render_as_ledger_labels() {
-        let t = Tag::new(1, Direction::Forward, Step::Halo);
-        assert_eq!(t.phase(), "fwd/1");
-        assert_eq!(t.to_string(), "fwd/1/halo");
-        assert_eq!(Tag::new(0, Direction::Backward, Step::AttentionMax).to_string(), "bwd/0/attmax");
-    }
 
     #[test]
     fn no_exchange_leaves_blocks_alone() {

@@ -1,6 +1,6 @@
 //! The local graph view a layer aggregates over.
 //!
-//! A worker holds `num_local` vertices: the first `num_owned` are its own (edge-cut owners or
+//! A worker holds `num_local` vertices: the first `num_primary` are its own (edge-cut owners or
 //! vertex-cut masters), the rest are halo vertices (edge-cut) or mirrors (vertex-cut). The forward
 //! adjacency lists, for every local destination, its local in-neighbours; the backward adjacency is
 //! its transpose. Degrees are the *global* ones, so normalisation coefficients do not depend on the
@@ -20,8 +20,8 @@ use graph_partition::Csr;
 pub enum GraphError {
     #[error("aggregation graph must be square: csr has {rows} rows and {cols} columns")]
     NotSquare { rows: usize, cols: usize },
-    #[error("num_owned = {num_owned} exceeds the {num_local} local vertices")]
-    TooManyOwned { num_owned: usize, num_local: usize },
+    #[error("num_primary = {num_primary} exceeds the {num_local} local vertices")]
+    TooManyPrimaries { num_primary: usize, num_local: usize },
     #[error("{what} has {got} entries, expected one per local vertex ({expected})")]
     Length { what: &'static str, got: usize, expected: usize },
     #[error("local vertex {row} has a self loop; self terms are added by the layers, remove self loops from the graph")]
@@ -29,7 +29,7 @@ pub enum GraphError {
     #[error("{what} of local vertex {row} is {value}, degrees must be finite and >= 0")]
     BadDegree { what: &'static str, row: usize, value: f32 },
     #[error(
-        "local vertex {row} is a halo row (>= num_owned) but has in-edges; only owned vertices aggregate under edge-cut"
+        "local vertex {row} is a halo row (>= num_primary) but has in-edges; only owned vertices aggregate under edge-cut"
     )]
     HaloInEdges { row: usize },
 }
@@ -50,7 +50,7 @@ pub(crate) struct DegreeNorms {
 /// A worker's view of the graph for aggregation (see the module docs for the id layout).
 ///
 /// Invariants checked on construction: square adjacency over `num_local` vertices, no self loops,
-/// `num_owned <= num_local`, one global id and one (finite, non-negative) in/out degree per local
+/// `num_primary <= num_local`, one global id and one (finite, non-negative) in/out degree per local
 /// vertex. Halo rows (edge-cut) are expected to have no in-edges; their aggregation output is
 /// never used.
 #[derive(Debug, Clone)]
@@ -58,8 +58,9 @@ pub struct AggGraph {
     fwd: Csr,
     bwd: Csr,
     perm: Vec<usize>,
-    num_owned: usize,
+    num_primary: usize,
     computed: usize,
+    central: usize,
     global_ids: Vec<u32>,
     in_degree: Vec<f32>,
     out_degree: Vec<f32>,
@@ -72,7 +73,7 @@ impl AggGraph {
     /// vertex, without self loops.
     pub fn new(
         csr: Csr,
-        num_owned: usize,
+        num_primary: usize,
         global_ids: Vec<u32>,
         in_degree: Vec<f32>,
         out_degree: Vec<f32>,
@@ -81,8 +82,8 @@ impl AggGraph {
         if csr.num_cols() != n {
             return Err(GraphError::NotSquare { rows: n, cols: csr.num_cols() });
         }
-        if num_owned > n {
-            return Err(GraphError::TooManyOwned { num_owned, num_local: n });
+        if num_primary > n {
+            return Err(GraphError::TooManyPrimaries { num_primary, num_local: n });
         }
         for (what, got) in
             [("global_ids", global_ids.len()), ("in_degree", in_degree.len()), ("out_degree", out_degree.len())]
@@ -106,17 +107,19 @@ impl AggGraph {
             gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
             mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
         };
-        Ok(Self { fwd: csr, bwd, perm, num_owned, computed: n, global_ids, in_degree, out_degree, norms })
+        let central = (0..n).find(|&v| csr.neighbors(v).iter().any(|&u| u as usize >= num_primary)).unwrap_or(n);
+        Ok(Self { fwd: csr, bwd, perm, num_primary, computed: n, central, global_ids, in_degree, out_degree, norms })
     }
 
-    /// Declares rows `num_owned..` edge-cut halo rows: filled by `pull_halo` from their owners,
-    /// never computed here, so [`AggGraph::computed_rows`] becomes `num_owned`. Fails if a halo
+    /// Declares rows `num_primary..` edge-cut halo rows: filled by `pull_halo` from their owners,
+    /// never computed here, so [`AggGraph::computed_rows`] becomes `num_primary`. Fails if a halo
     /// row has in-edges (it would aggregate, so it is not a halo row).
     pub fn with_pulled_halo(mut self) -> Result<Self, GraphError> {
-        if let Some(row) = (self.num_owned..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
+        if let Some(row) = (self.num_primary..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
             return Err(GraphError::HaloInEdges { row });
         }
-        self.computed = self.num_owned;
+        self.computed = self.num_primary;
+        self.central = self.central.min(self.computed);
         Ok(self)
     }
 
@@ -152,16 +155,23 @@ impl AggGraph {
         self.fwd.num_rows()
     }
 
-    /// Local ids `0..num_owned` are this worker's own vertices.
-    pub fn num_owned(&self) -> usize {
-        self.num_owned
+    /// Local ids `0..num_primary` are this worker's own vertices.
+    pub fn num_primary(&self) -> usize {
+        self.num_primary
     }
 
     /// Rows `0..computed_rows()` are computed here (see the module docs): `num_local` unless
-    /// the halo is pulled ([`AggGraph::with_pulled_halo`]), then `num_owned`. Layers leave the
+    /// the halo is pulled ([`AggGraph::with_pulled_halo`]), then `num_primary`. Layers leave the
     /// output rows past it unspecified and ignore gradient rows past it.
     pub fn computed_rows(&self) -> usize {
         self.computed
+    }
+
+    /// How many leading rows read no copy (halo or mirror) row, at most the computed rows: they
+    /// can be aggregated while the halo is still in flight. A partition book that orders its
+    /// primaries central first makes this every central vertex.
+    pub fn central_rows(&self) -> usize {
+        self.central
     }
 
     /// Global id of every local vertex.
@@ -196,7 +206,7 @@ mod tests {
         let g = AggGraph::single(&csr).unwrap();
         assert_eq!(g.in_degree(), &[0.0, 2.0, 1.0]);
         assert_eq!(g.out_degree(), &[1.0, 1.0, 1.0]);
-        assert_eq!(g.num_owned(), 3);
+        assert_eq!(g.num_primary(), 3);
         assert_eq!(g.computed_rows(), 3);
         assert_eq!(g.bwd().neighbors(1), &[2]);
         assert_eq!(g.norms().mean, vec![0.0, 0.5, 1.0]);
@@ -211,7 +221,7 @@ mod tests {
         let g = AggGraph::new(csr, 1, vec![7, 3], vec![1.0, 4.0], vec![2.0, 1.0]).unwrap();
         assert_eq!(g.computed_rows(), 2);
         let g = g.with_pulled_halo().unwrap();
-        assert_eq!((g.num_owned(), g.computed_rows(), g.num_local()), (1, 1, 2));
+        assert_eq!((g.num_primary(), g.computed_rows(), g.num_local()), (1, 1, 2));
     }
 
     #[test]
@@ -221,7 +231,7 @@ mod tests {
         assert_eq!(AggGraph::single(&looped).unwrap_err(), GraphError::SelfLoop { row: 0 });
         let csr = Csr::from_edges(2, &[(0, 1)], EdgeListOptions::default()).unwrap();
         let err = AggGraph::new(csr.clone(), 3, vec![0, 1], vec![1.0; 2], vec![1.0; 2]).unwrap_err();
-        assert_eq!(err, GraphError::TooManyOwned { num_owned: 3, num_local: 2 });
+        assert_eq!(err, GraphError::TooManyPrimaries { num_primary: 3, num_local: 2 });
         let err = AggGraph::new(csr.clone(), 2, vec![0], vec![1.0; 2], vec![1.0; 2]).unwrap_err();
         assert_eq!(err, GraphError::Length { what: "global_ids", got: 1, expected: 2 });
         let err = AggGraph::new(csr.clone(), 2, vec![0, 1], vec![1.0, f32::NAN], vec![1.0; 2]).unwrap_err();

@@ -21,9 +21,45 @@ use crate::params::{ParamInfo, ParamLayout};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConvKind {
+    /// Graph convolution (Kipf & Welling), symmetric normalisation with self-loops.
     Gcn,
+    /// GraphSAGE with mean aggregation.
     Sage,
+    /// Graph attention (Velickovic et al.), multi-head.
     Gat,
+}
+
+impl ConvKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ConvKind; 3] = [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat];
+
+    /// The name on the command line, in configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConvKind::Gcn => "gcn",
+            ConvKind::Sage => "sage",
+            ConvKind::Gat => "gat",
+        }
+    }
+}
+
+impl std::fmt::Display for ConvKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A model name that is none of `gcn`, `sage`, `gat`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown model `{0}`; expected gcn, sage or gat")]
+pub struct UnknownConv(pub String);
+
+impl std::str::FromStr for ConvKind {
+    type Err = UnknownConv;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s).ok_or_else(|| UnknownConv(s.to_string()))
+    }
 }
 
 /// Architecture and initialisation of a [`Model`].
@@ -257,7 +293,7 @@ impl Model {
         self.convs.iter().map(|c| c.as_ref())
     }
 
-    /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_owned` are
+    /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_primary` are
     /// meaningful). `x` holds the input features of local vertices `0..k`, one row each, for
     /// some `k` from `graph.computed_rows()` to `num_local`: rows past the computed ones are not
     /// read (their values are pulled from the owners). Every worker must
@@ -281,10 +317,11 @@ impl Model {
             });
         }
         self.last = None;
+        exchange.begin(ctx.pass());
         // Per-row work covers the computed rows; halo rows are pulled by the layers that read them.
         let gids = graph.global_ids();
         let site = |p: f32, layer: usize| {
-            Some(DropoutSite::new(p, ctx.seed, ctx.epoch, layer)).filter(|s| ctx.training && s.is_active())
+            Some(DropoutSite::new(p, ctx.seed, ctx.round(), layer)).filter(|s| ctx.training && s.is_active())
         };
         ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
         head_mut(&mut self.acts[0], m).assign(&head(x, m));
@@ -318,7 +355,7 @@ impl Model {
 
     /// Back-propagates `dlogits` (the gradient of the loss w.r.t. the logits of the last
     /// [`Model::forward`], same graph) and *adds* the parameter gradients into `grads()`.
-    /// Rows `>= graph.num_owned()` of `dlogits` are ignored: only owned vertices carry loss.
+    /// Rows `>= graph.num_primary()` of `dlogits` are ignored: only owned vertices carry loss.
     /// Each forward allows one backward.
     pub fn backward(
         &mut self,
@@ -343,13 +380,13 @@ impl Model {
             });
         }
         let mut d = dlogits;
-        zero_rows_from(&mut d, graph.num_owned());
+        zero_rows_from(&mut d, graph.num_primary());
         let ctx = last.ctx;
         for l in (0..layers).rev() {
             let hidden = l + 1 < layers;
             if hidden {
                 // `d` is the gradient of acts[l + 1]: back through dropout, activation, LayerNorm.
-                let site = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.epoch, l + 1);
+                let site = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.round(), l + 1);
                 let scale = if ctx.training && site.is_active() {
                     dropout_backward(&mut head_mut(&mut d, m), &self.masks[l + 1], site.scale());
                     site.scale()
@@ -507,7 +544,7 @@ mod tests {
         model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
         model.backward(&graph, d.clone(), &mut NoExchange).unwrap();
         assert!(model.grads().iter().zip(&once).all(|(g, o)| (g - 2.0 * o).abs() <= 1e-5 * (1.0 + o.abs())));
-        // Rows past num_owned carry no loss: changing them changes nothing.
+        // Rows past num_primary carry no loss: changing them changes nothing.
         let owned = AggGraph::new(
             graph.fwd().clone(),
             6,

@@ -47,13 +47,15 @@ impl Cols {
     }
 }
 
-/// Aggregates `heads` blocks of `head_width` columns over rows `0..rows` of `csr`:
+/// Aggregates `heads` blocks of `head_width` columns over the rows `rows` of `csr`:
 /// `out[v][h] (+)= sum_{entries k of row v, column u} weight(v, k, u, h) * x[u][h]`.
-/// Rows of `out` past `rows` are left as they are.
+/// Rows of `out` outside `rows` are left as they are, so a layer can aggregate the rows that
+/// need no halo row while the halo is in flight and the rest after; every row is computed the
+/// same way whatever the range, so the split gives the same bits.
 #[allow(clippy::too_many_arguments)] // a kernel signature: buffers, layouts and the weight.
 pub(crate) fn aggregate<W>(
     csr: &Csr,
-    rows: usize,
+    rows: Range<usize>,
     x: &[f32],
     x_cols: Cols,
     out: &mut [f32],
@@ -69,18 +71,19 @@ pub(crate) fn aggregate<W>(
     if width == 0 || out_cols.stride == 0 {
         return;
     }
-    debug_assert!(rows <= csr.num_rows() && out.len() >= rows * out_cols.stride);
+    debug_assert!(rows.end <= csr.num_rows() && out.len() >= rows.end * out_cols.stride);
     debug_assert!(x.len() >= csr.num_cols() * x_cols.stride || csr.num_edges() == 0);
     let simd = Simd::detect();
-    out[..rows * out_cols.stride].par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(
-        |(v, row)| {
-            let o = &mut row[out_cols.offset..out_cols.offset + width];
-            if write == Write::Overwrite {
-                o.fill(0.0);
-            }
-            simd.aggregate_row(&RowJob { csr, x, x_cols, heads, head_width }, v, o, &weight);
-        },
-    );
+    let first = rows.start;
+    let out = &mut out[rows.start * out_cols.stride..rows.end * out_cols.stride];
+    out.par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(i, row)| {
+        let v = first + i;
+        let o = &mut row[out_cols.offset..out_cols.offset + width];
+        if write == Write::Overwrite {
+            o.fill(0.0);
+        }
+        simd.aggregate_row(&RowJob { csr, x, x_cols, heads, head_width }, v, o, &weight);
+    });
 }
 
 /// The read-only inputs of one row of [`aggregate`].
@@ -332,10 +335,10 @@ fn spmm_impl(
     let out = out.as_slice_mut().expect("spmm: output must be in standard layout");
     let cols = Cols::full(f);
     match (values, perm) {
-        (None, _) => aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, _, _, _| 1.0),
-        (Some(vals), None) => aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[k]),
+        (None, _) => aggregate(csr, 0..csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, _, _, _| 1.0),
+        (Some(vals), None) => aggregate(csr, 0..csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[k]),
         (Some(vals), Some(p)) => {
-            aggregate(csr, csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[p[k]])
+            aggregate(csr, 0..csr.num_rows(), xs, cols, out, cols, 1, f, write, |_, k, _, _| vals[p[k]])
         }
     }
 }
@@ -463,7 +466,7 @@ mod tests {
         let hw = |k: usize, h: usize| (k + 3 * h) as f32 * 0.01;
         aggregate(
             &csr,
-            50,
+            0..50,
             x.as_slice().unwrap(),
             Cols { stride: 9, offset: 1 },
             &mut out,

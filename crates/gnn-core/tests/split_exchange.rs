@@ -168,7 +168,7 @@ struct Bus {
     board: Mutex<Vec<Option<Post>>>,
     /// Per part: global id -> local row.
     local_of: Vec<HashMap<u32, usize>>,
-    num_owned: Vec<usize>,
+    num_primary: Vec<usize>,
     /// Owner (edge-cut) or master (vertex-cut) part of every global vertex.
     owner: Vec<usize>,
 }
@@ -183,7 +183,7 @@ impl Bus {
                 .iter()
                 .map(|p| p.graph.global_ids().iter().enumerate().map(|(l, &g)| (g, l)).collect())
                 .collect(),
-            num_owned: parts.iter().map(|p| p.graph.num_owned()).collect(),
+            num_primary: parts.iter().map(|p| p.graph.num_primary()).collect(),
             owner,
         }
     }
@@ -257,7 +257,7 @@ impl Exchange for BusExchange<'_> {
             return Ok(());
         }
         let blocks = self.gather("pull", tag, x)?;
-        for l in self.bus.num_owned[self.rank]..self.gids.len() {
+        for l in self.bus.num_primary[self.rank]..self.gids.len() {
             let g = self.gids[l];
             let owner_row = self.row_in(&blocks, self.bus.owner[g as usize], g).expect("owner holds its vertex");
             x.row_mut(l).assign(&owner_row);
@@ -270,12 +270,12 @@ impl Exchange for BusExchange<'_> {
             return Ok(());
         }
         let blocks = self.gather("push", tag, g)?;
-        let owned = self.bus.num_owned[self.rank];
+        let owned = self.bus.num_primary[self.rank];
         for l in 0..owned {
             let gid = self.gids[l];
             for q in (0..blocks.len()).filter(|&q| q != self.rank) {
                 if let Some(&ql) = self.bus.local_of[q].get(&gid) {
-                    assert!(ql >= self.bus.num_owned[q], "a vertex has one owner");
+                    assert!(ql >= self.bus.num_primary[q], "a vertex has one owner");
                     let add = blocks[q].row(ql).to_owned();
                     let mut row = g.row_mut(l);
                     row += &add;
@@ -321,7 +321,7 @@ fn train(
             Err(gnn_core::ModelError::Exchange(e)) => return Err(e),
             Err(e) => panic!("forward: {e}"),
         };
-        let owned = part.graph.num_owned();
+        let owned = part.graph.num_primary();
         logits_seen.push((0..owned).map(|l| (part.graph.global_ids()[l], logits.row(l).to_vec())).collect());
         let (loss, mut d) = softmax_cross_entropy(logits, &part.labels, &part.train_rows).unwrap();
         d /= global_train as f32;

@@ -94,7 +94,7 @@ fn distributed_aggregate(book: &PartitionBook, x: &[u64]) -> Vec<u64> {
                 .collect();
             for a in parts {
                 for b in parts {
-                    for (&mirror, &master) in b.mirror_send(a.part()).iter().zip(a.master_recv(b.part())) {
+                    for (&mirror, &master) in b.recv(a.part()).iter().zip(a.send(b.part())) {
                         partial[a.part()][master as usize] += partial[b.part()][mirror as usize];
                     }
                 }

@@ -1,15 +1,17 @@
-//! Training strategies that compose the layers below (graphs, partitions, communication, codecs,
-//! models) into training runs, and the JSON report of a run.
+//! Training runs: the composition point that turns a method's parts (data plan, batch source,
+//! exchange, gradient sync) into a training run over the layers below, and the JSON report.
 //!
-//! - [`config`]: every setting of `halo train`, TOML loading and validation.
+//! - [`config`]: every setting of `halo train`, TOML loading and validation, once, into a typed
+//!   value.
+//! - [`method`]: the parts, the [`method::MethodDef`] of every method and the registry.
 //! - [`train_loop`]: the epoch loop shared by all methods, generic over a [`train_loop::Strategy`].
-//! - [`single`]: the single-process strategy.
+//! - [`single`]: the single-process strategy; [`distributed`]: the runner of every method
+//!   that splits the graph across workers.
 //! - [`objective`]: loss and accuracy as sums and counts (they add up across workers).
-//! - [`report`]: the report contract of DESIGN.md.
+//! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory.
 //!
-//! [`run`] is the whole of `halo train` but the command line: it loads the data, picks the
-//! strategy for `config.method` and returns the report.
+//! [`run`] is the whole of `halo train` but the command line, for every method.
 
 pub mod config;
 pub mod data;
@@ -17,29 +19,85 @@ pub mod distributed;
 pub mod error;
 pub mod features;
 pub mod memory;
+pub mod method;
 pub mod objective;
 pub mod report;
 pub mod single;
 pub mod train_loop;
 
+use std::borrow::Cow;
 use std::path::Path;
 
 pub use config::TrainConfig;
+pub use distributed::LocalOptions;
 pub use error::TrainError;
+use graph_partition::Dataset;
+use method::{DataPlan, MethodDef};
 pub use report::Report;
 pub use train_loop::EpochObserver;
 
-/// Runs the training `config` describes; a bare `dataset` name is looked up under
-/// `datasets_root`. `observer` sees every epoch as it finishes.
-pub fn run(config: &TrainConfig, datasets_root: &Path, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
+/// Where a run gets its dataset.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// Load (or generate) it as the configuration says; a bare dataset name is looked up under
+    /// this directory.
+    Load(&'a Path),
+    /// Already in memory (normalised as the configuration says); distributed runs use
+    /// in-process workers.
+    Given(&'a Dataset),
+}
+
+impl Source<'_> {
+    /// The dataset, loaded if need be; `progress` shows progress bars while large files load.
+    fn dataset(&self, config: &TrainConfig, progress: bool) -> Result<Cow<'_, Dataset>, TrainError> {
+        Ok(match self {
+            Source::Load(root) => Cow::Owned(data::prepare_dataset(config, root, progress)?),
+            Source::Given(dataset) => Cow::Borrowed(*dataset),
+        })
+    }
+}
+
+/// Trains as `config` says with the built-in method it names; a bare dataset name is looked up
+/// under `datasets_root`. Returns the report, or `None` on MPI ranks other than 0 (rank 0
+/// reports for all). `observer` sees every epoch as it finishes.
+pub fn run(
+    config: &TrainConfig,
+    datasets_root: &Path,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
+    let method = method::lookup(config.method.name);
+    run_method(method, config, Source::Load(datasets_root), LocalOptions::default(), observer)
+}
+
+/// Trains as `config` says on an in-memory `dataset` (prepared as the configuration says), with
+/// in-process workers for distributed methods.
+pub fn run_on(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    options: LocalOptions,
+    observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
+    let method = method::lookup(config.method.name);
+    let report = run_method(method, config, Source::Given(dataset), options, observer)?;
+    Ok(report.expect("in-process runs report on the calling thread"))
+}
+
+/// Trains `method` (a built-in one, or any other [`MethodDef`]) on `source` as `config` says.
+/// `options` matter for in-process measurements only.
+pub fn run_method(
+    method: &dyn MethodDef,
+    config: &TrainConfig,
+    source: Source<'_>,
+    options: LocalOptions,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
     config.validate()?;
-    match config.method {
-        config::Method::Single => {
-            let dataset = data::prepare_dataset(config, datasets_root, observer.shows_progress())?;
-            single::run(config, &dataset, observer)
+    let parts = method.parts(config);
+    match parts.data {
+        DataPlan::Whole => {
+            let dataset = source.dataset(config, observer.shows_progress())?;
+            single::run(method.name(), config, &dataset, observer).map(Some)
         }
-        config::Method::Vanilla => {
-            distributed::run(config, datasets_root, observer)?.ok_or_else(|| distributed::DistError::NotRoot.into())
-        }
+        DataPlan::Cut(cut) => distributed::run(method.name(), &parts, cut, config, source, options, observer),
     }
 }

@@ -1,10 +1,11 @@
 //! The JSON report of a training run (`halo train --report FILE.json`), field for field the
-//! report contract of DESIGN.md.
+//! report contract of `docs/ARCHITECTURE.md`.
 //!
 //! Conventions: epochs are numbered from 1; accuracies are fractions in [0, 1]; `wall_s` is the
 //! training step alone (forward, backward, exchange, update) and `eval_s` the evaluation after it;
 //! `final.train_wall_s` is the sum of the epochs' `wall_s`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,12 @@ pub struct EpochRecord {
     pub messages: u64,
     /// Communication time of the step under the link cost model.
     pub modeled_comm_s: f64,
+    /// Bytes per ledger phase (`fwd/<layer>`, `bwd/<layer>`, `grads`, `loss`, ...).
+    pub bytes_by_phase: BTreeMap<String, u64>,
+    /// The step on the modeled cluster: per worker, measured compute plus modeled
+    /// communication, an overlapped exchange costing max(communication, overlapped compute);
+    /// the slowest worker sets it. Single-process runs: the step's compute time.
+    pub modeled_epoch_s: f64,
     /// Method-specific fields (cache hit rate, bit widths, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<serde_json::Value>,
@@ -105,6 +112,12 @@ pub struct FinalRecord {
     pub bytes_total: u64,
     /// Sum of the epochs' `modeled_comm_s`.
     pub modeled_comm_s_total: f64,
+    /// Bytes of the layers' exchanges (feature and gradient rows): the `fwd/*` and `bwd/*` phases.
+    pub bytes_exchange: u64,
+    /// Bytes of the parameter sync: the gradient all-reduce or parameter-server traffic.
+    pub bytes_grad_sync: u64,
+    /// Sum of the epochs' `modeled_epoch_s`.
+    pub modeled_train_s: f64,
     /// Peak resident memory of the process (`null` where the platform does not report it).
     pub peak_rss_bytes: Option<u64>,
     /// Method-specific summary fields.
@@ -128,6 +141,14 @@ impl Report {
         let json = serde_json::to_string_pretty(self).map_err(|e| err(e.into()))?;
         std::fs::write(path, json + "\n").map_err(err)
     }
+}
+
+/// Ledger phases of the parameter sync.
+pub const GRAD_SYNC_PHASES: [&str; 3] = ["grads", "ps/push", "ps/pull"];
+
+/// Whether `phase` is one of the layers' exchanges (`fwd/<layer>`, `bwd/<layer>`).
+pub fn is_exchange_phase(phase: &str) -> bool {
+    phase.starts_with("fwd/") || phase.starts_with("bwd/")
 }
 
 /// Median of the epochs' training-step times (0 for no epochs).
@@ -159,6 +180,8 @@ mod tests {
             bytes_inter: 0,
             messages: 0,
             modeled_comm_s: 0.0,
+            bytes_by_phase: BTreeMap::new(),
+            modeled_epoch_s: wall_s,
             method: None,
         }
     }

@@ -68,15 +68,21 @@ impl Strategy for SingleProcess<'_> {
     }
 }
 
-/// Trains `dataset` in this process as `config` says and returns the run's report.
-pub fn run(config: &TrainConfig, dataset: &Dataset, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
+/// Trains `dataset` in this process as `config` says and returns the run's report, naming the
+/// method `method`.
+pub fn run(
+    method: &str,
+    config: &TrainConfig,
+    dataset: &Dataset,
+    observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
     let mut strategy = SingleProcess::new(config, dataset)?;
     let outcome =
         train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
     Ok(Report {
         dataset: dataset.name.clone(),
         model: config.model.as_str().to_string(),
-        method: config.method.as_str().to_string(),
+        method: method.to_string(),
         cut: "none".to_string(),
         workers: 1,
         hosts: 1,

@@ -5,12 +5,13 @@
 //! a distributed one runs it on its part and all-reduces gradients, losses and correct counts
 //! inside `train_step`/`evaluate`, so the loop itself never changes.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::report::{EpochRecord, FinalRecord};
+use crate::report::{EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
 
 /// Communication of one training step (all zero for single-process runs).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommStats {
     /// Bytes sent between workers on the same host.
     pub bytes_intra: u64,
@@ -22,6 +23,10 @@ pub struct CommStats {
     pub modeled_comm_s: f64,
     /// Measured seconds the step spent in communication (subtracted from `wall_s` to give `compute_s`).
     pub waited_s: f64,
+    /// Bytes per ledger phase.
+    pub bytes_by_phase: BTreeMap<String, u64>,
+    /// The step on the modeled cluster; `None`: no communication, the step's compute time.
+    pub modeled_epoch_s: Option<f64>,
 }
 
 /// What one training step reports back.
@@ -123,6 +128,7 @@ pub fn train_loop<S: Strategy>(
         let start = Instant::now();
         let eval = strategy.evaluate()?;
         let eval_s = start.elapsed().as_secs_f64();
+        let compute_s = (wall_s - step.comm.waited_s).max(0.0);
         let record = EpochRecord {
             epoch,
             loss: step.loss,
@@ -131,11 +137,13 @@ pub fn train_loop<S: Strategy>(
             test_acc: eval.test_acc,
             wall_s,
             eval_s,
-            compute_s: (wall_s - step.comm.waited_s).max(0.0),
+            compute_s,
             bytes_intra: step.comm.bytes_intra,
             bytes_inter: step.comm.bytes_inter,
             messages: step.comm.messages,
             modeled_comm_s: step.comm.modeled_comm_s,
+            modeled_epoch_s: step.comm.modeled_epoch_s.unwrap_or(compute_s),
+            bytes_by_phase: step.comm.bytes_by_phase,
             method: step.method,
         };
         let current = match best {
@@ -151,6 +159,9 @@ pub fn train_loop<S: Strategy>(
         }
     }
     let best = best.unwrap_or(Best { val_acc: 0.0, test_acc: 0.0, epoch: 0 });
+    let phase_bytes = |keep: &dyn Fn(&str) -> bool| -> u64 {
+        epochs.iter().flat_map(|e| &e.bytes_by_phase).filter(|(p, _)| keep(p)).map(|(_, b)| b).sum()
+    };
     let final_ = FinalRecord {
         best_val_acc: best.val_acc,
         test_acc_at_best_val: best.test_acc,
@@ -158,6 +169,9 @@ pub fn train_loop<S: Strategy>(
         train_wall_s: epochs.iter().map(|e| e.wall_s).sum(),
         bytes_total: epochs.iter().map(|e| e.bytes_intra + e.bytes_inter).sum(),
         modeled_comm_s_total: epochs.iter().map(|e| e.modeled_comm_s).sum(),
+        bytes_exchange: phase_bytes(&is_exchange_phase),
+        bytes_grad_sync: phase_bytes(&|p| GRAD_SYNC_PHASES.contains(&p)),
+        modeled_train_s: epochs.iter().map(|e| e.modeled_epoch_s).sum(),
         peak_rss_bytes: crate::memory::peak_rss_bytes(),
         method: strategy.final_method(),
     };
@@ -178,7 +192,17 @@ mod tests {
         type Error = String;
         fn train_step(&mut self, epoch: usize) -> Result<StepStats, String> {
             self.steps += 1;
-            let comm = CommStats { bytes_intra: 10, bytes_inter: 5, messages: 2, modeled_comm_s: 0.5, waited_s: 0.0 };
+            let bytes_by_phase =
+                BTreeMap::from([("fwd/0".to_string(), 9), ("grads".to_string(), 4), ("loss".to_string(), 2)]);
+            let comm = CommStats {
+                bytes_intra: 10,
+                bytes_inter: 5,
+                messages: 2,
+                modeled_comm_s: 0.5,
+                waited_s: 0.0,
+                bytes_by_phase,
+                modeled_epoch_s: Some(1.5),
+            };
             Ok(StepStats { loss: epoch as f64, comm, method: None })
         }
         fn evaluate(&mut self) -> Result<EvalStats, String> {
@@ -206,6 +230,8 @@ mod tests {
         assert_eq!(out.epochs.iter().map(|e| e.epoch).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
         assert_eq!(out.final_.bytes_total, 6 * 15);
         assert_eq!(out.final_.modeled_comm_s_total, 3.0);
+        assert_eq!((out.final_.bytes_exchange, out.final_.bytes_grad_sync), (6 * 9, 6 * 4));
+        assert_eq!(out.final_.modeled_train_s, 9.0);
         assert!(!out.stopped_early);
     }
 

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use gnn_core::ConvKind;
 use graph_partition::Dataset;
-use trainer::config::{Method, ModelName, TrainConfig};
-use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
-use trainer::{Report, data, single};
+use graph_partition::book::CutKind;
+use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
+use trainer::{LocalOptions, Report, data, run_on, single};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
 const EPOCHS: usize = 6;
@@ -22,14 +23,14 @@ fn cora(config: &TrainConfig) -> &'static Dataset {
     })
 }
 
-fn config(model: ModelName, cut: Cut) -> TrainConfig {
+fn config(model: ConvKind, cut: CutKind) -> TrainConfig {
     TrainConfig {
         dataset: Some(CORA.to_string()),
         model,
-        hidden: if model == ModelName::Gat { 8 } else { 16 },
+        hidden: if model == ConvKind::Gat { 8 } else { 16 },
         epochs: EPOCHS,
         seed: 3,
-        method: Method::Vanilla,
+        method: MethodConfig::named(Method::Vanilla),
         distributed: DistributedConfig { cut, workers: 4, hosts: 2, ..DistributedConfig::default() },
         ..TrainConfig::default()
     }
@@ -59,15 +60,15 @@ fn assert_same_losses(name: &str, single: &Report, dist: &Report) {
     eprintln!("{name}: largest relative loss difference over {} epochs: {worst:.2e}", single.epochs.len());
 }
 
-fn check(model: ModelName, cut: Cut) {
+fn check(model: ConvKind, cut: CutKind) {
     let config = config(model, cut);
     let dataset = cora(&config);
-    let single = single::run(&config, dataset, &mut ()).expect("single-process run");
-    let dist = run_with_dataset(&config, dataset, LocalOptions::default(), &mut ()).expect("distributed run");
+    let single = single::run("single", &config, dataset, &mut ()).expect("single-process run");
+    let dist = run_on(&config, dataset, LocalOptions::default(), &mut ()).expect("distributed run");
     let name = format!("{model:?} {}-cut", cut.as_str());
     assert_same_losses(&name, &single, &dist);
     let partition = dist.partition.as_ref().expect("distributed reports carry the partition");
-    assert_eq!(partition.algorithm, if cut == Cut::Edge { "metis" } else { "ebv" });
+    assert_eq!(partition.algorithm, if cut == CutKind::EdgeCut { "metis" } else { "ebv" });
     assert_eq!((dist.workers, dist.hosts, dist.method.as_str(), dist.cut.as_str()), (4, 2, "vanilla", cut.as_str()));
     for e in &dist.epochs {
         assert!(e.bytes_inter > 0 && e.bytes_intra > 0 && e.messages > 0, "{name}: epoch {} moved nothing", e.epoch);
@@ -77,30 +78,30 @@ fn check(model: ModelName, cut: Cut) {
 
 #[test]
 fn gcn_edge_cut_equals_single_process() {
-    check(ModelName::Gcn, Cut::Edge);
+    check(ConvKind::Gcn, CutKind::EdgeCut);
 }
 
 #[test]
 fn gcn_vertex_cut_equals_single_process() {
-    check(ModelName::Gcn, Cut::Vertex);
+    check(ConvKind::Gcn, CutKind::VertexCut);
 }
 
 #[test]
 fn sage_edge_cut_equals_single_process() {
-    check(ModelName::Sage, Cut::Edge);
+    check(ConvKind::Sage, CutKind::EdgeCut);
 }
 
 #[test]
 fn sage_vertex_cut_equals_single_process() {
-    check(ModelName::Sage, Cut::Vertex);
+    check(ConvKind::Sage, CutKind::VertexCut);
 }
 
 #[test]
 fn gat_edge_cut_equals_single_process() {
-    check(ModelName::Gat, Cut::Edge);
+    check(ConvKind::Gat, CutKind::EdgeCut);
 }
 
 #[test]
 fn gat_vertex_cut_equals_single_process() {
-    check(ModelName::Gat, Cut::Vertex);
+    check(ConvKind::Gat, CutKind::VertexCut);
 }

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use comm_hierarchy::{LinkClass, LinkModel, Topology};
 use gnn_core::{ExchangePoint, Model};
+use graph_partition::book::CutKind;
 use graph_partition::book::PartitionBook;
 use graph_partition::partition::{Partition, PartitionConfig, partition_graph};
 use graph_partition::{Dataset, Labels};
-use trainer::config::{Method, TrainConfig};
-use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
-use trainer::{Report, TrainError, data};
+use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
+use trainer::report::is_exchange_phase;
+use trainer::{LocalOptions, Report, TrainError, data, run_on};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
 
@@ -22,42 +23,45 @@ fn cora() -> &'static Dataset {
     static CORA_DATA: OnceLock<Dataset> = OnceLock::new();
     CORA_DATA.get_or_init(|| {
         assert!(Path::new(CORA).is_dir(), "Cora is missing: expected the OGB raw layout at {CORA}");
-        data::prepare_dataset(&config(Cut::Edge), Path::new("."), false).expect("Cora loads")
+        data::prepare_dataset(&config(CutKind::EdgeCut), Path::new("."), false).expect("Cora loads")
     })
 }
 
 /// A 3-layer GCN (hidden 16): layers 0 and 2 exchange transformed rows, layer 1 its input.
-fn config(cut: Cut) -> TrainConfig {
+fn config(cut: CutKind) -> TrainConfig {
     TrainConfig {
         dataset: Some(CORA.to_string()),
         layers: 3,
         epochs: 2,
-        method: Method::Vanilla,
+        method: MethodConfig::named(Method::Vanilla),
         distributed: DistributedConfig { cut, workers: 4, hosts: 2, ..DistributedConfig::default() },
         ..TrainConfig::default()
     }
 }
 
 fn run(config: &TrainConfig, dataset: &Dataset) -> Result<Report, TrainError> {
-    run_with_dataset(config, dataset, LocalOptions::default(), &mut ())
+    run_on(config, dataset, LocalOptions::default(), &mut ())
 }
 
 /// The book the run builds (partitioners are deterministic for a seed).
 fn book(config: &TrainConfig, dataset: &Dataset) -> PartitionBook {
     let d = &config.distributed;
-    let pconfig =
-        PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
+    let pconfig = PartitionConfig {
+        hosts: d.hosts,
+        seed: config.seed,
+        ..PartitionConfig::new(d.algorithm_for(d.cut), d.workers)
+    };
     PartitionBook::build(&dataset.graph, &partition_graph(&dataset.graph, &pconfig).unwrap()).unwrap()
 }
 
 /// Rows one sync of `cut` moves from part `p` to part `q`: edge-cut pulls send the owned rows
 /// `q` holds as halo (pushes return as many); a vertex-cut sync gathers `p`'s mirrors mastered
 /// on `q` and scatters `p`'s masters mirrored on `q`.
-fn rows(book: &PartitionBook, cut: Cut, p: usize, q: usize) -> usize {
+fn rows(book: &PartitionBook, cut: CutKind, p: usize, q: usize) -> usize {
     let part = &book.parts()[p];
     match cut {
-        Cut::Edge => part.send(q).len(),
-        Cut::Vertex => part.mirror_send(q).len() + part.master_recv(q).len(),
+        CutKind::EdgeCut => part.send(q).len(),
+        CutKind::VertexCut | CutKind::FeatureCut => part.recv(q).len() + part.send(q).len(),
     }
 }
 
@@ -92,7 +96,7 @@ fn predicted(config: &TrainConfig, dataset: &Dataset) -> BTreeMap<String, (u64, 
     out
 }
 
-fn check_traffic(cut: Cut) {
+fn check_traffic(cut: CutKind) {
     let config = config(cut);
     let dataset = cora();
     let expected = predicted(&config, dataset);
@@ -103,39 +107,33 @@ fn check_traffic(cut: Cut) {
         .collect();
     assert!(points.contains(&ExchangePoint::Input) && points.contains(&ExchangePoint::Transformed), "{points:?}");
     let report = run(&config, dataset).expect("distributed run");
+    let expected: BTreeMap<String, u64> = expected.into_iter().map(|(p, (a, b))| (p, a + b)).collect();
     for epoch in &report.epochs {
-        let phases = epoch.method.as_ref().expect("method fields")["phases"].as_object().expect("phases").clone();
-        let mut exchanged = BTreeMap::new();
-        let (mut intra, mut inter) = (0, 0);
-        for (phase, t) in &phases {
-            let (a, b) = (t["bytes_intra"].as_u64().unwrap(), t["bytes_inter"].as_u64().unwrap());
-            (intra, inter) = (intra + a, inter + b);
-            if phase.starts_with("fwd/") || phase.starts_with("bwd/") {
-                exchanged.insert(phase.clone(), (a, b));
-            }
-        }
-        assert_eq!(
-            exchanged,
-            expected,
-            "{}-cut epoch {}: exchange traffic (intra, inter) per phase",
-            cut.as_str(),
-            epoch.epoch
-        );
-        assert!(expected.values().all(|&(_, inter)| inter > 0), "the partition must cross hosts");
-        // The epoch totals are the phases' sums: exchanges, gradient and loss all-reduces.
-        assert_eq!((epoch.bytes_intra, epoch.bytes_inter), (intra, inter));
+        let phases = &epoch.bytes_by_phase;
+        let exchanged: BTreeMap<String, u64> =
+            phases.iter().filter(|(p, _)| is_exchange_phase(p)).map(|(p, b)| (p.clone(), *b)).collect();
+        assert_eq!(exchanged, expected, "{}-cut epoch {}: exchange bytes per phase", cut.as_str(), epoch.epoch);
+        // The epoch total is the phases' sum: exchanges, gradient and loss all-reduces.
+        assert_eq!(epoch.bytes_intra + epoch.bytes_inter, phases.values().sum::<u64>());
         assert!(phases.contains_key("grads") && phases.contains_key("loss"), "{phases:?}");
+        assert!(epoch.modeled_epoch_s >= epoch.compute_s, "no overlap: compute plus communication");
     }
+    let epochs = report.epochs.len() as u64;
+    assert_eq!(report.final_.bytes_exchange, epochs * expected.values().sum::<u64>());
+    let grads: u64 = report.epochs.iter().map(|e| e.bytes_by_phase["grads"]).sum();
+    assert_eq!(report.final_.bytes_grad_sync, grads);
+    let modeled: f64 = report.epochs.iter().map(|e| e.modeled_epoch_s).sum();
+    assert!((report.final_.modeled_train_s - modeled).abs() < 1e-9);
 }
 
 #[test]
 fn edge_cut_traffic_equals_the_partition_book_prediction() {
-    check_traffic(Cut::Edge);
+    check_traffic(CutKind::EdgeCut);
 }
 
 #[test]
 fn vertex_cut_traffic_equals_the_partition_book_prediction() {
-    check_traffic(Cut::Vertex);
+    check_traffic(CutKind::VertexCut);
 }
 
 /// Every worker holds its part of the graph and the features of the rows it computes: its own
@@ -145,7 +143,7 @@ fn workers_hold_their_part_and_halo_only() {
     let dataset = cora();
     let row_bytes = (dataset.features.ncols() * 4) as u64;
     let whole = dataset.features.len() as u64 * 4;
-    for cut in [Cut::Edge, Cut::Vertex] {
+    for cut in [CutKind::EdgeCut, CutKind::VertexCut] {
         let report = run(&config(cut), dataset).expect("distributed run");
         let method = report.final_.method.expect("final method fields");
         let workers = method["workers"].as_array().expect("per-worker table");
@@ -156,8 +154,8 @@ fn workers_hold_their_part_and_halo_only() {
             owned += primaries;
             let held = w["held_bytes"].as_u64().unwrap();
             let feature_rows = match cut {
-                Cut::Edge => primaries,
-                Cut::Vertex => primaries + copies,
+                CutKind::EdgeCut => primaries,
+                CutKind::VertexCut | CutKind::FeatureCut => primaries + copies,
             };
             // The graph and labels are small next to one feature row per copy.
             assert!(held >= feature_rows * row_bytes && held < (feature_rows + copies / 2) * row_bytes, "{w}");
@@ -171,15 +169,18 @@ fn workers_hold_their_part_and_halo_only() {
 
 #[test]
 fn a_failing_worker_ends_the_run_with_an_error_naming_it() {
-    let config = TrainConfig { epochs: 50, ..config(Cut::Edge) };
+    let config = TrainConfig { epochs: 50, ..config(CutKind::EdgeCut) };
     let mut dataset = cora().clone();
     // A training vertex with a label the model cannot output: only its owner's loss fails.
     let victim = dataset.splits.train[17];
     let Labels::Classes(classes) = &mut dataset.labels else { panic!("Cora is single-label") };
     classes[victim as usize] = 99;
     let d = &config.distributed;
-    let pconfig =
-        PartitionConfig { hosts: d.hosts, seed: config.seed, ..PartitionConfig::new(d.algorithm(), d.workers) };
+    let pconfig = PartitionConfig {
+        hosts: d.hosts,
+        seed: config.seed,
+        ..PartitionConfig::new(d.algorithm_for(d.cut), d.workers)
+    };
     let Partition::EdgeCut { owner, .. } = partition_graph(&dataset.graph, &pconfig).unwrap() else {
         panic!("METIS makes an edge-cut")
     };

@@ -2,25 +2,26 @@
 
 use std::path::Path;
 
-use trainer::config::{ModelName, TrainConfig};
+use gnn_core::ConvKind;
+use trainer::config::TrainConfig;
 use trainer::{Report, run};
 
 fn train(config: &TrainConfig) -> Report {
-    run(config, Path::new("datasets"), &mut ()).expect("training runs")
+    run(config, Path::new("datasets"), &mut ()).expect("training runs").expect("single-process runs report")
 }
 
 fn losses(report: &Report) -> Vec<f64> {
     report.epochs.iter().map(|e| e.loss).collect()
 }
 
-fn quick(model: ModelName, epochs: usize) -> TrainConfig {
-    let hidden = if model == ModelName::Gat { 8 } else { 16 };
+fn quick(model: ConvKind, epochs: usize) -> TrainConfig {
+    let hidden = if model == ConvKind::Gat { 8 } else { 16 };
     TrainConfig { model, epochs, hidden, heads: 4, ..TrainConfig::default() }
 }
 
 #[test]
 fn same_seed_gives_identical_runs_and_another_seed_does_not() {
-    let config = quick(ModelName::Gcn, 8);
+    let config = quick(ConvKind::Gcn, 8);
     let (a, b) = (train(&config), train(&config));
     assert_eq!(losses(&a), losses(&b));
     assert_eq!(a.final_.best_val_acc, b.final_.best_val_acc);
@@ -31,7 +32,7 @@ fn same_seed_gives_identical_runs_and_another_seed_does_not() {
 #[test]
 fn every_model_reduces_the_loss_and_beats_chance() {
     // 8 balanced classes: chance is 0.125.
-    for model in [ModelName::Gcn, ModelName::Sage, ModelName::Gat] {
+    for model in [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat] {
         let report = train(&quick(model, 30));
         let (first, last) = (report.epochs[0].loss, report.epochs.last().unwrap().loss);
         assert!(last < 0.7 * first, "{model:?}: loss {first} -> {last}");
@@ -42,7 +43,7 @@ fn every_model_reduces_the_loss_and_beats_chance() {
 
 #[test]
 fn final_record_agrees_with_the_epochs() {
-    let report = train(&quick(ModelName::Sage, 12));
+    let report = train(&quick(ConvKind::Sage, 12));
     assert_eq!(report.epochs.len(), 12);
     let best = &report.epochs[report.final_.best_epoch - 1];
     assert_eq!(best.val_acc, report.final_.best_val_acc);
@@ -58,7 +59,7 @@ fn final_record_agrees_with_the_epochs() {
 #[test]
 fn patience_stops_a_run_that_stopped_improving() {
     // A large learning rate saturates validation accuracy within a few epochs.
-    let config = TrainConfig { lr: 0.05, patience: Some(3), ..quick(ModelName::Gcn, 200) };
+    let config = TrainConfig { lr: 0.05, patience: Some(3), ..quick(ConvKind::Gcn, 200) };
     let report = train(&config);
     let n = report.epochs.len();
     assert!(n < 200, "ran all epochs");
@@ -67,7 +68,7 @@ fn patience_stops_a_run_that_stopped_improving() {
 
 #[test]
 fn report_json_has_every_contract_key() {
-    let report = train(&quick(ModelName::Gcn, 2));
+    let report = train(&quick(ConvKind::Gcn, 2));
     let json: serde_json::Value = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
     let top =
         ["dataset", "model", "method", "cut", "workers", "hosts", "seed", "config", "partition", "epochs", "final"];

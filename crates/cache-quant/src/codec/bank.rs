@@ -1,25 +1,26 @@
 //! One codec instance per message stream, created on first use.
 //!
-//! Stateful codecs (error feedback, predictors) must see exactly one stream of messages: the
-//! encoder for (layer, direction, peer) and the matching decoder on the peer evolve in lock step.
-//! The bank owns those instances so exchanges can stay generic over the codec.
+//! Stateful codecs (caches, error feedback, predictors) must see exactly one stream of
+//! messages: the encoder of (tag, route, peer) and the matching decoder on the peer evolve in
+//! lock step. The bank owns those instances so exchanges stay generic over the codec.
 
 use std::collections::HashMap;
-use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{Codec, IdentityCodec};
+use super::{Codec, CodecStats, IdentityCodec};
+use crate::stream::{Stream, StreamId};
 
-/// Makes a fresh codec for a new message stream.
-pub type CodecFactory = Arc<dyn Fn() -> Box<dyn Codec> + Send + Sync>;
+/// Makes the codec of a new message stream; it learns the stream's tag, route, peer, side and
+/// the global ids of the rows it carries.
+pub type CodecFactory = Arc<dyn Fn(&Stream) -> Box<dyn Codec> + Send + Sync>;
 
-/// Codecs keyed by message stream `K` (e.g. layer, direction, peer, send or receive side).
-pub struct CodecBank<K> {
+/// Codecs keyed by stream.
+pub struct CodecBank {
     factory: CodecFactory,
-    codecs: HashMap<K, Box<dyn Codec>>,
+    codecs: HashMap<StreamId, Box<dyn Codec>>,
 }
 
-impl<K: Hash + Eq> CodecBank<K> {
+impl CodecBank {
     /// A bank that creates its codecs with `factory`.
     pub fn new(factory: CodecFactory) -> Self {
         Self { factory, codecs: HashMap::new() }
@@ -27,18 +28,30 @@ impl<K: Hash + Eq> CodecBank<K> {
 
     /// A bank of [`IdentityCodec`]s: exact transport.
     pub fn identity() -> Self {
-        Self::new(Arc::new(|| Box::new(IdentityCodec)))
+        Self::new(Arc::new(|_: &Stream| Box::new(IdentityCodec)))
     }
 
-    /// The codec of stream `key`, created on first use.
-    pub fn get(&mut self, key: K) -> &mut dyn Codec {
+    /// The codec of stream `id`, created on first use with the rows `rows()` names.
+    pub fn get(&mut self, id: StreamId, rows: impl FnOnce() -> Arc<[u32]>) -> &mut dyn Codec {
         let factory = &self.factory;
-        self.codecs.entry(key).or_insert_with(|| factory()).as_mut()
+        self.codecs.entry(id).or_insert_with(|| factory(&Stream { id, rows: rows() })).as_mut()
     }
 
-    /// Name of the codecs this bank makes.
-    pub fn codec_name(&self) -> &'static str {
-        (self.factory)().name()
+    /// Drains every codec's stats, with the stream each came from.
+    pub fn take_stats(&mut self) -> impl Iterator<Item = (StreamId, CodecStats)> + '_ {
+        self.codecs.iter_mut().map(|(id, codec)| (*id, codec.take_stats()))
+    }
+
+    /// Name of the codec stack this bank makes (of the streams seen so far, or of a fresh one).
+    pub fn codec_name(&self) -> String {
+        match self.codecs.values().next() {
+            Some(codec) => codec.name(),
+            None => {
+                let probe = crate::stream::Tag::new(0, crate::Direction::Forward, crate::Step::Halo);
+                let id = StreamId { tag: probe, route: crate::Route::ToCopies, peer: 0, side: crate::Side::Encode };
+                (self.factory)(&Stream { id, rows: Arc::from(Vec::new()) }).name()
+            }
+        }
     }
 
     /// Number of streams seen so far.
@@ -52,7 +65,7 @@ impl<K: Hash + Eq> CodecBank<K> {
     }
 }
 
-impl<K> std::fmt::Debug for CodecBank<K> {
+impl std::fmt::Debug for CodecBank {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CodecBank").field("streams", &self.codecs.len()).finish()
     }
@@ -62,41 +75,47 @@ impl<K> std::fmt::Debug for CodecBank<K> {
 mod tests {
     use super::*;
     use crate::CodecError;
+    use crate::stream::{Direction, Pass, Route, Side, Step, Tag};
 
-    /// Counts the messages it encoded, so the test can see which instance served a stream.
-    struct Counting(u8);
+    /// Counts the messages it encoded and remembers its stream's first row id.
+    struct Counting(u8, u32);
 
     impl Codec for Counting {
-        fn name(&self) -> &'static str {
-            "counting"
+        fn name(&self) -> String {
+            "counting".into()
         }
-        fn encode_rows(&mut self, _rows: &[f32], _width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        fn encode(&mut self, _: Pass, _rows: &[f32], _width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
             self.0 += 1;
-            out.push(self.0);
+            out.extend([self.0, self.1 as u8]);
             Ok(())
         }
-        fn decode_rows(&mut self, _bytes: &[u8], _width: usize, _out: &mut [f32]) -> Result<(), CodecError> {
+        fn decode(&mut self, _: Pass, _bytes: &[u8], _width: usize, _out: &mut [f32]) -> Result<(), CodecError> {
             Ok(())
         }
     }
 
+    fn id(peer: usize) -> StreamId {
+        StreamId { tag: Tag::new(0, Direction::Forward, Step::Halo), route: Route::ToCopies, peer, side: Side::Encode }
+    }
+
     #[test]
-    fn each_stream_keeps_its_own_state() {
-        let mut bank: CodecBank<(usize, u32)> = CodecBank::new(Arc::new(|| Box::new(Counting(0))));
+    fn each_stream_keeps_its_own_state_and_learns_its_rows() {
+        let mut bank =
+            CodecBank::new(Arc::new(|s: &Stream| Box::new(Counting(0, s.rows.first().copied().unwrap_or(0)))));
         assert!(bank.is_empty());
         let mut out = Vec::new();
-        bank.get((0, 1)).encode_rows(&[], 1, &mut out).unwrap();
-        bank.get((0, 1)).encode_rows(&[], 1, &mut out).unwrap();
-        bank.get((1, 1)).encode_rows(&[], 1, &mut out).unwrap();
-        assert_eq!(out, [1, 2, 1]);
+        let pass = Pass::train(1, 0);
+        bank.get(id(1), || Arc::from(vec![7u32])).encode(pass, &[], 1, &mut out).unwrap();
+        bank.get(id(1), || unreachable!("the stream exists")).encode(pass, &[], 1, &mut out).unwrap();
+        bank.get(id(2), || Arc::from(vec![9u32])).encode(pass, &[], 1, &mut out).unwrap();
+        assert_eq!(out, [1, 7, 2, 7, 1, 9]);
         assert_eq!(bank.len(), 2);
         assert_eq!(bank.codec_name(), "counting");
     }
 
     #[test]
     fn identity_bank_makes_identity_codecs() {
-        let mut bank: CodecBank<u8> = CodecBank::identity();
-        assert_eq!(bank.get(3).name(), "identity");
+        let bank = CodecBank::identity();
         assert_eq!(bank.codec_name(), "identity");
     }
 }

@@ -2,6 +2,7 @@
 
 use super::le::{extend_le, read_le};
 use super::{Codec, CodecError, row_count};
+use crate::stream::Pass;
 
 /// Sends `f32` values unchanged (little-endian), so distributed training with it equals
 /// single-process training bit for bit.
@@ -11,17 +12,17 @@ pub struct IdentityCodec;
 const NAME: &str = "identity";
 
 impl Codec for IdentityCodec {
-    fn name(&self) -> &'static str {
-        NAME
+    fn name(&self) -> String {
+        NAME.to_string()
     }
 
-    fn encode_rows(&mut self, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         row_count(NAME, rows.len(), width)?;
         extend_le(out, rows);
         Ok(())
     }
 
-    fn decode_rows(&mut self, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+    fn decode(&mut self, _pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
         let rows = row_count(NAME, out.len(), width)?;
         if bytes.len() != out.len() * 4 {
             return Err(CodecError::Length { codec: NAME, rows, width, expected: out.len() * 4, actual: bytes.len() });
@@ -36,14 +37,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const P: Pass = Pass { mode: crate::Mode::Train, epoch: 1, step: 0 };
+
     #[test]
     fn round_trip_is_bit_exact_including_special_values() {
         let rows = [0.0, -0.0, 1.5, f32::MIN_POSITIVE, f32::INFINITY, f32::NAN, -3.25e-30, f32::MAX];
         let mut bytes = Vec::new();
-        IdentityCodec.encode_rows(&rows, 4, &mut bytes).unwrap();
+        IdentityCodec.encode(P, &rows, 4, &mut bytes).unwrap();
         assert_eq!(bytes.len(), rows.len() * 4);
         let mut back = [7.0f32; 8];
-        IdentityCodec.decode_rows(&bytes, 4, &mut back).unwrap();
+        IdentityCodec.decode(P, &bytes, 4, &mut back).unwrap();
         for (a, b) in rows.iter().zip(&back) {
             assert_eq!(a.to_bits(), b.to_bits());
         }
@@ -52,29 +55,29 @@ mod tests {
     #[test]
     fn encode_appends_after_existing_bytes() {
         let mut bytes = vec![9u8];
-        IdentityCodec.encode_rows(&[1.0], 1, &mut bytes).unwrap();
+        IdentityCodec.encode(P, &[1.0], 1, &mut bytes).unwrap();
         assert_eq!(bytes, [9, 0, 0, 0x80, 0x3f]);
     }
 
     #[test]
     fn truncated_or_padded_message_is_an_error() {
         let mut bytes = Vec::new();
-        IdentityCodec.encode_rows(&[1.0, 2.0, 3.0, 4.0], 2, &mut bytes).unwrap();
+        IdentityCodec.encode(P, &[1.0, 2.0, 3.0, 4.0], 2, &mut bytes).unwrap();
         let mut out = [0.0f32; 4];
-        let err = IdentityCodec.decode_rows(&bytes[..15], 2, &mut out).unwrap_err();
+        let err = IdentityCodec.decode(P, &bytes[..15], 2, &mut out).unwrap_err();
         assert_eq!(err, CodecError::Length { codec: "identity", rows: 2, width: 2, expected: 16, actual: 15 });
         bytes.push(0);
-        assert!(matches!(IdentityCodec.decode_rows(&bytes, 2, &mut out), Err(CodecError::Length { .. })));
+        assert!(matches!(IdentityCodec.decode(P, &bytes, 2, &mut out), Err(CodecError::Length { .. })));
     }
 
     #[test]
     fn ragged_blocks_are_shape_errors() {
         let mut bytes = Vec::new();
-        assert!(matches!(IdentityCodec.encode_rows(&[1.0, 2.0, 3.0], 2, &mut bytes), Err(CodecError::Shape { .. })));
-        assert!(matches!(IdentityCodec.encode_rows(&[1.0], 0, &mut bytes), Err(CodecError::Shape { .. })));
+        assert!(matches!(IdentityCodec.encode(P, &[1.0, 2.0, 3.0], 2, &mut bytes), Err(CodecError::Shape { .. })));
+        assert!(matches!(IdentityCodec.encode(P, &[1.0], 0, &mut bytes), Err(CodecError::Shape { .. })));
         let mut out = [0.0f32; 3];
-        assert!(matches!(IdentityCodec.decode_rows(&[0; 12], 2, &mut out), Err(CodecError::Shape { .. })));
-        IdentityCodec.encode_rows(&[], 0, &mut bytes).unwrap();
+        assert!(matches!(IdentityCodec.decode(P, &[0; 12], 2, &mut out), Err(CodecError::Shape { .. })));
+        IdentityCodec.encode(P, &[], 0, &mut bytes).unwrap();
         assert!(bytes.is_empty());
     }
 
@@ -83,16 +86,16 @@ mod tests {
         fn any_block_round_trips(width in 1usize..9, values in proptest::collection::vec(any::<f32>(), 0..64)) {
             let rows = &values[..values.len() / width * width];
             let mut bytes = Vec::new();
-            IdentityCodec.encode_rows(rows, width, &mut bytes).unwrap();
+            IdentityCodec.encode(P, rows, width, &mut bytes).unwrap();
             let mut back = vec![0.0f32; rows.len()];
-            IdentityCodec.decode_rows(&bytes, width, &mut back).unwrap();
+            IdentityCodec.decode(P, &bytes, width, &mut back).unwrap();
             prop_assert!(rows.iter().zip(&back).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40), rows in 0usize..6) {
             let mut out = vec![0.0f32; rows * 2];
-            let result = IdentityCodec.decode_rows(&bytes, 2, &mut out);
+            let result = IdentityCodec.decode(P, &bytes, 2, &mut out);
             prop_assert_eq!(result.is_ok(), bytes.len() == rows * 8);
         }
     }

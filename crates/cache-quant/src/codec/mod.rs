@@ -2,18 +2,29 @@
 //!
 //! A message carries a block of `rows x width` values for one peer. The receiver always knows
 //! `width` and how many rows it expects (from its partition book), so a codec never has to
-//! encode the shape; it may add whatever side information it needs (scales, bucket tables).
+//! encode the shape; it may add whatever side information it needs (scales, bucket tables, a
+//! mask of the rows it skipped, see [`mask`]).
+//!
+//! Codecs stack: a decorator such as [`SkipRepeats`] wraps an inner codec and names itself
+//! `outer(inner)`, so a report names the whole stack.
 
 mod bank;
 mod identity;
 mod le;
+pub mod mask;
+mod skip_repeats;
+mod stats;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use identity::IdentityCodec;
+pub use skip_repeats::SkipRepeats;
+pub use stats::{CodecStats, StatsKey, StatsTable};
 
 use thiserror::Error;
 
-/// Why a block of bytes could not be decoded.
+use crate::stream::Pass;
+
+/// Why a block of bytes could not be encoded or decoded.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CodecError {
     /// The message holds a different number of bytes than the rows it must fill need.
@@ -22,23 +33,37 @@ pub enum CodecError {
     /// The output slice is not a whole number of rows.
     #[error("codec `{codec}`: output of {len} values is not a multiple of the row width {width}")]
     Shape { codec: &'static str, len: usize, width: usize },
+    /// A stateful codec saw a block of another shape than the earlier messages of its stream.
+    #[error("codec `{codec}`: stream carried {expected} values per message, now {actual}")]
+    StreamShape { codec: &'static str, expected: usize, actual: usize },
+    /// The message's framing contradicts itself or the codec's state.
+    #[error("codec `{codec}`: malformed message: {detail}")]
+    Malformed { codec: &'static str, detail: String },
 }
 
 /// Encodes blocks of `f32` rows into bytes and decodes them back.
 ///
-/// Methods take `&mut self` so that a codec may keep state across messages (error feedback,
-/// predictors, random streams); a stateful codec must be used for one message stream only,
-/// which [`CodecBank`] arranges.
+/// Methods take `&mut self` so that a codec may keep state across messages (caches, error
+/// feedback, predictors, random streams); a stateful codec serves one message stream only
+/// ([`crate::Stream`]), which [`CodecBank`] arranges, and its encoder and decoder must evolve
+/// identically. `pass` says which pass a message belongs to; exchanges send evaluation passes
+/// around the codecs unless asked otherwise, so a codec's state is a training-only state.
 pub trait Codec: Send {
-    /// Short stable name, used in reports and error messages.
-    fn name(&self) -> &'static str;
+    /// Stable name, `outer(inner)` for stacks; used in reports and error messages.
+    fn name(&self) -> String;
 
     /// Appends the encoding of `rows` (row-major, `rows.len()` a multiple of `width`) to `out`.
-    fn encode_rows(&mut self, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError>;
+    fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError>;
 
-    /// Decodes one message produced by [`Codec::encode_rows`] into `out` (row-major, its length
-    /// gives the number of rows). Malformed input is an error, never a panic.
-    fn decode_rows(&mut self, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError>;
+    /// Decodes one message produced by [`Codec::encode`] into `out` (row-major, its length gives
+    /// the number of rows). Malformed input is an error, never a panic.
+    fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError>;
+
+    /// What the codec did since the last call, beyond the rows and bytes the exchange counts
+    /// itself (skipped rows, bit-widths, error norms); the encoder side reports.
+    fn take_stats(&mut self) -> CodecStats {
+        CodecStats::default()
+    }
 }
 
 /// Number of rows in a row-major block of `len` values, or a [`CodecError::Shape`].

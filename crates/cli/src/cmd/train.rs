@@ -7,10 +7,12 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use comm_hierarchy::Preset;
+use gnn_core::ConvKind;
+use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trainer::config::{FeatureNorm, Method, ModelName, TrainConfig};
-use trainer::distributed::{Backend, Cut};
+use trainer::config::{Backend, FeatureNorm, Method, TrainConfig};
 use trainer::report::{EpochRecord, Report, median_epoch_s};
 use trainer::train_loop::{Best, EpochObserver};
 
@@ -24,9 +26,9 @@ pub struct Args {
     /// [default: a built-in synthetic graph].
     #[arg(long, value_name = "PATH")]
     dataset: Option<String>,
-    /// Architecture [default: gcn].
-    #[arg(long, value_enum)]
-    model: Option<ModelName>,
+    /// Architecture: gcn, sage or gat [default: gcn].
+    #[arg(long, value_name = "NAME")]
+    model: Option<ConvKind>,
     /// Number of GNN layers [default: 2].
     #[arg(long, value_name = "N")]
     layers: Option<usize>,
@@ -60,9 +62,9 @@ pub struct Args {
     /// Training method [default: single].
     #[arg(long, value_enum)]
     method: Option<Method>,
-    /// Distributed methods: how the graph is split [default: edge].
-    #[arg(long, value_enum)]
-    cut: Option<Cut>,
+    /// Distributed methods: how the graph is split, edge or vertex [default: edge].
+    #[arg(long, value_name = "CUT")]
+    cut: Option<CutKind>,
     /// Distributed methods: partitioner, one of hash, random, metis, bdg (edge-cut) or
     /// random-vertex-cut, ebv (vertex-cut) [default: metis for edge, ebv for vertex].
     #[arg(long, value_name = "NAME")]
@@ -76,6 +78,20 @@ pub struct Args {
     /// Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
+    /// Distributed methods: the modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart,
+    /// adgraph (the papers' clusters) [default: cdfgnn].
+    #[arg(long, value_name = "NAME")]
+    topology: Option<Preset>,
+    /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
+    #[arg(long)]
+    overlap: bool,
+    /// Distributed methods: evaluate through the method's codecs (advancing their state)
+    /// instead of exactly.
+    #[arg(long)]
+    lossy_eval: bool,
+    /// vanilla: send only the rows a receiver does not already hold (lossless).
+    #[arg(long)]
+    skip_repeats: bool,
     /// Compute threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -119,12 +135,16 @@ impl Args {
         set(&mut c.seed, &self.seed);
         set(&mut c.feature_norm, &self.feature_norm);
         set_opt(&mut c.split, &self.split);
-        set(&mut c.method, &self.method);
+        set(&mut c.method.name, &self.method);
         set(&mut c.distributed.cut, &self.cut);
         set_opt(&mut c.distributed.partitioner, &self.partitioner);
         set(&mut c.distributed.workers, &self.workers);
         set(&mut c.distributed.hosts, &self.hosts);
         set(&mut c.distributed.backend, &self.backend);
+        set(&mut c.distributed.topology, &self.topology);
+        c.distributed.overlap |= self.overlap;
+        c.distributed.lossy_eval |= self.lossy_eval;
+        c.method.vanilla.skip_repeats |= self.skip_repeats;
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
@@ -148,10 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot start a pool of {threads} threads (--threads)"))?;
     }
     let mut progress = Progress::new(config.epochs, args.quiet);
-    let report = match config.method {
-        Method::Vanilla => trainer::distributed::run(&config, Path::new("datasets"), &mut progress)?,
-        Method::Single => Some(trainer::run(&config, Path::new("datasets"), &mut progress)?),
-    };
+    let report = trainer::run(&config, Path::new("datasets"), &mut progress)?;
     progress.bar.finish_and_clear();
     // Under MPI, rank 0 writes the report for every rank.
     let Some(report) = report else { return Ok(()) };
@@ -245,7 +262,7 @@ mod tests {
         let c = parse(&["--config", path.to_str().unwrap(), "--lr", "0.2", "--epochs", "7"]).resolve().unwrap();
         assert_eq!(c.lr, 0.2, "flag beats file");
         assert_eq!(c.hidden, 32, "file beats default");
-        assert_eq!(c.model, ModelName::Sage);
+        assert_eq!(c.model, ConvKind::Sage);
         assert_eq!(c.epochs, 7);
         assert_eq!(c.dropout, TrainConfig::default().dropout, "default kept");
     }

@@ -6,17 +6,21 @@ use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, Route, SetupError};
+use cache_quant::{Pass, Route, StatsTable};
+
+use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
 use super::{Exchange, ExchangeError, Tag};
 use crate::dense::zero_rows_from;
 
 /// The [`Exchange`] of an edge-cut worker: one `all_to_all_v` per `pull_halo` and per
-/// `push_halo_grad`, each row through the codec.
+/// `push_halo_grad`, each row through the codec; with `overlap`, both are split so that the
+/// layers compute meanwhile.
 ///
 /// `sum_replicas` and `max_replicas` do nothing: only a vertex's owner stores its in-edges, so
 /// its aggregate is already complete there (halo rows aggregate nothing).
 pub struct EdgeCutExchange<'a> {
     router: ReplicaRouter<'a>,
+    overlap: bool,
 }
 
 impl<'a> EdgeCutExchange<'a> {
@@ -26,19 +30,50 @@ impl<'a> EdgeCutExchange<'a> {
         comm: &'a dyn Communicator,
         options: ExchangeOptions<'a>,
     ) -> Result<Self, SetupError> {
-        Ok(Self { router: ReplicaRouter::new(part, comm, options)? })
+        let overlap = options.overlap;
+        Ok(Self { router: ReplicaRouter::new(part, comm, options)?, overlap })
     }
 }
 
 impl Exchange for EdgeCutExchange<'_> {
+    fn begin(&mut self, pass: Pass) {
+        self.router.begin(pass);
+    }
+
     fn pull_halo(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        self.router.route(tag, Route::Scatter, x, Apply::Overwrite)
+        self.router.route(tag, Route::ToCopies, x, Apply::Overwrite)
     }
 
     fn push_halo_grad(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        self.router.route(tag, Route::Gather, g, Apply::Add)?;
+        self.router.route(tag, Route::ToPrimary, g, Apply::Add)?;
         zero_rows_from(g, self.router.part().num_primary());
         Ok(())
+    }
+
+    fn overlaps(&self) -> bool {
+        self.overlap
+    }
+
+    fn start_pull(&mut self, tag: Tag, x: &Array2<f32>) -> Result<(), ExchangeError> {
+        self.router.start(tag, Route::ToCopies, x)
+    }
+
+    fn finish_pull(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        self.router.finish(tag, x, Apply::Overwrite)
+    }
+
+    fn start_push(&mut self, tag: Tag, g: &Array2<f32>) -> Result<(), ExchangeError> {
+        self.router.start(tag, Route::ToPrimary, g)
+    }
+
+    fn finish_push(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        self.router.finish(tag, g, Apply::Add)?;
+        zero_rows_from(g, self.router.part().num_primary());
+        Ok(())
+    }
+
+    fn take_stats(&mut self) -> StatsTable {
+        self.router.take_stats()
     }
 
     fn sum_replicas(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
@@ -54,7 +89,7 @@ impl Exchange for EdgeCutExchange<'_> {
 mod tests {
     use std::sync::Arc;
 
-    use cache_quant::{Codec, CodecError, IdentityCodec};
+    use cache_quant::{Codec, CodecError, IdentityCodec, Stream};
     use comm_hierarchy::{Communicator, LinkClass, LinkModel, LocalCluster, Topology};
     use graph_partition::partition::Partition;
 
@@ -182,16 +217,16 @@ mod tests {
     struct Truncating;
 
     impl Codec for Truncating {
-        fn name(&self) -> &'static str {
-            "truncating"
+        fn name(&self) -> String {
+            "truncating".into()
         }
-        fn encode_rows(&mut self, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
-            IdentityCodec.encode_rows(rows, width, out)?;
+        fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+            IdentityCodec.encode(pass, rows, width, out)?;
             out.pop();
             Ok(())
         }
-        fn decode_rows(&mut self, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-            IdentityCodec.decode_rows(bytes, width, out)
+        fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+            IdentityCodec.decode(pass, bytes, width, out)
         }
     }
 
@@ -202,7 +237,10 @@ mod tests {
             let mut ex = EdgeCutExchange::new(
                 part,
                 comm,
-                ExchangeOptions { codecs: Some(Arc::new(|| Box::new(Truncating))), watch: None },
+                ExchangeOptions {
+                    codecs: Some(Arc::new(|_: &Stream| Box::new(Truncating))),
+                    ..ExchangeOptions::default()
+                },
             )
             .map_err(|e| e.to_string())?;
             let mut x = Array2::zeros((part.num_local(), 2));

@@ -30,6 +30,7 @@ mod tests {
     use std::cell::Cell;
 
     use comm_hierarchy::Communicator;
+    use graph_partition::book::PartitionBook;
     use graph_partition::partition::{Algorithm, Partition, PartitionConfig, partition_graph};
     use ndarray::Array2;
 
@@ -37,7 +38,7 @@ mod tests {
     use super::*;
     use crate::exchange::edge_cut::EdgeCutExchange;
     use crate::exchange::vertex_cut::VertexCutExchange;
-    use crate::exchange::{CommWatch, Exchange, ExchangeOptions, NoExchange};
+    use crate::exchange::{CallKind, CommWatch, Exchange, ExchangeOptions, NoExchange};
     use crate::layers::ForwardCtx;
     use crate::model::{Model, ModelConfig};
 
@@ -60,7 +61,7 @@ mod tests {
         model.zero_grad();
         let logits = model.forward(graph, &x, exchange, ForwardCtx::train(9, 2)).unwrap().clone();
         let mut dlogits = Array2::zeros(logits.dim());
-        for (l, &g) in graph.global_ids().iter().enumerate().take(graph.num_owned()) {
+        for (l, &g) in graph.global_ids().iter().enumerate().take(graph.num_primary()) {
             dlogits.row_mut(l).fill(if g % 2 == 0 { 1.0 } else { -0.5 });
         }
         model.backward(graph, dlogits, exchange).unwrap();
@@ -75,7 +76,7 @@ mod tests {
     }
 
     impl CommWatch for Counter {
-        fn call_started(&self) {
+        fn call_started(&self, _kind: CallKind) {
             assert!(!self.open.replace(true), "nested call");
         }
         fn call_finished(&self) {
@@ -84,36 +85,44 @@ mod tests {
         }
     }
 
+    /// Every primary's logits and every worker's all-reduced gradients, in rank order.
+    type Outcome = Vec<(Vec<(u32, Vec<f32>)>, Vec<f32>, usize)>;
+
+    fn distributed_pass(book: &PartitionBook, config: &ModelConfig, vertex_cut: bool, overlap: bool) -> Outcome {
+        testkit::run(book, |part, comm| {
+            let cut = if vertex_cut { CutKind::VertexCut } else { CutKind::EdgeCut };
+            let graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
+            let watch = Counter::default();
+            let options = ExchangeOptions { watch: Some(&watch), overlap, ..ExchangeOptions::default() };
+            let mut exchange: Box<dyn Exchange> = if vertex_cut {
+                Box::new(VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
+            } else {
+                Box::new(EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
+            };
+            assert_eq!(exchange.overlaps(), overlap && !vertex_cut, "only edge-cut splits its calls");
+            let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
+            let (local_logits, mut local_grads) = pass(&mut model, &graph, exchange.as_mut());
+            comm.all_reduce_sum_f32("grads", &mut local_grads).map_err(|e| e.to_string())?;
+            let primaries: Vec<(u32, Vec<f32>)> =
+                (0..graph.num_primary()).map(|l| (graph.global_ids()[l], local_logits.row(l).to_vec())).collect();
+            Ok((primaries, local_grads, watch.calls.get()))
+        })
+    }
+
     fn check_matches_single_process(partition: &Partition, vertex_cut: bool) {
         let book = testkit::book(partition);
         for config in configs() {
             let mut single = Model::new(config.clone()).unwrap();
             let whole = AggGraph::single(&testkit::graph()).unwrap();
             let (logits, grads) = pass(&mut single, &whole, &mut NoExchange);
-            let outcomes = testkit::run(&book, |part, comm| {
-                let cut = if vertex_cut { CutKind::VertexCut } else { CutKind::EdgeCut };
-                let graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
-                let watch = Counter::default();
-                let options = ExchangeOptions { codecs: None, watch: Some(&watch) };
-                let mut exchange: Box<dyn Exchange> = if vertex_cut {
-                    Box::new(VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
-                } else {
-                    Box::new(EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
-                };
-                let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
-                let (local_logits, mut local_grads) = pass(&mut model, &graph, exchange.as_mut());
-                comm.all_reduce_sum_f32("grads", &mut local_grads).map_err(|e| e.to_string())?;
-                let owned: Vec<(u32, Vec<f32>)> =
-                    (0..graph.num_owned()).map(|l| (graph.global_ids()[l], local_logits.row(l).to_vec())).collect();
-                Ok((owned, local_grads, watch.calls.get()))
-            });
+            let outcomes = distributed_pass(&book, &config, vertex_cut, false);
             let name = format!("{:?} {}", config.kind, if vertex_cut { "vertex-cut" } else { "edge-cut" });
             let mut seen = 0;
-            for (owned, dist_grads, calls) in outcomes {
-                assert!(calls > 0, "{name}: the watch saw no calls");
-                for (g, row) in owned {
+            for (primaries, dist_grads, calls) in &outcomes {
+                assert!(*calls > 0, "{name}: the watch saw no calls");
+                for (g, row) in primaries {
                     seen += 1;
-                    for (a, b) in row.iter().zip(logits.row(g as usize)) {
+                    for (a, b) in row.iter().zip(logits.row(*g as usize)) {
                         assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{name}: logit of vertex {g}: {a} vs {b}");
                     }
                 }
@@ -122,6 +131,13 @@ mod tests {
                 }
             }
             assert_eq!(seen, 12, "{name}: every vertex has exactly one primary");
+            // The split calls give the blocking calls' results bit for bit (f32 == compares
+            // values; equal bits follow as no NaN appears).
+            let split = distributed_pass(&book, &config, vertex_cut, true);
+            for ((a, ga, _), (b, gb, _)) in outcomes.iter().zip(&split) {
+                assert_eq!(a, b, "{name}: split logits differ from blocking ones");
+                assert!(ga.iter().zip(gb).all(|(x, y)| x.to_bits() == y.to_bits()), "{name}: split gradients differ");
+            }
         }
     }
 
@@ -131,6 +147,17 @@ mod tests {
             &Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] },
             false,
         );
+    }
+
+    #[test]
+    fn edge_cut_with_central_rows_splits_bit_for_bit() {
+        // Vertex 0 and all its in-neighbours (3, 4, 5, 6) share part 0, so its row is central.
+        let partition = Partition::EdgeCut { parts: 4, owner: vec![0, 1, 1, 0, 0, 0, 0, 2, 2, 3, 3, 3] };
+        let book = testkit::book(&partition);
+        let central: usize =
+            book.parts().iter().map(|p| agg_graph_of(p, CutKind::EdgeCut).unwrap().central_rows()).sum();
+        assert!(central > 0, "the test needs central rows");
+        check_matches_single_process(&partition, false);
     }
 
     #[test]

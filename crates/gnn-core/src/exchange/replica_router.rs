@@ -1,20 +1,25 @@
 //! Moves vertex rows between a vertex's primary (edge-cut owner, vertex-cut master) and its
-//! copies (halo vertices, mirrors) on other workers, through a codec, one `all_to_all_v` per
+//! copies (halo vertices, mirrors) on other workers, through codecs, one `all_to_all_v` per
 //! call. Both distributed exchanges are built from its two routes:
 //!
-//! - **scatter**: primaries -> copies, overwriting the copies (edge-cut `pull_halo`, the second
-//!   half of a vertex-cut sync);
-//! - **gather**: copies -> primaries, combined into the primary's row (edge-cut
+//! - [`Route::ToCopies`]: primaries -> copies, overwriting the copies (edge-cut `pull_halo`,
+//!   the second half of a vertex-cut sync);
+//! - [`Route::ToPrimary`]: copies -> primaries, combined into the primary's row (edge-cut
 //!   `push_halo_grad`, the first half of a vertex-cut sync).
 //!
 //! The partition book pairs the lists so that `send(q)` on part `p` and `recv(p)` on part `q`
 //! name the same vertices in the same order; a message therefore carries rows only, no ids.
+//! A call is either blocking ([`ReplicaRouter::route`]) or split into a start, which encodes
+//! and posts the messages, and a finish, which waits, decodes and lands them; both run the same
+//! code in the same order, so they give the same bits.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use cache_quant::{CodecBank, CodecError, CodecFactory, IdentityCodec};
-use comm_hierarchy::Communicator;
+use cache_quant::{
+    Codec, CodecBank, CodecError, CodecFactory, IdentityCodec, Mode, Pass, Route, Side, StatsKey, StatsTable, StreamId,
+};
+use comm_hierarchy::{Communicator, PendingAllToAll};
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
@@ -35,15 +40,6 @@ pub struct SetupError {
     pub size: usize,
 }
 
-/// Which way rows travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Route {
-    /// Copies -> primaries.
-    Gather,
-    /// Primaries -> copies.
-    Scatter,
-}
-
 /// How received rows land in the local block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Apply {
@@ -55,22 +51,31 @@ pub(crate) enum Apply {
 /// The local ids a part exchanges with one peer ([`LocalGraph::send`] or [`LocalGraph::recv`]).
 type RowList = fn(&LocalGraph, usize) -> &[u32];
 
-/// One codec stream: a stateful codec sees exactly the messages of its stream, and the decoder
-/// on the receiving side sees the same messages in the same order as the encoder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct StreamKey {
-    tag: Tag,
-    route: Route,
-    peer: usize,
-    encode: bool,
+/// The outgoing and incoming row lists of a route.
+fn lists(route: Route) -> (RowList, RowList) {
+    match route {
+        Route::ToPrimary => (LocalGraph::recv, LocalGraph::send),
+        Route::ToCopies => (LocalGraph::send, LocalGraph::recv),
+    }
+}
+
+/// What a communicator call is, for a [`CommWatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    /// A call that returns when it is done.
+    Blocking,
+    /// The start of a split call: it posts its messages and returns.
+    Start,
+    /// The wait for the split call started last; the compute since that start overlapped it.
+    Wait,
 }
 
 /// Told before and after every communicator call an exchange makes, so that a trainer can tell
-/// local compute from waiting on other workers (and, in benchmarks, hand the machine to another
-/// in-process worker while this one waits).
+/// local compute from waiting on other workers, credit the compute that overlapped a split call,
+/// and (in benchmarks) hand the machine to another in-process worker while this one waits.
 pub trait CommWatch {
     /// A communicator call is about to start.
-    fn call_started(&self);
+    fn call_started(&self, kind: CallKind);
     /// The call returned (successfully or not).
     fn call_finished(&self);
 }
@@ -82,6 +87,17 @@ pub struct ExchangeOptions<'a> {
     pub codecs: Option<CodecFactory>,
     /// Brackets every communicator call.
     pub watch: Option<&'a dyn CommWatch>,
+    /// Split the halo calls so that layers compute while they are in flight.
+    pub overlap: bool,
+    /// Evaluation passes go through the codecs too (advancing their state) instead of exactly.
+    pub lossy_eval: bool,
+}
+
+/// A split call between its start and its finish.
+struct InFlight<'a> {
+    tag: Tag,
+    route: Route,
+    pending: PendingAllToAll<'a>,
 }
 
 /// Routes rows of one worker's local blocks to and from its peers.
@@ -89,7 +105,12 @@ pub(crate) struct ReplicaRouter<'a> {
     part: &'a LocalGraph,
     comm: &'a dyn Communicator,
     watch: Option<&'a dyn CommWatch>,
-    codecs: CodecBank<StreamKey>,
+    codecs: CodecBank,
+    lossy_eval: bool,
+    /// The pass of the calls.
+    pass: Pass,
+    stats: StatsTable,
+    in_flight: Option<InFlight<'a>>,
     /// Rows gathered for one outgoing message.
     packed: Vec<f32>,
     /// Rows decoded from one incoming message.
@@ -116,12 +137,15 @@ impl<'a> ReplicaRouter<'a> {
                 size: comm.size(),
             });
         }
-        let factory = options.codecs.unwrap_or_else(|| Arc::new(|| Box::new(IdentityCodec)));
         Ok(Self {
             part,
             comm,
             watch: options.watch,
-            codecs: CodecBank::new(factory),
+            codecs: options.codecs.map_or_else(CodecBank::identity, CodecBank::new),
+            lossy_eval: options.lossy_eval,
+            pass: Pass::train(0, 0),
+            stats: StatsTable::default(),
+            in_flight: None,
             packed: Vec::new(),
             unpacked: Vec::new(),
             spare: Vec::new(),
@@ -134,6 +158,16 @@ impl<'a> ReplicaRouter<'a> {
         self.part
     }
 
+    /// Sets the pass of the following calls.
+    pub(crate) fn begin(&mut self, pass: Pass) {
+        self.pass = pass;
+    }
+
+    /// Drains the codec stats of the training calls so far.
+    pub(crate) fn take_stats(&mut self) -> StatsTable {
+        std::mem::take(&mut self.stats)
+    }
+
     /// Sends the rows of `x` along `route` and lands what arrives with `apply`, peers in
     /// ascending rank order (so sums are deterministic). Rows this worker sends are not changed.
     pub(crate) fn route(
@@ -143,6 +177,63 @@ impl<'a> ReplicaRouter<'a> {
         x: &mut Array2<f32>,
         apply: Apply,
     ) -> Result<(), ExchangeError> {
+        let messages = self.encode(tag, route, x)?;
+        self.watch.inspect(|w| w.call_started(CallKind::Blocking));
+        let received = self.comm.all_to_all_v(&tag.phase(), messages);
+        self.watch.inspect(|w| w.call_finished());
+        let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
+        self.land(tag, route, x, apply, received)
+    }
+
+    /// Encodes and posts the rows of `x` along `route`; [`ReplicaRouter::finish`] lands them.
+    pub(crate) fn start(&mut self, tag: Tag, route: Route, x: &Array2<f32>) -> Result<(), ExchangeError> {
+        if let Some(open) = &self.in_flight {
+            let message = format!("started while {} is still in flight", open.tag);
+            return Err(ExchangeError::Protocol { tag, message });
+        }
+        let messages = self.encode(tag, route, x)?;
+        self.watch.inspect(|w| w.call_started(CallKind::Start));
+        let pending = self.comm.start_all_to_all_v(&tag.phase(), messages);
+        self.watch.inspect(|w| w.call_finished());
+        let pending = pending.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
+        self.in_flight = Some(InFlight { tag, route, pending });
+        Ok(())
+    }
+
+    /// Waits for the call [`ReplicaRouter::start`] posted for `tag` and lands its rows in `x`.
+    pub(crate) fn finish(&mut self, tag: Tag, x: &mut Array2<f32>, apply: Apply) -> Result<(), ExchangeError> {
+        let Some(open) = self.in_flight.take_if(|open| open.tag == tag) else {
+            return Err(ExchangeError::Protocol { tag, message: "finished without a matching start".to_string() });
+        };
+        self.watch.inspect(|w| w.call_started(CallKind::Wait));
+        let received = open.pending.wait();
+        self.watch.inspect(|w| w.call_finished());
+        let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
+        self.land(tag, open.route, x, apply, received)
+    }
+
+    /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.
+    fn exact(&self) -> bool {
+        self.pass.mode == Mode::Eval && !self.lossy_eval
+    }
+
+    /// The codec of one stream, or the identity for exact calls.
+    fn codec<'s>(
+        codecs: &'s mut CodecBank,
+        exact: &'s mut IdentityCodec,
+        use_exact: bool,
+        part: &LocalGraph,
+        id: StreamId,
+        list: &[u32],
+    ) -> &'s mut dyn Codec {
+        if use_exact {
+            return exact;
+        }
+        codecs.get(id, || list.iter().map(|&l| part.local_to_global()[l as usize]).collect::<Arc<[u32]>>())
+    }
+
+    /// One message per peer (empty for this rank), each the outgoing rows of `route` encoded.
+    fn encode(&mut self, tag: Tag, route: Route, x: &Array2<f32>) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let num_local = self.part.num_local();
         if x.nrows() != num_local {
             return Err(ExchangeError::Shape {
@@ -153,52 +244,65 @@ impl<'a> ReplicaRouter<'a> {
                 cols: x.ncols(),
             });
         }
-        let (me, width) = (self.comm.rank(), x.ncols());
-        let part = self.part;
-        let (outgoing, incoming): (RowList, RowList) = match route {
-            Route::Gather => (LocalGraph::recv, LocalGraph::send),
-            Route::Scatter => (LocalGraph::send, LocalGraph::recv),
-        };
-
-        let data = row_major(x);
-        // A peer's copies are consecutive local ids: those blocks are read and written in
-        // place; other row lists go through a buffer, gathered and landed in parallel.
-        let block = |rows: &[u32]| consecutive(rows).map(|r| r.start * width..r.end * width);
-
+        let (me, width, part, exact) = (self.comm.rank(), x.ncols(), self.part, self.exact());
+        let (outgoing, _) = lists(route);
+        let standard = x.as_standard_layout();
+        let data = standard.as_slice().expect("a standard-layout array is one row-major slice");
         let mut messages = Vec::with_capacity(self.comm.size());
+        let mut identity = IdentityCodec;
         for peer in 0..self.comm.size() {
             let mut bytes = Vec::new();
             if peer != me {
                 bytes = self.spare.pop().unwrap_or_default();
                 bytes.clear();
                 let rows = outgoing(part, peer);
-                let block_rows = match block(rows) {
-                    Some(range) => &data[range],
+                // A peer's rows are often consecutive local ids: read that block in place.
+                let block_rows = match consecutive(rows) {
+                    Some(range) => &data[range.start * width..range.end * width],
                     None => gather_rows(data, rows, width, &mut self.packed),
                 };
-                let codec = self.codecs.get(StreamKey { tag, route, peer, encode: true });
+                let id = StreamId { tag, route, peer, side: Side::Encode };
+                let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, rows);
                 codec
-                    .encode_rows(block_rows, width, &mut bytes)
+                    .encode(self.pass, block_rows, width, &mut bytes)
                     .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
+                if !exact {
+                    let mut stats = codec.take_stats();
+                    stats.rows += rows.len() as u64;
+                    stats.bytes += bytes.len() as u64;
+                    self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
+                }
             }
             messages.push(bytes);
         }
+        Ok(messages)
+    }
 
-        self.watch.inspect(|w| w.call_started());
-        let received = self.comm.all_to_all_v(&tag.phase(), messages);
-        self.watch.inspect(|w| w.call_finished());
-        let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-
+    /// Decodes the messages of one call and lands their rows in `x` with `apply`.
+    fn land(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        x: &mut Array2<f32>,
+        apply: Apply,
+        received: Vec<Vec<u8>>,
+    ) -> Result<(), ExchangeError> {
+        let (me, width, part, exact) = (self.comm.rank(), x.ncols(), self.part, self.exact());
+        let (_, incoming) = lists(route);
+        let data = row_major(x);
+        let block = |rows: &[u32]| consecutive(rows).map(|r| r.start * width..r.end * width);
+        let mut identity = IdentityCodec;
         // Decode every buffered message first (into consecutive sections of `unpacked`), then
         // land them all in one parallel pass.
         let mut sections = vec![None; received.len()];
         let mut total = 0;
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let rows = incoming(part, peer);
-            let codec = self.codecs.get(StreamKey { tag, route, peer, encode: false });
+            let id = StreamId { tag, route, peer, side: Side::Decode };
+            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, rows);
             let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
             if let (Apply::Overwrite, Some(range)) = (apply, block(rows)) {
-                codec.decode_rows(bytes, width, &mut data[range]).map_err(decode_error)?;
+                codec.decode(self.pass, bytes, width, &mut data[range]).map_err(decode_error)?;
                 continue;
             }
             let section = total..total + rows.len() * width;
@@ -207,13 +311,13 @@ impl<'a> ReplicaRouter<'a> {
             if self.unpacked.len() < total {
                 self.unpacked.resize(total, 0.0);
             }
-            codec.decode_rows(bytes, width, &mut self.unpacked[section.clone()]).map_err(decode_error)?;
+            codec.decode(self.pass, bytes, width, &mut self.unpacked[section.clone()]).map_err(decode_error)?;
             sections[peer] = Some(section);
         }
         if total > 0 {
             let landing = self.landings[route as usize].get_or_insert_with(|| {
                 let lists: Vec<&[u32]> = (0..part.num_parts()).map(|peer| incoming(part, peer)).collect();
-                Landing::new(num_local, &lists)
+                Landing::new(part.num_local(), &lists)
             });
             let unpacked = &self.unpacked;
             let buffered: Vec<Option<&[f32]>> = sections.into_iter().map(|s| s.map(|r| &unpacked[r])).collect();

@@ -6,7 +6,9 @@ use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, Route, SetupError};
+use cache_quant::{Pass, Route, StatsTable};
+
+use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
 use super::{Exchange, ExchangeError, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to
@@ -30,12 +32,20 @@ impl<'a> VertexCutExchange<'a> {
     }
 
     fn sync(&mut self, tag: Tag, x: &mut Array2<f32>, combine: Apply) -> Result<(), ExchangeError> {
-        self.router.route(tag, Route::Gather, x, combine)?;
-        self.router.route(tag, Route::Scatter, x, Apply::Overwrite)
+        self.router.route(tag, Route::ToPrimary, x, combine)?;
+        self.router.route(tag, Route::ToCopies, x, Apply::Overwrite)
     }
 }
 
 impl Exchange for VertexCutExchange<'_> {
+    fn begin(&mut self, pass: Pass) {
+        self.router.begin(pass);
+    }
+
+    fn take_stats(&mut self) -> StatsTable {
+        self.router.take_stats()
+    }
+
     fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         Ok(())
     }
@@ -127,7 +137,7 @@ mod tests {
         for p in book.parts() {
             for q in 0..4 {
                 // p's mirrors mastered on q go to q, and p's masters mirrored on q come back to q.
-                let rows = p.mirror_send(q).len() + p.master_recv(q).len();
+                let rows = p.recv(q).len() + p.send(q).len();
                 assert_eq!(merged.bytes_between(p.part(), q), (rows * WIDTH * 4) as u64, "{} -> {q}", p.part());
             }
         }

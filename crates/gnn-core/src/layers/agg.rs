@@ -8,6 +8,8 @@
 //!
 //! Degrees are global ([`AggGraph`]); the self term is added after `sum_replicas`.
 
+use std::ops::Range;
+
 use ndarray::{Array2, ArrayBase, DataMut, Ix2};
 
 use super::{Conv, ExchangePoint, ForwardCtx};
@@ -66,12 +68,18 @@ impl AggConv {
         self.kind
     }
 
-    /// `out (+)= A x` over the forward edges with this layer's coefficients, for the computed
-    /// rows (halo rows have no in-edges).
-    fn aggregate_fwd(&self, graph: &AggGraph, x: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
+    /// `out (+)= A x` over the forward edges with this layer's coefficients, for the destination
+    /// rows `rows` (halo rows have no in-edges).
+    fn aggregate_fwd(
+        &self,
+        graph: &AggGraph,
+        x: &Array2<f32>,
+        out: &mut Array2<f32>,
+        write: Write,
+        rows: Range<usize>,
+    ) {
         let cols = Cols::full(x.ncols());
         let (xs, os, f) = (slice(x), out.as_slice_mut().expect("standard layout"), x.ncols());
-        let rows = graph.computed_rows();
         let norms = graph.norms();
         match self.kind {
             AggKind::Gcn => {
@@ -85,11 +93,18 @@ impl AggConv {
         }
     }
 
-    /// `out (+)= A^T g`: the same coefficients, gathered over the backward (transposed) edges.
-    fn aggregate_bwd(&self, graph: &AggGraph, g: &Array2<f32>, out: &mut Array2<f32>, write: Write) {
+    /// `out (+)= A^T g`: the same coefficients, gathered over the backward (transposed) edges,
+    /// for the rows `rows`.
+    fn aggregate_bwd(
+        &self,
+        graph: &AggGraph,
+        g: &Array2<f32>,
+        out: &mut Array2<f32>,
+        write: Write,
+        rows: Range<usize>,
+    ) {
         let cols = Cols::full(g.ncols());
         let (gs, os, f) = (slice(g), out.as_slice_mut().expect("standard layout"), g.ncols());
-        let rows = graph.num_local();
         let norms = graph.norms();
         match self.kind {
             AggKind::Gcn => {
@@ -100,6 +115,57 @@ impl AggConv {
                 let mean = &norms.mean;
                 aggregate(graph.bwd(), rows, gs, cols, os, cols, 1, f, write, |_, _, v, _| mean[v]);
             }
+        }
+    }
+}
+
+impl AggConv {
+    /// Pulls the halo rows of `x` and overwrites the computed rows of `out` with `A x`. When the
+    /// exchange overlaps, the central rows (no halo in-neighbour) are aggregated while the halo
+    /// is in flight.
+    fn pull_and_aggregate(
+        &self,
+        graph: &AggGraph,
+        x: &mut Array2<f32>,
+        out: &mut Array2<f32>,
+        exchange: &mut dyn Exchange,
+        tag: Tag,
+    ) -> Result<(), ExchangeError> {
+        let m = graph.computed_rows();
+        if exchange.overlaps() {
+            let central = graph.central_rows();
+            exchange.start_pull(tag, x)?;
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..central);
+            exchange.finish_pull(tag, x)?;
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, central..m);
+        } else {
+            exchange.pull_halo(tag, x)?;
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m);
+        }
+        Ok(())
+    }
+
+    /// `out (+)= A^T g` over every local row, then pushes the halo rows of `out` to their
+    /// primaries. When the exchange overlaps, the halo rows are computed and sent first and the
+    /// primary rows computed while they are in flight.
+    fn aggregate_and_push(
+        &self,
+        graph: &AggGraph,
+        g: &Array2<f32>,
+        out: &mut Array2<f32>,
+        write: Write,
+        exchange: &mut dyn Exchange,
+        tag: Tag,
+    ) -> Result<(), ExchangeError> {
+        let (n, primaries) = (graph.num_local(), graph.num_primary());
+        if exchange.overlaps() {
+            self.aggregate_bwd(graph, g, out, write, primaries..n);
+            exchange.start_push(tag, out)?;
+            self.aggregate_bwd(graph, g, out, write, 0..primaries);
+            exchange.finish_push(tag, out)
+        } else {
+            self.aggregate_bwd(graph, g, out, write, 0..n);
+            exchange.push_halo_grad(tag, out)
         }
     }
 }
@@ -168,8 +234,7 @@ impl Conv for AggConv {
                 // h = x W; out = A h (synced) + self term + b.
                 ensure_shape(&mut cache, n, dout);
                 gemm(1.0, &head(x, m), &w, 0.0, &mut head_mut(&mut cache, m));
-                exchange.pull_halo(tag(Step::Halo), &mut cache)?;
-                self.aggregate_fwd(graph, &cache, out, Write::Overwrite);
+                self.pull_and_aggregate(graph, &mut cache, out, exchange, tag(Step::Halo))?;
                 exchange.sum_replicas(tag(Step::Aggregate), out)?;
                 let mut own = head_mut(out, m);
                 match self.self_weight {
@@ -182,9 +247,8 @@ impl Conv for AggConv {
             }
             ExchangePoint::Input => {
                 // z = A x (synced) [+ GCN self loop]; out = z W [+ x W_self] + b.
-                exchange.pull_halo(tag(Step::Halo), x)?;
                 ensure_shape(&mut cache, n, din);
-                self.aggregate_fwd(graph, x, &mut cache, Write::Overwrite);
+                self.pull_and_aggregate(graph, x, &mut cache, exchange, tag(Step::Halo))?;
                 exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                 if self.self_weight.is_none() {
                     add_scaled_rows(&mut head_mut(&mut cache, m), Some((x, self_coeff)), None, true);
@@ -247,8 +311,7 @@ impl Conv for AggConv {
                     Some(_) => Write::Overwrite,
                 };
                 exchange.sum_replicas(tag(Step::Aggregate), dout)?;
-                self.aggregate_bwd(graph, dout, &mut cache, write);
-                exchange.push_halo_grad(tag(Step::Halo), &mut cache)?;
+                self.aggregate_and_push(graph, dout, &mut cache, write, exchange, tag(Step::Halo))?;
                 gemm(1.0, &head(x, m).t(), &head(&cache, m), 1.0, &mut self.weight.view_mut(grads));
                 if let Some(dx) = dx {
                     let beta = if self.self_weight.is_some() { 1.0 } else { 0.0 };
@@ -266,8 +329,7 @@ impl Conv for AggConv {
                     }
                     zero_rows_from(dx, m);
                     exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
-                    self.aggregate_bwd(graph, &cache, dx, Write::Accumulate);
-                    exchange.push_halo_grad(tag(Step::Halo), dx)?;
+                    self.aggregate_and_push(graph, &cache, dx, Write::Accumulate, exchange, tag(Step::Halo))?;
                 }
             }
         }

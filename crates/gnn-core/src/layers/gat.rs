@@ -245,7 +245,7 @@ impl Conv for GatConv {
         // Attention dropout flags, keyed by global (src, dst, head).
         let fwd = graph.fwd();
         let gids = graph.global_ids();
-        let site = DropoutSite::new(self.attn_dropout, ctx.seed, ctx.epoch, layer);
+        let site = DropoutSite::new(self.attn_dropout, ctx.seed, ctx.round(), layer);
         c.dropout_scale = site.scale();
         if ctx.training && site.is_active() {
             c.keep.resize(fwd.num_edges() * heads, 0);
@@ -271,7 +271,7 @@ impl Conv for GatConv {
         let block = slice_mut(&mut c.block);
         aggregate(
             fwd,
-            m,
+            0..m,
             slice(&c.h),
             Cols::full(width),
             block,
@@ -437,7 +437,7 @@ impl Conv for GatConv {
         });
         aggregate(
             bwd,
-            n,
+            0..n,
             dblock,
             Cols { stride, offset: heads },
             slice_mut(&mut c.dh),

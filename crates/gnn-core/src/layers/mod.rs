@@ -19,7 +19,7 @@ use ndarray::Array2;
 pub use agg::{AggConv, AggKind};
 pub use gat::GatConv;
 
-use crate::exchange::{Exchange, ExchangeError};
+use crate::exchange::{Exchange, ExchangeError, Pass};
 use crate::graph::AggGraph;
 
 /// Per-call context of a forward pass.
@@ -31,17 +31,35 @@ pub struct ForwardCtx {
     pub seed: u64,
     /// Epoch number, part of every dropout key.
     pub epoch: u64,
+    /// Step within the epoch (mini-batch training; 0 for full batch), part of every dropout key.
+    pub step: u64,
 }
 
 impl ForwardCtx {
-    /// A training pass: dropout on, masks keyed by `(seed, epoch, ...)`.
+    /// A full-batch training pass: dropout on, masks keyed by `(seed, epoch, ...)`.
     pub fn train(seed: u64, epoch: u64) -> Self {
-        Self { training: true, seed, epoch }
+        Self { training: true, seed, epoch, step: 0 }
+    }
+
+    /// A training pass of step `step` of `epoch`.
+    pub fn train_step(seed: u64, epoch: u64, step: u64) -> Self {
+        Self { training: true, seed, epoch, step }
     }
 
     /// An evaluation pass: no dropout.
     pub fn eval() -> Self {
-        Self { training: false, seed: 0, epoch: 0 }
+        Self { training: false, seed: 0, epoch: 0, step: 0 }
+    }
+
+    /// The pass the exchange calls of this forward (and its backward) belong to.
+    pub fn pass(&self) -> Pass {
+        if self.training { Pass::train(self.epoch, self.step) } else { Pass::eval() }
+    }
+
+    /// The epoch-and-step part of dropout keys: the epoch alone for full-batch steps, so
+    /// full-batch masks do not depend on whether steps are counted.
+    pub fn round(&self) -> u64 {
+        self.epoch ^ (self.step << 32)
     }
 }
 

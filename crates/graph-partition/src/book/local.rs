@@ -25,8 +25,8 @@ use crate::Csr;
 /// - edge-cut forward: `a` sends the rows `send(p)`, `p` writes them into `recv(a)`;
 ///   backward (gradients of halo rows, also for directed graphs): `p` sends the rows `recv(a)`
 ///   back and `a` adds them into `send(p)`;
-/// - vertex-cut gather: mirrors send partial sums `recv(p)` (`mirror_send`), the master adds
-///   them into `send(p)` (`master_recv`); scatter: the reverse, overwriting the mirrors.
+/// - vertex-cut gather: mirrors send partial sums `recv(p)`, the master adds
+///   them into `send(p)`; scatter: the reverse, overwriting the mirrors.
 #[derive(Debug, Clone, PartialEq, Eq, bincode::Encode, bincode::Decode)]
 pub struct LocalGraph {
     pub(super) part: u32,
@@ -113,16 +113,6 @@ impl LocalGraph {
     /// Local ids of my copies whose primary is on `peer`, ascending global id.
     pub fn recv(&self, peer: usize) -> &[u32] {
         &self.recv[peer]
-    }
-
-    /// Vertex-cut name of [`LocalGraph::recv`]: my mirrors whose master is on `peer`.
-    pub fn mirror_send(&self, peer: usize) -> &[u32] {
-        self.recv(peer)
-    }
-
-    /// Vertex-cut name of [`LocalGraph::send`]: my masters with a mirror on `peer`.
-    pub fn master_recv(&self, peer: usize) -> &[u32] {
-        self.send(peer)
     }
 
     /// Where the primary of copy `local` lives: (part, local id on that part).

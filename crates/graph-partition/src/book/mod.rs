@@ -21,16 +21,52 @@ pub use io::part_path;
 pub use local::LocalGraph;
 pub use validate::InvalidBook;
 
-/// Which kind of split a book describes.
+/// Which kind of split a book describes. Named `edge`, `vertex` and `feature` on the command
+/// line, in configs, reports and `book.json` (which also accepts the older `edge-cut` spelling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum CutKind {
     /// Primaries are owned vertices, copies are halo vertices.
+    #[serde(rename = "edge", alias = "edge-cut")]
     EdgeCut,
     /// Primaries are masters, copies are mirrors.
+    #[serde(rename = "vertex", alias = "vertex-cut")]
     VertexCut,
     /// No structure split: every worker keeps the whole graph and a range of feature columns.
+    #[serde(rename = "feature", alias = "feature-cut")]
     FeatureCut,
+}
+
+impl CutKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [CutKind; 3] = [CutKind::EdgeCut, CutKind::VertexCut, CutKind::FeatureCut];
+
+    /// The name on the command line, in configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutKind::EdgeCut => "edge",
+            CutKind::VertexCut => "vertex",
+            CutKind::FeatureCut => "feature",
+        }
+    }
+}
+
+impl std::fmt::Display for CutKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A cut name that is none of `edge`, `vertex`, `feature`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown cut `{0}`; expected edge, vertex or feature")]
+pub struct UnknownCut(pub String);
+
+impl std::str::FromStr for CutKind {
+    type Err = UnknownCut;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s).ok_or_else(|| UnknownCut(s.to_string()))
+    }
 }
 
 /// Facts about the whole book.

@@ -45,10 +45,10 @@ fn vertex_cut_layout_by_hand() {
     let (a, b) = (&book.parts()[0], &book.parts()[1]);
     assert_eq!(a.local_to_global(), &[0, 3, 1]);
     assert_eq!(b.local_to_global(), &[1, 2, 0]);
-    assert_eq!(a.mirror_send(1), &[2]);
-    assert_eq!(b.master_recv(0), &[0]);
-    assert_eq!(b.mirror_send(0), &[2]);
-    assert_eq!(a.master_recv(1), &[0]);
+    assert_eq!(a.recv(1), &[2]);
+    assert_eq!(b.send(0), &[0]);
+    assert_eq!(b.recv(0), &[2]);
+    assert_eq!(a.send(1), &[0]);
     assert_eq!(a.csr().num_edges() + b.csr().num_edges(), 6);
     // Part 1 holds 1->2, 0->2, 2->1 and 2->0: vertex 2 (local 1) reads 1 and 0 (locals 0, 2).
     assert_eq!(b.csr().neighbors(1), &[0, 2]);

@@ -6,12 +6,16 @@
 //! compute intervals overlap and stretch each other. A [`ComputeGate`] serialises them for
 //! measurements: a worker holds the gate while it computes and gives it up inside every call, so
 //! each worker's compute time is what it would take on a machine of its own.
+//!
+//! The clock also numbers the calls of a step (split starts count, their waits do not, so the
+//! numbers match the ledger's records of the step) and credits each split call with the compute
+//! between its start and its wait: the overlap the modeled timeline ([`super::timeline`]) uses.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use gnn_core::exchange::CommWatch;
+use gnn_core::exchange::{CallKind, CommWatch};
 
 /// One-worker-at-a-time compute, shared by the in-process workers of a run.
 #[derive(Debug, Default)]
@@ -43,6 +47,12 @@ pub(crate) struct CommClock<'g> {
     gate: Option<&'g ComputeGate>,
     call_start: Cell<Option<Instant>>,
     waited: Cell<Duration>,
+    /// The kind of the call in progress.
+    kind: Cell<CallKind>,
+    /// Per call of the step so far, the compute that overlapped it (seconds).
+    overlaps: RefCell<Vec<f64>>,
+    /// The split call in flight: its number, and when it returned with the waiting so far.
+    open: Cell<Option<(usize, Instant, Duration)>>,
 }
 
 impl<'g> CommClock<'g> {
@@ -51,7 +61,25 @@ impl<'g> CommClock<'g> {
         if let Some(g) = gate {
             g.acquire();
         }
-        Self { gate, call_start: Cell::new(None), waited: Cell::new(Duration::ZERO) }
+        Self {
+            gate,
+            call_start: Cell::new(None),
+            waited: Cell::new(Duration::ZERO),
+            kind: Cell::new(CallKind::Blocking),
+            overlaps: RefCell::new(Vec::new()),
+            open: Cell::new(None),
+        }
+    }
+
+    /// Starts numbering the calls of a new step.
+    pub(crate) fn begin_step(&self) {
+        self.overlaps.borrow_mut().clear();
+        self.open.set(None);
+    }
+
+    /// Per call of the step so far (in call order), the compute that overlapped it.
+    pub(crate) fn step_overlaps(&self) -> Vec<f64> {
+        self.overlaps.borrow().clone()
     }
 
     /// Total time spent in communicator calls so far.
@@ -61,7 +89,7 @@ impl<'g> CommClock<'g> {
 
     /// Runs one communicator call, counted as waiting.
     pub(crate) fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.call_started();
+        self.call_started(CallKind::Blocking);
         let out = f();
         self.call_finished();
         out
@@ -69,8 +97,19 @@ impl<'g> CommClock<'g> {
 }
 
 impl CommWatch for CommClock<'_> {
-    fn call_started(&self) {
-        self.call_start.set(Some(Instant::now()));
+    fn call_started(&self, kind: CallKind) {
+        let now = Instant::now();
+        match kind {
+            CallKind::Blocking | CallKind::Start => self.overlaps.borrow_mut().push(0.0),
+            CallKind::Wait => {
+                if let Some((call, returned, waited)) = self.open.take() {
+                    let computed = now.duration_since(returned).saturating_sub(self.waited.get() - waited);
+                    self.overlaps.borrow_mut()[call] += computed.as_secs_f64();
+                }
+            }
+        }
+        self.kind.set(kind);
+        self.call_start.set(Some(now));
         if let Some(g) = self.gate {
             g.release();
         }
@@ -82,6 +121,10 @@ impl CommWatch for CommClock<'_> {
         }
         if let Some(start) = self.call_start.take() {
             self.waited.set(self.waited.get() + start.elapsed());
+        }
+        if self.kind.get() == CallKind::Start {
+            let call = self.overlaps.borrow().len() - 1;
+            self.open.set(Some((call, Instant::now(), self.waited.get())));
         }
     }
 }
@@ -111,6 +154,25 @@ mod tests {
         });
         assert_eq!(value, 7);
         assert!(clock.waited() >= Duration::from_millis(20) && clock.waited() < Duration::from_millis(500));
+    }
+
+    #[test]
+    fn compute_between_a_start_and_its_wait_overlaps_that_call() {
+        let clock = CommClock::new(None);
+        clock.begin_step();
+        clock.call(|| ());
+        clock.call_started(CallKind::Start);
+        clock.call_finished();
+        std::thread::sleep(Duration::from_millis(30));
+        clock.call_started(CallKind::Wait);
+        clock.call_finished();
+        clock.call(|| ());
+        let overlaps = clock.step_overlaps();
+        assert_eq!(overlaps.len(), 3, "the wait is no call of its own");
+        assert_eq!((overlaps[0], overlaps[2]), (0.0, 0.0));
+        assert!(overlaps[1] >= 0.03 && overlaps[1] < 1.0, "{overlaps:?}");
+        clock.begin_step();
+        assert!(clock.step_overlaps().is_empty());
     }
 
     #[test]

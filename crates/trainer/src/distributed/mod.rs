@@ -1,21 +1,26 @@
-//! Distributed full-batch training (`--method vanilla`): the graph is partitioned (edge-cut or
+//! The distributed runner: every method whose data plan cuts the structure runs here, with its
+//! parts ([`crate::method::Parts`]) plugged in. The graph is partitioned (edge-cut or
 //! vertex-cut), every worker trains the same model on its part, and the per-layer exchange
-//! makes the result equal to single-process training (DESIGN.md's correctness contract).
+//! moves rows through the method's codec stack; with the exact stack the result equals
+//! single-process training (the correctness contract in `docs/ARCHITECTURE.md`).
 //!
 //! - Edge-cut: before each aggregation a worker pulls the rows of its halo vertices from their
-//!   owners and, in backward, sends their gradient rows back ([`EdgeCutExchange`]).
+//!   primaries and, in backward, sends their gradient rows back ([`EdgeCutExchange`]); with
+//!   `overlap` both calls are split and the layers compute meanwhile.
 //! - Vertex-cut: replicas aggregate over their own edges; mirrors send partial sums to the
-//!   master, which scatters the total back, forward and backward ([`VertexCutExchange`]).
+//!   primary, which scatters the total back, forward and backward ([`VertexCutExchange`]).
 //! - Parameters: gradients are all-reduced (summed, bit-identical on every rank) and every
-//!   worker applies the same Adam step; the loss is summed over each worker's owned (master)
-//!   training vertices, all-reduced and divided by the global training-set size.
+//!   worker applies the same Adam step; the loss is summed over each worker's primary training
+//!   vertices, all-reduced and divided by the global training-set size.
+//! - Evaluation goes around the codecs (exact, their state untouched) unless `lossy-eval`.
 //!
 //! Rank 0 loads and partitions the dataset and scatters one share per worker ([`setup`]); a
-//! worker then holds only its part and its halo or mirrors. Per epoch the report carries the
-//! step's traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, and
+//! worker then holds only its part and its copies. Per epoch the report carries the step's
+//! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
 //! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
-//! communicator calls, and under `method`: every worker's compute time, their sum and the
-//! traffic per ledger phase. `final.method` holds each worker's share size and peak memory.
+//! communicator calls, `modeled_epoch_s` from [`timeline`], and under `method`: every worker's
+//! compute time, the codec stats and the method hook's fields. `final.method` holds the codec
+//! stack, the topology, each worker's share size and peak memory.
 //!
 //! Backends: in-process threads ([`LocalCluster`], the default) or MPI processes (feature
 //! `mpi`; `mpirun -np P halo train ... --backend mpi`). A failing worker ends the whole run with
@@ -25,24 +30,22 @@
 //! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
 
 mod clock;
-mod settings;
 mod setup;
+mod timeline;
 mod worker;
 
-use std::path::Path;
-use std::sync::mpsc;
-
-use cache_quant::{Codec, IdentityCodec};
-use comm_hierarchy::{ClusterError, CommError, Communicator, LinkModel, LocalCluster, Topology, TopologyError};
-use graph_partition::Dataset;
+use comm_hierarchy::{ClusterError, CommError, Communicator, LocalCluster, Topology, TopologyError};
+use graph_partition::book::CutKind;
 use graph_partition::partition::{Algorithm, PartitionError};
 use serde_json::json;
+use std::sync::mpsc;
 
 pub use clock::ComputeGate;
-pub use settings::{Backend, Cut, DistributedConfig};
 
-use crate::config::TrainConfig;
+use crate::Source;
+use crate::config::{Backend, TrainConfig};
 use crate::error::TrainError;
+use crate::method::Parts;
 use crate::report::{EpochRecord, Report};
 use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop};
 use clock::CommClock;
@@ -76,9 +79,6 @@ pub enum DistError {
     /// A worker failed; the run stopped.
     #[error("distributed run failed: {0}")]
     Worker(#[from] ClusterError),
-    /// An MPI rank other than 0 asked for the report, which rank 0 holds.
-    #[error("this MPI rank is not rank 0 and holds no report; rank 0 writes it")]
-    NotRoot,
     /// `--backend mpi` in a build without MPI support.
     #[error("--backend mpi needs halo built with the `mpi` feature (cargo build --features mpi)")]
     NoMpi,
@@ -92,18 +92,13 @@ pub struct LocalOptions {
     pub serialize_compute: bool,
 }
 
-/// Where rank 0 gets the dataset from.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    /// Load (or generate) it as the configuration says; dropped once the shares are sent.
-    Load(&'a Path),
-    /// Already in memory (normalised as the configuration says).
-    Given(&'a Dataset),
-}
-
 /// Everything a worker needs besides its communicator.
 #[derive(Clone, Copy)]
 struct Job<'a> {
+    /// The method's name, for the report.
+    method: &'a str,
+    parts: &'a Parts,
+    cut: CutKind,
     config: &'a TrainConfig,
     source: Source<'a>,
     gate: Option<&'a ComputeGate>,
@@ -111,43 +106,36 @@ struct Job<'a> {
     backend: Backend,
 }
 
-/// Trains as `config` says with `config.distributed`'s cut, partitioner, workers, hosts and
-/// backend; a bare dataset name is looked up under `datasets_root`. Returns the report on rank
-/// 0 and `None` on the other ranks of an MPI job (rank 0 reports for all). `observer` sees
-/// every epoch on rank 0.
-pub fn run(
+/// Trains `parts` (whose data plan is `cut`) as `config` says with `config.distributed`'s
+/// partitioner, workers, hosts and backend. Returns the report on rank 0 and `None` on the
+/// other ranks of an MPI job (rank 0 reports for all). `observer` sees every epoch on rank 0.
+/// A `Source::Given` dataset always runs on in-process workers.
+pub(crate) fn run(
+    method: &str,
+    parts: &Parts,
+    cut: CutKind,
     config: &TrainConfig,
-    datasets_root: &Path,
+    source: Source<'_>,
+    options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
-    config.validate()?;
-    let backend = config.distributed.backend;
-    let job = Job { config, source: Source::Load(datasets_root), gate: None, backend };
+    let backend = match source {
+        Source::Given(_) => Backend::Local,
+        Source::Load(_) => config.distributed.backend,
+    };
+    let gate = ComputeGate::default();
+    let gate = options.serialize_compute.then_some(&gate);
+    let job = Job { method, parts, cut, config, source, gate, backend };
     match backend {
         Backend::Local => run_local(job, observer).map(Some),
         Backend::Mpi => run_mpi(job, observer),
     }
 }
 
-/// Trains on an in-memory `dataset` with in-process workers (whatever `config`'s backend),
-/// e.g. to compare with single-process training on the same data.
-pub fn run_with_dataset(
-    config: &TrainConfig,
-    dataset: &Dataset,
-    options: LocalOptions,
-    observer: &mut dyn EpochObserver,
-) -> Result<Report, TrainError> {
-    config.validate()?;
-    let gate = ComputeGate::default();
-    let gate = options.serialize_compute.then_some(&gate);
-    let job = Job { config, source: Source::Given(dataset), gate, backend: Backend::Local };
-    run_local(job, observer)
-}
-
 /// One thread per worker; rank 0 forwards its epochs to `observer` on the calling thread.
 fn run_local(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
     let dist = &job.config.distributed;
-    let topology = Topology::for_workers(dist.workers, dist.hosts, LinkModel::default()).map_err(DistError::from)?;
+    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.topology.links()).map_err(DistError::from)?;
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
     let outcome = std::thread::scope(|scope| {
         let cluster = scope.spawn(move || {
@@ -180,7 +168,8 @@ impl EpochObserver for Forward {
 #[cfg(feature = "mpi")]
 fn run_mpi(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
-    let options = MpiOptions { hosts: Some(job.config.distributed.hosts), ..MpiOptions::default() };
+    let dist = &job.config.distributed;
+    let options = MpiOptions { hosts: Some(dist.hosts), links: dist.topology.links(), ..MpiOptions::default() };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
         run_worker(&comm, job, observer)
@@ -203,21 +192,17 @@ fn run_worker(
     let clock = CommClock::new(job.gate);
     let config = job.config;
     let (root, shares) = if comm.rank() == 0 {
-        let prepared = match job.source {
-            Source::Given(dataset) => setup::prepare(dataset, &config.distributed, comm.size(), config.seed)?,
-            Source::Load(root) => {
-                let dataset = crate::data::prepare_dataset(config, root, observer.shows_progress())?;
-                setup::prepare(&dataset, &config.distributed, comm.size(), config.seed)?
-            }
-        };
+        let dataset = job.source.dataset(config, observer.shows_progress())?;
+        let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
         (Some((prepared.dataset, prepared.summary)), Some(prepared.shares))
     } else {
         (None, None)
     };
     let share = setup::distribute(comm, &clock, shares)?;
-    let mut worker = Worker::new(comm, &clock, &share, config)?;
+    let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let mut outcome = train_loop(&mut worker, options, observer)?;
+    let codec = worker.codec_name();
     drop(worker);
 
     // Every worker's share and memory, in rank order.
@@ -251,17 +236,19 @@ fn run_worker(
             })
         })
         .collect();
-    outcome.final_.method = Some(json!({
-        "backend": job.backend.as_str(),
-        "codec": IdentityCodec.name(),
-        "held_bytes_max": table.chunks_exact(FIELDS).map(|w| w[3] as u64).max(),
-        "workers": workers,
-    }));
+    let mut method = outcome.final_.method.take().unwrap_or_else(|| json!({}));
+    method["backend"] = json!(job.backend.as_str());
+    method["codec"] = json!(codec);
+    method["topology"] = json!(config.distributed.topology.as_str());
+    method["overlap"] = json!(config.distributed.overlap);
+    method["held_bytes_max"] = json!(table.chunks_exact(FIELDS).map(|w| w[3] as u64).max());
+    method["workers"] = json!(workers);
+    outcome.final_.method = Some(method);
     Ok(Some(Report {
         dataset,
         model: config.model.as_str().to_string(),
-        method: config.method.as_str().to_string(),
-        cut: config.distributed.cut.as_str().to_string(),
+        method: job.method.to_string(),
+        cut: job.cut.as_str().to_string(),
         workers: comm.size(),
         hosts: topology.hosts(),
         seed: config.seed,

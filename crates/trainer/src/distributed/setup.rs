@@ -12,9 +12,11 @@ use graph_partition::partition::{PartitionConfig, partition_graph};
 use graph_partition::{Dataset, Labels};
 use ndarray::{Array2, Axis};
 
+use graph_partition::book::CutKind;
+
 use super::DistError;
 use super::clock::CommClock;
-use super::settings::{Cut, DistributedConfig};
+use crate::config::DistributedConfig;
 use crate::report::PartitionSummary;
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
@@ -144,14 +146,16 @@ pub(crate) struct Prepared {
     pub dataset: String,
 }
 
-/// Partitions `dataset` into `workers` parts on `config.hosts` hosts and cuts it into shares.
+/// Partitions `dataset` with a `cut` into `workers` parts on `config.hosts` hosts and cuts it
+/// into shares.
 pub(crate) fn prepare(
     dataset: &Dataset,
+    cut: CutKind,
     config: &DistributedConfig,
     workers: usize,
     seed: u64,
 ) -> Result<Prepared, DistError> {
-    let algorithm = config.algorithm();
+    let algorithm = config.algorithm_for(cut);
     let pconfig = PartitionConfig { hosts: config.hosts, seed, ..PartitionConfig::new(algorithm, workers) };
     let (partition, cost) = measure(|| partition_graph(&dataset.graph, &pconfig));
     let partition = partition.map_err(|source| DistError::Partition { algorithm, source })?;
@@ -176,9 +180,9 @@ pub(crate) fn prepare(
         .zip(splits.drain(..))
         .map(|(part, [train, valid, test])| {
             let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
-            let computed = match config.cut {
-                Cut::Edge => part.num_primary(),
-                Cut::Vertex => part.num_local(),
+            let computed = match cut {
+                CutKind::EdgeCut => part.num_primary(),
+                CutKind::VertexCut | CutKind::FeatureCut => part.num_local(),
             };
             let labels = match &dataset.labels {
                 Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),

@@ -1,29 +1,33 @@
 //! One worker's side of distributed full-batch training: the model on its part of the graph,
-//! the exchange of its cut, gradients all-reduced (summed) before every worker applies the
-//! same optimizer step, and losses and accuracy counts all-reduced, so every worker sees the
-//! global values.
+//! the exchange of its cut with the method's codec stack, gradients all-reduced (summed) before
+//! every worker applies the same optimizer step, and losses and accuracy counts all-reduced, so
+//! every worker sees the global values.
 
 use std::time::Instant;
 
+use cache_quant::{CodecBank, StatsTable};
 use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{Exchange, ExchangeOptions};
 use gnn_core::{Adam, AggGraph, ForwardCtx, Model};
+use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
 use super::DistError;
 use super::clock::CommClock;
-use super::settings::Cut;
 use super::setup::WorkerShare;
+use super::timeline::{WorkerStep, modeled_step_s};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::method::{Parts, StepHook};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
 /// Ledger phases of the worker's own collectives (the exchange's are `fwd/<layer>` and
-/// `bwd/<layer>`).
+/// `bwd/<layer>`). Only `grads` and `loss` run inside a step; the others run after it and are
+/// not part of any epoch's counts.
 const GRADS: &str = "grads";
 const LOSS: &str = "loss";
 const EVAL: &str = "eval";
@@ -38,40 +42,65 @@ pub(crate) struct Worker<'a> {
     objective: Objective<'a>,
     model: Model,
     exchange: Box<dyn Exchange + 'a>,
+    hook: Option<Box<dyn StepHook>>,
+    /// The codec stack's name, for the report.
+    codec: String,
+    /// Codec stats summed over workers and epochs.
+    codec_totals: StatsTable,
     optimizer: Adam,
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
+    layers: usize,
     seed: u64,
 }
 
 impl<'a> Worker<'a> {
-    /// The worker of `share`, with the exchange of `config`'s cut and the model and optimizer it
-    /// describes (initialised identically on every worker from the seed).
+    /// The worker of `share`, with the exchange of `cut` through `parts`' codecs, and the model
+    /// and optimizer `config` describes (initialised identically on every worker from the seed).
     pub(crate) fn new(
         comm: &'a dyn Communicator,
         clock: &'a CommClock<'a>,
         share: &'a WorkerShare,
+        parts: &Parts,
+        cut: CutKind,
         config: &TrainConfig,
     ) -> Result<Self, TrainError> {
-        // No codec: rows travel as exact f32 (the identity codec).
-        let options = ExchangeOptions { codecs: None, watch: Some(clock) };
-        let exchange: Box<dyn Exchange + 'a> = match config.distributed.cut {
-            Cut::Edge => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
-            Cut::Vertex => Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
+        let codecs = parts.exchange.codecs.clone();
+        let codec = codecs.clone().map_or_else(CodecBank::identity, CodecBank::new).codec_name();
+        let options = ExchangeOptions {
+            codecs,
+            watch: Some(clock),
+            overlap: config.distributed.overlap,
+            lossy_eval: config.distributed.lossy_eval,
+        };
+        let exchange: Box<dyn Exchange + 'a> = match cut {
+            CutKind::EdgeCut => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
+            CutKind::VertexCut | CutKind::FeatureCut => {
+                Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
+            }
         };
         let objective = Objective::new(&share.labels);
         Ok(Self {
             comm,
             clock,
             share,
-            graph: agg_graph_of(&share.part, config.distributed.cut.kind())?,
+            graph: agg_graph_of(&share.part, cut)?,
             global_terms: (share.global_train * objective.terms_per_row()) as f64,
             objective,
             model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,
             exchange,
+            hook: parts.hook.as_ref().map(|make| make()),
+            codec,
+            codec_totals: StatsTable::default(),
             optimizer: config.optimizer(),
+            layers: config.layers,
             seed: config.seed,
         })
+    }
+
+    /// The codec stack's name.
+    pub(crate) fn codec_name(&self) -> String {
+        self.codec.clone()
     }
 
     /// Forward, loss, backward, gradient all-reduce and update; returns the global loss.
@@ -90,53 +119,99 @@ impl<'a> Worker<'a> {
         Ok(loss[0] / self.global_terms)
     }
 
+    /// The codec stats of the step summed over all workers (identical on every rank).
+    fn global_codec_stats(&mut self) -> Result<StatsTable, DistError> {
+        let mut flat = self.exchange.take_stats().to_vec(self.layers);
+        self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut flat))?;
+        Ok(StatsTable::from_vec(self.layers, &flat))
+    }
+
     /// Merges the step's traffic (`delta` on every rank) at rank 0 and collects every worker's
-    /// compute time; returns the traffic (complete on rank 0 only), the method fields and the
-    /// slowest worker's compute time. These collectives run after the step and are not part of
-    /// its counts.
+    /// compute time and overlaps; returns the traffic and modeled step (complete on rank 0
+    /// only), the method fields and the slowest worker's compute time.
     fn step_stats(&self, delta: &LedgerSnapshot, compute_s: f64) -> Result<(CommStats, Value, f64), DistError> {
         let merged = self.clock.call(|| self.comm.gather_ledger(0, delta))?;
-        let mut per_worker = vec![0.0f64; self.comm.size()];
-        per_worker[self.comm.rank()] = compute_s;
-        self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut per_worker))?;
+        // Per worker: compute, then the overlap of each of the step's calls (every rank makes
+        // the same calls, so the rows have one length).
+        let calls = delta.collectives().len();
+        let mut overlaps = self.clock.step_overlaps();
+        overlaps.resize(calls, 0.0);
+        let row = 1 + calls;
+        let mut table = vec![0.0f64; self.comm.size() * row];
+        table[self.comm.rank() * row] = compute_s;
+        table[self.comm.rank() * row + 1..][..calls].copy_from_slice(&overlaps);
+        self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
+        let workers: Vec<WorkerStep> =
+            table.chunks_exact(row).map(|r| WorkerStep { compute_s: r[0], overlaps: r[1..].to_vec() }).collect();
+        let per_worker: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
         let max = per_worker.iter().copied().fold(0.0, f64::max);
-        let sum: f64 = per_worker.iter().sum();
         let mut stats = CommStats::default();
-        let mut phases = serde_json::Map::new();
         if let Some(merged) = merged {
             let totals = merged.totals();
             stats.bytes_intra = totals.bytes_intra;
             stats.bytes_inter = totals.bytes_inter;
             stats.messages = totals.messages();
-            stats.modeled_comm_s = cost::model(self.comm.topology(), &merged).total_s;
+            let modeled = cost::model(self.comm.topology(), &merged);
+            stats.modeled_comm_s = modeled.total_s;
+            let seconds: Vec<f64> = modeled.calls.iter().map(|c| c.seconds).collect();
+            // Overlaps are credited call by call; a ledger that does not line up with the
+            // clock's calls gets none (it costs compute plus communication).
+            let credited: Vec<WorkerStep> = if seconds.len() == calls {
+                workers
+            } else {
+                workers.into_iter().map(|w| WorkerStep { overlaps: Vec::new(), ..w }).collect()
+            };
+            stats.modeled_epoch_s = Some(modeled_step_s(&seconds, &credited));
             for phase in merged.phases() {
-                let t = merged.phase_totals(phase);
-                let entry =
-                    json!({"bytes_intra": t.bytes_intra, "bytes_inter": t.bytes_inter, "messages": t.messages()});
-                phases.insert(phase.to_string(), entry);
+                stats.bytes_by_phase.insert(phase.to_string(), merged.phase_totals(phase).bytes());
             }
         }
         let method = json!({
             "compute_s_max": max,
-            "compute_s_sum": sum,
+            "compute_s_sum": per_worker.iter().sum::<f64>(),
             "compute_s_per_worker": per_worker,
-            "phases": phases,
         });
         Ok((stats, method, max))
     }
+}
+
+/// The report form of codec stats: per (layer, direction, route) and in total.
+fn stats_json(table: &StatsTable) -> Value {
+    let entry = |s: &cache_quant::CodecStats| {
+        let bits: serde_json::Map<String, Value> =
+            s.bits.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (b.to_string(), json!(n))).collect();
+        json!({
+            "rows": s.rows,
+            "rows_skipped": s.rows_skipped,
+            "rows_sent_fraction": if s.rows > 0 { (s.rows - s.rows_skipped) as f64 / s.rows as f64 } else { 1.0 },
+            "bytes": s.bytes,
+            "relative_error": s.relative_error(),
+            "bits": bits,
+        })
+    };
+    let mut out: serde_json::Map<String, Value> = table.entries().map(|(k, s)| (k.to_string(), entry(s))).collect();
+    out.insert("total".to_string(), entry(&table.total()));
+    Value::Object(out)
 }
 
 impl Strategy for Worker<'_> {
     type Error = TrainError;
 
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
+        self.clock.begin_step();
         let mark = self.comm.ledger_mark();
         let waited_before = self.clock.waited();
         let start = Instant::now();
         let loss = self.step(epoch)?;
         let compute_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
         let delta = self.comm.ledger_since(mark);
-        let (mut comm, method, slowest) = self.step_stats(&delta, compute_s)?;
+        let (mut comm, mut method, slowest) = self.step_stats(&delta, compute_s)?;
+        let codec_stats = self.global_codec_stats()?;
+        self.codec_totals.merge(&codec_stats);
+        method["codec"] = stats_json(&codec_stats);
+        if let Some(fields) = self.hook.as_mut().and_then(|hook| hook.after_step(epoch, &codec_stats)) {
+            method["hook"] = fields;
+        }
         // Chosen so that the loop's `compute_s` (its wall time minus this) is the slowest
         // worker's compute time; `compute_s_sum` in the method fields is the work summed over
         // workers.
@@ -157,5 +232,9 @@ impl Strategy for Worker<'_> {
         self.clock.call(|| comm.all_reduce_sum_f64(EVAL, &mut counts)).map_err(DistError::from)?;
         let fraction = |k: usize| Hits { correct: counts[2 * k] as u64, total: counts[2 * k + 1] as u64 }.fraction();
         Ok(EvalStats { train_acc: fraction(0), val_acc: fraction(1), test_acc: fraction(2) })
+    }
+
+    fn final_method(&mut self) -> Option<Value> {
+        Some(json!({ "codec_stats": stats_json(&self.codec_totals) }))
     }
 }

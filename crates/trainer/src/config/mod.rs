@@ -4,34 +4,16 @@
 //! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
 //! one name means the same thing in both places; unknown keys are rejected.
 
+mod distributed;
+mod method;
+
 use std::path::{Path, PathBuf};
 
 use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
-/// Which GNN architecture to train.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum ModelName {
-    /// Graph convolution (Kipf & Welling), symmetric normalisation with self-loops.
-    Gcn,
-    /// GraphSAGE with mean aggregation.
-    Sage,
-    /// Graph attention (Velickovic et al.), multi-head.
-    Gat,
-}
-
-impl ModelName {
-    /// The name used on the command line, in TOML and in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModelName::Gcn => "gcn",
-            ModelName::Sage => "sage",
-            ModelName::Gat => "gat",
-        }
-    }
-}
+pub use distributed::{Backend, DistributedConfig};
+pub use method::{Method, MethodConfig, VanillaSettings};
 
 /// How input features are normalised before training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -45,28 +27,6 @@ pub enum FeatureNorm {
     Row,
 }
 
-/// The training method (how the graph is split across workers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Method {
-    /// One process holds the whole graph; no communication.
-    #[default]
-    Single,
-    /// Distributed full-batch training, exact exchange (see `[distributed]` / `--cut`).
-    Vanilla,
-}
-
-impl Method {
-    /// The name used on the command line, in TOML and in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Single => "single",
-            Method::Vanilla => "vanilla",
-        }
-    }
-}
-
 /// Every setting of a training run. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -74,8 +34,8 @@ pub struct TrainConfig {
     /// A dataset directory in the OGB raw layout, or the name of one under `datasets/`;
     /// `None` trains on the built-in synthetic graph.
     pub dataset: Option<String>,
-    /// Architecture.
-    pub model: ModelName,
+    /// Architecture: gcn, sage or gat.
+    pub model: ConvKind,
     /// Number of GNN layers (the last one produces the class logits).
     pub layers: usize,
     /// Hidden width; for GAT, the width of each head.
@@ -96,23 +56,26 @@ pub struct TrainConfig {
     pub feature_norm: FeatureNorm,
     /// Split name under `split/`; `None` takes the dataset's default split.
     pub split: Option<String>,
-    /// Training method.
-    pub method: Method,
+    /// Training method and its settings (`method = "name"`, or a `[method]` table with `name`
+    /// and one `[method.<name>]` table per method).
+    #[serde(deserialize_with = "method::deserialize")]
+    pub method: MethodConfig,
     /// Worker threads of the compute pool; `None` uses every core.
     pub threads: Option<usize>,
     /// Stop after this many epochs without a validation improvement; `None` never stops early.
     pub patience: Option<usize>,
     /// Where to write the JSON report.
     pub report: Option<PathBuf>,
-    /// Cut, partitioner, workers, hosts and backend of the distributed methods.
-    pub distributed: crate::distributed::DistributedConfig,
+    /// Cut, partitioner, workers, hosts, backend, topology and exchange settings of the
+    /// distributed methods.
+    pub distributed: DistributedConfig,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
         Self {
             dataset: None,
-            model: ModelName::Gcn,
+            model: ConvKind::Gcn,
             layers: 2,
             hidden: 16,
             heads: 8,
@@ -123,7 +86,7 @@ impl Default for TrainConfig {
             seed: 0,
             feature_norm: FeatureNorm::None,
             split: None,
-            method: Method::Single,
+            method: MethodConfig::default(),
             threads: None,
             patience: None,
             report: None,
@@ -222,7 +185,8 @@ impl TrainConfig {
         if self.dataset.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return invalid("dataset", "must not be empty".to_string());
         }
-        self.distributed.validate()
+        self.distributed.validate()?;
+        self.method.validate()
     }
 }
 
@@ -233,13 +197,12 @@ impl TrainConfig {
     /// the attention coefficients); GAT uses ELU and one output head, GCN and SAGE use ReLU, as in
     /// the PyG reference scripts.
     pub fn model_config(&self, in_dim: usize, out_dim: usize) -> ModelConfig {
-        let (kind, activation, attn_dropout) = match self.model {
-            ModelName::Gcn => (ConvKind::Gcn, Activation::Relu, 0.0),
-            ModelName::Sage => (ConvKind::Sage, Activation::Relu, 0.0),
-            ModelName::Gat => (ConvKind::Gat, Activation::Elu { alpha: 1.0 }, self.dropout),
+        let (activation, attn_dropout) = match self.model {
+            ConvKind::Gcn | ConvKind::Sage => (Activation::Relu, 0.0),
+            ConvKind::Gat => (Activation::Elu { alpha: 1.0 }, self.dropout),
         };
         ModelConfig {
-            kind,
+            kind: self.model,
             in_dim,
             hidden: self.hidden,
             out_dim,
@@ -317,7 +280,7 @@ report = "out.json"
         let c = TrainConfig::from_toml_str(text, "t.toml").unwrap();
         let expected = TrainConfig {
             dataset: Some("cora".into()),
-            model: ModelName::Gat,
+            model: ConvKind::Gat,
             layers: 3,
             hidden: 8,
             heads: 4,
@@ -328,7 +291,7 @@ report = "out.json"
             seed: 7,
             feature_norm: FeatureNorm::Row,
             split: Some("public".into()),
-            method: Method::Single,
+            method: MethodConfig::default(),
             threads: Some(2),
             patience: Some(10),
             report: Some(PathBuf::from("out.json")),

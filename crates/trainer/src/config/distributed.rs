@@ -1,49 +1,13 @@
-//! The settings of a distributed run (`[distributed]` in the TOML config, `--cut`,
-//! `--partitioner`, `--workers`, `--hosts` and `--backend` on the command line).
+//! The settings of the distributed methods (`[distributed]` in the TOML config; `--cut`,
+//! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap` and
+//! `--lossy-eval` on the command line).
 
+use comm_hierarchy::Preset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ConfigError;
-
-/// How the graph is split across workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Cut {
-    /// Every vertex has one owner; remote in-neighbours are fetched as halo rows.
-    #[default]
-    Edge,
-    /// Every edge has one part; replicated vertices sync partial sums through their master.
-    Vertex,
-}
-
-impl Cut {
-    /// The name used on the command line, in TOML and in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cut::Edge => "edge",
-            Cut::Vertex => "vertex",
-        }
-    }
-
-    /// The partition-book kind this cut produces.
-    pub fn kind(self) -> CutKind {
-        match self {
-            Cut::Edge => CutKind::EdgeCut,
-            Cut::Vertex => CutKind::VertexCut,
-        }
-    }
-
-    /// The partitioner used when none is given: METIS for edge-cuts, EBV for vertex-cuts.
-    pub fn default_partitioner(self) -> Algorithm {
-        match self {
-            Cut::Edge => Algorithm::Metis,
-            Cut::Vertex => Algorithm::Ebv,
-        }
-    }
-}
+use super::ConfigError;
 
 /// Where the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -67,14 +31,14 @@ impl Backend {
     }
 }
 
-/// Settings of the distributed training methods (validated with the rest of the configuration,
-/// used only by those methods).
+/// Settings of the distributed methods (validated with the rest of the configuration, used
+/// only by those methods).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct DistributedConfig {
-    /// Edge-cut or vertex-cut.
-    pub cut: Cut,
-    /// Partitioner; `None` takes the cut's default ([`Cut::default_partitioner`]).
+    /// Edge-cut or vertex-cut, for the methods that split the structure.
+    pub cut: CutKind,
+    /// Partitioner; `None` takes the cut's default ([`DistributedConfig::algorithm`]).
     pub partitioner: Option<Algorithm>,
     /// Number of workers (parts) with the local backend; under MPI the world size.
     pub workers: usize,
@@ -82,18 +46,37 @@ pub struct DistributedConfig {
     pub hosts: usize,
     /// Where the workers run.
     pub backend: Backend,
+    /// The modeled cluster's links: a paper's preset (the default is CDFGNN's).
+    pub topology: Preset,
+    /// Split halo exchanges and compute the rows that need no halo row while they are in flight.
+    pub overlap: bool,
+    /// Evaluate through the method's codecs (advancing their state) instead of exactly.
+    pub lossy_eval: bool,
 }
 
 impl Default for DistributedConfig {
     fn default() -> Self {
-        Self { cut: Cut::Edge, partitioner: None, workers: 4, hosts: 1, backend: Backend::Local }
+        Self {
+            cut: CutKind::EdgeCut,
+            partitioner: None,
+            workers: 4,
+            hosts: 1,
+            backend: Backend::Local,
+            topology: Preset::default(),
+            overlap: false,
+            lossy_eval: false,
+        }
     }
 }
 
 impl DistributedConfig {
-    /// The partitioner to run.
-    pub fn algorithm(&self) -> Algorithm {
-        self.partitioner.unwrap_or(self.cut.default_partitioner())
+    /// The partitioner to run for a `cut`: the given one, else METIS for edge-cuts and EBV for
+    /// vertex-cuts.
+    pub fn algorithm_for(&self, cut: CutKind) -> Algorithm {
+        self.partitioner.unwrap_or(match cut {
+            CutKind::VertexCut => Algorithm::Ebv,
+            CutKind::EdgeCut | CutKind::FeatureCut => Algorithm::Metis,
+        })
     }
 
     /// Checks the settings; the error names the key (= flag) at fault.
@@ -108,14 +91,14 @@ impl DistributedConfig {
                 format!("must be at least 1 and divide workers = {}, got {}", self.workers, self.hosts),
             );
         }
-        let algorithm = self.algorithm();
-        if algorithm.is_vertex_cut() != (self.cut == Cut::Vertex) {
+        if self.cut == CutKind::FeatureCut {
+            return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
+        }
+        let algorithm = self.algorithm_for(self.cut);
+        if algorithm.is_vertex_cut() != (self.cut == CutKind::VertexCut) {
             let fitting =
-                if self.cut == Cut::Vertex { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
-            return invalid(
-                "partitioner",
-                format!("`{algorithm}` does not make a {}-cut; use {fitting}", self.cut.as_str()),
-            );
+                if self.cut == CutKind::VertexCut { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
+            return invalid("partitioner", format!("`{algorithm}` does not make a {}-cut; use {fitting}", self.cut));
         }
         Ok(())
     }
@@ -136,10 +119,10 @@ mod tests {
     fn defaults_are_valid_and_pick_the_cut_partitioner() {
         let c = DistributedConfig::default();
         c.validate().unwrap();
-        assert_eq!(c.algorithm(), Algorithm::Metis);
-        let v = DistributedConfig { cut: Cut::Vertex, ..c };
+        assert_eq!(c.algorithm_for(c.cut), Algorithm::Metis);
+        let v = DistributedConfig { cut: CutKind::VertexCut, ..c };
         v.validate().unwrap();
-        assert_eq!(v.algorithm(), Algorithm::Ebv);
+        assert_eq!(v.algorithm_for(v.cut), Algorithm::Ebv);
     }
 
     #[test]
@@ -148,7 +131,8 @@ mod tests {
         assert_eq!(key_of(&DistributedConfig { workers: 0, ..ok.clone() }), "workers");
         assert_eq!(key_of(&DistributedConfig { hosts: 3, ..ok.clone() }), "hosts");
         assert_eq!(key_of(&DistributedConfig { hosts: 0, ..ok.clone() }), "hosts");
-        let mismatch = DistributedConfig { cut: Cut::Vertex, partitioner: Some(Algorithm::Metis), ..ok };
+        assert_eq!(key_of(&DistributedConfig { cut: CutKind::FeatureCut, ..ok.clone() }), "cut");
+        let mismatch = DistributedConfig { cut: CutKind::VertexCut, partitioner: Some(Algorithm::Metis), ..ok };
         assert_eq!(key_of(&mismatch), "partitioner");
         assert!(mismatch.validate().unwrap_err().to_string().contains("`metis` does not make a vertex-cut"));
     }
@@ -156,15 +140,19 @@ mod tests {
     #[test]
     fn toml_spells_keys_like_the_flags() {
         let c: DistributedConfig = toml::from_str(
-            "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n",
+            "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
+             topology = \"ecgraph\"\noverlap = true\nlossy-eval = true\n",
         )
         .unwrap();
         let expected = DistributedConfig {
-            cut: Cut::Vertex,
+            cut: CutKind::VertexCut,
             partitioner: Some(Algorithm::RandomVertexCut),
             workers: 8,
             hosts: 2,
             backend: Backend::Mpi,
+            topology: Preset::Ecgraph,
+            overlap: true,
+            lossy_eval: true,
         };
         assert_eq!(c, expected);
         assert!(toml::from_str::<DistributedConfig>("parts = 2\n").is_err());
@@ -176,8 +164,8 @@ mod tests {
         let text = "method = \"vanilla\"\n[distributed]\ncut = \"vertex\"\nworkers = 6\nhosts = 3\n";
         let c = TrainConfig::from_toml_str(text, "run.toml").unwrap();
         assert_eq!(
-            (c.method, c.distributed.cut, c.distributed.workers, c.distributed.hosts),
-            (Method::Vanilla, Cut::Vertex, 6, 3)
+            (c.method.name, c.distributed.cut, c.distributed.workers, c.distributed.hosts),
+            (Method::Vanilla, CutKind::VertexCut, 6, 3)
         );
         let msg =
             TrainConfig::from_toml_str("[distributed]\nworkers = 4\nhosts = 3\n", "run.toml").unwrap_err().to_string();
@@ -185,5 +173,8 @@ mod tests {
         let msg =
             TrainConfig::from_toml_str("[distributed]\nbackend = \"nccl\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `backend`"), "{msg}");
+        let msg =
+            TrainConfig::from_toml_str("[distributed]\ntopology = \"dgx\"\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:2: key `topology`"), "{msg}");
     }
 }

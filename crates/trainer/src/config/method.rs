@@ -1,0 +1,127 @@
+//! Which method trains, and each method's own settings.
+//!
+//! In TOML either `method = "vanilla"`, or a table naming the method next to one table of
+//! settings per method:
+//!
+//! ```toml
+//! [method]
+//! name = "vanilla"
+//! [method.vanilla]
+//! skip-repeats = true
+//! ```
+//!
+//! Settings of every method can sit in one file; only the named method's are used. Adding a
+//! method adds its name here, its settings table, and its [`crate::method::MethodDef`].
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+
+/// The training methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// One process holds the whole graph; no communication.
+    #[default]
+    Single,
+    /// Distributed full-batch training with an exact exchange (see `[distributed]` / `--cut`).
+    Vanilla,
+}
+
+impl Method {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Single => "single",
+            Method::Vanilla => "vanilla",
+        }
+    }
+}
+
+/// `[method.vanilla]`: exact distributed training.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct VanillaSettings {
+    /// Send only the rows a receiver does not already hold bit for bit (lossless; it pays off
+    /// where rows repeat across epochs, e.g. input features pulled without input dropout).
+    pub skip_repeats: bool,
+}
+
+/// The method and the settings tables of every method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct MethodConfig {
+    /// The method that trains.
+    pub name: Method,
+    /// Settings of `vanilla`.
+    pub vanilla: VanillaSettings,
+}
+
+impl MethodConfig {
+    /// The default settings of `method`.
+    pub fn named(method: Method) -> Self {
+        Self { name: method, ..Self::default() }
+    }
+
+    /// Checks the settings; the error names the key at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+/// Accepts `method = "name"` as well as the table.
+pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<MethodConfig, D::Error> {
+    struct Either;
+
+    impl<'de> Visitor<'de> for Either {
+        type Value = MethodConfig;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a method name (single, vanilla) or a [method] table")
+        }
+
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {
+            Method::deserialize(de::value::StrDeserializer::<E>::new(name)).map(MethodConfig::named)
+        }
+
+        fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<MethodConfig, M::Error> {
+            MethodConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+        }
+    }
+
+    deserializer.deserialize_any(Either)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Method, TrainConfig, VanillaSettings};
+
+    #[test]
+    fn a_name_or_a_table_selects_the_method() {
+        let c = TrainConfig::from_toml_str("method = \"vanilla\"\n", "m.toml").unwrap();
+        assert_eq!(c.method.name, Method::Vanilla);
+        let text = "[method]\nname = \"vanilla\"\n[method.vanilla]\nskip-repeats = true\n";
+        let c = TrainConfig::from_toml_str(text, "m.toml").unwrap();
+        assert_eq!((c.method.name, &c.method.vanilla), (Method::Vanilla, &VanillaSettings { skip_repeats: true }));
+    }
+
+    #[test]
+    fn bad_method_settings_name_file_line_and_key() {
+        let msg = TrainConfig::from_toml_str("method = \"magic\"\n", "m.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("m.toml:1: key `method`") && msg.contains("single"), "{msg}");
+        let text = "[method]\nname = \"vanilla\"\n[method.vanilla]\nskip-repeat = true\n";
+        let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("m.toml:4: key `skip-repeat`") && msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn the_report_form_reads_back() {
+        let mut c = TrainConfig::default();
+        c.method.name = Method::Vanilla;
+        c.method.vanilla.skip_repeats = true;
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(TrainConfig::from_toml_str(&text, "round-trip").unwrap(), c);
+    }
+}

@@ -1,0 +1,106 @@
+//! The composition point: every method is a named preset of four parts plus its own settings.
+//!
+//! - a **data plan**: how the dataset is split and shipped to workers ([`DataPlan`]);
+//! - a **batch source**: what one training step computes on ([`BatchSource`]);
+//! - an **exchange**: the cut's exchange with a stack of codecs ([`ExchangeStack`]);
+//! - a **gradient sync**: how workers agree on the update ([`GradSync`]).
+//!
+//! A method implements [`MethodDef`]: from the validated configuration (its `[method.<name>]`
+//! table among it) it returns its [`Parts`]. The trainer runs any parts through one path
+//! ([`crate::run_method`]), so a method is its parts, never a fork of the worker. Adding a
+//! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
+//! `docs/methods/<name>.md`.
+
+mod single;
+mod vanilla;
+
+use std::sync::Arc;
+
+use cache_quant::{CodecFactory, StatsTable};
+use graph_partition::book::CutKind;
+use serde_json::Value;
+
+use crate::config::{Method, TrainConfig};
+
+/// How the dataset reaches the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPlan {
+    /// One process holds the whole graph.
+    Whole,
+    /// The structure is partitioned (edge-cut or vertex-cut); each worker gets its part, its
+    /// copies, and the features of the rows it computes.
+    Cut(CutKind),
+}
+
+/// What one training step computes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSource {
+    /// Every training vertex, every step (one step per epoch).
+    FullBatch,
+}
+
+/// How workers agree on the parameter update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradSync {
+    /// Gradients summed by a deterministic all-reduce; every worker applies the same step.
+    AllReduce,
+}
+
+/// The codecs the exchange sends its rows through; `None` is exact transport.
+#[derive(Clone, Default)]
+pub struct ExchangeStack {
+    pub codecs: Option<CodecFactory>,
+}
+
+/// Runs after every training step on every worker, between steps: a method's controller.
+///
+/// It sees the codec stats summed over all workers, identical on every rank, so the settings
+/// it changes through [`cache_quant::Knob`]s are identical on every rank too.
+pub trait StepHook: Send {
+    /// Called after the step of `epoch`; returns fields for the epoch record's `method.hook`.
+    fn after_step(&mut self, epoch: usize, stats: &StatsTable) -> Option<Value>;
+}
+
+/// Makes one [`StepHook`] per worker.
+pub type HookFactory = Arc<dyn Fn() -> Box<dyn StepHook> + Send + Sync>;
+
+/// What a method is made of.
+#[derive(Clone)]
+pub struct Parts {
+    pub data: DataPlan,
+    pub batches: BatchSource,
+    pub exchange: ExchangeStack,
+    pub sync: GradSync,
+    /// The method's between-steps controller, if it has one.
+    pub hook: Option<HookFactory>,
+}
+
+impl Parts {
+    /// Exact full-batch training on `data` with gradients all-reduced.
+    pub fn exact(data: DataPlan) -> Self {
+        Self {
+            data,
+            batches: BatchSource::FullBatch,
+            exchange: ExchangeStack::default(),
+            sync: GradSync::AllReduce,
+            hook: None,
+        }
+    }
+}
+
+/// A training method: a name and the parts it composes.
+pub trait MethodDef: Send + Sync {
+    /// The name in reports.
+    fn name(&self) -> &str;
+
+    /// The parts for `config` (already validated, so its settings are in range).
+    fn parts(&self, config: &TrainConfig) -> Parts;
+}
+
+/// The built-in definition of `method`.
+pub fn lookup(method: Method) -> &'static dyn MethodDef {
+    match method {
+        Method::Single => &single::Single,
+        Method::Vanilla => &vanilla::Vanilla,
+    }
+}

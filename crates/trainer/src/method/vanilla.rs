@@ -1,0 +1,27 @@
+//! `vanilla`: distributed full-batch training with an exact exchange; equals single-process
+//! training (the correctness contract). `[method.vanilla] skip-repeats` adds a lossless codec
+//! that sends only rows the receiver does not hold yet.
+
+use std::sync::Arc;
+
+use cache_quant::{IdentityCodec, SkipRepeats, Stream};
+
+use super::{DataPlan, ExchangeStack, MethodDef, Parts};
+use crate::config::TrainConfig;
+
+pub(super) struct Vanilla;
+
+impl MethodDef for Vanilla {
+    fn name(&self) -> &str {
+        "vanilla"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let mut parts = Parts::exact(DataPlan::Cut(config.distributed.cut));
+        if config.method.vanilla.skip_repeats {
+            let codecs = SkipRepeats::over(Arc::new(|_: &Stream| Box::new(IdentityCodec)));
+            parts.exchange = ExchangeStack { codecs: Some(codecs) };
+        }
+        parts
+    }
+}
