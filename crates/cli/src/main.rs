@@ -22,6 +22,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Train a GNN full-batch (GCN, GraphSAGE, GAT) and write a JSON report.
     Train(cmd::train::Args),
+    /// Run a grid of `train` variants x seeds from a TOML file; tabulate means, errors and the
+    /// differences from a baseline variant.
+    Experiment(cmd::experiment::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +38,7 @@ fn main() -> std::process::ExitCode {
         Command::Partition(args) => cmd::partition::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Train(args) => cmd::train::run(args),
+        Command::Experiment(args) => cmd::experiment::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

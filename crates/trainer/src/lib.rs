@@ -17,6 +17,7 @@ pub mod config;
 pub mod data;
 pub mod distributed;
 pub mod error;
+pub mod experiment;
 pub mod features;
 pub mod memory;
 pub mod method;

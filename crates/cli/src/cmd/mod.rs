@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod datasets;
+pub mod experiment;
 pub mod partition;
 pub mod train;

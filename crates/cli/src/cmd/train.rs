@@ -153,6 +153,19 @@ impl Args {
     }
 }
 
+/// The validated configuration `halo train FLAGS` would run (flags without the subcommand);
+/// `halo experiment` builds each variant with it, so a variant means exactly what its flags mean.
+pub(crate) fn config_from_flags(flags: &[String]) -> anyhow::Result<TrainConfig> {
+    use clap::{Args as _, FromArgMatches as _};
+    let command = Args::augment_args(clap::Command::new("halo train").no_binary_name(true));
+    let args = command.try_get_matches_from(flags).and_then(|m| Args::from_arg_matches(&m)).map_err(|err| {
+        // clap renders for a terminal: the message, then usage and a help hint. Keep the message.
+        let text = err.to_string();
+        anyhow::anyhow!("{}", text.lines().next().unwrap_or_default().trim_start_matches("error: "))
+    })?;
+    args.resolve()
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.resolve()?;
     if let Some(threads) = config.threads {

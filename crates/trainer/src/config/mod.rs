@@ -225,7 +225,7 @@ impl TrainConfig {
 }
 
 /// Turns a TOML error into one that names the file, line and key.
-fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
+pub(crate) fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
     let start = err.span().map_or(0, |s| s.start).min(text.len());
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
     let line_text = text[line_start..].lines().next().unwrap_or("");
