@@ -102,6 +102,12 @@ pub trait Exchange {
     fn take_stats(&mut self) -> StatsTable {
         StatsTable::default()
     }
+
+    /// The codec stack rows travel through, `outer(inner)` (ask after training: an exchange
+    /// that has not used a stream yet builds a throw-away codec to learn the name).
+    fn codec_name(&self) -> String {
+        "identity".to_string()
+    }
 }
 
 /// Single-process training: the whole graph is local, every method does nothing.

@@ -5,8 +5,7 @@
 use std::convert::Infallible;
 use std::path::Path;
 
-use trainer::config::{Method, TrainConfig};
-use trainer::distributed::DistributedConfig;
+use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::experiment::{
     ExperimentError, ExperimentSpec, GridObserver, Metric, Outcome, Plan, RESULTS_CSV, RESULTS_JSON, RunId, RunRow,
     Table,
@@ -53,7 +52,7 @@ impl GridObserver for Recorder {
 fn config(variant: &str, epochs: usize) -> TrainConfig {
     let distributed = DistributedConfig { workers: 2, ..DistributedConfig::default() };
     let method = if variant == "vanilla" { Method::Vanilla } else { Method::Single };
-    TrainConfig { epochs, hidden: 8, method, distributed, ..TrainConfig::default() }
+    TrainConfig { epochs, hidden: 8, method: MethodConfig::named(method), distributed, ..TrainConfig::default() }
 }
 
 fn plan(text: &str, config_of: impl Fn(&str) -> TrainConfig) -> Plan {

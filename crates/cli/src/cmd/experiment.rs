@@ -136,7 +136,8 @@ impl GridObserver for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trainer::config::{Method, ModelName};
+    use gnn_core::ConvKind;
+    use trainer::config::Method;
 
     fn flags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -147,7 +148,7 @@ mod tests {
         let c =
             config_from_flags(&flags(&["--model", "sage", "--epochs", "3", "--method", "vanilla", "--workers", "2"]))
                 .unwrap();
-        assert_eq!((c.model, c.epochs, c.method, c.distributed.workers), (ModelName::Sage, 3, Method::Vanilla, 2));
+        assert_eq!((c.model, c.epochs, c.method.name, c.distributed.workers), (ConvKind::Sage, 3, Method::Vanilla, 2));
         assert_eq!(config_from_flags(&[]).unwrap(), trainer::TrainConfig::default());
     }
 

@@ -76,6 +76,10 @@ impl Exchange for EdgeCutExchange<'_> {
         self.router.take_stats()
     }
 
+    fn codec_name(&self) -> String {
+        self.router.codec_name()
+    }
+
     fn sum_replicas(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         Ok(())
     }

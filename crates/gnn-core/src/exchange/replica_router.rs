@@ -163,6 +163,11 @@ impl<'a> ReplicaRouter<'a> {
         self.pass = pass;
     }
 
+    /// The codec stack's name.
+    pub(crate) fn codec_name(&self) -> String {
+        self.codecs.codec_name()
+    }
+
     /// Drains the codec stats of the training calls so far.
     pub(crate) fn take_stats(&mut self) -> StatsTable {
         std::mem::take(&mut self.stats)

@@ -46,6 +46,10 @@ impl Exchange for VertexCutExchange<'_> {
         self.router.take_stats()
     }
 
+    fn codec_name(&self) -> String {
+        self.router.codec_name()
+    }
+
     fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         Ok(())
     }

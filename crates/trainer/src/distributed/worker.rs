@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use cache_quant::{CodecBank, StatsTable};
+use cache_quant::StatsTable;
 use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
@@ -21,7 +21,7 @@ use super::setup::WorkerShare;
 use super::timeline::{WorkerStep, modeled_step_s};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::method::{Parts, StepHook};
+use crate::method::{Controller, Parts};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
@@ -42,9 +42,7 @@ pub(crate) struct Worker<'a> {
     objective: Objective<'a>,
     model: Model,
     exchange: Box<dyn Exchange + 'a>,
-    hook: Option<Box<dyn StepHook>>,
-    /// The codec stack's name, for the report.
-    codec: String,
+    controller: Option<Box<dyn Controller>>,
     /// Codec stats summed over workers and epochs.
     codec_totals: StatsTable,
     optimizer: Adam,
@@ -65,8 +63,10 @@ impl<'a> Worker<'a> {
         cut: CutKind,
         config: &TrainConfig,
     ) -> Result<Self, TrainError> {
-        let codecs = parts.exchange.codecs.clone();
-        let codec = codecs.clone().map_or_else(CodecBank::identity, CodecBank::new).codec_name();
+        let (codecs, controller) = match parts.exchange.as_ref().map(|make| make()) {
+            Some(stack) => (Some(stack.codecs), stack.controller),
+            None => (None, None),
+        };
         let options = ExchangeOptions {
             codecs,
             watch: Some(clock),
@@ -89,8 +89,7 @@ impl<'a> Worker<'a> {
             objective,
             model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,
             exchange,
-            hook: parts.hook.as_ref().map(|make| make()),
-            codec,
+            controller,
             codec_totals: StatsTable::default(),
             optimizer: config.optimizer(),
             layers: config.layers,
@@ -98,9 +97,9 @@ impl<'a> Worker<'a> {
         })
     }
 
-    /// The codec stack's name.
+    /// The codec stack's name (ask after training).
     pub(crate) fn codec_name(&self) -> String {
-        self.codec.clone()
+        self.exchange.codec_name()
     }
 
     /// Forward, loss, backward, gradient all-reduce and update; returns the global loss.
@@ -144,8 +143,10 @@ impl<'a> Worker<'a> {
         let workers: Vec<WorkerStep> =
             table.chunks_exact(row).map(|r| WorkerStep { compute_s: r[0], overlaps: r[1..].to_vec() }).collect();
         let per_worker: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
+        let overlapped: f64 = workers.iter().map(|w| w.overlaps.iter().sum::<f64>()).sum();
         let max = per_worker.iter().copied().fold(0.0, f64::max);
         let mut stats = CommStats::default();
+        let mut no_overlap_s = None;
         if let Some(merged) = merged {
             let totals = merged.totals();
             stats.bytes_intra = totals.bytes_intra;
@@ -156,17 +157,18 @@ impl<'a> Worker<'a> {
             let seconds: Vec<f64> = modeled.calls.iter().map(|c| c.seconds).collect();
             // Overlaps are credited call by call; a ledger that does not line up with the
             // clock's calls gets none (it costs compute plus communication).
-            let credited: Vec<WorkerStep> = if seconds.len() == calls {
-                workers
-            } else {
-                workers.into_iter().map(|w| WorkerStep { overlaps: Vec::new(), ..w }).collect()
-            };
-            stats.modeled_epoch_s = Some(modeled_step_s(&seconds, &credited));
+            let blocking: Vec<WorkerStep> =
+                workers.iter().map(|w| WorkerStep { overlaps: Vec::new(), ..w.clone() }).collect();
+            let credited = if seconds.len() == calls { &workers } else { &blocking };
+            stats.modeled_epoch_s = Some(modeled_step_s(&seconds, credited));
+            no_overlap_s = Some(modeled_step_s(&seconds, &blocking));
             for phase in merged.phases() {
                 stats.bytes_by_phase.insert(phase.to_string(), merged.phase_totals(phase).bytes());
             }
         }
         let method = json!({
+            "modeled_epoch_s_no_overlap": no_overlap_s,
+            "overlapped_compute_s_sum": overlapped,
             "compute_s_max": max,
             "compute_s_sum": per_worker.iter().sum::<f64>(),
             "compute_s_per_worker": per_worker,
@@ -209,8 +211,8 @@ impl Strategy for Worker<'_> {
         let codec_stats = self.global_codec_stats()?;
         self.codec_totals.merge(&codec_stats);
         method["codec"] = stats_json(&codec_stats);
-        if let Some(fields) = self.hook.as_mut().and_then(|hook| hook.after_step(epoch, &codec_stats)) {
-            method["hook"] = fields;
+        if let Some(fields) = self.controller.as_mut().and_then(|c| c.after_step(epoch, &codec_stats)) {
+            method["controller"] = fields;
         }
         // Chosen so that the loop's `compute_s` (its wall time minus this) is the slowest
         // worker's compute time; `compute_s_sum` in the method fields is the work summed over

@@ -206,8 +206,7 @@ fn train(
 ) -> Result<Report, ExperimentError> {
     let failed =
         |source| ExperimentError::Run { variant: id.variant.to_string(), seed: id.seed, source: Box::new(source) };
-    // SHIM until `crate::run` returns `Option<Report>` (`None` on MPI ranks other than 0): drop `.map(Some)` then.
-    let report: Option<Report> = crate::run(config, datasets_root, observer).map(Some).map_err(failed)?;
+    let report: Option<Report> = crate::run(config, datasets_root, observer).map_err(failed)?;
     report.ok_or_else(|| ExperimentError::NoReport { variant: id.variant.to_string(), seed: id.seed })
 }
 

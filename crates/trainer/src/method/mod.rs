@@ -46,45 +46,41 @@ pub enum GradSync {
     AllReduce,
 }
 
-/// The codecs the exchange sends its rows through; `None` is exact transport.
-#[derive(Clone, Default)]
+/// One worker's codec stack: the codecs its exchange sends rows through (one per stream) and
+/// the controller that changes their settings between steps. A worker's codecs and its
+/// controller share [`cache_quant::Knob`]s; another worker's are its own.
 pub struct ExchangeStack {
-    pub codecs: Option<CodecFactory>,
+    pub codecs: CodecFactory,
+    pub controller: Option<Box<dyn Controller>>,
 }
 
-/// Runs after every training step on every worker, between steps: a method's controller.
+/// Makes one [`ExchangeStack`] per worker.
+pub type StackFactory = Arc<dyn Fn() -> ExchangeStack + Send + Sync>;
+
+/// Runs on every worker after every training step, between steps: a method's controller.
 ///
 /// It sees the codec stats summed over all workers, identical on every rank, so the settings
-/// it changes through [`cache_quant::Knob`]s are identical on every rank too.
-pub trait StepHook: Send {
-    /// Called after the step of `epoch`; returns fields for the epoch record's `method.hook`.
+/// it derives from them and sets through [`cache_quant::Knob`]s are identical on every rank.
+pub trait Controller: Send {
+    /// Called after the step of `epoch`; returns fields for the epoch record's
+    /// `method.controller`.
     fn after_step(&mut self, epoch: usize, stats: &StatsTable) -> Option<Value>;
 }
-
-/// Makes one [`StepHook`] per worker.
-pub type HookFactory = Arc<dyn Fn() -> Box<dyn StepHook> + Send + Sync>;
 
 /// What a method is made of.
 #[derive(Clone)]
 pub struct Parts {
     pub data: DataPlan,
     pub batches: BatchSource,
-    pub exchange: ExchangeStack,
+    /// The exchange's codec stack per worker; `None`: rows travel exactly.
+    pub exchange: Option<StackFactory>,
     pub sync: GradSync,
-    /// The method's between-steps controller, if it has one.
-    pub hook: Option<HookFactory>,
 }
 
 impl Parts {
     /// Exact full-batch training on `data` with gradients all-reduced.
     pub fn exact(data: DataPlan) -> Self {
-        Self {
-            data,
-            batches: BatchSource::FullBatch,
-            exchange: ExchangeStack::default(),
-            sync: GradSync::AllReduce,
-            hook: None,
-        }
+        Self { data, batches: BatchSource::FullBatch, exchange: None, sync: GradSync::AllReduce }
     }
 }
 

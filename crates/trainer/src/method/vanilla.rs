@@ -19,8 +19,10 @@ impl MethodDef for Vanilla {
     fn parts(&self, config: &TrainConfig) -> Parts {
         let mut parts = Parts::exact(DataPlan::Cut(config.distributed.cut));
         if config.method.vanilla.skip_repeats {
-            let codecs = SkipRepeats::over(Arc::new(|_: &Stream| Box::new(IdentityCodec)));
-            parts.exchange = ExchangeStack { codecs: Some(codecs) };
+            parts.exchange = Some(Arc::new(|| ExchangeStack {
+                codecs: SkipRepeats::over(Arc::new(|_: &Stream| Box::new(IdentityCodec))),
+                controller: None,
+            }));
         }
         parts
     }
