@@ -1,4 +1,4 @@
-//! Partition-quality metrics (names as in DESIGN.md's partition report), computed from a
+//! Partition-quality metrics (names as in the partition report of docs/ARCHITECTURE.md), computed from a
 //! [`PartitionBook`], plus the cost of partitioning (time, peak memory).
 //!
 //! With `|V_i|` the local vertices of part `i` (primaries and copies), `|E_i|` its stored

@@ -1,4 +1,4 @@
-//! DESIGN.md's correctness contract: vanilla distributed training on 4 workers over 2 hosts
+//! The correctness contract (docs/ARCHITECTURE.md): vanilla distributed training on 4 workers over 2 hosts
 //! equals single-process training with the same seed, epoch by epoch, dropout included, for
 //! GCN, GraphSAGE and GAT on Cora, edge-cut (METIS) and vertex-cut (EBV).
 

@@ -55,7 +55,7 @@ pub struct Args {
     report: PathBuf,
 }
 
-/// `--report` contents: DESIGN.md's partition-report fields at the top level, then details.
+/// `--report` contents: the partition-report fields of docs/ARCHITECTURE.md at the top level, then details.
 #[derive(Debug, Serialize)]
 struct Report {
     algorithm: Algorithm,
