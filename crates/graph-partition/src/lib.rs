@@ -1,5 +1,6 @@
 //! The bottom layer of Halo: graph storage (validated CSR), datasets (OGB raw layout and
-//! synthetic graphs), partitioners, partition books and partition-quality metrics.
+//! synthetic graphs), partitioners, partition books, partition-quality metrics and neighbour
+//! sampling for mini-batch training.
 //!
 //! Architecture invariant: this crate knows nothing of communication, models or CUDA.
 
@@ -9,6 +10,7 @@ pub mod dataset;
 pub mod metrics;
 pub mod partition;
 pub mod rng;
+pub mod sample;
 pub mod synth;
 
 pub use csr::{Csr, CsrError, EdgeListOptions};

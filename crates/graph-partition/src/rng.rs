@@ -13,7 +13,14 @@ pub fn mix64(mut z: u64) -> u64 {
 /// Hashes a key of several words into 64 random bits.
 #[inline]
 pub fn hash_key(words: &[u64]) -> u64 {
-    words.iter().fold(0x6A09_E667_F3BC_C908u64, |h, &w| mix64(h ^ mix64(w)))
+    hash_extend(0x6A09_E667_F3BC_C908, words)
+}
+
+/// Continues a key hash with more words: `hash_extend(hash_key(a), b) == hash_key(a ++ b)`.
+/// Lets a caller hash a shared key prefix once and finish it per vertex.
+#[inline]
+pub fn hash_extend(prefix: u64, words: &[u64]) -> u64 {
+    words.iter().fold(prefix, |h, &w| mix64(h ^ mix64(w)))
 }
 
 /// Uniform `f32` in `[0, 1)` from a key.
@@ -68,6 +75,7 @@ mod tests {
         }
         assert_eq!(uniform_f32(&[1, 2, 3]), uniform_f32(&[1, 2, 3]));
         assert_ne!(hash_key(&[1, 2, 3]), hash_key(&[1, 3, 2]));
+        assert_eq!(hash_extend(hash_key(&[1, 2]), &[3, 4]), hash_key(&[1, 2, 3, 4]));
     }
 
     #[test]
