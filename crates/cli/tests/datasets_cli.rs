@@ -16,10 +16,10 @@ fn stderr(out: &Output) -> String {
 }
 
 fn cora() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
     assert!(
         dir.join("raw/edge.csv.gz").is_file(),
-        "Cora not found at {} (expected the shared datasets)",
+        "Cora is missing: expected the vendored copy at {}",
         dir.display()
     );
     dir

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use trainer::config::{FeatureNorm, ModelName, TrainConfig};
 
 fn cora_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/cora");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/cora");
     assert!(
         dir.join("raw/edge.csv.gz").is_file(),
-        "Cora is missing: expected it in the OGB raw layout at {} (a sibling `shared/` of the repository)",
+        "Cora is missing: expected the vendored copy at {}",
         dir.display()
     );
     dir

@@ -10,7 +10,7 @@ use trainer::config::{Method, ModelName, TrainConfig};
 use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
 use trainer::{Report, data, single};
 
-const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
 const EPOCHS: usize = 6;
 
 /// Cora as every test's configuration prepares it (the same feature normalisation for all).

@@ -16,7 +16,7 @@ use trainer::config::{Method, TrainConfig};
 use trainer::distributed::{Cut, DistributedConfig, LocalOptions, run_with_dataset};
 use trainer::{Report, TrainError, data};
 
-const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
 
 fn cora() -> &'static Dataset {
     static CORA_DATA: OnceLock<Dataset> = OnceLock::new();

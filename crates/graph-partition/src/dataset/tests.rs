@@ -404,12 +404,12 @@ fn write_ogb_rejects_inconsistent_datasets() {
     assert!(d.write_ogb(out.path()).unwrap_err().to_string().contains("class 7"));
 }
 
-/// Cora in the OGB raw layout, shared by the whole team; tests fail loudly when it is absent.
+/// Cora as vendored under `datasets/cora`; tests fail loudly when it is absent.
 pub(crate) fn cora_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
     assert!(
         dir.join("raw/edge.csv.gz").is_file(),
-        "Cora not found at {} (expected the shared datasets)",
+        "Cora is missing: expected the vendored copy at {}",
         dir.display()
     );
     dir
