@@ -53,10 +53,13 @@ fn a_fresh_clone_runs_the_readme_commands_without_a_sibling_shared_directory() {
     let offenders: Vec<&str> = tracked
         .iter()
         .copied()
-        .filter(|file| std::fs::read(clone.join(file)).is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(&sibling)))
+        .filter(|file| {
+            std::fs::read(clone.join(file)).is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(&sibling))
+        })
         .collect();
     assert!(offenders.is_empty(), "tracked files point at {sibling}: {offenders:?}");
-    for file in ["datasets/cora/raw/edge.csv.gz", "datasets/cora/split/public/train.csv.gz", "datasets/cora/README.md"] {
+    for file in ["datasets/cora/raw/edge.csv.gz", "datasets/cora/split/public/train.csv.gz", "datasets/cora/README.md"]
+    {
         assert!(tracked.contains(&file), "{file} is not tracked");
     }
 

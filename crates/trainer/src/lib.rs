@@ -35,7 +35,8 @@ pub fn run(config: &TrainConfig, datasets_root: &Path, observer: &mut dyn EpochO
     config.validate()?;
     match config.method {
         config::Method::Single => {
-            let dataset = data::prepare_dataset(config, datasets_root, observer.shows_progress())?;
+            let load = graph_partition::LoadOptions { progress: observer.shows_progress(), ..Default::default() };
+            let dataset = data::prepare_dataset(config, datasets_root, &load)?;
             single::run(config, &dataset, observer)
         }
         config::Method::Vanilla => {

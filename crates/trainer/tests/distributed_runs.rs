@@ -22,7 +22,7 @@ fn cora() -> &'static Dataset {
     static CORA_DATA: OnceLock<Dataset> = OnceLock::new();
     CORA_DATA.get_or_init(|| {
         assert!(Path::new(CORA).is_dir(), "Cora is missing: expected the OGB raw layout at {CORA}");
-        data::prepare_dataset(&config(Cut::Edge), Path::new("."), false).expect("Cora loads")
+        data::prepare_dataset(&config(Cut::Edge), Path::new("."), &Default::default()).expect("Cora loads")
     })
 }
 

@@ -206,7 +206,8 @@ fn run_worker(
         let prepared = match job.source {
             Source::Given(dataset) => setup::prepare(dataset, &config.distributed, comm.size(), config.seed)?,
             Source::Load(root) => {
-                let dataset = crate::data::prepare_dataset(config, root, observer.shows_progress())?;
+                let load = graph_partition::LoadOptions { progress: observer.shows_progress(), ..Default::default() };
+                let dataset = crate::data::prepare_dataset(config, root, &load)?;
                 setup::prepare(&dataset, &config.distributed, comm.size(), config.seed)?
             }
         };
