@@ -156,3 +156,24 @@ fn more_parts_than_vertices_is_one_short_error() {
     let msg = fail(&["--algo", "ebv", "--parts", "3000"]);
     assert!(msg.contains("--parts") && msg.contains("2708") && msg.len() < 300, "{msg}");
 }
+
+#[test]
+fn load_flags_non_finite_features_and_cache_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let toy =
+        graph_partition::SynthConfig { nodes: 40, avg_degree: 4.0, features: 3, classes: 2, ..Default::default() };
+    let mut dataset = toy.generate().unwrap();
+    dataset.features[[9, 2]] = f32::INFINITY;
+    dataset.write_ogb(&data).unwrap();
+    let data = data.to_str().unwrap();
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--dataset", data]);
+    assert!(msg.contains("node-feat.csv.gz:10: column 3") && msg.contains("--allow-nonfinite"), "{msg}");
+
+    let caches = dir.path().join("caches");
+    let report = dir.path().join("r.json");
+    let args = ["--algo", "hash", "--parts", "2", "--dataset", data, "--allow-nonfinite", "--cache-dir"];
+    succeed(&[&args[..], &[caches.to_str().unwrap()]].concat(), &report);
+    assert_eq!(std::fs::read_dir(&caches).unwrap().count(), 1, "the cache went to --cache-dir");
+    assert!(!dir.path().join("d/processed").exists());
+}
