@@ -1,5 +1,6 @@
 //! Loading a synthetic dataset (average degree 10, 128 features) from the OGB CSV layout
-//! (gzip text, parsed in parallel; no cache) versus from Halo's binary cache.
+//! (gzip text, parsed in parallel; no cache) versus from Halo's binary cache, and the part of a
+//! cached load spent hashing the raw files the cache is keyed by.
 //!
 //! The node count defaults to 1,000,000 (about 1.4 GB of feature text); set
 //! `HALO_BENCH_NODES` to use fewer on a shared machine. The dataset is generated and written
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use graph_partition::dataset::{Dataset, LoadOptions, LoadSource};
+use graph_partition::dataset::{CacheMode, Dataset, LoadOptions, LoadSource};
 use graph_partition::synth::SynthConfig;
 
 fn bench_nodes() -> usize {
@@ -45,17 +46,20 @@ fn dataset_load(c: &mut Criterion) {
     eprintln!("wrote {} MB of gzip CSV in {:.2?}", dir_bytes(dir.path()) / 1_000_000, start.elapsed());
     drop(dataset);
 
-    let csv = LoadOptions { use_cache: false, ..LoadOptions::default() };
+    let csv = LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() };
     let cached = LoadOptions::default();
-    // Prime the cache (this load parses the CSV files and writes processed/halo-cache-v1.bin).
+    // Prime the cache (this load parses the CSV files and writes the cache file).
     Dataset::load(dir.path(), &cached).expect("the written dataset loads");
-    let cache_file = dir.path().join("processed/halo-cache-v1.bin");
+    let cache_file = Dataset::cache_path(dir.path(), None);
     eprintln!("cache file: {} MB", std::fs::metadata(&cache_file).map_or(0, |m| m.len()) / 1_000_000);
 
     let mut group = c.benchmark_group("dataset_load");
     group.sample_size(10);
     group.bench_function(format!("csv/{nodes}"), |b| {
         b.iter(|| black_box(Dataset::load(dir.path(), &csv).expect("loads")));
+    });
+    group.bench_function(format!("hash_raw_files/{nodes}"), |b| {
+        b.iter(|| black_box(Dataset::source_fingerprint(dir.path()).expect("hashes")));
     });
     group.bench_function(format!("cache/{nodes}"), |b| {
         b.iter(|| {

@@ -1,5 +1,5 @@
 //! `meta.json` beside `raw/` and `split/`: what the dataset is and where it came from, in the
-//! shape of `shared/datasets/cora/meta.json`.
+//! shape of `datasets/cora/meta.json`.
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};

@@ -43,8 +43,56 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", causes_once(&err));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose message the error before
+/// it already quotes (a library error that both prints and chains its source, say), so each
+/// cause shows once.
+fn causes_once(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut previous = String::new();
+    for cause in err.chain() {
+        let message = cause.to_string();
+        if !previous.contains(&message) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&message);
+        }
+        previous = message;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Quoting(std::io::Error);
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "edge.csv.gz: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_error_above_quotes_is_printed_once() {
+        let io = std::io::Error::other("incomplete deflate stream");
+        let err = anyhow::Error::new(Quoting(io)).context("cannot load --dataset d");
+        assert_eq!(causes_once(&err), "cannot load --dataset d: edge.csv.gz: incomplete deflate stream");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(causes_once(&plain), "outer: inner");
     }
 }

@@ -16,12 +16,8 @@ fn stderr(out: &Output) -> String {
 }
 
 fn cora() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
-    assert!(
-        dir.join("raw/edge.csv.gz").is_file(),
-        "Cora not found at {} (expected the shared datasets)",
-        dir.display()
-    );
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
+    assert!(dir.join("raw/edge.csv.gz").is_file(), "Cora is missing: expected the vendored copy at {}", dir.display());
     dir
 }
 
@@ -44,10 +40,15 @@ fn info_on_cora_prints_the_published_sizes() {
 }
 
 #[test]
-fn info_json_and_cache_default_on_a_read_only_directory() {
-    // Cora's directory is read-only: the default (cached) path must still work.
-    let out = halo(&["datasets", "info", cora().to_str().unwrap(), "--json", "--split", "public"]);
+fn info_json_with_the_cache_in_another_directory() {
+    // The cache goes to --cache-dir, not into the repository's copy of Cora.
+    let caches = tempfile::tempdir().unwrap();
+    let cora = cora();
+    let (cora, cache_dir) = (cora.to_str().unwrap(), caches.path().to_str().unwrap());
+    let out = halo(&["datasets", "info", cora, "--json", "--split", "public", "--cache-dir", cache_dir]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<_> = std::fs::read_dir(caches.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(written.len(), 1, "one cache file for Cora: {written:?}");
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
     assert_eq!(v["nodes"], 2708);
     assert_eq!(v["undirected_edges"], 5278);
@@ -96,7 +97,7 @@ fn synth_then_info_round_trip() {
     let mean = v["degree"]["mean"].as_f64().unwrap();
     assert!((mean - 8.0).abs() < 0.8, "mean degree {mean}");
     // The first info wrote the cache; a second run reads it and agrees.
-    assert!(out_dir.join("processed/halo-cache-v1.bin").is_file());
+    assert!(out_dir.join("processed/halo-cache-v2.bin").is_file());
     let again = halo(&["datasets", "info", out_dir.to_str().unwrap(), "--json"]);
     assert_eq!(stdout(&again), stdout(&out));
 }
@@ -163,4 +164,89 @@ fn synth_flags_are_validated_by_name() {
         assert!(!out.status.success(), "{args:?} was accepted");
         assert!(stderr(&out).contains(flag), "{args:?}: {}", stderr(&out));
     }
+}
+
+/// Writes a small synthetic dataset to `dir` with `halo datasets synth`.
+fn synth(dir: &Path, nodes: &str) {
+    let args = ["datasets", "synth", "--nodes", nodes, "--avg-degree", "2", "--features", "3", "--classes", "2"];
+    let out = halo(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Rewrites line `line` (1-based) of the gzip file at `path` with `edit`.
+fn edit_gz_line(path: &Path, line: usize, edit: impl FnOnce(&str) -> String) {
+    use std::io::{Read, Write};
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap()).read_to_string(&mut text).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[line - 1] = edit(&lines[line - 1]);
+    let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), flate2::Compression::fast());
+    enc.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+    enc.finish().unwrap();
+}
+
+#[test]
+fn non_finite_features_fail_naming_file_line_and_column_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    synth(&data, "20");
+    for token in ["nan", "inf", "1e39"] {
+        edit_gz_line(&data.join("raw/node-feat.csv.gz"), 5, |row| {
+            let mut cols: Vec<&str> = row.split(',').collect();
+            cols[1] = token;
+            cols.join(",")
+        });
+        let out = halo(&["datasets", "info", data.to_str().unwrap()]);
+        assert!(!out.status.success(), "{token} accepted");
+        let err = stderr(&out);
+        assert!(err.contains(&format!("raw/node-feat.csv.gz:5: column 2: `{token}`")), "{err}");
+        assert!(err.contains("--allow-nonfinite"), "{err}");
+        let out = halo(&["datasets", "info", data.to_str().unwrap(), "--allow-nonfinite"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // The cache written by the lenient load does not let a strict load through.
+        let out = halo(&["datasets", "info", data.to_str().unwrap()]);
+        assert!(!out.status.success() && stderr(&out).contains("node-feat.csv.gz:5"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_truncated_gzip_file_prints_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    synth(&data, "200");
+    let edges = data.join("raw/edge.csv.gz");
+    let bytes = std::fs::read(&edges).unwrap();
+    std::fs::write(&edges, &bytes[..bytes.len() / 2]).unwrap();
+    let out = halo(&["datasets", "info", data.to_str().unwrap(), "--no-cache"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line: {err}"));
+    assert_eq!(line.matches("edge.csv.gz").count(), 1, "{line}");
+    let cause = line.rsplit(": ").next().unwrap();
+    assert_eq!(line.matches(cause).count(), 1, "`{cause}` repeats in {line}");
+}
+
+#[test]
+fn synth_over_an_existing_dataset_leaves_no_old_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    };
+    for part in ["train", "valid", "test"] {
+        let file = format!("split/public/{part}.csv.gz");
+        copy(&cora().join(&file), &data.join(&file));
+    }
+    synth(&data, "20");
+    assert!(!data.join("split/public").exists());
+    let out = halo(&["datasets", "info", data.to_str().unwrap(), "--no-cache"]);
+    assert!(out.status.success(), "the only split is random: {}", stderr(&out));
+}
+
+#[test]
+fn missing_dataset_says_how_to_download() {
+    let out = halo(&["datasets", "info", "/nonexistent/ogbn-arxiv"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cargo xtask download"), "{}", stderr(&out));
 }

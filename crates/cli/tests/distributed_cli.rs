@@ -7,8 +7,8 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn cora_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
-    assert!(dir.is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
+    assert!(dir.is_dir(), "Cora is missing: expected the vendored copy at {}", dir.display());
     dir
 }
 

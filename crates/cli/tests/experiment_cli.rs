@@ -8,11 +8,11 @@ use serde_json::Value;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-/// Cora in the OGB raw layout: vendored under `datasets/cora`, else the sibling `../shared` checkout.
+/// Cora in the OGB raw layout, vendored under `datasets/cora`.
 fn cora_dir() -> PathBuf {
-    let candidates = [Path::new(REPO).join("datasets/cora"), Path::new(REPO).join("../shared/datasets/cora")];
-    let found = candidates.iter().find(|d| d.join("raw").is_dir());
-    found.cloned().unwrap_or_else(|| panic!("Cora is missing: expected the OGB raw layout at one of {candidates:?}"))
+    let dir = Path::new(REPO).join("datasets/cora");
+    assert!(dir.join("raw").is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
+    dir
 }
 
 fn halo(args: &[&str], cwd: &Path) -> Output {

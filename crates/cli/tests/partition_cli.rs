@@ -3,24 +3,32 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use graph_partition::book::PartitionBook;
+use graph_partition::book::{PartitionBook, part_path};
 use graph_partition::metrics::PartitionMetrics;
 use graph_partition::partition::HostLayout;
 use serde_json::Value;
 
 fn cora_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
-    assert!(dir.is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
+    assert!(dir.is_dir(), "Cora is missing: expected the vendored copy at {}", dir.display());
     dir
 }
 
-/// Runs `halo partition` on Cora unless `args` name another `--dataset`.
+/// Runs `halo partition` on Cora (without writing a cache into the repository) unless `args`
+/// name another `--dataset`.
 fn halo_partition(args: &[&str], report: &Path) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_halo"));
     cmd.arg("partition").arg("--report").arg(report).args(args);
     if !args.contains(&"--dataset") {
-        cmd.arg("--dataset").arg(cora_dir());
+        cmd.arg("--dataset").arg(cora_dir()).arg("--no-cache");
     }
+    cmd.output().expect("run halo")
+}
+
+/// Runs `halo partition` on Cora with exactly `args` (no `--report` added).
+fn halo_partition_bare(args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halo"));
+    cmd.arg("partition").args(args).arg("--dataset").arg(cora_dir()).arg("--no-cache");
     cmd.output().expect("run halo")
 }
 
@@ -104,4 +112,68 @@ fn bad_parameters_name_their_flag() {
     assert!(unknown.contains("--algo") && unknown.contains("random-vertex-cut"), "{unknown}");
     let missing = fail(&["--algo", "hash", "--parts", "2", "--dataset", "/nonexistent/halo-data"]);
     assert!(missing.contains("/nonexistent/halo-data"), "{missing}");
+}
+
+#[test]
+fn out_alone_saves_a_book_and_a_rerun_with_fewer_parts_leaves_no_stale_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let book_dir = dir.path().join("book");
+    let out = book_dir.to_str().unwrap();
+    let run = halo_partition_bare(&["--algo", "metis", "--parts", "4", "--out", out]);
+    assert!(run.status.success(), "--out without --report: {}", String::from_utf8_lossy(&run.stderr));
+    assert!(part_path(&book_dir, 3).is_file());
+    let run = halo_partition_bare(&["--algo", "metis", "--parts", "2", "--out", out]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(!part_path(&book_dir, 2).exists() && !part_path(&book_dir, 3).exists(), "stale parts remain");
+    assert_eq!(PartitionBook::load(&book_dir).unwrap().meta().parts, 2);
+}
+
+#[test]
+fn unwritable_outputs_name_their_flag_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--out", file.to_str().unwrap()]);
+    assert!(msg.contains("--out") && msg.contains("a-file"), "{msg}");
+    // A book directory that cannot be created: its parent is a file.
+    let below_file = file.join("book");
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--out", below_file.to_str().unwrap()]);
+    assert!(msg.contains("--out") && msg.contains("a-file/book"), "{msg}");
+    let missing_dir = dir.path().join("no-such-dir/report.json");
+    let run = halo_partition_bare(&["--algo", "hash", "--parts", "2", "--report", missing_dir.to_str().unwrap()]);
+    let msg = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success() && msg.contains("--report") && msg.contains("no-such-dir"), "{msg}");
+}
+
+#[test]
+fn missing_dataset_says_how_to_download() {
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--dataset", "/nonexistent/ogbn-arxiv"]);
+    assert!(msg.contains("/nonexistent/ogbn-arxiv") && msg.contains("cargo xtask download"), "{msg}");
+}
+
+#[test]
+fn more_parts_than_vertices_is_one_short_error() {
+    let msg = fail(&["--algo", "ebv", "--parts", "3000"]);
+    assert!(msg.contains("--parts") && msg.contains("2708") && msg.len() < 300, "{msg}");
+}
+
+#[test]
+fn load_flags_non_finite_features_and_cache_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let toy =
+        graph_partition::SynthConfig { nodes: 40, avg_degree: 4.0, features: 3, classes: 2, ..Default::default() };
+    let mut dataset = toy.generate().unwrap();
+    dataset.features[[9, 2]] = f32::INFINITY;
+    dataset.write_ogb(&data).unwrap();
+    let data = data.to_str().unwrap();
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--dataset", data]);
+    assert!(msg.contains("node-feat.csv.gz:10: column 3") && msg.contains("--allow-nonfinite"), "{msg}");
+
+    let caches = dir.path().join("caches");
+    let report = dir.path().join("r.json");
+    let args = ["--algo", "hash", "--parts", "2", "--dataset", data, "--allow-nonfinite", "--cache-dir"];
+    succeed(&[&args[..], &[caches.to_str().unwrap()]].concat(), &report);
+    assert_eq!(std::fs::read_dir(&caches).unwrap().count(), 1, "the cache went to --cache-dir");
+    assert!(!dir.path().join("d/processed").exists());
 }

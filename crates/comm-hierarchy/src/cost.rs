@@ -1,14 +1,23 @@
 //! The link cost model: turns a (merged) ledger into modeled seconds per call on a
 //! [`Topology`], so a run can be projected onto a cluster it is not running on.
 //!
-//! One message of `b` bytes over a link costs `latency + b / bandwidth` of its class. Per call:
+//! The model is named by [`MODEL`] ("ring, shared host uplinks"), for reports to state.
+//!
+//! One message of `b` bytes over a link costs `latency + b / bandwidth` of its class. Messages
+//! that cross hosts at the same time share their hosts' network links: each host has one
+//! uplink (out) and one downlink (in) of the inter-host bandwidth, split evenly between the
+//! inter-host messages using it at that moment. A message sent while `k_out` messages leave its
+//! source host and `k_in` enter its destination host gets `bandwidth / max(k_out, k_in)`:
+//! four devices of one host sending across at once each get a quarter of the link. Messages
+//! between devices of one host (PCIe) are not shared. Per call:
 //! - **all-to-all** and **barrier**: AdaQP's ring. Round `r` (1..P) pairs every rank `s` with
-//!   `s + r`; a round lasts as long as its slowest pair; the call is the sum of its rounds.
-//!   The bytes are the exact per-pair bytes of the ledger.
+//!   `s + r`; the messages of a round are concurrent (and share host links as above); a round
+//!   lasts as long as its slowest message; the call is the sum of its rounds. The bytes are the
+//!   exact per-pair bytes of the ledger; an empty message shares no bandwidth.
 //! - **all-reduce**: a ring reduce-scatter plus all-gather over the logical payload `n`:
-//!   `2 (P - 1)` steps, each the slowest ring neighbour pair moving `n / P` bytes. Halo's
-//!   backends move the same bytes per rank (`2 (P - 1)` chunks of `n / P`) but as direct
-//!   exchanges, which is what the ledger's byte counts show.
+//!   `2 (P - 1)` steps, each a concurrent round of every rank sending `n / P` bytes to its
+//!   ring neighbour. Halo's backends move the same bytes per rank (`2 (P - 1)` chunks of
+//!   `n / P`) but as direct exchanges, which is what the ledger's byte counts show.
 //! - **broadcast, gather, scatter**: the root's messages one after another (the root's link is
 //!   the bottleneck); no pipelining or trees are assumed.
 //! - **point-to-point**: each message alone.
@@ -22,7 +31,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::{CollectiveKind, CollectiveRecord, LedgerSnapshot};
-use crate::topology::Topology;
+use crate::topology::{LinkClass, Topology};
 
 /// Modeled time of one recorded call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +73,9 @@ impl ModeledTime {
     }
 }
 
+/// The cost model [`model`] applies, as reports name it (see the module notes).
+pub const MODEL: &str = "ring, shared host uplinks";
+
 /// Models every call of `ledger` on `topology` (see the module notes for the formulas).
 pub fn model(topology: &Topology, ledger: &LedgerSnapshot) -> ModeledTime {
     let calls: Vec<ModeledCall> = ledger
@@ -84,17 +96,43 @@ fn message_seconds(topology: &Topology, src: usize, dst: usize, bytes: f64) -> f
     topology.link(src, dst).map_or(0.0, |link| link.transfer_s(bytes))
 }
 
+/// One message of a round: source rank, destination rank, bytes.
+type Message = (usize, usize, f64);
+
+/// Seconds of a round of concurrent messages: its slowest message, each inter-host message
+/// slowed by the number of non-empty inter-host messages sharing its source host's uplink or
+/// its destination host's downlink, whichever is larger.
+fn round_seconds(topology: &Topology, messages: &[Message]) -> f64 {
+    let crosses = |&(src, dst, bytes): &Message| bytes > 0.0 && topology.link_class(src, dst) == Some(LinkClass::Inter);
+    let mut uplink = vec![0usize; topology.hosts()];
+    let mut downlink = vec![0usize; topology.hosts()];
+    for &(src, dst, _) in messages.iter().filter(|m| crosses(m)) {
+        uplink[topology.host_of(src)] += 1;
+        downlink[topology.host_of(dst)] += 1;
+    }
+    messages
+        .iter()
+        .map(|m @ &(src, dst, bytes)| {
+            let sharing =
+                if crosses(m) { uplink[topology.host_of(src)].max(downlink[topology.host_of(dst)]) } else { 1 };
+            // A link split `sharing` ways moves the message as slowly as `sharing` times its bytes.
+            message_seconds(topology, src, dst, bytes * sharing as f64)
+        })
+        .fold(0.0, f64::max)
+}
+
 fn call_seconds(topology: &Topology, record: &CollectiveRecord) -> f64 {
     let p = topology.workers();
     match record.kind {
         CollectiveKind::AllToAll | CollectiveKind::Barrier => (1..p)
             .map(|round| {
-                record
+                let messages: Vec<Message> = record
                     .sends
                     .iter()
                     .filter(|s| s.dst == (s.src + round) % p)
-                    .map(|s| message_seconds(topology, s.src, s.dst, s.bytes as f64))
-                    .fold(0.0, f64::max)
+                    .map(|s| (s.src, s.dst, s.bytes as f64))
+                    .collect();
+                round_seconds(topology, &messages)
             })
             .sum(),
         CollectiveKind::AllReduce => {
@@ -102,8 +140,8 @@ fn call_seconds(topology: &Topology, record: &CollectiveRecord) -> f64 {
                 return 0.0;
             }
             let chunk = record.payload_bytes as f64 / p as f64;
-            let step = (0..p).map(|r| message_seconds(topology, r, (r + 1) % p, chunk)).fold(0.0, f64::max);
-            2.0 * (p - 1) as f64 * step
+            let ring: Vec<Message> = (0..p).map(|r| (r, (r + 1) % p, chunk)).collect();
+            2.0 * (p - 1) as f64 * round_seconds(topology, &ring)
         }
         CollectiveKind::Broadcast | CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::PointToPoint => {
             record.sends.iter().map(|s| message_seconds(topology, s.src, s.dst, s.bytes as f64)).sum()
@@ -178,9 +216,64 @@ mod tests {
             .flat_map(|s| (0..4).filter(move |&d| d != s).map(move |d| PairBytes { src: s, dst: d, bytes: n }))
             .collect();
         let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends));
-        // Every round has an inter-host pair: 3 rounds of 10 µs + 1 MB / 5 GB/s.
-        let expected = 3.0 * (10e-6 + 1e6 / 5e9);
+        // Every round has an inter-host pair. Rounds 1 and 3 send one message out of and into
+        // each host: 10 µs + 1 MB / 5 GB/s. Round 2 (0->2, 1->3, 2->0, 3->1) crosses twice per
+        // host, so each message gets half the link.
+        let expected = 2.0 * (10e-6 + 1e6 / 5e9) + (10e-6 + 2e6 / 5e9);
         assert!((secs - expected).abs() < 1e-12, "{secs} vs {expected}");
+    }
+
+    /// 2 hosts of 4 devices, links as in [`topo`].
+    fn two_by_four() -> Topology {
+        let links = LinkModel { intra: LinkSpec::from_gb_s_us(20.0, 1.0), inter: LinkSpec::from_gb_s_us(5.0, 10.0) };
+        Topology::new(2, 4, links).unwrap()
+    }
+
+    #[test]
+    fn four_devices_crossing_at_once_each_get_a_quarter_of_the_link() {
+        let t = two_by_four();
+        let n = 1_000_000u64;
+        // Ring round 4: every device sends to its counterpart on the other host.
+        let sends: Vec<PairBytes> = (0..8).map(|s| PairBytes { src: s, dst: (s + 4) % 8, bytes: n }).collect();
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends.clone()));
+        let quarter = 10e-6 + 1e6 / (5e9 / 4.0);
+        assert!((secs - quarter).abs() < 1e-12, "{secs} vs {quarter}");
+
+        // One device alone gets the whole link; two at once, half each.
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends[..1].to_vec()));
+        assert!((secs - (10e-6 + 1e6 / 5e9)).abs() < 1e-12, "{secs}");
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends[..2].to_vec()));
+        assert!((secs - (10e-6 + 2e6 / 5e9)).abs() < 1e-12, "{secs}");
+
+        // The busier end counts: on 3 hosts of 2, ring round 3 sends 1->4 (host 0 to 2) and
+        // 2->5 (host 1 to 2). Each leaves its host alone, but both enter host 2: half each.
+        let links = LinkModel { intra: LinkSpec::from_gb_s_us(20.0, 1.0), inter: LinkSpec::from_gb_s_us(5.0, 10.0) };
+        let three = Topology::new(3, 2, links).unwrap();
+        let sends = vec![PairBytes { src: 1, dst: 4, bytes: n }, PairBytes { src: 2, dst: 5, bytes: n }];
+        let secs = call_seconds(&three, &record(CollectiveKind::AllToAll, 0, sends));
+        assert!((secs - (10e-6 + 2e6 / 5e9)).abs() < 1e-12, "{secs}");
+    }
+
+    #[test]
+    fn intra_host_pairs_are_not_slowed_by_crossing_traffic() {
+        let t = two_by_four();
+        // Ring round 2 on 2 x 4: 0->2, 1->3, 4->6, 5->7 stay home; 2->4, 3->5, 6->0, 7->1
+        // cross, two out of and two into each host.
+        let pairs = [(0, 2), (1, 3), (4, 6), (5, 7), (2, 4), (3, 5), (6, 0), (7, 1)];
+        let big = 100_000_000u64;
+        let sends = pairs.iter().map(|&(src, dst)| PairBytes {
+            src,
+            dst,
+            bytes: if t.host_of(src) == t.host_of(dst) { big } else { 1000 },
+        });
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends.collect()));
+        let intra = 1e-6 + 1e8 / 20e9;
+        assert!((secs - intra).abs() < 1e-12, "the intra pairs, at full PCIe speed, are the slowest: {secs}");
+
+        let inter_only: Vec<PairBytes> =
+            pairs[4..].iter().map(|&(src, dst)| PairBytes { src, dst, bytes: big }).collect();
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, inter_only));
+        assert!((secs - (10e-6 + 2e8 / 5e9)).abs() < 1e-12, "two per host share the link: {secs}");
     }
 
     #[test]

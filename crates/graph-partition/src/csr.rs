@@ -40,6 +40,9 @@ pub struct EdgeListOptions {
     pub remove_self_loops: bool,
 }
 
+/// Elements converted to bytes per hasher update in [`Csr::fingerprint`].
+const FINGERPRINT_CHUNK: usize = 1 << 14;
+
 impl Default for EdgeListOptions {
     fn default() -> Self {
         Self { symmetrize: true, remove_self_loops: true }
@@ -190,6 +193,27 @@ impl Csr {
     /// Number of stored (directed) entries.
     pub fn num_edges(&self) -> usize {
         self.indices.len()
+    }
+
+    /// A 64-bit content hash (xxh3) of the shape and both arrays: two graphs with the same
+    /// fingerprint are, for every practical purpose, the same graph. Partition books record it
+    /// so that a saved book is never applied to another graph.
+    pub fn fingerprint(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        hasher.update(&(self.num_rows() as u64).to_le_bytes());
+        hasher.update(&(self.num_cols as u64).to_le_bytes());
+        let mut buf = Vec::with_capacity(FINGERPRINT_CHUNK * 8);
+        for chunk in self.indptr.chunks(FINGERPRINT_CHUNK) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+            hasher.update(&buf);
+        }
+        for chunk in self.indices.chunks(FINGERPRINT_CHUNK) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+            hasher.update(&buf);
+        }
+        hasher.digest()
     }
 
     pub fn indptr(&self) -> &[u64] {

@@ -14,5 +14,5 @@ pub mod sample;
 pub mod synth;
 
 pub use csr::{Csr, CsrError, EdgeListOptions};
-pub use dataset::{Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits};
+pub use dataset::{CacheMode, Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits};
 pub use synth::{SynthConfig, SynthError};

@@ -8,11 +8,15 @@ use graph_partition::synth::{SynthConfig, SynthError};
 use crate::config::TrainConfig;
 use crate::features;
 
-/// Why no dataset could be had.
+/// Why no dataset could be had. Messages quote the underlying error rather than chaining it
+/// as a `source()`, so a printed chain shows each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// `--dataset` names neither a directory nor a dataset under `datasets/`.
-    #[error("dataset `{spec}` not found (tried {})", .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    #[error(
+        "dataset `{spec}` not found (tried {}); `cargo xtask download <ogb-name>` downloads OGB datasets into datasets/",
+        .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
     NotFound {
         /// The `--dataset` value.
         spec: String,
@@ -20,17 +24,16 @@ pub enum DataError {
         tried: Vec<PathBuf>,
     },
     /// The directory exists but does not hold a loadable dataset.
-    #[error("cannot load dataset {}: {source}", .dir.display())]
+    #[error("cannot load dataset {}: {error}", .dir.display())]
     Load {
         /// The dataset directory.
         dir: PathBuf,
         /// What went wrong (it names the file at fault).
-        #[source]
-        source: DatasetError,
+        error: DatasetError,
     },
     /// The built-in synthetic graph could not be generated.
     #[error("cannot generate the built-in synthetic dataset: {0}")]
-    Synthetic(#[source] SynthError),
+    Synthetic(SynthError),
 }
 
 /// Turns a `--dataset` value into a directory: an existing directory as given, else a bare name
@@ -53,13 +56,15 @@ pub fn resolve_dataset_dir(spec: &str, datasets_root: &Path) -> Result<PathBuf, 
 }
 
 /// Loads the configured dataset (or generates the built-in synthetic one) and applies the
-/// feature normalisation; `progress` shows progress bars on stderr while large files load.
-pub fn prepare_dataset(config: &TrainConfig, datasets_root: &Path, progress: bool) -> Result<Dataset, DataError> {
+/// feature normalisation. `load` says how: the cache mode and directory, whether non-finite
+/// features are accepted, and whether progress bars show on stderr while large files load; the
+/// split is `config.split` (whatever `load.split` holds).
+pub fn prepare_dataset(config: &TrainConfig, datasets_root: &Path, load: &LoadOptions) -> Result<Dataset, DataError> {
     let mut dataset = match &config.dataset {
         Some(spec) => {
             let dir = resolve_dataset_dir(spec, datasets_root)?;
-            let opts = LoadOptions { split: config.split.clone(), progress, ..LoadOptions::default() };
-            Dataset::load(&dir, &opts).map_err(|source| DataError::Load { dir, source })?
+            let opts = LoadOptions { split: config.split.clone(), ..load.clone() };
+            Dataset::load(&dir, &opts).map_err(|error| DataError::Load { dir, error })?
         }
         None => builtin_synthetic(config.seed)?,
     };
@@ -77,6 +82,8 @@ pub fn builtin_synthetic(seed: u64) -> Result<Dataset, DataError> {
 
 #[cfg(test)]
 mod tests {
+    use graph_partition::dataset::CacheMode;
+
     use super::*;
 
     #[test]
@@ -94,6 +101,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let msg = resolve_dataset_dir("nope", root.path()).unwrap_err().to_string();
         assert!(msg.contains("`nope`") && msg.contains(&root.path().join("nope").display().to_string()), "{msg}");
+        assert!(msg.contains("cargo xtask download"), "{msg}");
         let msg = resolve_dataset_dir("/no/such/dir", root.path()).unwrap_err().to_string();
         assert!(msg.contains("/no/such/dir"), "{msg}");
     }
@@ -102,8 +110,25 @@ mod tests {
     fn a_directory_without_dataset_files_names_it() {
         let root = tempfile::tempdir().unwrap();
         let config = TrainConfig { dataset: Some(root.path().display().to_string()), ..TrainConfig::default() };
-        let msg = prepare_dataset(&config, Path::new("datasets"), false).unwrap_err().to_string();
+        let msg = prepare_dataset(&config, Path::new("datasets"), &LoadOptions::default()).unwrap_err().to_string();
         assert!(msg.contains(&root.path().display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn load_options_reach_the_loader() {
+        let dir = tempfile::tempdir().unwrap();
+        let toy =
+            graph_partition::SynthConfig { nodes: 50, avg_degree: 4.0, features: 3, classes: 2, ..Default::default() };
+        let mut dataset = toy.generate().unwrap();
+        dataset.features[[7, 1]] = f32::NAN;
+        dataset.write_ogb(dir.path()).unwrap();
+        let config = TrainConfig { dataset: Some(dir.path().display().to_string()), ..TrainConfig::default() };
+        let strict = LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() };
+        let msg = prepare_dataset(&config, Path::new("datasets"), &strict).unwrap_err().to_string();
+        assert!(msg.contains("node-feat.csv.gz:8: column 2"), "{msg}");
+        let lenient = LoadOptions { allow_nonfinite: true, ..strict };
+        assert!(prepare_dataset(&config, Path::new("datasets"), &lenient).is_ok());
+        assert!(!dir.path().join("processed").exists(), "CacheMode::Off writes no cache");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::path::Path;
 pub use config::TrainConfig;
 pub use distributed::LocalOptions;
 pub use error::TrainError;
-use graph_partition::Dataset;
+use graph_partition::{Dataset, LoadOptions};
 use method::{DataPlan, MethodDef};
 pub use report::Report;
 pub use train_loop::EpochObserver;
@@ -40,9 +40,9 @@ pub use train_loop::EpochObserver;
 /// Where a run gets its dataset.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
-    /// Load (or generate) it as the configuration says; a bare dataset name is looked up under
-    /// this directory.
-    Load(&'a Path),
+    /// Load (or generate) it as the configuration says, reading files with these options (their
+    /// split is the configuration's); a bare dataset name is looked up under the directory.
+    Load(&'a Path, &'a LoadOptions),
     /// Already in memory (normalised as the configuration says); distributed runs use
     /// in-process workers.
     Given(&'a Dataset),
@@ -52,22 +52,25 @@ impl Source<'_> {
     /// The dataset, loaded if need be; `progress` shows progress bars while large files load.
     fn dataset(&self, config: &TrainConfig, progress: bool) -> Result<Cow<'_, Dataset>, TrainError> {
         Ok(match self {
-            Source::Load(root) => Cow::Owned(data::prepare_dataset(config, root, progress)?),
+            Source::Load(root, load) => {
+                let load = LoadOptions { progress, ..(*load).clone() };
+                Cow::Owned(data::prepare_dataset(config, root, &load)?)
+            }
             Source::Given(dataset) => Cow::Borrowed(*dataset),
         })
     }
 }
 
-/// Trains as `config` says with the built-in method it names; a bare dataset name is looked up
-/// under `datasets_root`. Returns the report, or `None` on MPI ranks other than 0 (rank 0
-/// reports for all). `observer` sees every epoch as it finishes.
+/// Trains as `config` says with the built-in method it names, on the dataset of `source`.
+/// Returns the report, or `None` on MPI ranks other than 0 (rank 0 reports for all).
+/// `observer` sees every epoch as it finishes.
 pub fn run(
     config: &TrainConfig,
-    datasets_root: &Path,
+    source: Source<'_>,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
     let method = method::lookup(config.method.name);
-    run_method(method, config, Source::Load(datasets_root), LocalOptions::default(), observer)
+    run_method(method, config, source, LocalOptions::default(), observer)
 }
 
 /// Trains as `config` says on an in-memory `dataset` (prepared as the configuration says), with

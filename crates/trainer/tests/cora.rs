@@ -12,18 +12,14 @@ use gnn_core::ConvKind;
 use trainer::config::{FeatureNorm, TrainConfig};
 
 fn cora_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/cora");
-    assert!(
-        dir.join("raw/edge.csv.gz").is_file(),
-        "Cora is missing: expected it in the OGB raw layout at {} (a sibling `shared/` of the repository)",
-        dir.display()
-    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/cora");
+    assert!(dir.join("raw/edge.csv.gz").is_file(), "Cora is missing: expected the vendored copy at {}", dir.display());
     dir
 }
 
 /// Mean test accuracy at the best validation epoch over `seeds`.
 fn mean_test_acc(base: &TrainConfig, seeds: std::ops::Range<u64>) -> f64 {
-    let dataset = trainer::data::prepare_dataset(base, Path::new("datasets"), false).expect("Cora loads");
+    let dataset = trainer::data::prepare_dataset(base, Path::new("datasets"), &Default::default()).expect("Cora loads");
     let accs: Vec<f64> = seeds
         .map(|seed| {
             let config = TrainConfig { seed, ..base.clone() };

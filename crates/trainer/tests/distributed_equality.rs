@@ -11,7 +11,7 @@ use graph_partition::book::CutKind;
 use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on, single};
 
-const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
 const EPOCHS: usize = 6;
 
 /// Cora as every test's configuration prepares it (the same feature normalisation for all).
@@ -19,7 +19,7 @@ fn cora(config: &TrainConfig) -> &'static Dataset {
     static CORA_DATA: OnceLock<Dataset> = OnceLock::new();
     CORA_DATA.get_or_init(|| {
         assert!(Path::new(CORA).is_dir(), "Cora is missing: expected the OGB raw layout at {CORA}");
-        data::prepare_dataset(config, Path::new("."), false).expect("Cora loads")
+        data::prepare_dataset(config, Path::new("."), &Default::default()).expect("Cora loads")
     })
 }
 

@@ -17,13 +17,13 @@ use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::report::is_exchange_phase;
 use trainer::{LocalOptions, Report, TrainError, data, run_on};
 
-const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora");
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
 
 fn cora() -> &'static Dataset {
     static CORA_DATA: OnceLock<Dataset> = OnceLock::new();
     CORA_DATA.get_or_init(|| {
         assert!(Path::new(CORA).is_dir(), "Cora is missing: expected the OGB raw layout at {CORA}");
-        data::prepare_dataset(&config(CutKind::EdgeCut), Path::new("."), false).expect("Cora loads")
+        data::prepare_dataset(&config(CutKind::EdgeCut), Path::new("."), &Default::default()).expect("Cora loads")
     })
 }
 

@@ -35,7 +35,9 @@ fn config(model: ConvKind, cut: CutKind) -> TrainConfig {
 /// The built-in synthetic graph.
 fn dataset() -> &'static Dataset {
     static DATA: OnceLock<Dataset> = OnceLock::new();
-    DATA.get_or_init(|| data::prepare_dataset(&TrainConfig::default(), Path::new("."), false).expect("synthetic graph"))
+    DATA.get_or_init(|| {
+        data::prepare_dataset(&TrainConfig::default(), Path::new("."), &Default::default()).expect("synthetic graph")
+    })
 }
 
 /// What every codec instance saw, across all workers.

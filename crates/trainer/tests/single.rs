@@ -4,10 +4,12 @@ use std::path::Path;
 
 use gnn_core::ConvKind;
 use trainer::config::TrainConfig;
-use trainer::{Report, run};
+use trainer::{Report, Source, run};
 
 fn train(config: &TrainConfig) -> Report {
-    run(config, Path::new("datasets"), &mut ()).expect("training runs").expect("single-process runs report")
+    run(config, Source::Load(Path::new("datasets"), &Default::default()), &mut ())
+        .expect("training runs")
+        .expect("single-process runs report")
 }
 
 fn losses(report: &Report) -> Vec<f64> {

@@ -150,6 +150,8 @@ struct Report {
     bytes: usize,
     iterations: usize,
     topology: Topology,
+    /// The cost model behind every `modeled_s` ([`cost::MODEL`]).
+    cost_model: &'static str,
     all_to_all: AllToAllReport,
     all_reduce: AllReduceReport,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,6 +233,7 @@ fn measure(comm: &dyn Communicator, plan: &Plan) -> Result<Option<Report>, CommE
         bytes: plan.bytes,
         iterations: plan.iterations,
         topology: t.clone(),
+        cost_model: cost::MODEL,
         all_to_all: AllToAllReport {
             figures: a2a_figures,
             throughput_gb_s: pair_bytes / a2a_times.mean_s / 1e9,

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use graph_partition::{Dataset, LoadOptions, SynthConfig};
+use graph_partition::SynthConfig;
+
+use super::load::LoadArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,9 +29,8 @@ struct InfoArgs {
     /// Split to report (a directory under split/); default: the only one present.
     #[arg(long, value_name = "NAME")]
     split: Option<String>,
-    /// Neither read nor write the binary cache (processed/halo-cache-v1.bin).
-    #[arg(long)]
-    no_cache: bool,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Print the statistics as JSON.
     #[arg(long)]
     json: bool,
@@ -61,7 +62,8 @@ struct SynthArgs {
     /// Random seed.
     #[arg(long, value_name = "S", default_value_t = 0)]
     seed: u64,
-    /// Output directory (created if needed; existing dataset files are overwritten).
+    /// Output directory (created if needed). A dataset already there is replaced: its files are
+    /// overwritten, its other splits and its cache removed.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -84,8 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn run_info(args: InfoArgs) -> anyhow::Result<()> {
-    let opts = LoadOptions { split: args.split, use_cache: !args.no_cache, progress: true };
-    let dataset = Dataset::load(&args.path, &opts).context("cannot load the dataset")?;
+    let dataset = args.load.load(&args.path, "the dataset", args.split, true)?;
     let summary = dataset.summary();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -119,7 +120,7 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     let dataset = config.generate().context("invalid synthetic dataset parameters")?;
-    dataset.write_ogb(&args.out).with_context(|| format!("cannot write the dataset to {}", args.out.display()))?;
+    dataset.write_ogb(&args.out).with_context(|| format!("cannot write --out {}", args.out.display()))?;
     let s = dataset.summary();
     println!(
         "wrote {}: {} nodes, {} undirected edges, {} features, {} classes, split random {}/{}/{}",

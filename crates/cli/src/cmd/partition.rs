@@ -1,7 +1,7 @@
 //! `halo partition`: split a dataset's graph, report the partition's quality, optionally save
 //! the partition book.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use graph_partition::book::{LHopSets, PartitionBook};
@@ -9,8 +9,9 @@ use graph_partition::metrics::{PartStats, PartitionMetrics, measure};
 use graph_partition::partition::{
     Algorithm, EbvWeights, MasterRule, Partition, PartitionConfig, PartitionError, expand_l_hop, partition_graph,
 };
-use graph_partition::{Dataset, LoadOptions};
 use serde::Serialize;
+
+use super::load::LoadArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,12 +48,15 @@ pub struct Args {
     /// Split whose training nodes --hops expands (default: the dataset's only split).
     #[arg(long)]
     split: Option<String>,
-    /// Write the partition book here (book.json + part-<i>.bin).
+    /// Write the partition book here (book.json + part-<i>.bin; the part files of an earlier
+    /// book there are replaced).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Write the JSON partition report here.
     #[arg(long, value_name = "FILE")]
-    report: PathBuf,
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 /// `--report` contents: the partition-report fields of docs/ARCHITECTURE.md at the top level, then details.
@@ -70,7 +74,7 @@ struct Report {
     max_outer_connections: u64,
     /// Time of the partitioner alone.
     time_s: f64,
-    /// Peak resident memory while partitioning (including the loaded dataset).
+    /// The process's peak resident memory up to the end of partitioning (loading included).
     peak_rss_bytes: Option<u64>,
     dataset: String,
     num_nodes: usize,
@@ -94,9 +98,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.hops.is_some() && args.algo.is_vertex_cut() {
         bail!("--hops applies to the edge-cut algorithms (hash, random, metis, bdg), not {}", args.algo);
     }
-    let opts = LoadOptions { split: args.split.clone(), ..LoadOptions::default() };
-    let dataset = Dataset::load(&args.dataset, &opts)
-        .with_context(|| format!("cannot load --dataset {}", args.dataset.display()))?;
+    check_outputs(args.out.as_deref(), args.report.as_deref())?;
+    let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
     let graph = &dataset.graph;
     let config = PartitionConfig {
         algorithm: args.algo,
@@ -127,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => None,
     };
     if let Some(dir) = &args.out {
-        book.save(dir)?;
+        book.save(dir).with_context(|| format!("cannot write the partition book to --out {}", dir.display()))?;
     }
     let report = Report {
         algorithm: config.algorithm,
@@ -151,9 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         l_hop,
         per_part: metrics.per_part,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    std::fs::write(&args.report, json + "\n")
-        .with_context(|| format!("cannot write --report {}", args.report.display()))?;
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("cannot write --report {}", path.display()))?;
+    }
     eprintln!(
         "{} into {} parts on {} host(s) in {:.3}s: replication factor {:.3}, edge imbalance {:.3}, \
          max outer connections {}",
@@ -165,6 +169,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.edge_imbalance,
         report.max_outer_connections
     );
+    Ok(())
+}
+
+/// Fails before any work when an output cannot be written: `--out` must be a directory or not
+/// exist yet, `--report` must not be a directory and its directory must exist.
+fn check_outputs(out: Option<&Path>, report: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(dir) = out
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        bail!("--out {} is a file, not a directory", dir.display());
+    }
+    if let Some(path) = report {
+        if path.is_dir() {
+            bail!("--report {} is a directory, not a file", path.display());
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!("--report {}: directory {} does not exist", path.display(), parent.display());
+        }
+    }
     Ok(())
 }
 

@@ -12,8 +12,11 @@ use gnn_core::ConvKind;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use trainer::Source;
 use trainer::config::{Backend, FeatureNorm, Method, TrainConfig};
 use trainer::report::{EpochRecord, Report, median_epoch_s};
+
+use super::load::LoadArgs;
 use trainer::train_loop::{Best, EpochObserver};
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +104,8 @@ pub struct Args {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    load: LoadArgs,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -181,7 +186,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot start a pool of {threads} threads (--threads)"))?;
     }
     let mut progress = Progress::new(config.epochs, args.quiet);
-    let report = trainer::run(&config, Path::new("datasets"), &mut progress)?;
+    let load = args.load.options(None, false);
+    let report = trainer::run(&config, Source::Load(Path::new("datasets"), &load), &mut progress)?;
     progress.bar.finish_and_clear();
     // Under MPI, rank 0 writes the report for every rank.
     let Some(report) = report else { return Ok(()) };

@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 use super::local::LocalGraph;
 use super::validate::check_part;
 use super::{BookError, BookMeta, CutKind, LHopSets, PartitionBook};
+use crate::Csr;
 
 const FORMAT: &str = "halo-partition-book";
-const VERSION: u32 = 1;
+/// Version 2 added the graph's fingerprint to the metadata.
+const VERSION: u32 = 2;
 /// Leads every part file, so that a stray file is recognised as such.
 const PART_MAGIC: u64 = 0x4841_4c4f_5041_5254; // "HALOPART"
 
@@ -52,11 +54,12 @@ fn part_file_name(part: usize) -> String {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BookError + '_ {
-    move |source| BookError::Io { path: path.to_path_buf(), source }
+    move |error| BookError::Io { path: path.to_path_buf(), error }
 }
 
 impl PartitionBook {
-    /// Writes `book.json` and `part-<i>.bin` into `dir` (created if missing).
+    /// Writes `book.json` and `part-<i>.bin` into `dir` (created if missing), and removes the
+    /// part files of an earlier book there that this one does not have.
     pub fn save(&self, dir: &Path) -> Result<(), BookError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         for (i, lg) in self.parts.iter().enumerate() {
@@ -64,7 +67,7 @@ impl PartitionBook {
             let l_hop = self.l_hop.as_ref().map(|l| l.nodes[i].as_slice());
             let mut out = BufWriter::new(File::create(&path).map_err(io_err(&path))?);
             bincode::encode_into_std_write((PART_MAGIC, lg, l_hop), &mut out, bincode::config::standard())
-                .map_err(|source| BookError::Encode { path: path.clone(), source })?;
+                .map_err(|error| BookError::Encode { path: path.clone(), error })?;
             out.flush().map_err(io_err(&path))?;
         }
         let file = BookFile {
@@ -75,8 +78,36 @@ impl PartitionBook {
             part_files: self.parts.iter().map(PartSummary::of).collect(),
         };
         let path = dir.join("book.json");
-        let json = serde_json::to_vec_pretty(&file).map_err(|source| BookError::Json { path: path.clone(), source })?;
-        std::fs::write(&path, json).map_err(io_err(&path))
+        let json = serde_json::to_vec_pretty(&file).map_err(|error| BookError::Json { path: path.clone(), error })?;
+        std::fs::write(&path, json).map_err(io_err(&path))?;
+        remove_parts_from(dir, self.parts.len())
+    }
+
+    /// [`PartitionBook::load`], then checks that the book was made for `graph` (vertex and
+    /// edge counts, then [`Csr::fingerprint`]) and for `workers` workers (its number of parts;
+    /// a feature-cut book's number of column ranges). Errors name `dir/book.json` and what
+    /// differs.
+    pub fn load_for(dir: &Path, graph: &Csr, workers: usize) -> Result<Self, BookError> {
+        let book = Self::load(dir)?;
+        let meta = &book.meta;
+        let mismatch = |reason: String| Err(BookError::Mismatch { path: dir.join("book.json"), reason });
+        if meta.num_nodes != graph.num_nodes() {
+            return mismatch(format!("it is for {} vertices, the graph has {}", meta.num_nodes, graph.num_nodes()));
+        }
+        if meta.num_edges != graph.num_edges() {
+            return mismatch(format!("it is for {} stored edges, the graph has {}", meta.num_edges, graph.num_edges()));
+        }
+        let fingerprint = graph.fingerprint();
+        if meta.graph_fingerprint != fingerprint {
+            return mismatch(format!(
+                "it is for a graph with fingerprint {:016x}, this graph's is {fingerprint:016x} (same sizes, other edges)",
+                meta.graph_fingerprint
+            ));
+        }
+        if meta.parts != workers {
+            return mismatch(format!("it has {} parts, the run has {workers} workers", meta.parts));
+        }
+        Ok(book)
     }
 
     /// Reads a book written by [`PartitionBook::save`] and validates it completely; errors
@@ -85,7 +116,7 @@ impl PartitionBook {
         let meta_path = dir.join("book.json");
         let text = std::fs::read(&meta_path).map_err(io_err(&meta_path))?;
         let file: BookFile =
-            serde_json::from_slice(&text).map_err(|source| BookError::Json { path: meta_path.clone(), source })?;
+            serde_json::from_slice(&text).map_err(|error| BookError::Json { path: meta_path.clone(), error })?;
         let format_error = |reason: String| BookError::Format { path: meta_path.clone(), reason };
         if file.format != FORMAT || file.version != VERSION {
             return Err(format_error(format!(
@@ -110,9 +141,9 @@ impl PartitionBook {
         }
         let l_hop = file.l_hop.map(|hops| LHopSets { hops, nodes: l_hop_nodes });
         let book = Self { meta: file.meta, parts, l_hop };
-        book.validate().map_err(|source| BookError::Invalid {
-            path: source.part.map_or(meta_path.clone(), |p| dir.join(part_file_name(p))),
-            source,
+        book.validate().map_err(|error| BookError::Invalid {
+            path: error.part.map_or(meta_path.clone(), |p| dir.join(part_file_name(p))),
+            error,
         })?;
         Ok(book)
     }
@@ -123,7 +154,7 @@ fn read_part(path: &Path, index: usize, file: &BookFile) -> Result<(LocalGraph, 
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     let format_error = |reason: String| BookError::Format { path: path.to_path_buf(), reason };
     let ((magic, lg, l_hop), used): ((u64, LocalGraph, Option<Vec<u32>>), usize) =
-        decode_bounded(&bytes).map_err(|source| BookError::Decode { path: path.to_path_buf(), source })?;
+        decode_bounded(&bytes).map_err(|error| BookError::Decode { path: path.to_path_buf(), error })?;
     if magic != PART_MAGIC {
         return Err(format_error("not a Halo partition-book part file".into()));
     }
@@ -137,7 +168,7 @@ fn read_part(path: &Path, index: usize, file: &BookFile) -> Result<(LocalGraph, 
         return Err(format_error("l-hop set presence disagrees with book.json".into()));
     }
     check_part(&lg, index, file.meta.cut, file.meta.parts, file.meta.num_nodes)
-        .map_err(|source| BookError::Invalid { path: path.to_path_buf(), source })?;
+        .map_err(|error| BookError::Invalid { path: path.to_path_buf(), error })?;
     Ok((lg, l_hop))
 }
 
@@ -163,6 +194,20 @@ fn decode_bounded<T: bincode::Decode<()>>(bytes: &[u8]) -> Result<(T, usize), bi
         };
     }
     dispatch!(20 22 24 26 28 30 32 34 36 38 40 42 44 46 48)
+}
+
+/// Removes `part-<i>.bin` files with `i >= parts` from `dir`; other files are left alone.
+fn remove_parts_from(dir: &Path, parts: usize) -> Result<(), BookError> {
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        let index = name.to_str().and_then(|n| n.strip_prefix("part-")?.strip_suffix(".bin")?.parse::<usize>().ok());
+        if index.is_some_and(|i| i >= parts && name.to_str() == Some(part_file_name(i).as_str())) {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+    }
+    Ok(())
 }
 
 /// Where [`PartitionBook::save`] puts part `part` inside `dir`.

@@ -77,6 +77,8 @@ pub struct BookMeta {
     pub num_nodes: usize,
     /// Stored edges (CSR entries) of the partitioned graph.
     pub num_edges: usize,
+    /// [`Csr::fingerprint`] of the partitioned graph.
+    pub graph_fingerprint: u64,
     pub parts: usize,
     /// Feature-cut only: worker `i` keeps columns `feature_columns[i]`.
     pub feature_columns: Vec<Range<usize>>,
@@ -107,6 +109,7 @@ impl PartitionBook {
             cut: CutKind::FeatureCut,
             num_nodes: graph.num_nodes(),
             num_edges: graph.num_edges(),
+            graph_fingerprint: graph.fingerprint(),
             parts: partition.parts(),
             feature_columns: Vec::new(),
         };
@@ -164,19 +167,22 @@ impl PartitionBook {
     }
 }
 
-/// Why a book could not be saved or loaded; every variant names the file at fault.
+/// Why a book could not be saved or loaded; every variant names the file at fault and quotes
+/// the underlying error in its message (none is chained as a `source()`, so it prints once).
 #[derive(Debug, thiserror::Error)]
 pub enum BookError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: invalid book metadata: {source}")]
-    Json { path: PathBuf, source: serde_json::Error },
-    #[error("{path}: cannot encode part: {source}")]
-    Encode { path: PathBuf, source: bincode::error::EncodeError },
-    #[error("{path}: cannot decode part: {source}")]
-    Decode { path: PathBuf, source: bincode::error::DecodeError },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: invalid book metadata: {error}")]
+    Json { path: PathBuf, error: serde_json::Error },
+    #[error("{path}: cannot encode part: {error}")]
+    Encode { path: PathBuf, error: bincode::error::EncodeError },
+    #[error("{path}: cannot decode part: {error}")]
+    Decode { path: PathBuf, error: bincode::error::DecodeError },
     #[error("{path}: {reason}")]
     Format { path: PathBuf, reason: String },
-    #[error("{path}: {source}")]
-    Invalid { path: PathBuf, source: InvalidBook },
+    #[error("{path}: {error}")]
+    Invalid { path: PathBuf, error: InvalidBook },
+    #[error("{path}: the partition book does not fit this run: {reason}")]
+    Mismatch { path: PathBuf, reason: String },
 }

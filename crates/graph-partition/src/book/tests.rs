@@ -133,3 +133,48 @@ fn feature_cut_book_keeps_only_columns() {
     assert_eq!(book.meta().feature_columns, columns);
     assert_eq!(PartitionBook::load(saved(&book).path()).unwrap(), book);
 }
+
+#[test]
+fn saving_fewer_parts_removes_the_stale_part_files() {
+    let (g, book) = path_book();
+    let dir = tempfile::tempdir().unwrap();
+    let three = PartitionBook::build(&g, &Partition::EdgeCut { parts: 3, owner: vec![0, 0, 1, 1, 2, 2] }).unwrap();
+    three.save(dir.path()).unwrap();
+    std::fs::write(dir.path().join("part-notes.bin"), "mine").unwrap();
+    book.save(dir.path()).unwrap();
+    assert!(!part_path(dir.path(), 2).exists(), "part-2.bin of the 3-part book is gone");
+    assert!(dir.path().join("part-notes.bin").exists(), "files that are not parts stay");
+    assert_eq!(PartitionBook::load(dir.path()).unwrap(), book);
+}
+
+#[test]
+fn load_for_checks_the_graph_and_the_world_size() {
+    let (g, book) = path_book();
+    let dir = saved(&book);
+    assert_eq!(PartitionBook::load_for(dir.path(), &g, 2).unwrap(), book);
+    let fails = |graph: &Csr, workers: usize| {
+        let msg = PartitionBook::load_for(dir.path(), graph, workers).unwrap_err().to_string();
+        assert!(msg.contains(&dir.path().join("book.json").display().to_string()), "{msg}");
+        msg
+    };
+    let msg = fails(&g, 4);
+    assert!(msg.contains("2 parts") && msg.contains("4 workers"), "{msg}");
+    let bigger = Csr::from_edges(7, &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)], EdgeListOptions::default()).unwrap();
+    assert!(fails(&bigger, 2).contains("6 vertices, the graph has 7"));
+    let denser =
+        Csr::from_edges(6, &[(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (0, 5)], EdgeListOptions::default()).unwrap();
+    assert!(fails(&denser, 2).contains("10 stored edges, the graph has 12"));
+    // Same sizes, other edges: only the fingerprint tells.
+    let rewired = Csr::from_edges(6, &[(0, 1), (1, 2), (2, 3), (3, 4), (0, 5)], EdgeListOptions::default()).unwrap();
+    assert_eq!((rewired.num_nodes(), rewired.num_edges()), (g.num_nodes(), g.num_edges()));
+    assert!(fails(&rewired, 2).contains("fingerprint"));
+}
+
+#[test]
+fn fingerprints_tell_graphs_apart() {
+    let (g, _) = path_book();
+    assert_eq!(g.fingerprint(), g.clone().fingerprint());
+    assert_ne!(g.fingerprint(), g.reverse().induced_subgraph(&[0, 1, 2, 3, 4]).fingerprint());
+    let rewired = Csr::from_edges(6, &[(0, 1), (1, 2), (2, 3), (3, 4), (0, 5)], EdgeListOptions::default()).unwrap();
+    assert_ne!(g.fingerprint(), rewired.fingerprint());
+}

@@ -1,12 +1,17 @@
-//! Binary cache of a parsed dataset, `DIR/processed/halo-cache-v1.bin`, so a second load reads
-//! raw little-endian arrays instead of parsing gzip CSV.
+//! Binary cache of a parsed dataset, `DIR/processed/halo-cache-v2.bin` (or a file in the
+//! configured cache directory), so a second load reads raw little-endian arrays instead of
+//! parsing gzip CSV.
 //!
 //! Format: magic `HALOCSH\0`, format version (u32), header length (u64), a bincode header
-//! (the size and mtime of every source file, array sizes, per-array checksums), then the
-//! arrays: `indptr` (u64), `indices` (u32), features (f32, row-major), labels (u32 classes or
-//! f32 rows). A cache whose sources changed is silently rebuilt; one that is truncated, fails
-//! a checksum or holds an invalid graph is reported with `tracing::warn` and rebuilt. The
-//! split is not cached: split files are small and any of them can be chosen per load.
+//! (the size and xxh3 content hash of every source file, array sizes, per-array checksums,
+//! whether any feature is non-finite), then the arrays: `indptr` (u64), `indices` (u32),
+//! features (f32, row-major), labels (u32 classes or f32 rows). A cache whose sources changed
+//! is silently rebuilt; one that is truncated, fails a checksum or holds an invalid graph is
+//! reported with `tracing::warn` and rebuilt. The split is not cached: split files are small
+//! and any of them can be chosen per load.
+//!
+//! Every load hashes the raw files (they are read once, compressed, at memory speed), which
+//! costs a fraction of reading the cache itself; `docs/BENCHMARKS.md` has the figures.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -14,17 +19,18 @@ use std::path::{Path, PathBuf};
 
 use ndarray::Array2;
 use rayon::prelude::*;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use super::error::DatasetError;
 use super::layout::{self, SourceStamp};
-use super::{GraphData, Labels, LoadSource};
+use super::{CacheMode, GraphData, Labels, LoadOptions, LoadSource};
 use crate::csr::Csr;
 use crate::rng::mix64;
 
-/// Where the cache lives, relative to the dataset directory.
-pub(crate) const CACHE_FILE: &str = "processed/halo-cache-v1.bin";
+/// Where the cache lives by default, relative to the dataset directory.
+pub(crate) const CACHE_FILE: &str = "processed/halo-cache-v2.bin";
 const MAGIC: [u8; 8] = *b"HALOCSH\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// Elements converted per I/O call.
 const CHUNK: usize = 1 << 16;
@@ -32,11 +38,11 @@ const CHUNK: usize = 1 << 16;
 /// Why a cache file was not used.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CacheError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("corrupt cache: {0}")]
     Corrupt(String),
-    #[error("the dataset directory is read-only")]
+    #[error("the directory is read-only")]
     ReadOnly,
 }
 
@@ -52,6 +58,8 @@ struct Header {
     label_cols: u64,
     /// Checksums of indptr, indices, features and labels.
     checksums: [u64; 4],
+    /// Whether a feature is NaN or infinite (only a load that allows them may use the cache).
+    nonfinite_features: bool,
 }
 
 impl Header {
@@ -66,31 +74,66 @@ impl Header {
     }
 }
 
-/// Reads the cache if it is valid for the current sources; otherwise calls `build` (the CSV
-/// path) and writes a fresh cache, warning instead of failing when that is impossible.
+/// The cache file of dataset directory `dir` (see [`super::Dataset::cache_path`]).
+pub(crate) fn cache_path(dir: &Path, cache_dir: Option<&Path>) -> PathBuf {
+    let Some(cache_dir) = cache_dir else { return dir.join(CACHE_FILE) };
+    let resolved = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let name = resolved.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
+    let key = xxh3_64(resolved.as_os_str().as_encoded_bytes());
+    cache_dir.join(format!("{name}-{key:016x}-v{VERSION}.halo-cache"))
+}
+
+/// One hash over every stamp (see [`super::Dataset::source_fingerprint`]).
+pub(crate) fn fingerprint(stamps: &[SourceStamp]) -> u64 {
+    let mut hasher = Xxh3::new();
+    for stamp in stamps {
+        hasher.update(stamp.name.as_bytes());
+        hasher.update(&[u8::from(stamp.present)]);
+        hasher.update(&stamp.size.to_le_bytes());
+        hasher.update(&stamp.xxh3.to_le_bytes());
+    }
+    hasher.digest()
+}
+
+/// With [`CacheMode::Use`], reads the cache if it is valid for the current sources (and holds
+/// no non-finite feature the load would refuse); otherwise calls `build` (the CSV path) and
+/// writes a fresh cache, warning instead of failing when that is impossible.
 pub(crate) fn load_or_build(
     dir: &Path,
+    opts: &LoadOptions,
     build: impl FnOnce() -> Result<GraphData, DatasetError>,
 ) -> Result<(GraphData, LoadSource), DatasetError> {
+    let start = std::time::Instant::now();
     let stamps = layout::source_stamps(dir)?;
-    let path = dir.join(CACHE_FILE);
-    match read(&path, &stamps) {
-        Ok(Some(data)) => {
-            tracing::info!(path = %path.display(), "loaded dataset from the binary cache");
-            return Ok((data, LoadSource::Cache));
+    let hashed: u64 = stamps.iter().map(|s| s.size).sum();
+    tracing::debug!("hashed {hashed} bytes of raw files in {:.3?}", start.elapsed());
+    let path = cache_path(dir, opts.cache_dir.as_deref());
+    if opts.cache == CacheMode::Use {
+        match read(&path, &stamps) {
+            // The CSV path finds the first non-finite value and names its file and line.
+            Ok(Some((_, true))) if !opts.allow_nonfinite => {
+                tracing::debug!(path = %path.display(), "the cache holds non-finite features; re-reading the CSV files");
+            }
+            Ok(Some((data, _))) => {
+                tracing::info!(path = %path.display(), "loaded dataset from the binary cache");
+                return Ok((data, LoadSource::Cache));
+            }
+            Ok(None) => tracing::debug!(path = %path.display(), "no up-to-date dataset cache"),
+            Err(err) => tracing::warn!("{}: ignoring dataset cache ({err}); re-reading the CSV files", path.display()),
         }
-        Ok(None) => tracing::debug!(path = %path.display(), "no up-to-date dataset cache"),
-        Err(err) => tracing::warn!("{}: ignoring dataset cache ({err}); re-reading the CSV files", path.display()),
     }
     let data = build()?;
-    if let Err(err) = write(dir, &path, &stamps, &data) {
+    // The directory that must be writable: the dataset's own, or the configured cache directory.
+    let owner = opts.cache_dir.as_deref().unwrap_or(dir);
+    if let Err(err) = write(owner, &path, &stamps, &data) {
         tracing::warn!("{}: not writing the dataset cache: {err}", path.display());
     }
     Ok((data, LoadSource::Csv))
 }
 
-/// `Ok(None)` when there is no cache or it belongs to other sources or another format version.
-fn read(path: &Path, stamps: &[SourceStamp]) -> Result<Option<GraphData>, CacheError> {
+/// `Ok(None)` when there is no cache or it belongs to other sources or another format version;
+/// otherwise the data and whether any feature is non-finite.
+fn read(path: &Path, stamps: &[SourceStamp]) -> Result<Option<(GraphData, bool)>, CacheError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -151,7 +194,8 @@ fn read(path: &Path, stamps: &[SourceStamp]) -> Result<Option<GraphData>, CacheE
     verify(checksum(&features), header.checksums[2], "features")?;
     let graph = Csr::try_new(n, n, indptr, indices).map_err(|e| CacheError::Corrupt(format!("graph: {e}")))?;
     let features = Array2::from_shape_vec((n, header.num_features as usize), features).expect("length read for shape");
-    Ok(Some(GraphData { name: header.name, graph, features, labels, num_classes: header.num_classes as usize }))
+    let data = GraphData { name: header.name, graph, features, labels, num_classes: header.num_classes as usize };
+    Ok(Some((data, header.nonfinite_features)))
 }
 
 fn read_or_truncated(r: &mut impl Read, buf: &mut [u8]) -> Result<(), CacheError> {
@@ -168,11 +212,15 @@ fn verify(actual: u64, expected: u64, what: &str) -> Result<(), CacheError> {
     Ok(())
 }
 
-/// Writes the cache atomically (temporary file, then rename).
-fn write(dir: &Path, path: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<(), CacheError> {
+/// Writes the cache atomically (temporary file, then rename), unless `owner`, the directory the
+/// cache belongs in, is marked read-only.
+fn write(owner: &Path, path: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<(), CacheError> {
     // Root ignores permission bits, so honour a directory marked read-only explicitly.
-    if std::fs::metadata(dir)?.permissions().readonly() {
-        return Err(CacheError::ReadOnly);
+    match std::fs::metadata(owner) {
+        Ok(meta) if meta.permissions().readonly() => return Err(CacheError::ReadOnly),
+        // A cache directory that does not exist yet is created below.
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
     }
     std::fs::create_dir_all(path.parent().expect("cache path has a parent"))?;
     let tmp = PathBuf::from(format!("{}.tmp{}", path.display(), std::process::id()));
@@ -210,6 +258,7 @@ fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<()
             checksum(features),
             if label_cols == 0 { checksum(label_classes) } else { checksum(label_values) },
         ],
+        nonfinite_features: features.par_iter().any(|x| !x.is_finite()),
     };
     let header_bytes = bincode::encode_to_vec(&header, bincode::config::standard())
         .map_err(|e| CacheError::Io(io::Error::other(e)))?;

@@ -20,6 +20,8 @@ pub enum ParseErrorKind {
     EmptyLine,
     #[error("not valid UTF-8 text")]
     NotUtf8,
+    #[error("column {column}: `{token}` is not a finite 32-bit float (NaN, infinite, or beyond ±3.4e38)")]
+    NonFinite { token: String, column: usize },
 }
 
 impl ParseErrorKind {
@@ -31,6 +33,11 @@ impl ParseErrorKind {
     pub(crate) fn invalid_label(token: &str) -> Self {
         Self::InvalidLabel { token: shorten(token) }
     }
+
+    /// A `NonFinite` value at 1-based `column`.
+    pub(crate) fn non_finite(token: &str, column: usize) -> Self {
+        Self::NonFinite { token: shorten(token.trim()), column }
+    }
 }
 
 fn shorten(token: &str) -> String {
@@ -41,17 +48,20 @@ fn shorten(token: &str) -> String {
     }
 }
 
-/// Why a dataset could not be loaded, cached or written.
+/// Why a dataset could not be loaded, cached or written. Each message is complete on its own:
+/// an underlying error is quoted in it, not chained as a `source()`, so that printing the chain
+/// shows each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
+    #[error(
+        "{path}: no such dataset directory (`cargo xtask download <ogb-name>` downloads OGB datasets into datasets/)",
+        path = .path.display()
+    )]
+    NoDataset { path: PathBuf },
     #[error("{path}: missing {what}", path = .path.display())]
     MissingFile { path: PathBuf, what: String },
-    #[error("{path}: {source}", path = .path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{path}: {error}", path = .path.display())]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: file is empty", path = .path.display())]
     EmptyFile { path: PathBuf },
     #[error("{path}:{line}: {kind}", path = .path.display())]
@@ -74,25 +84,22 @@ pub enum DatasetError {
     UnknownSplit { path: PathBuf, name: String, available: Vec<String> },
     #[error("{path}: {message}", path = .path.display())]
     InvalidMeta { path: PathBuf, message: String },
-    #[error("{path}: invalid graph: {source}", path = .path.display())]
-    Graph {
-        path: PathBuf,
-        #[source]
-        source: CsrError,
-    },
+    #[error("{path}: invalid graph: {error}", path = .path.display())]
+    Graph { path: PathBuf, error: CsrError },
     #[error("dataset `{name}` is inconsistent: {message}")]
     Inconsistent { name: String, message: String },
 }
 
 impl DatasetError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
+        Self::Io { path: path.into(), error }
     }
 
     /// The file or directory the error is about, when it names one.
     pub fn path(&self) -> Option<&std::path::Path> {
         match self {
-            Self::MissingFile { path, .. }
+            Self::NoDataset { path }
+            | Self::MissingFile { path, .. }
             | Self::Io { path, .. }
             | Self::EmptyFile { path }
             | Self::Parse { path, .. }

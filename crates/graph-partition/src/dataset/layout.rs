@@ -1,6 +1,11 @@
 //! File names of the OGB node-property raw layout and split discovery.
 
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::Xxh3;
 
 use super::error::DatasetError;
 
@@ -13,9 +18,11 @@ pub(crate) const NUM_EDGES: &str = "raw/num-edge-list.csv.gz";
 pub(crate) const META: &str = "meta.json";
 pub(crate) const SPLIT_DIR: &str = "split";
 pub(crate) const SPLIT_PARTS: [&str; 3] = ["train", "valid", "test"];
+/// Bytes read per call while hashing a source file.
+const HASH_BUFFER_BYTES: usize = 1 << 20;
 
 /// Every file whose contents feed the graph, features and labels (splits are read separately);
-/// the binary cache records their sizes and modification times.
+/// the binary cache records their sizes and content hashes.
 pub(crate) const CACHED_SOURCES: [&str; 7] = [EDGE, NODE_FEAT, EDGE_FEAT, NODE_LABEL, NUM_NODES, NUM_EDGES, META];
 
 /// `split/<name>/<part>.csv.gz`.
@@ -57,37 +64,46 @@ pub(crate) fn choose_split(dir: &Path, requested: Option<&str>) -> Result<String
     }
 }
 
-/// Identity of one source file for cache invalidation: size and modification time, or absent.
+/// Identity of one source file for cache invalidation: its size and a hash of its contents
+/// (xxh3, 64 bits), or its absence. Contents rather than modification times: an edit that keeps
+/// the size and the mtime (a restored backup, a coarse-clock file system) must not serve stale
+/// data.
 #[derive(Debug, Clone, PartialEq, Eq, bincode::Encode, bincode::Decode)]
 pub(crate) struct SourceStamp {
     pub name: String,
     pub present: bool,
     pub size: u64,
-    pub mtime_ns: u128,
+    pub xxh3: u64,
 }
 
-/// Stamps of every cached source, in [`CACHED_SOURCES`] order.
+/// Stamps of every cached source, in [`CACHED_SOURCES`] order; the files are hashed in parallel.
 pub(crate) fn source_stamps(dir: &Path) -> Result<Vec<SourceStamp>, DatasetError> {
-    CACHED_SOURCES
-        .iter()
-        .map(|&name| {
-            let path = dir.join(name);
-            match std::fs::metadata(&path) {
-                Ok(meta) => {
-                    let mtime_ns = meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos());
-                    Ok(SourceStamp { name: name.to_string(), present: true, size: meta.len(), mtime_ns })
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    Ok(SourceStamp { name: name.to_string(), present: false, size: 0, mtime_ns: 0 })
-                }
-                Err(e) => Err(DatasetError::io(path, e)),
-            }
-        })
-        .collect()
+    CACHED_SOURCES.par_iter().map(|&name| stamp(dir, name)).collect()
+}
+
+fn stamp(dir: &Path, name: &str) -> Result<SourceStamp, DatasetError> {
+    let path = dir.join(name);
+    let mut file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(SourceStamp { name: name.to_string(), present: false, size: 0, xxh3: 0 });
+        }
+        Err(e) => return Err(DatasetError::io(path, e)),
+    };
+    let mut hasher = Xxh3::new();
+    let mut buf = vec![0u8; HASH_BUFFER_BYTES];
+    let mut size = 0u64;
+    loop {
+        let got = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(DatasetError::io(path, e)),
+        };
+        hasher.update(&buf[..got]);
+        size += got as u64;
+    }
+    Ok(SourceStamp { name: name.to_string(), present: true, size, xxh3: hasher.digest() })
 }
 
 #[cfg(test)]

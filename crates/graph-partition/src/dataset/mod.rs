@@ -13,7 +13,8 @@
 //! - `split/<name>/{train,valid,test}.csv.gz`: node ids, one per line (files may be empty).
 //! - `meta.json` (optional): `name`, `num_classes` (may exceed the largest label), `task`
 //!   (containing "multi-label" forces multi-label parsing), plus descriptive fields.
-//! - `processed/halo-cache-v1.bin`: written by Halo after a CSV load (see [`cache`]).
+//! - `processed/halo-cache-v2.bin`: written by Halo after a CSV load, keyed by a hash of the
+//!   raw files' contents (see [`cache`]); [`LoadOptions::cache_dir`] moves it elsewhere.
 
 mod cache;
 mod error;
@@ -27,7 +28,7 @@ mod summary;
 mod tests;
 mod writer;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ndarray::Array2;
 
@@ -90,20 +91,34 @@ pub struct Splits {
 }
 
 /// How [`Dataset::load`] reads a directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadOptions {
     /// The split directory under `split/`; `None` picks the only one present.
     pub split: Option<String>,
-    /// Read `processed/halo-cache-v1.bin` when valid, and write it after a CSV load.
-    pub use_cache: bool,
+    /// Whether the binary cache is read and written.
+    pub cache: CacheMode,
+    /// Where the cache goes: `None` puts it in the dataset's own `processed/`; a directory
+    /// (created if needed) holds one cache file per dataset directory, for dataset directories
+    /// that are read-only or shared. See [`Dataset::cache_path`].
+    pub cache_dir: Option<PathBuf>,
+    /// Accept NaN and infinite input features (including decimals beyond the `f32` range).
+    /// Without it the first one is an error naming its file, line and column.
+    pub allow_nonfinite: bool,
     /// Show progress bars on stderr for large files.
     pub progress: bool,
 }
 
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self { split: None, use_cache: true, progress: false }
-    }
+/// What [`Dataset::load`] does with the binary cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheMode {
+    /// Read the cache when it was built from raw files with the current contents; otherwise
+    /// parse them and write a fresh cache.
+    #[default]
+    Use,
+    /// Parse the raw files and rewrite the cache, whatever it holds.
+    Refresh,
+    /// Neither read nor write the cache.
+    Off,
 }
 
 /// Where [`Dataset::load_with_source`] found the graph, features and labels.
@@ -125,7 +140,7 @@ pub(crate) struct GraphData {
 
 impl Dataset {
     /// Loads a dataset directory in the OGB raw layout (see the module docs), from the binary
-    /// cache when it is valid and `opts.use_cache` is set.
+    /// cache when it is valid and `opts.cache` allows it.
     pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Self, DatasetError> {
         Self::load_with_source(dir, opts).map(|(dataset, _)| dataset)
     }
@@ -133,22 +148,36 @@ impl Dataset {
     /// [`Dataset::load`], also telling whether the CSV files or the cache were read.
     pub fn load_with_source(dir: &Path, opts: &LoadOptions) -> Result<(Self, LoadSource), DatasetError> {
         if !dir.is_dir() {
-            return Err(DatasetError::MissingFile { path: dir.to_path_buf(), what: "dataset directory".into() });
+            return Err(DatasetError::NoDataset { path: dir.to_path_buf() });
         }
         let split = layout::choose_split(dir, opts.split.as_deref())?;
-        let (data, source) = if opts.use_cache {
-            cache::load_or_build(dir, || ogb::read_graph_data(dir, opts.progress))?
-        } else {
-            (ogb::read_graph_data(dir, opts.progress)?, LoadSource::Csv)
+        let (data, source) = match opts.cache {
+            CacheMode::Off => (ogb::read_graph_data(dir, opts)?, LoadSource::Csv),
+            CacheMode::Use | CacheMode::Refresh => cache::load_or_build(dir, opts, || ogb::read_graph_data(dir, opts))?,
         };
         let splits = ogb::read_split(dir, &split, data.graph.num_nodes(), opts.progress)?;
         let GraphData { name, graph, features, labels, num_classes } = data;
         Ok((Self { name, graph, features, labels, splits, num_classes }, source))
     }
 
+    /// The file the binary cache of dataset directory `dir` lives in: `dir/processed/...`, or
+    /// with a `cache_dir` a file there named after `dir` (its name and a hash of its canonical
+    /// path, so datasets sharing a cache directory do not collide).
+    pub fn cache_path(dir: &Path, cache_dir: Option<&Path>) -> PathBuf {
+        cache::cache_path(dir, cache_dir)
+    }
+
+    /// A 64-bit fingerprint of the contents of the raw files the graph, features and labels
+    /// come from (the cache's key; the split files are not included).
+    pub fn source_fingerprint(dir: &Path) -> Result<u64, DatasetError> {
+        Ok(cache::fingerprint(&layout::source_stamps(dir)?))
+    }
+
     /// Writes the dataset in the OGB raw layout under `dir` (created if needed), with the
     /// split under `split/<splits.name>` and a `meta.json`. Files are gzip members compressed
-    /// in parallel. Symmetric graphs store each undirected edge once (`u < v`).
+    /// in parallel. Symmetric graphs store each undirected edge once (`u < v`). A dataset
+    /// already there is replaced: its files are overwritten, its other splits and its default
+    /// cache removed.
     pub fn write_ogb(&self, dir: &Path) -> Result<(), DatasetError> {
         self.validate()?;
         writer::write_ogb(self, dir)

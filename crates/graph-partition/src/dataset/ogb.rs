@@ -8,20 +8,22 @@ use super::error::{DatasetError, ParseErrorKind};
 use super::lines::{LineParser, first_line, for_each_chunk, read_all};
 use super::meta::Meta;
 use super::numbers::{parse_class, parse_f32, parse_u64};
-use super::{GraphData, Labels, Splits, layout};
+use super::{GraphData, Labels, LoadOptions, Splits, layout};
 use crate::csr::{Csr, EdgeListOptions};
 
 /// Reads the graph, node features and labels (everything but the split).
-pub(crate) fn read_graph_data(dir: &Path, progress: bool) -> Result<GraphData, DatasetError> {
+pub(crate) fn read_graph_data(dir: &Path, opts: &LoadOptions) -> Result<GraphData, DatasetError> {
+    let progress = opts.progress;
     let meta = Meta::read(dir)?;
     let num_nodes = read_num_nodes(dir)?;
     meta.check(dir, "num_nodes", meta.num_nodes, num_nodes as u64)?;
     let edges = read_edges(dir, num_nodes, progress)?;
-    let features = read_features(dir, num_nodes, &edges, progress)?;
+    let parser = |cols| FloatRows { cols, finite: !opts.allow_nonfinite };
+    let features = read_features(dir, num_nodes, &edges, progress, parser)?;
     meta.check(dir, "num_features", meta.num_features, features.ncols() as u64)?;
     let (labels, num_classes) = read_labels(dir, num_nodes, &meta, progress)?;
     let graph = Csr::from_edges(num_nodes, &edges, EdgeListOptions::default())
-        .map_err(|source| DatasetError::Graph { path: dir.join(layout::EDGE), source })?;
+        .map_err(|error| DatasetError::Graph { path: dir.join(layout::EDGE), error })?;
     drop(edges);
     let name = meta.name.clone().unwrap_or_else(|| default_name(dir));
     Ok(GraphData { name, graph, features, labels, num_classes })
@@ -92,15 +94,17 @@ fn read_edges(dir: &Path, num_nodes: usize, progress: bool) -> Result<Vec<(u32, 
     Ok(edges)
 }
 
+/// `parser` makes the row parser for a given width (it decides whether non-finite values pass).
 fn read_features(
     dir: &Path,
     num_nodes: usize,
     edges: &[(u32, u32)],
     progress: bool,
+    parser: impl Fn(usize) -> FloatRows,
 ) -> Result<Array2<f32>, DatasetError> {
     let path = dir.join(layout::NODE_FEAT);
     if !path.exists() && dir.join(layout::EDGE_FEAT).exists() {
-        return features_from_edge_features(dir, num_nodes, edges, progress);
+        return features_from_edge_features(dir, num_nodes, edges, progress, parser);
     }
     if !path.exists() {
         return Err(DatasetError::MissingFile {
@@ -109,7 +113,7 @@ fn read_features(
         });
     }
     let cols = first_width(&path)?;
-    let (values, lines) = read_all(&path, progress, num_nodes * cols, &FloatRows { cols })?;
+    let (values, lines) = read_all(&path, progress, num_nodes * cols, &parser(cols))?;
     check_rows(&path, lines, num_nodes as u64, "rows", || per_node(num_nodes))?;
     Ok(Array2::from_shape_vec((num_nodes, cols), values).expect("row count and width were checked"))
 }
@@ -122,12 +126,13 @@ fn features_from_edge_features(
     num_nodes: usize,
     edges: &[(u32, u32)],
     progress: bool,
+    parser: impl Fn(usize) -> FloatRows,
 ) -> Result<Array2<f32>, DatasetError> {
     let path = dir.join(layout::EDGE_FEAT);
     let width = first_width(&path)?;
     let mut sums = vec![0.0f64; num_nodes * width];
     let mut counts = vec![0u32; num_nodes];
-    let lines = for_each_chunk(&path, progress, &FloatRows { cols: width }, |values, first_line| {
+    let lines = for_each_chunk(&path, progress, &parser(width), |values, first_line| {
         for (j, row) in values.chunks_exact(width).enumerate() {
             let Some(&(s, d)) = edges.get(first_line as usize + j) else {
                 return Err(DatasetError::CountMismatch {
@@ -162,7 +167,8 @@ fn read_labels(dir: &Path, num_nodes: usize, meta: &Meta, progress: bool) -> Res
     let path = dir.join(layout::NODE_LABEL);
     let cols = first_width(&path)?;
     if cols > 1 || meta.is_multi_label() {
-        let (values, lines) = read_all(&path, progress, num_nodes * cols, &FloatRows { cols })?;
+        // NaN marks an unknown target, so labels accept non-finite values.
+        let (values, lines) = read_all(&path, progress, num_nodes * cols, &FloatRows { cols, finite: false })?;
         check_rows(&path, lines, num_nodes as u64, "rows", || per_node(num_nodes))?;
         meta.check(dir, "num_classes", meta.num_classes, cols as u64)?;
         let labels = Array2::from_shape_vec((num_nodes, cols), values).expect("rows and width were checked");
@@ -264,9 +270,11 @@ impl LineParser for NodeIds {
     }
 }
 
-/// Exactly `cols` comma-separated floats per line.
+/// Exactly `cols` comma-separated floats per line; with `finite`, NaN and infinities (also
+/// decimals that overflow `f32`) are errors naming their column.
 struct FloatRows {
     cols: usize,
+    finite: bool,
 }
 
 impl LineParser for FloatRows {
@@ -277,7 +285,11 @@ impl LineParser for FloatRows {
         for token in line.split(',') {
             found += 1;
             if found <= self.cols {
-                out.push(parse_f32(token).ok_or_else(|| ParseErrorKind::malformed(token, "float"))?);
+                let value = parse_f32(token).ok_or_else(|| ParseErrorKind::malformed(token, "float"))?;
+                if self.finite && !value.is_finite() {
+                    return Err(ParseErrorKind::non_finite(token, found));
+                }
+                out.push(value);
             }
         }
         if found != self.cols {

@@ -66,7 +66,7 @@ fn write_gz(path: &Path, bytes: &[u8]) {
 }
 
 fn no_cache() -> LoadOptions {
-    LoadOptions { use_cache: false, ..LoadOptions::default() }
+    LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() }
 }
 
 #[test]
@@ -404,14 +404,10 @@ fn write_ogb_rejects_inconsistent_datasets() {
     assert!(d.write_ogb(out.path()).unwrap_err().to_string().contains("class 7"));
 }
 
-/// Cora in the OGB raw layout, shared by the whole team; tests fail loudly when it is absent.
+/// Cora as vendored under `datasets/cora`; tests fail loudly when it is absent.
 pub(crate) fn cora_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
-    assert!(
-        dir.join("raw/edge.csv.gz").is_file(),
-        "Cora not found at {} (expected the shared datasets)",
-        dir.display()
-    );
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
+    assert!(dir.join("raw/edge.csv.gz").is_file(), "Cora is missing: expected the vendored copy at {}", dir.display());
     dir
 }
 
@@ -432,4 +428,136 @@ fn cora_loads_with_published_sizes_and_round_trips() {
     assert_eq!(Dataset::load(out.path(), &no_cache()).unwrap(), d);
     assert_eq!(Dataset::load(out.path(), &cached()).unwrap(), d);
     assert_eq!(Dataset::load_with_source(out.path(), &cached()).unwrap(), (d, LoadSource::Cache));
+}
+
+#[test]
+fn same_size_and_mtime_edit_invalidates_cache() {
+    // The case: relabel a node without changing the file's size or modification time.
+    let f = Fixture::new();
+    let labels = f.path().join("raw/node-label.csv.gz");
+    f.write("raw/node-label.csv.gz", "0\n1\nnan\n2\n");
+    Dataset::load(f.path(), &cached()).unwrap();
+    let before = std::fs::metadata(&labels).unwrap();
+    f.write("raw/node-label.csv.gz", "2\n1\nnan\n0\n");
+    let file = std::fs::File::options().write(true).open(&labels).unwrap();
+    file.set_modified(before.modified().unwrap()).unwrap();
+    let after = std::fs::metadata(&labels).unwrap();
+    assert_eq!((after.len(), after.modified().unwrap()), (before.len(), before.modified().unwrap()));
+    let (d, source) = Dataset::load_with_source(f.path(), &cached()).unwrap();
+    assert_eq!(source, LoadSource::Csv);
+    assert_eq!(d.labels, Labels::Classes(vec![2, 1, Labels::UNLABELLED, 0]));
+}
+
+#[test]
+fn refresh_rebuilds_a_valid_cache_and_off_leaves_none() {
+    let f = Fixture::new();
+    Dataset::load(f.path(), &LoadOptions { cache: CacheMode::Off, ..cached() }).unwrap();
+    assert!(!f.path().join("processed").exists());
+    Dataset::load(f.path(), &cached()).unwrap();
+    let refresh = LoadOptions { cache: CacheMode::Refresh, ..cached() };
+    assert_eq!(Dataset::load_with_source(f.path(), &refresh).unwrap().1, LoadSource::Csv);
+    assert_eq!(Dataset::load_with_source(f.path(), &cached()).unwrap().1, LoadSource::Cache);
+}
+
+#[test]
+fn cache_dir_serves_a_read_only_dataset_directory() {
+    let f = Fixture::new();
+    let caches = tempfile::tempdir().unwrap();
+    let cache_dir = caches.path().join("halo-caches");
+    let opts = LoadOptions { cache_dir: Some(cache_dir.clone()), ..cached() };
+    let mut perms = std::fs::metadata(f.path()).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(f.path(), perms.clone()).unwrap();
+    let first = Dataset::load_with_source(f.path(), &opts);
+    let second = Dataset::load_with_source(f.path(), &opts);
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(f.path(), perms).unwrap();
+    assert_eq!((first.unwrap().1, second.unwrap().1), (LoadSource::Csv, LoadSource::Cache));
+    assert!(!f.path().join("processed").exists(), "nothing written into the dataset directory");
+    let file = Dataset::cache_path(f.path(), Some(&cache_dir));
+    assert!(file.is_file() && file.parent() == Some(cache_dir.as_path()), "{}", file.display());
+
+    // Two dataset directories with the same name do not share a cache file.
+    let other = tempfile::tempdir().unwrap();
+    let twin = other.path().join(f.path().file_name().unwrap());
+    assert_ne!(Dataset::cache_path(&twin, Some(&cache_dir)), file);
+}
+
+#[test]
+fn non_finite_features_name_file_line_and_column() {
+    for (token, row) in [("nan", 2), ("inf", 3), ("-inf", 1), ("1e39", 4), ("-3.5e38", 2)] {
+        let f = Fixture::new();
+        let mut rows =
+            vec!["0.5,1,2", "1.5,-1,0", "0,0,0", "3,2.25,1e-3"].into_iter().map(String::from).collect::<Vec<_>>();
+        rows[row - 1] = format!("0.5,{token},2");
+        f.write("raw/node-feat.csv.gz", &(rows.join("\n") + "\n"));
+        let err = f.expect_error("node-feat.csv.gz", Some(row as u64));
+        assert!(matches!(err, DatasetError::Parse { kind: ParseErrorKind::NonFinite { column: 2, .. }, .. }), "{err}");
+        assert!(err.to_string().contains(&format!("column 2: `{token}`")), "{err}");
+
+        let allow = LoadOptions { allow_nonfinite: true, ..no_cache() };
+        let d = Dataset::load(f.path(), &allow).unwrap();
+        assert!(!d.features[[row - 1, 1]].is_finite(), "{token}");
+    }
+    // Derived features are checked in the edge-feature file.
+    let f = Fixture::new();
+    f.remove("raw/node-feat.csv.gz");
+    f.write("raw/edge-feat.csv.gz", "1,10\n2,20\n3,nan\n4,40\n5,50\n");
+    let err = f.expect_error("edge-feat.csv.gz", Some(3));
+    assert!(err.to_string().contains("column 2: `nan`"), "{err}");
+    // Multi-label targets keep NaN as "unknown".
+    let f = Fixture::new();
+    f.write("raw/node-label.csv.gz", "0,1\nnan,0\n1,1\n0,0\n");
+    assert!(f.load().is_ok());
+}
+
+#[test]
+fn a_cache_with_non_finite_features_does_not_bypass_the_check() {
+    let f = Fixture::new();
+    f.write("raw/node-feat.csv.gz", "0.5,1,2\n1.5,-1,0\n0,nan,0\n3,2.25,1e-3\n");
+    let allow = LoadOptions { allow_nonfinite: true, ..cached() };
+    Dataset::load(f.path(), &allow).unwrap();
+    assert_eq!(Dataset::load_with_source(f.path(), &allow).unwrap().1, LoadSource::Cache);
+    let err = Dataset::load(f.path(), &cached()).unwrap_err();
+    assert!(err.to_string().contains("node-feat.csv.gz:3: column 2"), "{err}");
+}
+
+#[test]
+fn missing_dataset_directory_says_how_to_download() {
+    let err = Dataset::load(Path::new("/nonexistent/ogbn-arxiv"), &no_cache()).unwrap_err();
+    assert!(matches!(err, DatasetError::NoDataset { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("/nonexistent/ogbn-arxiv") && message.contains("cargo xtask download"), "{message}");
+}
+
+#[test]
+fn io_errors_quote_their_cause_once() {
+    // A truncated gzip member: the message names the file and the cause, and chains nothing
+    // further, so a printer walking `source()` shows the cause once.
+    let f = Fixture::new();
+    let path = f.path().join("raw/edge.csv.gz");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 12]).unwrap();
+    let err = f.expect_error("edge.csv.gz", None);
+    assert!(matches!(err, DatasetError::Io { .. }), "{err}");
+    assert!(std::error::Error::source(&err).is_none(), "{err}");
+}
+
+#[test]
+fn write_ogb_over_another_dataset_leaves_no_old_split() {
+    let f = Fixture::new();
+    assert_eq!(f.load().unwrap().splits.name, "main");
+    let mut d = f.load().unwrap();
+    d.splits = Splits { name: "random".into(), train: vec![3], valid: vec![0], test: vec![1, 2] };
+    d.write_ogb(f.path()).unwrap();
+    assert!(!f.path().join("split/main").exists());
+    assert_eq!(f.load().unwrap(), d, "loads without naming a split");
+
+    // A split directory holding other files keeps them.
+    f.write("split/main/train.csv.gz", "0\n");
+    std::fs::write(f.path().join("split/main/notes.txt"), "mine").unwrap();
+    d.write_ogb(f.path()).unwrap();
+    assert!(f.path().join("split/main/notes.txt").is_file());
+    assert!(!f.path().join("split/main/train.csv.gz").exists());
 }

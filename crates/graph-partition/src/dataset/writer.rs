@@ -15,6 +15,25 @@ use super::error::DatasetError;
 use super::meta::Meta;
 use super::{Dataset, Labels, cache, layout};
 
+/// Removes the split files of every split but `keep`, and their directories once empty (a
+/// directory that holds anything else is left).
+fn remove_other_splits(dir: &Path, keep: &str) -> Result<(), DatasetError> {
+    for name in layout::available_splits(dir)?.into_iter().filter(|name| name != keep) {
+        for part in layout::SPLIT_PARTS {
+            remove_if_present(&layout::split_file(dir, &name, part))?;
+        }
+        let _ = std::fs::remove_dir(dir.join(layout::SPLIT_DIR).join(&name));
+    }
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> Result<(), DatasetError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DatasetError::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
 /// Uncompressed text per gzip member.
 const CHUNK_TEXT_BYTES: usize = 1 << 20;
 
@@ -23,14 +42,10 @@ pub(crate) fn write_ogb(d: &Dataset, dir: &Path) -> Result<(), DatasetError> {
     for sub in [dir.join("raw"), split_dir] {
         std::fs::create_dir_all(&sub).map_err(|e| DatasetError::io(sub, e))?;
     }
-    // A cache from an earlier dataset here would be detected as stale anyway; remove it so a
-    // same-size rewrite within the file system's timestamp resolution cannot fool it.
-    let stale = dir.join(cache::CACHE_FILE);
-    match std::fs::remove_file(&stale) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(DatasetError::io(stale, e)),
-    }
+    // An earlier dataset here is replaced: its cache would be detected as stale anyway (removing
+    // it frees the space), and its other splits would make loading ask for --split.
+    remove_if_present(&dir.join(cache::CACHE_FILE))?;
+    remove_other_splits(dir, &d.splits.name)?;
 
     let n = d.num_nodes();
     let symmetric = d.graph.is_symmetric();

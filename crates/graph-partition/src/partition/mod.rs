@@ -212,14 +212,23 @@ impl PartitionConfig {
     pub fn layout(&self) -> Result<HostLayout, PartitionError> {
         HostLayout::new(self.parts, self.hosts)
     }
+
+    /// Checks the parameters against a graph of `num_nodes` vertices without partitioning:
+    /// parts in `1..=num_nodes`, hosts dividing parts, EBV weights in range. Callers that
+    /// start workers before they hold the graph can run it on the node count alone, so that a
+    /// bad `parts` fails once, up front, rather than once per worker.
+    pub fn check(&self, num_nodes: usize) -> Result<HostLayout, PartitionError> {
+        check_parts(self.parts, num_nodes)?;
+        let layout = self.layout()?;
+        self.ebv.check()?;
+        Ok(layout)
+    }
 }
 
-/// Runs the configured partitioner on `graph`. Parameters are checked first: parts in
-/// `1..=nodes`, hosts dividing parts, EBV weights in range.
+/// Runs the configured partitioner on `graph`. Parameters are checked first
+/// ([`PartitionConfig::check`]).
 pub fn partition_graph(graph: &Csr, config: &PartitionConfig) -> Result<Partition, PartitionError> {
-    check_parts(config.parts, graph.num_nodes())?;
-    let layout = config.layout()?;
-    config.ebv.check()?;
+    let layout = config.check(graph.num_nodes())?;
     let parts = config.parts;
     let owner = match config.algorithm {
         Algorithm::Hash => hash(graph, parts)?,
@@ -268,6 +277,20 @@ mod tests {
         assert_eq!(partition_graph(&g, &cfg), Err(PartitionError::Gamma(1.5)));
         cfg.ebv.gamma = 0.1;
         assert!(partition_graph(&g, &cfg).is_ok());
+    }
+
+    #[test]
+    fn more_parts_than_vertices_is_a_short_error_for_every_algorithm() {
+        // Cora's size with the 3000 workers.
+        let edges: Vec<(u32, u32)> = (1..2708).map(|v| (v - 1, v)).collect();
+        let g = Csr::from_edges(2708, &edges, EdgeListOptions::default()).unwrap();
+        for algorithm in Algorithm::ALL {
+            let cfg = PartitionConfig::new(algorithm, 3000);
+            let err = partition_graph(&g, &cfg).unwrap_err();
+            assert_eq!(err, PartitionError::Parts { parts: 3000, nodes: 2708 }, "{algorithm}");
+            assert_eq!(cfg.check(g.num_nodes()).unwrap_err(), err);
+            assert!(err.to_string().len() < 100, "{err}");
+        }
     }
 
     #[test]

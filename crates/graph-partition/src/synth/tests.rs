@@ -163,6 +163,6 @@ fn written_synthetic_dataset_loads_back_identically() {
     let dir = tempfile::tempdir().unwrap();
     d.write_ogb(dir.path()).unwrap();
     assert!(dir.path().join("split/random/train.csv.gz").is_file());
-    let opts = crate::dataset::LoadOptions { use_cache: false, ..Default::default() };
+    let opts = crate::dataset::LoadOptions { cache: crate::dataset::CacheMode::Off, ..Default::default() };
     assert_eq!(Dataset::load(dir.path(), &opts).unwrap(), d);
 }

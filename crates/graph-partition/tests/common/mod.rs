@@ -6,14 +6,14 @@
 use std::path::PathBuf;
 
 use graph_partition::partition::{HostLayout, Partition};
-use graph_partition::{Csr, Dataset, LoadOptions};
+use graph_partition::{CacheMode, Csr, Dataset, LoadOptions};
 
-/// Cora from the shared datasets; fails loudly when it is missing.
+/// Cora as vendored under `datasets/cora`; fails loudly when it is missing.
 pub fn cora() -> Dataset {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets/cora"));
-    assert!(dir.is_dir(), "Cora is missing: expected the OGB raw layout at {}", dir.display());
-    // No cache: the shared dataset directory is not ours to write into.
-    Dataset::load(&dir, &LoadOptions { use_cache: false, ..LoadOptions::default() })
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora"));
+    assert!(dir.is_dir(), "Cora is missing: expected the vendored copy at {}", dir.display());
+    // No cache: tests leave the source tree as they found it.
+    Dataset::load(&dir, &LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() })
         .unwrap_or_else(|e| panic!("cannot load Cora from {}: {e}", dir.display()))
 }
 

@@ -121,7 +121,7 @@ pub(crate) fn run(
 ) -> Result<Option<Report>, TrainError> {
     let backend = match source {
         Source::Given(_) => Backend::Local,
-        Source::Load(_) => config.distributed.backend,
+        Source::Load(..) => config.distributed.backend,
     };
     let gate = ComputeGate::default();
     let gate = options.serialize_compute.then_some(&gate);

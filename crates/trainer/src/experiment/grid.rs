@@ -1,6 +1,7 @@
 //! The grid runner: every variant x seed through [`crate::run`], each report kept on disk so a
 //! rerun resumes, then the results table.
 
+use graph_partition::LoadOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -206,7 +207,8 @@ fn train(
 ) -> Result<Report, ExperimentError> {
     let failed =
         |source| ExperimentError::Run { variant: id.variant.to_string(), seed: id.seed, source: Box::new(source) };
-    let report: Option<Report> = crate::run(config, datasets_root, observer).map_err(failed)?;
+    let source = crate::Source::Load(datasets_root, &LoadOptions::default());
+    let report: Option<Report> = crate::run(config, source, observer).map_err(failed)?;
     report.ok_or_else(|| ExperimentError::NoReport { variant: id.variant.to_string(), seed: id.seed })
 }
 

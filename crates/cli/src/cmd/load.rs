@@ -1,0 +1,50 @@
+//! Dataset-loading flags shared by the subcommands that read a dataset directory.
+
+use std::path::{Path, PathBuf};
+
+use graph_partition::dataset::ParseErrorKind;
+use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions};
+
+/// How a dataset directory is read: the binary cache and non-finite features.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Neither read nor write the binary dataset cache (by default DATASET/processed/).
+    #[arg(long, conflicts_with_all = ["refresh_cache", "cache_dir"])]
+    no_cache: bool,
+    /// Parse the raw files and rewrite the binary cache even when it is up to date.
+    #[arg(long)]
+    refresh_cache: bool,
+    /// Keep the binary cache in DIR (one file per dataset directory) instead of
+    /// DATASET/processed/, for read-only or shared dataset directories.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Accept NaN and infinite feature values; by default the first one is an error naming its
+    /// file, line and column.
+    #[arg(long)]
+    allow_nonfinite: bool,
+}
+
+impl LoadArgs {
+    pub fn options(&self, split: Option<String>, progress: bool) -> LoadOptions {
+        let cache = match (self.no_cache, self.refresh_cache) {
+            (true, _) => CacheMode::Off,
+            (false, true) => CacheMode::Refresh,
+            (false, false) => CacheMode::Use,
+        };
+        LoadOptions { split, cache, cache_dir: self.cache_dir.clone(), allow_nonfinite: self.allow_nonfinite, progress }
+    }
+
+    /// Loads `dir`; errors say which argument named it (`what`, e.g. `--dataset`) and, for a
+    /// non-finite feature, how to accept it.
+    pub fn load(&self, dir: &Path, what: &str, split: Option<String>, progress: bool) -> anyhow::Result<Dataset> {
+        Dataset::load(dir, &self.options(split, progress)).map_err(|err| {
+            let hint = match &err {
+                DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
+                    " (--allow-nonfinite accepts non-finite features)"
+                }
+                _ => "",
+            };
+            anyhow::Error::new(err).context(format!("cannot load {what} {}{hint}", dir.display()))
+        })
+    }
+}
