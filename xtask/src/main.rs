@@ -3,8 +3,8 @@
 //! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
 //! - `cargo xtask ptx [--arch sm_XX]`: compile `kernels/*.cu` to PTX.
 //!
-//! The repository's tidy checks (crate layering, manifests, source hygiene) live in [`tidy`] as
-//! tests, so `cargo test --workspace` enforces them.
+//! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
+//! live in [`tidy`] as tests, so `cargo test --workspace` enforces them.
 
 mod cli;
 mod datasets;

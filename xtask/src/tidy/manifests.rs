@@ -2,7 +2,7 @@
 
 use toml::{Table, Value};
 
-use super::{assert_clean, dependency_tables, read_toml, subdirectories, workspace_dependencies, workspace_root};
+use super::{assert_clean, dependency_tables, members, read_toml, workspace_dependencies, workspace_root};
 
 /// The release profile must keep thin LTO and one codegen unit: benchmark figures depend on it.
 fn check_release_profile(root_manifest: &Table) -> Vec<String> {
@@ -34,24 +34,6 @@ fn check_inherited_dependencies(member: &str, manifest: &Table, workspace_deps: 
         }
     }
     violations
-}
-
-/// The member folders listed in `[workspace] members`, with `dir/*` globs expanded.
-fn members(root_manifest: &Table) -> Vec<String> {
-    let root = workspace_root();
-    let listed = root_manifest.get("workspace").and_then(|w| w.get("members")).and_then(Value::as_array);
-    let mut members = Vec::new();
-    for member in listed.into_iter().flatten().filter_map(Value::as_str) {
-        match member.strip_suffix("/*") {
-            Some(parent) => members.extend(
-                subdirectories(&root.join(parent))
-                    .into_iter()
-                    .map(|d| format!("{parent}/{}", d.file_name().expect("folder name").to_string_lossy())),
-            ),
-            None => members.push(member.to_owned()),
-        }
-    }
-    members
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Repository checks, run as tests so that `cargo test --workspace` enforces them: crate layering
-//! ([`layering`]), workspace manifests ([`manifests`]) and source hygiene ([`source`]).
+//! ([`layering`]), workspace manifests ([`manifests`]), source hygiene ([`source`]) and unused
+//! dependencies ([`unused_deps`]).
 //!
 //! Each check is a function over parsed data returning its violations, so the unit tests can feed
 //! it small bad inputs and prove it fails; one test per check then runs it on the real workspace.
@@ -7,6 +8,7 @@
 mod layering;
 mod manifests;
 mod source;
+mod unused_deps;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -97,6 +99,24 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     files.sort();
     files
+}
+
+/// The member folders listed in `[workspace] members`, with `dir/*` globs expanded.
+fn members(root_manifest: &Table) -> Vec<String> {
+    let root = workspace_root();
+    let listed = root_manifest.get("workspace").and_then(|w| w.get("members")).and_then(Value::as_array);
+    let mut members = Vec::new();
+    for member in listed.into_iter().flatten().filter_map(Value::as_str) {
+        match member.strip_suffix("/*") {
+            Some(parent) => members.extend(
+                subdirectories(&root.join(parent))
+                    .into_iter()
+                    .map(|d| format!("{parent}/{}", d.file_name().expect("folder name").to_string_lossy())),
+            ),
+            None => members.push(member.to_owned()),
+        }
+    }
+    members
 }
 
 /// Fails the calling test with every violation listed, one per line.

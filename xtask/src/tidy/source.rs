@@ -33,7 +33,7 @@ fn is_ident(c: char) -> bool {
 
 /// Each line of `src` reduced to its code: string and char literal contents blanked, comments
 /// removed. Words that appear only in text or comments then never match a rule.
-fn code_lines(src: &str) -> Vec<String> {
+pub(super) fn code_lines(src: &str) -> Vec<String> {
     let mut state = State::Code;
     src.lines()
         .map(|line| {
