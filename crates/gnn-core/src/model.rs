@@ -465,6 +465,17 @@ impl Model {
     }
 
     /// Name, offset, shape and initialiser of every parameter tensor, in buffer order.
+    /// The first conv layer whose output (over the computed rows of `graph`, the graph of the
+    /// last forward) holds a non-finite value: where a NaN or an overflow entered the forward
+    /// pass. `None` when every output is finite.
+    pub fn first_nonfinite_output(&self, graph: &AggGraph) -> Option<usize> {
+        let m = graph.computed_rows();
+        (0..self.cfg.layers).find(|&l| {
+            let out = &self.acts[l + 1];
+            out.nrows() >= m && !head(out, m).iter().all(|v| v.is_finite())
+        })
+    }
+
     pub fn param_info(&self) -> &[ParamInfo] {
         self.layout.infos()
     }
@@ -528,6 +539,22 @@ mod tests {
                 softmax_cross_entropy(logits, &labels, &rows).unwrap().0
             });
         }
+    }
+
+    #[test]
+    fn the_first_nonfinite_output_names_its_layer() {
+        let graph = random_graph(14, 45, 2);
+        let mut model = Model::new(small_config(ConvKind::Sage, Activation::Relu)).unwrap();
+        let x = random_array(14, 4, 1.0, 3);
+        model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
+        assert_eq!(model.first_nonfinite_output(&graph), None);
+        // An overflowing weight of the second conv: its output is the first to go infinite.
+        let slot = model.param_info().iter().find(|p| p.name == "conv1.weight_neigh").unwrap().slot;
+        let mut params = model.params().to_vec();
+        params[slot.offset..slot.offset + slot.rows * slot.cols].fill(f32::MAX);
+        model.set_params(&params).unwrap();
+        model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
+        assert_eq!(model.first_nonfinite_output(&graph), Some(1));
     }
 
     #[test]

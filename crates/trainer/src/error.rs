@@ -32,6 +32,16 @@ pub enum TrainError {
     /// The optimizer refused a step.
     #[error("optimizer: {0}")]
     Optim(#[from] OptimError),
+    /// A loss, gradient or parameter went non-finite; the run stopped there.
+    #[error("epoch {epoch}: non-finite value in {site}; {hint}")]
+    NonFinite {
+        /// The 1-based epoch of the step.
+        epoch: usize,
+        /// Where the value was found.
+        site: crate::guard::Site,
+        /// What to try.
+        hint: String,
+    },
     /// A distributed run could not be set up or a worker failed.
     #[error(transparent)]
     Distributed(#[from] crate::distributed::DistError),

@@ -19,6 +19,7 @@ pub mod distributed;
 pub mod error;
 pub mod experiment;
 pub mod features;
+pub mod guard;
 pub mod memory;
 pub mod method;
 pub mod objective;
@@ -48,15 +49,15 @@ pub enum Source<'a> {
     Given(&'a Dataset),
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
     /// The dataset, loaded if need be; `progress` shows progress bars while large files load.
-    fn dataset(&self, config: &TrainConfig, progress: bool) -> Result<Cow<'_, Dataset>, TrainError> {
+    fn dataset(self, config: &TrainConfig, progress: bool) -> Result<Cow<'a, Dataset>, TrainError> {
         Ok(match self {
             Source::Load(root, load) => {
-                let load = LoadOptions { progress, ..(*load).clone() };
+                let load = LoadOptions { progress, ..load.clone() };
                 Cow::Owned(data::prepare_dataset(config, root, &load)?)
             }
-            Source::Given(dataset) => Cow::Borrowed(*dataset),
+            Source::Given(dataset) => Cow::Borrowed(dataset),
         })
     }
 }

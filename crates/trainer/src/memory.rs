@@ -1,4 +1,24 @@
-//! Peak resident memory of this process.
+//! Peak resident memory of this process, and the CPU time of the calling thread.
+
+/// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), or `None` where the
+/// platform does not have that clock. Unlike wall time it does not grow while the thread waits
+/// for a core, so in-process workers oversubscribing the machine each show their own work;
+/// work the thread hands to other threads (a kernel's thread pool) is not in it.
+pub fn thread_cpu_s() -> Option<f64> {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid, writable `timespec` for the duration of the call, and
+        // `clock_gettime` writes nothing else; a clock the platform lacks makes it return -1
+        // without writing.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        (rc == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
 
 /// The peak resident set size (`VmHWM`) in bytes, or `None` where the platform does not expose it.
 pub fn peak_rss_bytes() -> Option<u64> {
@@ -28,6 +48,22 @@ fn parse_vm_hwm(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let start = thread_cpu_s().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let slept = thread_cpu_s().unwrap() - start;
+        let mut x = 1u64;
+        let busy_start = thread_cpu_s().unwrap();
+        while thread_cpu_s().unwrap() - busy_start < 0.02 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        assert!(slept < 0.02, "sleeping used {slept} s of CPU");
+        assert!(thread_cpu_s().unwrap() - busy_start >= 0.02);
+    }
 
     #[test]
     fn parses_vm_hwm_line() {

@@ -6,6 +6,7 @@ use ndarray::Array2;
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::guard;
 use crate::objective::{Hits, Objective};
 use crate::report::Report;
 use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
@@ -19,6 +20,7 @@ pub struct SingleProcess<'a> {
     objective: Objective<'a>,
     splits: &'a Splits,
     optimizer: Adam,
+    lr: f32,
     seed: u64,
 }
 
@@ -37,6 +39,7 @@ impl<'a> SingleProcess<'a> {
             objective: Objective::new(&dataset.labels),
             splits: &dataset.splits,
             optimizer: config.optimizer(),
+            lr: config.lr,
             seed: config.seed,
         })
     }
@@ -50,10 +53,13 @@ impl Strategy for SingleProcess<'_> {
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
         let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ctx)?;
         let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.splits.train)?;
+        let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
         let terms = (self.splits.train.len() * self.objective.terms_per_row()) as f64;
         dlogits /= terms as f32;
         self.model.backward(&self.graph, dlogits, &mut NoExchange)?;
+        guard::check_loss_and_grads(epoch, loss_sum / terms, layer, &self.model, self.lr)?;
         self.model.step(&mut self.optimizer)?;
+        guard::check_params(epoch, &self.model, self.lr)?;
         Ok(StepStats { loss: loss_sum / terms, ..StepStats::default() })
     }
 

@@ -160,7 +160,7 @@ fn workers_hold_their_part_and_halo_only() {
             // The graph and labels are small next to one feature row per copy.
             assert!(held >= feature_rows * row_bytes && held < (feature_rows + copies / 2) * row_bytes, "{w}");
             assert!(held < whole, "{w}");
-            assert!(w["peak_rss_bytes"].as_u64().unwrap() > 0, "{w}");
+            assert!(w.get("peak_rss_bytes").is_none(), "in-process workers share the process peak: {w}");
         }
         assert_eq!(owned as usize, dataset.num_nodes(), "every vertex has exactly one primary");
         assert_eq!(method["backend"], "local");

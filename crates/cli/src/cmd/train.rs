@@ -72,6 +72,10 @@ pub struct Args {
     /// random-vertex-cut, ebv (vertex-cut) [default: metis for edge, ebv for vertex].
     #[arg(long, value_name = "NAME")]
     partitioner: Option<Algorithm>,
+    /// Distributed methods: use the partition book `halo partition --out DIR` saved instead of
+    /// partitioning (checked against the dataset, the workers and the cut).
+    #[arg(long, value_name = "DIR")]
+    partition_book: Option<PathBuf>,
     /// Distributed methods: workers of the local backend [default: 4]; under MPI the world size.
     #[arg(long, value_name = "P")]
     workers: Option<usize>,
@@ -143,6 +147,7 @@ impl Args {
         set(&mut c.method.name, &self.method);
         set(&mut c.distributed.cut, &self.cut);
         set_opt(&mut c.distributed.partitioner, &self.partitioner);
+        set_opt(&mut c.distributed.partition_book, &self.partition_book);
         set(&mut c.distributed.workers, &self.workers);
         set(&mut c.distributed.hosts, &self.hosts);
         set(&mut c.distributed.backend, &self.backend);

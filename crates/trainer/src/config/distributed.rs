@@ -38,8 +38,11 @@ impl Backend {
 pub struct DistributedConfig {
     /// Edge-cut or vertex-cut, for the methods that split the structure.
     pub cut: CutKind,
-    /// Partitioner; `None` takes the cut's default ([`DistributedConfig::algorithm`]).
+    /// Partitioner; `None` takes the cut's default ([`DistributedConfig::algorithm_for`]).
     pub partitioner: Option<Algorithm>,
+    /// A book saved by `halo partition --out DIR`, used instead of partitioning (validated
+    /// against the dataset, the workers and the cut).
+    pub partition_book: Option<std::path::PathBuf>,
     /// Number of workers (parts) with the local backend; under MPI the world size.
     pub workers: usize,
     /// Hosts the workers are spread over in equal contiguous blocks; must divide the workers.
@@ -59,6 +62,7 @@ impl Default for DistributedConfig {
         Self {
             cut: CutKind::EdgeCut,
             partitioner: None,
+            partition_book: None,
             workers: 4,
             hosts: 1,
             backend: Backend::Local,
@@ -147,6 +151,7 @@ mod tests {
         let expected = DistributedConfig {
             cut: CutKind::VertexCut,
             partitioner: Some(Algorithm::RandomVertexCut),
+            partition_book: None,
             workers: 8,
             hosts: 2,
             backend: Backend::Mpi,

@@ -38,7 +38,10 @@ use comm_hierarchy::{ClusterError, CommError, Communicator, LocalCluster, Topolo
 use graph_partition::book::CutKind;
 use graph_partition::partition::{Algorithm, PartitionError};
 use serde_json::json;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
+
+use graph_partition::Dataset;
+use graph_partition::partition::PartitionConfig;
 
 pub use clock::ComputeGate;
 
@@ -61,6 +64,16 @@ pub enum DistError {
         #[source]
         source: PartitionError,
     },
+    /// `--partition-book` names a book that does not load or does not fit the dataset and workers.
+    #[error("--partition-book {}: {source}", dir.display())]
+    Book {
+        dir: std::path::PathBuf,
+        #[source]
+        source: graph_partition::book::BookError,
+    },
+    /// `--partition-book` names a book of the other cut.
+    #[error("--partition-book {}: {detail}", dir.display())]
+    BookCut { dir: std::path::PathBuf, detail: String },
     /// The partition's quality could not be measured.
     #[error("partition metrics: {0}")]
     Metrics(#[from] graph_partition::metrics::MetricsError),
@@ -92,6 +105,16 @@ pub struct LocalOptions {
     pub serialize_compute: bool,
 }
 
+/// Where rank 0 gets the dataset.
+#[derive(Clone, Copy)]
+enum Root<'a> {
+    /// As the caller gave it.
+    Source(Source<'a>),
+    /// Loaded by the caller before the workers started (to check the job against it first);
+    /// rank 0 takes it and drops it once the shares are sent.
+    Taken(&'a Mutex<Option<Dataset>>),
+}
+
 /// Everything a worker needs besides its communicator.
 #[derive(Clone, Copy)]
 struct Job<'a> {
@@ -100,7 +123,7 @@ struct Job<'a> {
     parts: &'a Parts,
     cut: CutKind,
     config: &'a TrainConfig,
-    source: Source<'a>,
+    root: Root<'a>,
     gate: Option<&'a ComputeGate>,
     /// Where the workers actually run (for the report).
     backend: Backend,
@@ -125,11 +148,37 @@ pub(crate) fn run(
     };
     let gate = ComputeGate::default();
     let gate = options.serialize_compute.then_some(&gate);
-    let job = Job { method, parts, cut, config, source, gate, backend };
+    let job = Job { method, parts, cut, config, root: Root::Source(source), gate, backend };
     match backend {
-        Backend::Local => run_local(job, observer).map(Some),
+        Backend::Local => {
+            // Check the job against the dataset before starting a thread per worker: too many
+            // workers would otherwise all start, and all fail alike.
+            let holder: Mutex<Option<Dataset>>;
+            let root = match source {
+                Source::Given(dataset) => {
+                    check_workers(config, cut, dataset)?;
+                    job.root
+                }
+                Source::Load(..) => {
+                    let dataset = source.dataset(config, observer.shows_progress())?.into_owned();
+                    check_workers(config, cut, &dataset)?;
+                    holder = Mutex::new(Some(dataset));
+                    Root::Taken(&holder)
+                }
+            };
+            run_local(Job { root, ..job }, observer).map(Some)
+        }
         Backend::Mpi => run_mpi(job, observer),
     }
+}
+
+/// Fails when `config`'s workers cannot partition `dataset` (more parts than vertices, hosts
+/// that do not divide the workers).
+fn check_workers(config: &TrainConfig, cut: CutKind, dataset: &Dataset) -> Result<(), DistError> {
+    let dist = &config.distributed;
+    let algorithm = dist.algorithm_for(cut);
+    let pconfig = PartitionConfig { hosts: dist.hosts, ..PartitionConfig::new(algorithm, dist.workers) };
+    pconfig.check(dataset.num_nodes()).map(drop).map_err(|source| DistError::Partition { algorithm, source })
 }
 
 /// One thread per worker; rank 0 forwards its epochs to `observer` on the calling thread.
@@ -192,7 +241,13 @@ fn run_worker(
     let clock = CommClock::new(job.gate);
     let config = job.config;
     let (root, shares) = if comm.rank() == 0 {
-        let dataset = job.source.dataset(config, observer.shows_progress())?;
+        let dataset = match job.root {
+            Root::Source(source) => source.dataset(config, observer.shows_progress())?,
+            Root::Taken(holder) => {
+                let taken = holder.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                std::borrow::Cow::Owned(taken.expect("rank 0 takes the loaded dataset once"))
+            }
+        };
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
         (Some((prepared.dataset, prepared.summary)), Some(prepared.shares))
     } else {
@@ -225,15 +280,20 @@ fn run_worker(
         .chunks_exact(FIELDS)
         .enumerate()
         .map(|(rank, w)| {
-            json!({
+            let mut worker = json!({
                 "rank": rank,
                 "host": topology.host_of(rank),
                 "primaries": w[0] as u64,
                 "copies": w[1] as u64,
                 "edges": w[2] as u64,
                 "held_bytes": w[3] as u64,
-                "peak_rss_bytes": w[4] as u64,
-            })
+            });
+            // In-process workers share one process, whose peak is `final.peak_rss_bytes`;
+            // `held_bytes` is the per-worker figure there.
+            if job.backend == Backend::Mpi {
+                worker["peak_rss_bytes"] = json!(w[4] as u64);
+            }
+            worker
         })
         .collect();
     let mut method = outcome.final_.method.take().unwrap_or_else(|| json!({}));

@@ -157,14 +157,28 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, DistError> {
     let algorithm = config.algorithm_for(cut);
     let pconfig = PartitionConfig { hosts: config.hosts, seed, ..PartitionConfig::new(algorithm, workers) };
-    let (partition, cost) = measure(|| partition_graph(&dataset.graph, &pconfig));
-    let partition = partition.map_err(|source| DistError::Partition { algorithm, source })?;
-    let book = PartitionBook::build(&dataset.graph, &partition)
-        .map_err(|source| DistError::Partition { algorithm, source })?;
     let layout = pconfig.layout().map_err(|source| DistError::Partition { algorithm, source })?;
+    let (book, cost, name) = match &config.partition_book {
+        Some(dir) => {
+            let (book, cost) = measure(|| PartitionBook::load_for(dir, &dataset.graph, workers));
+            let book = book.map_err(|source| DistError::Book { dir: dir.clone(), source })?;
+            if book.meta().cut != cut {
+                let detail = format!("it holds a {}-cut, the run needs a {cut}-cut", book.meta().cut);
+                return Err(DistError::BookCut { dir: dir.clone(), detail });
+            }
+            (book, cost, format!("book {}", dir.display()))
+        }
+        None => {
+            let (partition, cost) = measure(|| partition_graph(&dataset.graph, &pconfig));
+            let partition = partition.map_err(|source| DistError::Partition { algorithm, source })?;
+            let book = PartitionBook::build(&dataset.graph, &partition)
+                .map_err(|source| DistError::Partition { algorithm, source })?;
+            (book, cost, algorithm.name().to_string())
+        }
+    };
     let metrics = PartitionMetrics::of(&book, &layout)?;
     let summary = PartitionSummary {
-        algorithm: algorithm.name().to_string(),
+        algorithm: name,
         parts: workers,
         replication_factor: metrics.replication_factor,
         edge_imbalance: metrics.edge_imbalance,

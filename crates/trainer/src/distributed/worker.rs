@@ -21,6 +21,7 @@ use super::setup::WorkerShare;
 use super::timeline::{WorkerStep, modeled_step_s};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::guard;
 use crate::method::{Controller, Parts};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
@@ -46,6 +47,7 @@ pub(crate) struct Worker<'a> {
     /// Codec stats summed over workers and epochs.
     codec_totals: StatsTable,
     optimizer: Adam,
+    lr: f32,
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
     layers: usize,
@@ -92,6 +94,7 @@ impl<'a> Worker<'a> {
             controller,
             codec_totals: StatsTable::default(),
             optimizer: config.optimizer(),
+            lr: config.lr,
             layers: config.layers,
             seed: config.seed,
         })
@@ -108,14 +111,20 @@ impl<'a> Worker<'a> {
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
         let logits = self.model.forward(&self.graph, &self.share.features, self.exchange.as_mut(), ctx)?;
         let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.share.train)?;
+        let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
         dlogits /= self.global_terms as f32;
         self.model.backward(&self.graph, dlogits, self.exchange.as_mut())?;
         let (comm, grads) = (self.comm, self.model.grads_mut());
         self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
-        self.model.step(&mut self.optimizer)?;
         let mut loss = [loss_sum];
         self.clock.call(|| comm.all_reduce_sum_f64(LOSS, &mut loss)).map_err(DistError::from)?;
-        Ok(loss[0] / self.global_terms)
+        let loss = loss[0] / self.global_terms;
+        // The loss and gradients are global here and the update identical, so every worker
+        // stops at the same step.
+        guard::check_loss_and_grads(epoch, loss, layer, &self.model, self.lr)?;
+        self.model.step(&mut self.optimizer)?;
+        guard::check_params(epoch, &self.model, self.lr)?;
+        Ok(loss)
     }
 
     /// The codec stats of the step summed over all workers (identical on every rank).
@@ -128,20 +137,27 @@ impl<'a> Worker<'a> {
     /// Merges the step's traffic (`delta` on every rank) at rank 0 and collects every worker's
     /// compute time and overlaps; returns the traffic and modeled step (complete on rank 0
     /// only), the method fields and the slowest worker's compute time.
-    fn step_stats(&self, delta: &LedgerSnapshot, compute_s: f64) -> Result<(CommStats, Value, f64), DistError> {
+    fn step_stats(
+        &self,
+        delta: &LedgerSnapshot,
+        compute_s: f64,
+        cpu_s: f64,
+    ) -> Result<(CommStats, Value, f64), DistError> {
         let merged = self.clock.call(|| self.comm.gather_ledger(0, delta))?;
-        // Per worker: compute, then the overlap of each of the step's calls (every rank makes
-        // the same calls, so the rows have one length).
+        // Per worker: compute, CPU time, then the overlap of each of the step's calls (every
+        // rank makes the same calls, so the rows have one length).
         let calls = delta.collectives().len();
         let mut overlaps = self.clock.step_overlaps();
         overlaps.resize(calls, 0.0);
-        let row = 1 + calls;
+        let row = 2 + calls;
         let mut table = vec![0.0f64; self.comm.size() * row];
-        table[self.comm.rank() * row] = compute_s;
-        table[self.comm.rank() * row + 1..][..calls].copy_from_slice(&overlaps);
+        let mine = &mut table[self.comm.rank() * row..][..row];
+        (mine[0], mine[1]) = (compute_s, cpu_s);
+        mine[2..].copy_from_slice(&overlaps);
         self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
+        let cpu_per_worker: Vec<f64> = table.chunks_exact(row).map(|r| r[1]).collect();
         let workers: Vec<WorkerStep> =
-            table.chunks_exact(row).map(|r| WorkerStep { compute_s: r[0], overlaps: r[1..].to_vec() }).collect();
+            table.chunks_exact(row).map(|r| WorkerStep { compute_s: r[0], overlaps: r[2..].to_vec() }).collect();
         let per_worker: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
         let overlapped: f64 = workers.iter().map(|w| w.overlaps.iter().sum::<f64>()).sum();
         let max = per_worker.iter().copied().fold(0.0, f64::max);
@@ -172,6 +188,7 @@ impl<'a> Worker<'a> {
             "compute_s_max": max,
             "compute_s_sum": per_worker.iter().sum::<f64>(),
             "compute_s_per_worker": per_worker,
+            "cpu_s_per_worker": cpu_per_worker,
         });
         Ok((stats, method, max))
     }
@@ -204,10 +221,12 @@ impl Strategy for Worker<'_> {
         let mark = self.comm.ledger_mark();
         let waited_before = self.clock.waited();
         let start = Instant::now();
+        let cpu_start = crate::memory::thread_cpu_s();
         let loss = self.step(epoch)?;
         let compute_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
+        let cpu_s = crate::memory::thread_cpu_s().zip(cpu_start).map_or(0.0, |(end, start)| end - start);
         let delta = self.comm.ledger_since(mark);
-        let (mut comm, mut method, slowest) = self.step_stats(&delta, compute_s)?;
+        let (mut comm, mut method, slowest) = self.step_stats(&delta, compute_s, cpu_s)?;
         let codec_stats = self.global_codec_stats()?;
         self.codec_totals.merge(&codec_stats);
         method["codec"] = stats_json(&codec_stats);

@@ -1,0 +1,79 @@
+//! Stops a run at the first non-finite loss, gradient or parameter, naming the epoch and where
+//! the value first appeared, instead of training on NaN and reporting a best epoch from before.
+//!
+//! On distributed runs the loss and the gradients are all-reduced and the parameters updated
+//! identically, so every worker reaches the same verdict at the same step.
+
+use gnn_core::{AggGraph, Model};
+
+use crate::error::TrainError;
+
+/// Where a non-finite value was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Site {
+    /// The loss; the first conv layer whose output was non-finite, if any.
+    Loss { layer: Option<usize> },
+    /// The gradient of a parameter (named as in the model's parameter list).
+    Gradient { param: String },
+    /// A parameter after the optimizer step.
+    Parameter { param: String },
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Site::Loss { layer: Some(l) } => write!(f, "the loss (the output of layer {l} was the first to go non-finite)"),
+            Site::Loss { layer: None } => write!(f, "the loss (every layer's output was finite)"),
+            Site::Gradient { param } => write!(f, "the gradient of {param}"),
+            Site::Parameter { param } => write!(f, "parameter {param} after the update"),
+        }
+    }
+}
+
+/// The first layer whose output is non-finite, looked at only when this worker's loss is
+/// (call right after the forward pass, while its outputs are intact).
+pub(crate) fn bad_layer(local_loss: f64, model: &Model, graph: &AggGraph) -> Option<usize> {
+    if local_loss.is_finite() { None } else { model.first_nonfinite_output(graph) }
+}
+
+/// Checks the (global) loss of the step and the model's (summed) gradients before the update;
+/// `layer` is [`bad_layer`]'s finding.
+pub(crate) fn check_loss_and_grads(
+    epoch: usize,
+    loss: f64,
+    layer: Option<usize>,
+    model: &Model,
+    lr: f32,
+) -> Result<(), TrainError> {
+    if !loss.is_finite() {
+        return Err(non_finite(epoch, Site::Loss { layer }, lr));
+    }
+    if let Some(param) = first_nonfinite(model, model.grads()) {
+        return Err(non_finite(epoch, Site::Gradient { param }, lr));
+    }
+    Ok(())
+}
+
+/// Checks the parameters after the optimizer step.
+pub(crate) fn check_params(epoch: usize, model: &Model, lr: f32) -> Result<(), TrainError> {
+    match first_nonfinite(model, model.params()) {
+        Some(param) => Err(non_finite(epoch, Site::Parameter { param }, lr)),
+        None => Ok(()),
+    }
+}
+
+/// The name of the first parameter with a non-finite entry in `values` (a buffer laid out like
+/// the parameters).
+fn first_nonfinite(model: &Model, values: &[f32]) -> Option<String> {
+    let bad = values.iter().position(|v| !v.is_finite())?;
+    let info = model.param_info().iter().find(|p| (p.slot.offset..p.slot.offset + p.slot.len()).contains(&bad));
+    Some(info.map_or_else(|| format!("#{bad}"), |p| p.name.clone()))
+}
+
+fn non_finite(epoch: usize, site: Site, lr: f32) -> TrainError {
+    let hint = format!(
+        "the learning rate may be too high (--lr {lr}), or the input features hold extreme values \
+         (normalise them with --feature-norm row)"
+    );
+    TrainError::NonFinite { epoch, site, hint }
+}
