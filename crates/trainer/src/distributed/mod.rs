@@ -300,6 +300,7 @@ fn run_worker(
     method["backend"] = json!(job.backend.as_str());
     method["codec"] = json!(codec);
     method["topology"] = json!(config.distributed.topology.as_str());
+    method["cost_model"] = json!(comm_hierarchy::cost::MODEL);
     method["overlap"] = json!(config.distributed.overlap);
     method["held_bytes_max"] = json!(table.chunks_exact(FIELDS).map(|w| w[3] as u64).max());
     method["workers"] = json!(workers);
