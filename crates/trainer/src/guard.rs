@@ -22,7 +22,9 @@ pub enum Site {
 impl std::fmt::Display for Site {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Site::Loss { layer: Some(l) } => write!(f, "the loss (the output of layer {l} was the first to go non-finite)"),
+            Site::Loss { layer: Some(l) } => {
+                write!(f, "the loss (the output of layer {l} was the first to go non-finite)")
+            }
             Site::Loss { layer: None } => write!(f, "the loss (every layer's output was finite)"),
             Site::Gradient { param } => write!(f, "the gradient of {param}"),
             Site::Parameter { param } => write!(f, "parameter {param} after the update"),

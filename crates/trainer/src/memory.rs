@@ -12,7 +12,7 @@ pub fn thread_cpu_s() -> Option<f64> {
         // `clock_gettime` writes nothing else; a clock the platform lacks makes it return -1
         // without writing.
         let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-        (rc == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+        (rc == 0).then_some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
     }
     #[cfg(not(unix))]
     {
