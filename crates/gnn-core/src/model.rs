@@ -544,7 +544,10 @@ mod tests {
     #[test]
     fn the_first_nonfinite_output_names_its_layer() {
         let graph = random_graph(14, 45, 2);
-        let mut model = Model::new(small_config(ConvKind::Sage, Activation::Relu)).unwrap();
+        // No LayerNorm and a leaky ReLU: both pass a NaN on (ReLU would turn it into 0).
+        let config =
+            ModelConfig { layer_norm: false, ..small_config(ConvKind::Sage, Activation::LeakyRelu { slope: 0.1 }) };
+        let mut model = Model::new(config).unwrap();
         let x = random_array(14, 4, 1.0, 3);
         model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap();
         assert_eq!(model.first_nonfinite_output(&graph), None);
