@@ -1,6 +1,8 @@
 //! `halo`: the command-line front of Halo. Each subcommand lives in its own module under
 //! `cmd/`; this file only parses and dispatches, and turns errors into a non-zero exit.
 
+use std::io::IsTerminal;
+
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -31,7 +33,12 @@ fn main() -> std::process::ExitCode {
     // Warnings (e.g. a stale dataset cache being rebuilt) show by default; HALO_LOG overrides.
     let filter = tracing_subscriber::EnvFilter::try_from_env("HALO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour codes only where a terminal interprets them; in a log file they are noise.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Datasets(args) => cmd::datasets::run(args),

@@ -80,6 +80,26 @@ fn the_mpi_backend_needs_the_mpi_feature() {
     assert!(err.contains("--backend mpi needs halo built with the `mpi` feature"), "{err}");
 }
 
+/// Under mpirun, `--method vanilla` without `--backend` trains one worker per process instead of
+/// a whole local job in each (the mpirun trap).
+#[cfg(feature = "mpi")]
+#[test]
+fn mpirun_without_a_backend_flag_trains_on_the_mpi_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("auto.json");
+    let out = Command::new("mpirun")
+        .args(["-np", "2", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
+        .args(vanilla_args("edge", 2))
+        .args(["--report", path.to_str().unwrap()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun is installed");
+    let report = report_of(&out, &path);
+    assert_eq!(report["final"]["method"]["backend"], "mpi");
+    assert_eq!((report["workers"].as_u64(), report["hosts"].as_u64()), (Some(2), Some(2)));
+}
+
 /// `mpirun -np 4` ranks, each loading nothing but its share, train exactly like 4 in-process
 /// workers: the same losses at every epoch.
 #[cfg(feature = "mpi")]

@@ -1,8 +1,10 @@
-//! One module per `halo` subcommand, plus [`load`]: the dataset-loading flags they share.
+//! One module per `halo` subcommand, plus [`load`]: the dataset-loading flags they share, and
+//! [`output`]: output paths checked up front and written atomically.
 
 pub mod bench;
 pub mod datasets;
 pub mod experiment;
 pub mod load;
+pub mod output;
 pub mod partition;
 pub mod train;

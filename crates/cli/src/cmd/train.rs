@@ -1,23 +1,42 @@
-//! `halo train`: full-batch GNN training with a progress bar and a JSON report.
+//! `halo train`: full-batch GNN training with progress on stderr and a JSON report.
 //!
 //! Settings come from the defaults, then the `--config` TOML file, then the flags (each layer
-//! overriding the one before); the merged configuration is validated once.
+//! overriding the one before); the merged configuration is validated once. Before any work the
+//! run is checked: distributed flags need a distributed method, an MPI launch needs the MPI
+//! backend ([`launch`]), and the report's path must be writable. A run that fails or is
+//! interrupted keeps its report so far ([`keeper`]).
+
+mod keeper;
+mod launch;
+mod progress;
+mod summary;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use comm_hierarchy::Preset;
 use gnn_core::ConvKind;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use trainer::Source;
 use trainer::config::{Backend, FeatureNorm, Method, TrainConfig};
-use trainer::report::{EpochRecord, Report, median_epoch_s};
 
 use super::load::LoadArgs;
-use trainer::train_loop::{Best, EpochObserver};
+use super::output::check_writable;
+use keeper::Keeper;
+use launch::MpiLaunch;
+use progress::Progress;
+use summary::summary;
+
+/// `--backend`'s help, which says whether this build can run under mpirun.
+const BACKEND_HELP: &str = if cfg!(feature = "mpi") {
+    "Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local; \
+     mpi when started by mpirun]. This build has MPI."
+} else {
+    "Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local]. \
+     This build has no MPI: build it with `cargo build --release --features mpi`."
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,28 +52,28 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     model: Option<ConvKind>,
     /// Number of GNN layers [default: 2].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     layers: Option<usize>,
     /// Hidden width (per head for GAT) [default: 16].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     hidden: Option<usize>,
     /// Attention heads of GAT's hidden layers [default: 8].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     heads: Option<usize>,
     /// Training epochs [default: 200].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     epochs: Option<usize>,
     /// Adam learning rate [default: 0.01].
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
     lr: Option<f32>,
     /// L2 weight decay [default: 0.0005].
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
     weight_decay: Option<f32>,
     /// Dropout probability [default: 0.5].
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
     dropout: Option<f32>,
     /// Seed of initialisation, dropout and the synthetic graph [default: 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
     /// Feature normalisation [default: none].
     #[arg(long, value_enum)]
@@ -77,13 +96,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     partition_book: Option<PathBuf>,
     /// Distributed methods: workers of the local backend [default: 4]; under MPI the world size.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
     workers: Option<usize>,
     /// Distributed methods: hosts the workers are spread over, dividing the workers [default: 1].
-    #[arg(long, value_name = "H")]
+    #[arg(long, value_name = "H", allow_negative_numbers = true)]
     hosts: Option<usize>,
-    /// Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help = BACKEND_HELP)]
     backend: Option<Backend>,
     /// Distributed methods: the modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart,
     /// adgraph (the papers' clusters) [default: cdfgnn].
@@ -100,22 +118,48 @@ pub struct Args {
     #[arg(long)]
     skip_repeats: bool,
     /// Compute threads [default: all cores].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     threads: Option<usize>,
     /// Stop after N epochs without a validation improvement [default: never].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     patience: Option<usize>,
-    /// Write the JSON report here.
+    /// Write the JSON report here (checked before training starts; a run that fails or is
+    /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
     #[command(flatten)]
     load: LoadArgs,
-    /// No progress bar.
+    /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
     quiet: bool,
 }
 
 impl Args {
+    /// The distributed flags given on the command line (those of a config file are not counted:
+    /// one file may hold the settings of every method, and only the named method's apply).
+    fn distributed_flags(&self) -> Vec<&'static str> {
+        let given = [
+            ("--cut", self.cut.is_some()),
+            ("--partitioner", self.partitioner.is_some()),
+            ("--workers", self.workers.is_some()),
+            ("--hosts", self.hosts.is_some()),
+            ("--backend", self.backend.is_some()),
+            ("--topology", self.topology.is_some()),
+            ("--overlap", self.overlap),
+            ("--lossy-eval", self.lossy_eval),
+            ("--skip-repeats", self.skip_repeats),
+        ];
+        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+    }
+
+    /// How errors about the report path name it: the flag, or the config file's key.
+    fn report_flag(&self) -> String {
+        match (&self.report, &self.config) {
+            (None, Some(file)) => format!("`report` of {}", file.display()),
+            _ => "--report".to_string(),
+        }
+    }
+
     /// Defaults, overridden by the config file, overridden by the flags; validated.
     fn resolve(&self) -> anyhow::Result<TrainConfig> {
         let mut c = match &self.config {
@@ -177,85 +221,66 @@ pub(crate) fn config_from_flags(flags: &[String]) -> anyhow::Result<TrainConfig>
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = args.resolve()?;
+    let (config, report_target) = checked(&args)?;
     if let Some(threads) = config.threads {
-        // gnn-core's dense products run on matrixmultiply's own pool, which sizes itself from
-        // this variable on first use; without it `--threads 1` would still multiply on every core.
-        // SAFETY: no other thread exists yet (neither pool has started and nothing before this
-        // point spawns one), so nothing can read the environment concurrently. Exercised by
-        // `tests/train_cli.rs`, which runs with `--threads 1`.
-        unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build_global()
-            .with_context(|| format!("cannot start a pool of {threads} threads (--threads)"))?;
+        use_threads(threads)?;
     }
-    let mut progress = Progress::new(config.epochs, args.quiet);
+    let keeper = Keeper::new(&config, report_target);
+    #[cfg(unix)]
+    keeper.keep_on_signals()?;
+    let mut progress = Progress::new(config.epochs, args.quiet, std::io::stderr().is_terminal(), keeper.clone());
     let load = args.load.options(None, false);
-    let report = trainer::run(&config, Source::Load(Path::new("datasets"), &load), &mut progress)?;
-    progress.bar.finish_and_clear();
-    // Under MPI, rank 0 writes the report for every rank.
-    let Some(report) = report else { return Ok(()) };
-    if let Some(path) = &config.report {
-        report.write(path)?;
-    }
+    let outcome = trainer::run(&config, Source::Load(Path::new("datasets"), &load), &mut progress);
+    progress.finish();
+    let Some(report) = outcome.map_err(|err| keeper.fail(err.into()))? else {
+        return Ok(()); // an MPI rank other than 0: rank 0 reports for every rank
+    };
+    keeper.complete(&report)?;
     println!("{}", summary(&report));
     Ok(())
 }
 
-/// The one-line result printed at the end.
-fn summary(report: &Report) -> String {
-    let f = &report.final_;
-    let rss = f.peak_rss_bytes.map_or("n/a".to_string(), |b| format!("{:.0} MiB", b as f64 / (1 << 20) as f64));
-    format!(
-        "{} {} on {}: best val acc {:.4} at epoch {}, test acc {:.4}; median epoch {:.4} s over {} epochs; peak RSS {}",
-        report.method,
-        report.model,
-        report.dataset,
-        f.best_val_acc,
-        f.best_epoch,
-        f.test_acc_at_best_val,
-        median_epoch_s(&report.epochs),
-        report.epochs.len(),
-        rss
-    )
+/// The configuration to run and where its report goes (with the flag that named the path), after
+/// the checks that need no work: distributed flags need a distributed method, an MPI launch the
+/// MPI backend, and the report a writable path (on the rank that writes it).
+fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
+    let mut config = args.resolve()?;
+    if config.method.name == Method::Single {
+        let ignored = args.distributed_flags();
+        if !ignored.is_empty() {
+            bail!(
+                "{} {} no effect with --method single, which trains in one process; add --method vanilla \
+                 to train on several workers",
+                ignored.join(", "),
+                if ignored.len() == 1 { "has" } else { "have" }
+            );
+        }
+    }
+    let launch = MpiLaunch::from_env();
+    if let Some(backend) = launch::backend_for(launch.as_ref(), &config, args.backend, cfg!(feature = "mpi"))? {
+        tracing::info!("started by an MPI launcher: training with --backend {}", backend.as_str());
+        config.distributed.backend = backend;
+    }
+    let writes_report = launch.as_ref().is_none_or(MpiLaunch::is_root);
+    let target = config.report.clone().filter(|_| writes_report).map(|path| (path, args.report_flag()));
+    if let Some((path, flag)) = &target {
+        check_writable(path, flag)?;
+    }
+    Ok((config, target))
 }
 
-/// A progress bar on stderr, hidden when stderr is not a terminal or with `--quiet`.
-struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn new(epochs: usize, quiet: bool) -> Self {
-        let bar = ProgressBar::with_draw_target(
-            Some(epochs as u64),
-            if quiet || !std::io::stderr().is_terminal() {
-                ProgressDrawTarget::hidden()
-            } else {
-                ProgressDrawTarget::stderr()
-            },
-        );
-        bar.set_style(
-            ProgressStyle::with_template("epoch {pos}/{len} {bar:25} {elapsed_precise} {msg}")
-                .expect("the template is a valid constant"),
-        );
-        Self { bar }
-    }
-}
-
-impl EpochObserver for Progress {
-    fn on_epoch(&mut self, r: &EpochRecord, best: &Best) {
-        self.bar.set_position(r.epoch as u64);
-        self.bar.set_message(format!(
-            "loss {:.4} | train {:.3} val {:.3} test {:.3} | best val {:.3} @ {}",
-            r.loss, r.train_acc, r.val_acc, r.test_acc, best.val_acc, best.epoch
-        ));
-    }
-
-    fn shows_progress(&self) -> bool {
-        !self.bar.is_hidden()
-    }
+/// Runs the compute pools on `threads` threads. Call before any other thread starts.
+fn use_threads(threads: usize) -> anyhow::Result<()> {
+    // gnn-core's dense products run on matrixmultiply's own pool, which sizes itself from this
+    // variable on first use; without it `--threads 1` would still multiply on every core.
+    // SAFETY: `run` calls this before any thread exists (neither pool has started, the signal
+    // thread starts after it, and nothing before it spawns one), so nothing can read the
+    // environment concurrently. Exercised by `tests/train_cli.rs`, which runs with `--threads 1`.
+    unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .with_context(|| format!("cannot start a pool of {threads} threads (--threads)"))
 }
 
 #[cfg(test)]
@@ -271,11 +296,6 @@ mod tests {
 
     fn parse(argv: &[&str]) -> Args {
         Cli::try_parse_from(std::iter::once("train").chain(argv.iter().copied())).unwrap().args
-    }
-
-    #[test]
-    fn quiet_runs_show_no_loading_progress_either() {
-        assert!(!Progress::new(10, true).shows_progress());
     }
 
     #[test]

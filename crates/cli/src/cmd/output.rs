@@ -1,0 +1,86 @@
+//! Output files: checked before any work starts, written whole or not at all.
+//!
+//! A long run that fails at its very end because the report's directory is missing loses
+//! everything, so [`check_writable`] runs before the work. [`write_atomically`] writes through a
+//! file beside the target and a rename, so a reader (a script polling the report, or a run
+//! interrupted mid-write) never sees half a file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// Checks that `path` can be written: it is not a directory, its directory exists, and a file
+/// can be created there (creating one is the only portable test of permission). `flag` names
+/// where the path came from in errors (e.g. `--report`).
+pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
+    if path.is_dir() {
+        bail!("{flag} {}: is a directory", path.display());
+    }
+    let dir = directory_of(path);
+    if !dir.is_dir() {
+        bail!("{flag} {}: directory {} does not exist", path.display(), dir.display());
+    }
+    let probe = sibling(path, "probe");
+    std::fs::File::create_new(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| format!("{flag} {}: cannot create files in {}", path.display(), dir.display()))
+}
+
+/// Replaces `path` with `text`: written to a file beside it, then renamed over it.
+pub fn write_atomically(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
+    let tmp = sibling(path, "tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            // Best effort: the error below is what matters; a leftover would only be clutter.
+            let _ = std::fs::remove_file(&tmp);
+        })
+        .with_context(|| format!("cannot write {flag} {}", path.display()))
+}
+
+/// The directory `path` lies in (`.` for a bare file name).
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// A hidden file next to `path`, unique to this process, for probes and partial writes (the
+/// same directory, so a rename stays on one file system).
+fn sibling(path: &Path, what: &str) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    directory_of(path).join(format!(".{name}.halo-{what}-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_directory_or_a_directory_target_names_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_writable(&dir.path().join("absent/r.json"), "--report").unwrap_err().to_string();
+        assert!(err.starts_with("--report ") && err.contains("absent") && err.contains("does not exist"), "{err}");
+        let err = check_writable(dir.path(), "--report").unwrap_err().to_string();
+        assert!(err.starts_with("--report ") && err.contains("is a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_check_leaves_nothing_behind_and_a_write_replaces_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        check_writable(&path, "--report").unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the probe is removed");
+        std::fs::write(&path, "old, longer text").unwrap();
+        write_atomically(&path, "new", "--report").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn a_bare_file_name_lies_in_the_working_directory() {
+        assert_eq!(directory_of(Path::new("r.json")), Path::new("."));
+        assert_eq!(directory_of(Path::new("out/r.json")), Path::new("out"));
+    }
+}

@@ -1,0 +1,107 @@
+//! The one line `halo train` prints when a run ends.
+//!
+//! Training step and evaluation are timed apart (evaluation can be most of a real epoch on a
+//! large graph). Distributed runs add what the run costs on the modeled cluster: the traffic per
+//! epoch inside and across hosts, the modeled communication time, and the partition's quality
+//! (replication factor for a vertex-cut, edge-cut fraction for an edge-cut).
+
+use graph_partition::book::CutKind;
+use trainer::report::Report;
+
+/// The summary line of `report`.
+pub fn summary(report: &Report) -> String {
+    let f = &report.final_;
+    let epochs = &report.epochs;
+    let mut line = format!(
+        "{} {} on {}: best val acc {:.4} at epoch {}, test acc {:.4}; median step {}, eval {} over {} epochs",
+        report.method,
+        report.model,
+        report.dataset,
+        f.best_val_acc,
+        f.best_epoch,
+        f.test_acc_at_best_val,
+        seconds(median(epochs.iter().map(|e| e.wall_s))),
+        seconds(median(epochs.iter().map(|e| e.eval_s))),
+        epochs.len(),
+    );
+    if let Some(partition) = &report.partition {
+        let per_epoch = |total: f64| total / epochs.len().max(1) as f64;
+        let intra = per_epoch(epochs.iter().map(|e| e.bytes_intra as f64).sum());
+        let inter = per_epoch(epochs.iter().map(|e| e.bytes_inter as f64).sum());
+        line += &format!(
+            "; per epoch {} intra-host, {} inter-host, modeled comm {}",
+            bytes(intra),
+            bytes(inter),
+            seconds(per_epoch(f.modeled_comm_s_total))
+        );
+        let quality = if report.cut == CutKind::VertexCut.as_str() {
+            format!("replication factor {:.3}", partition.replication_factor)
+        } else {
+            format!("edge-cut fraction {:.4}", partition.edge_cut_fraction)
+        };
+        line += &format!("; {} {} parts, {quality}", partition.algorithm, partition.parts);
+    }
+    let rss = f.peak_rss_bytes.map_or("n/a".to_string(), |b| bytes(b as f64));
+    line + &format!("; peak RSS {rss}")
+}
+
+/// The median of `values` (0 for none).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[mid],
+        _ => 0.5 * (values[mid - 1] + values[mid]),
+    }
+}
+
+/// Seconds to three significant figures: epochs of a small graph take a fraction of a
+/// millisecond of modeled communication, those of a large one minutes.
+fn seconds(s: f64) -> String {
+    let decimals = if s > 0.0 { (2.0 - s.log10().floor()).clamp(0.0, 9.0) as usize } else { 0 };
+    format!("{s:.decimals$} s")
+}
+
+/// A byte count in binary units, three significant figures or so.
+fn bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = b;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{value:.0} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_none_odd_and_even_counts() {
+        assert_eq!(median([].into_iter()), 0.0);
+        assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
+        assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
+    }
+
+    #[test]
+    fn seconds_keep_three_significant_figures() {
+        assert_eq!(seconds(0.0), "0 s");
+        assert_eq!(seconds(0.000_312_34), "0.000312 s");
+        assert_eq!(seconds(0.034_78), "0.0348 s");
+        assert_eq!(seconds(2.5), "2.50 s");
+        assert_eq!(seconds(85.04), "85.0 s");
+        assert_eq!(seconds(1234.5), "1234 s");
+    }
+
+    #[test]
+    fn bytes_take_the_largest_unit_below_the_value() {
+        assert_eq!(bytes(0.0), "0 B");
+        assert_eq!(bytes(1023.0), "1023 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+    }
+}
