@@ -31,6 +31,8 @@ pub struct Report {
     pub seed: u64,
     /// The full configuration the run used.
     pub config: TrainConfig,
+    /// Vertices in the training, validation and test sets.
+    pub split_sizes: SplitSizes,
     /// Partition quality; `null` for single-process runs.
     pub partition: Option<PartitionSummary>,
     /// One record per epoch run.
@@ -126,21 +128,30 @@ pub struct FinalRecord {
 }
 
 /// Why a report could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write report {path}: {source}")]
-pub struct ReportError {
-    path: std::path::PathBuf,
-    #[source]
-    source: std::io::Error,
+/// Sizes of a dataset's splits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitSizes {
+    pub train: usize,
+    pub valid: usize,
+    pub test: usize,
 }
 
-impl Report {
-    /// Writes the report as pretty-printed JSON.
-    pub fn write(&self, path: &Path) -> Result<(), ReportError> {
-        let err = |source| ReportError { path: path.to_path_buf(), source };
-        let json = serde_json::to_string_pretty(self).map_err(|e| err(e.into()))?;
-        std::fs::write(path, json + "\n").map_err(err)
+impl SplitSizes {
+    /// The sizes of `splits`.
+    pub fn of(splits: &graph_partition::Splits) -> Self {
+        Self { train: splits.train.len(), valid: splits.valid.len(), test: splits.test.len() }
     }
+}
+
+/// Replaces `path` with `text` through a file beside it and a rename, so a reader (a script
+/// polling a report, a rerun deciding whether a run finished) never sees half a file.
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.halo-tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
+        // Best effort: the error is what matters; a leftover would only be clutter.
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// Ledger phases of the parameter sync.
@@ -149,17 +160,6 @@ pub const GRAD_SYNC_PHASES: [&str; 3] = ["grads", "ps/push", "ps/pull"];
 /// Whether `phase` is one of the layers' exchanges (`fwd/<layer>`, `bwd/<layer>`).
 pub fn is_exchange_phase(phase: &str) -> bool {
     phase.starts_with("fwd/") || phase.starts_with("bwd/")
-}
-
-/// Median of the epochs' training-step times (0 for no epochs).
-pub fn median_epoch_s(epochs: &[EpochRecord]) -> f64 {
-    let mut times: Vec<f64> = epochs.iter().map(|e| e.wall_s).collect();
-    if times.is_empty() {
-        return 0.0;
-    }
-    times.sort_by(f64::total_cmp);
-    let mid = times.len() / 2;
-    if times.len() % 2 == 1 { times[mid] } else { 0.5 * (times[mid - 1] + times[mid]) }
 }
 
 #[cfg(test)]
@@ -184,13 +184,6 @@ mod tests {
             modeled_epoch_s: wall_s,
             method: None,
         }
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median_epoch_s(&[]), 0.0);
-        assert_eq!(median_epoch_s(&[epoch(1, 3.0), epoch(2, 1.0), epoch(3, 2.0)]), 2.0);
-        assert_eq!(median_epoch_s(&[epoch(1, 4.0), epoch(2, 1.0), epoch(3, 2.0), epoch(4, 3.0)]), 2.5);
     }
 
     #[test]

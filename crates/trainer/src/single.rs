@@ -8,7 +8,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
 use crate::objective::{Hits, Objective};
-use crate::report::Report;
+use crate::report::{Report, SplitSizes};
 use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
 
 /// Full-batch training of one model on the whole graph.
@@ -94,6 +94,7 @@ pub fn run(
         hosts: 1,
         seed: config.seed,
         config: config.clone(),
+        split_sizes: SplitSizes::of(&dataset.splits),
         partition: None,
         epochs: outcome.epochs,
         final_: outcome.final_,

@@ -20,22 +20,15 @@ pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
     if !dir.is_dir() {
         bail!("{flag} {}: directory {} does not exist", path.display(), dir.display());
     }
-    let probe = sibling(path, "probe");
+    let probe = probe_file(path);
     std::fs::File::create_new(&probe)
         .and_then(|_| std::fs::remove_file(&probe))
         .with_context(|| format!("{flag} {}: cannot create files in {}", path.display(), dir.display()))
 }
 
-/// Replaces `path` with `text`: written to a file beside it, then renamed over it.
+/// Replaces `path` with `text` ([`trainer::report::write_atomically`]); errors name `flag`.
 pub fn write_atomically(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
-    let tmp = sibling(path, "tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            // Best effort: the error below is what matters; a leftover would only be clutter.
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .with_context(|| format!("cannot write {flag} {}", path.display()))
+    trainer::report::write_atomically(path, text).with_context(|| format!("cannot write {flag} {}", path.display()))
 }
 
 /// The directory `path` lies in (`.` for a bare file name).
@@ -46,11 +39,10 @@ fn directory_of(path: &Path) -> &Path {
     }
 }
 
-/// A hidden file next to `path`, unique to this process, for probes and partial writes (the
-/// same directory, so a rename stays on one file system).
-fn sibling(path: &Path, what: &str) -> PathBuf {
+/// A hidden file next to `path`, unique to this process, for a write probe.
+fn probe_file(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    directory_of(path).join(format!(".{name}.halo-{what}-{}", std::process::id()))
+    directory_of(path).join(format!(".{name}.halo-probe-{}", std::process::id()))
 }
 
 #[cfg(test)]

@@ -249,7 +249,7 @@ fn run_worker(
             }
         };
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
-        (Some((prepared.dataset, prepared.summary)), Some(prepared.shares))
+        (Some((prepared.dataset, prepared.summary, prepared.split_sizes)), Some(prepared.shares))
     } else {
         (None, None)
     };
@@ -272,7 +272,7 @@ fn run_worker(
     ];
     table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&mine);
     clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
-    let Some((dataset, partition)) = root else {
+    let Some((dataset, partition, split_sizes)) = root else {
         return Ok(None);
     };
     let topology = comm.topology();
@@ -314,6 +314,7 @@ fn run_worker(
         hosts: topology.hosts(),
         seed: config.seed,
         config: config.clone(),
+        split_sizes,
         partition: Some(partition),
         epochs: outcome.epochs,
         final_: outcome.final_,

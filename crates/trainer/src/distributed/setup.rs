@@ -17,7 +17,7 @@ use graph_partition::book::CutKind;
 use super::DistError;
 use super::clock::CommClock;
 use crate::config::DistributedConfig;
-use crate::report::PartitionSummary;
+use crate::report::{PartitionSummary, SplitSizes};
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
 const PHASE: &str = "setup";
@@ -144,6 +144,8 @@ pub(crate) struct Prepared {
     pub summary: PartitionSummary,
     /// The dataset's name, for the report.
     pub dataset: String,
+    /// The dataset's split sizes, for the report.
+    pub split_sizes: SplitSizes,
 }
 
 /// Partitions `dataset` with a `cut` into `workers` parts on `config.hosts` hosts and cuts it
@@ -214,7 +216,7 @@ pub(crate) fn prepare(
             }
         })
         .collect();
-    Ok(Prepared { shares, summary, dataset: dataset.name.clone() })
+    Ok(Prepared { shares, summary, dataset: dataset.name.clone(), split_sizes: SplitSizes::of(&dataset.splits) })
 }
 
 /// For every part, the local ids of its primaries in each of `sets` (global ids below

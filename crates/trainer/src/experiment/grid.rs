@@ -2,7 +2,7 @@
 //! rerun resumes, then the results table.
 
 use graph_partition::LoadOptions;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use super::error::ExperimentError;
@@ -222,13 +222,9 @@ fn serialise_error(id: &RunId<'_>, source: serde_json::Error) -> ExperimentError
     ExperimentError::Serialise { variant: id.variant.to_string(), seed: id.seed, source }
 }
 
-/// Writes through a temporary file and a rename, so that an interrupted write never leaves a
-/// truncated file that a rerun would have to tell from a finished one.
+/// [`write_atomically`](crate::report::write_atomically) with the path in the error: an
+/// interrupted write never leaves a truncated file that a rerun would take for a finished one.
 fn write_atomically(path: &Path, text: &str) -> Result<(), ExperimentError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
+    crate::report::write_atomically(path, text)
         .map_err(|source| ExperimentError::Output { path: path.to_path_buf(), source })
 }

@@ -12,14 +12,17 @@ use trainer::report::Report;
 pub fn summary(report: &Report) -> String {
     let f = &report.final_;
     let epochs = &report.epochs;
+    let test = match report.split_sizes.test {
+        0 => "no test vertices".to_string(),
+        _ => format!("test acc {:.4}", f.test_acc_at_best_val),
+    };
     let mut line = format!(
-        "{} {} on {}: best val acc {:.4} at epoch {}, test acc {:.4}; median step {}, eval {} over {} epochs",
+        "{} {} on {}: best val acc {:.4} at epoch {}, {test}; median step {}, eval {} over {} epochs",
         report.method,
         report.model,
         report.dataset,
         f.best_val_acc,
         f.best_epoch,
-        f.test_acc_at_best_val,
         seconds(median(epochs.iter().map(|e| e.wall_s))),
         seconds(median(epochs.iter().map(|e| e.eval_s))),
         epochs.len(),
@@ -79,6 +82,18 @@ fn bytes(b: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_test_split_is_named_not_scored_zero() {
+        use trainer::{LocalOptions, TrainConfig, data, run_on};
+        let config = TrainConfig { epochs: 1, ..TrainConfig::default() };
+        let mut dataset = data::prepare_dataset(&config, std::path::Path::new("."), &Default::default()).unwrap();
+        let scored = summary(&run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap());
+        assert!(scored.contains("test acc ") && !scored.contains("no test vertices"), "{scored}");
+        dataset.splits.test.clear();
+        let line = summary(&run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap());
+        assert!(line.contains("no test vertices") && !line.contains("test acc"), "{line}");
+    }
 
     #[test]
     fn median_of_none_odd_and_even_counts() {
