@@ -74,7 +74,7 @@ fn first_nonfinite(model: &Model, values: &[f32]) -> Option<String> {
 
 fn non_finite(epoch: usize, site: Site, lr: f32) -> TrainError {
     let hint = format!(
-        "the learning rate may be too high (--lr {lr}), or the input features hold extreme values \
+        "the learning rate may be too high (--lr {lr:e}), or the input features hold extreme values \
          (normalise them with --feature-norm row)"
     );
     TrainError::NonFinite { epoch, site, hint }

@@ -30,10 +30,7 @@ fn a_huge_learning_rate_stops_the_run_with_its_epoch_and_site() {
             TrainError::Distributed(_) => None,
             other => panic!("{method:?}: expected a non-finite error, got {other}"),
         };
-        assert!(
-            message.contains("non-finite value in") && message.contains("--lr 1000000000000000000000000000000"),
-            "{method:?}: {message}"
-        );
+        assert!(message.contains("non-finite value in") && message.contains("--lr 1e30"), "{method:?}: {message}");
         if let Some((epoch, site)) = found {
             assert!((1..=20).contains(&epoch), "{method:?}: epoch {epoch}");
             assert!(matches!(site, Site::Loss { .. } | Site::Gradient { .. } | Site::Parameter { .. }));
