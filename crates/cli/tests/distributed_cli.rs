@@ -134,3 +134,47 @@ fn an_mpirun_job_reproduces_the_local_run() {
         }
     }
 }
+
+/// `mpirun -np 2` data-parallel ranks, each loading Cora itself, train exactly like 2
+/// in-process workers.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpirun_data_parallel_job_reproduces_the_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cora = cora_dir().display().to_string();
+    let args: Vec<String> = [
+        "train",
+        "--dataset",
+        &cora,
+        "--model",
+        "sage",
+        "--method",
+        "data-parallel",
+        "--batch-size",
+        "16",
+        "--fanouts",
+        "5,5",
+        "--epochs",
+        "3",
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec();
+    let local_path = dir.path().join("local-dp.json");
+    let local = report_of(&halo(&args, &["--workers", "2", "--report", local_path.to_str().unwrap()]), &local_path);
+    let mpi_path = dir.path().join("mpi-dp.json");
+    let out = Command::new("mpirun")
+        .args(["-np", "2", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
+        .args(&args)
+        .args(["--backend", "mpi", "--report", mpi_path.to_str().unwrap()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun is installed");
+    let mpi = report_of(&out, &mpi_path);
+    assert_eq!((mpi["final"]["method"]["backend"].as_str(), mpi["workers"].as_u64()), (Some("mpi"), Some(2)));
+    for (epoch, (x, y)) in losses(&local).iter().zip(&losses(&mpi)).enumerate() {
+        assert!((x - y).abs() <= 1e-6 * x.abs(), "epoch {}: local loss {x} vs MPI {y}", epoch + 1);
+    }
+    assert_eq!(local["epochs"][0]["bytes_by_phase"], mpi["epochs"][0]["bytes_by_phase"]);
+}

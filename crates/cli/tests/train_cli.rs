@@ -283,3 +283,30 @@ fn log_lines_carry_no_colour_codes_off_a_terminal() {
     }
     panic!("no run logged reading the cache");
 }
+
+#[test]
+fn mini_batch_and_data_parallel_runs_report_their_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = ["--epochs", "2", "--model", "sage", "--batch-size", "64", "--fanouts", "5,5", "-q"];
+    let out = halo(&[&common[..], &["--report", "single.json"]].concat(), dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(&dir.path().join("single.json"));
+    assert_eq!(
+        (report["method"].as_str(), report["config"]["minibatch"]["fanouts"].as_str()),
+        (Some("single"), Some("5,5"))
+    );
+    let epoch = &report["epochs"][0]["method"];
+    assert!(epoch["steps"].as_u64().unwrap() > 1 && epoch["sampled_edges_per_step"].as_f64().unwrap() > 0.0, "{epoch}");
+
+    let dp = ["--method", "data-parallel", "--workers", "2", "--lr-scaling", "linear", "--report", "dp.json"];
+    let out = halo(&[&common[..], &dp[..]].concat(), dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(&dir.path().join("dp.json"));
+    assert_eq!((report["method"].as_str(), report["workers"].as_u64()), (Some("data-parallel"), Some(2)));
+    assert_eq!(report["final"]["method"]["global_batch_size"], 128);
+    assert!(report["final"]["bytes_grad_sync"].as_u64().unwrap() > 0);
+
+    let out = halo(&["--method", "data-parallel", "--epochs", "1"], dir.path());
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("`batch-size`") && stderr(&out).contains("data-parallel"), "{}", stderr(&out));
+}

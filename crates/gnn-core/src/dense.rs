@@ -61,11 +61,31 @@ pub fn matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Array2<f32> {
     c
 }
 
-/// Gives `buf` the shape `rows x cols`, reallocating only when the shape changes. The content is
-/// unspecified afterwards: callers overwrite every element.
+/// Gives `buf` the shape `rows x cols`, reallocating only when it needs more room than it has.
+/// The content is unspecified afterwards: callers overwrite every element.
+///
+/// Mini-batch blocks change every buffer's row count at every step; keeping the allocation
+/// spares a fresh allocation (and its page faults) per buffer and step.
 pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
-    if buf.dim() != (rows, cols) {
-        *buf = Array2::zeros((rows, cols));
+    if buf.dim() == (rows, cols) {
+        return;
+    }
+    let len = rows * cols;
+    let (mut data, _) = std::mem::take(buf).into_raw_vec_and_offset();
+    if data.capacity() < len {
+        data = vec![0.0; len];
+    } else {
+        data.resize(len, 0.0);
+    }
+    *buf = Array2::from_shape_vec((rows, cols), data).expect("the length is rows x cols");
+}
+
+/// Like [`ensure_shape`], but keeps `buf` as it is when it already has `cols` columns and at
+/// least `rows` rows: for input gradients, whose caller may hand in a taller buffer (a block's
+/// output rows are a prefix of the rows the previous layer computed).
+pub(crate) fn ensure_rows(buf: &mut Array2<f32>, rows: usize, cols: usize) {
+    if buf.ncols() != cols || buf.nrows() < rows {
+        ensure_shape(buf, rows, cols);
     }
 }
 
@@ -198,5 +218,22 @@ mod tests {
         let mut again = vec![1.0f32; 5];
         add_col_sums(&x, &mut again);
         assert_eq!(out, again);
+    }
+
+    #[test]
+    fn reshaping_keeps_the_allocation_unless_it_must_grow() {
+        let mut buf = Array2::<f32>::zeros((100, 8));
+        let base = buf.as_ptr();
+        ensure_shape(&mut buf, 30, 10);
+        assert_eq!((buf.dim(), buf.as_ptr()), ((30, 10), base));
+        ensure_shape(&mut buf, 100, 8);
+        assert_eq!(buf.as_ptr(), base, "the capacity covers it again");
+        ensure_shape(&mut buf, 200, 8);
+        assert_eq!(buf.dim(), (200, 8));
+        assert!(buf.as_slice().is_some(), "standard layout");
+        ensure_rows(&mut buf, 150, 8);
+        assert_eq!(buf.dim(), (200, 8), "taller buffers are kept");
+        ensure_rows(&mut buf, 150, 4);
+        assert_eq!(buf.dim(), (150, 4));
     }
 }

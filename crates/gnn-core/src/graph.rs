@@ -12,6 +12,11 @@
 //! rows only: a halo row is overwritten by `pull_halo` before anything reads it, so computing it
 //! locally would be wasted work (with METIS on a power-law graph halo rows can outnumber owned
 //! ones).
+//!
+//! Rows whose layer *input* is local are `0..local_input_rows()`: every row, except pulled halo
+//! rows. A mini-batch block ([`crate::block`]) computes its destinations only but holds the
+//! input of all its sources, so there the two differ the other way: layers transform every
+//! input row and send gradients into every one of them, and compute the destinations.
 
 use graph_partition::Csr;
 
@@ -32,6 +37,10 @@ pub enum GraphError {
         "local vertex {row} is a halo row (>= num_primary) but has in-edges; only owned vertices aggregate under edge-cut"
     )]
     HaloInEdges { row: usize },
+    #[error("block {layer} does not chain into block {next}: {detail}", next = layer + 1)]
+    BlockChain { layer: usize, detail: String },
+    #[error("block source vertex {gid} is not among the graph's {num_nodes} vertices")]
+    UnknownVertex { gid: u32, num_nodes: usize },
 }
 
 /// Per-vertex coefficients derived from the global degrees, computed once per graph.
@@ -47,6 +56,41 @@ pub(crate) struct DegreeNorms {
     pub mean: Vec<f32>,
 }
 
+impl DegreeNorms {
+    /// The coefficients of a graph whose rows hold every in-edge (or, under vertex-cut, whose
+    /// replicas' rows add up to every in-edge): all from the given degrees.
+    pub(crate) fn of(in_degree: &[f32], out_degree: &[f32]) -> Self {
+        Self {
+            gcn_src: out_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
+            gcn_dst: in_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
+            gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
+            mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
+        }
+    }
+}
+
+/// In- and out-degrees (without self loops) of every vertex of a whole graph, by global id:
+/// what a mini-batch block normalises with under [`crate::GcnNorm::Global`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphDegrees {
+    pub in_degree: Vec<f32>,
+    pub out_degree: Vec<f32>,
+}
+
+impl GraphDegrees {
+    /// The degrees of `csr` (row `v` lists the sources of the edges into `v`).
+    pub fn of(csr: &Csr) -> Self {
+        Self {
+            in_degree: csr.degrees().into_iter().map(|d| d as f32).collect(),
+            out_degree: csr.column_counts().into_iter().map(|d| d as f32).collect(),
+        }
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.in_degree.len()
+    }
+}
+
 /// A worker's view of the graph for aggregation (see the module docs for the id layout).
 ///
 /// Invariants checked on construction: square adjacency over `num_local` vertices, no self loops,
@@ -60,6 +104,7 @@ pub struct AggGraph {
     perm: Vec<usize>,
     num_primary: usize,
     computed: usize,
+    input: usize,
     central: usize,
     global_ids: Vec<u32>,
     in_degree: Vec<f32>,
@@ -77,6 +122,19 @@ impl AggGraph {
         global_ids: Vec<u32>,
         in_degree: Vec<f32>,
         out_degree: Vec<f32>,
+    ) -> Result<Self, GraphError> {
+        Self::assemble(csr, num_primary, global_ids, in_degree, out_degree, DegreeNorms::of)
+    }
+
+    /// Checks the parts of a view and derives its coefficients with `norms(in, out)`,
+    /// called once the degrees are known to be valid.
+    pub(crate) fn assemble(
+        csr: Csr,
+        num_primary: usize,
+        global_ids: Vec<u32>,
+        in_degree: Vec<f32>,
+        out_degree: Vec<f32>,
+        norms: impl FnOnce(&[f32], &[f32]) -> DegreeNorms,
     ) -> Result<Self, GraphError> {
         let n = csr.num_rows();
         if csr.num_cols() != n {
@@ -101,20 +159,40 @@ impl AggGraph {
             }
         }
         let (bwd, perm) = csr.transpose_with_perm();
-        let norms = DegreeNorms {
-            gcn_src: out_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
-            gcn_dst: in_degree.iter().map(|d| (d + 1.0).sqrt().recip()).collect(),
-            gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
-            mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
-        };
+        let norms = norms(&in_degree, &out_degree);
         let central = (0..n).find(|&v| csr.neighbors(v).iter().any(|&u| u as usize >= num_primary)).unwrap_or(n);
-        Ok(Self { fwd: csr, bwd, perm, num_primary, computed: n, central, global_ids, in_degree, out_degree, norms })
+        Ok(Self {
+            fwd: csr,
+            bwd,
+            perm,
+            num_primary,
+            computed: n,
+            input: n,
+            central,
+            global_ids,
+            in_degree,
+            out_degree,
+            norms,
+        })
     }
 
     /// Declares rows `num_primary..` edge-cut halo rows: filled by `pull_halo` from their owners,
     /// never computed here, so [`AggGraph::computed_rows`] becomes `num_primary`. Fails if a halo
     /// row has in-edges (it would aggregate, so it is not a halo row).
     pub fn with_pulled_halo(mut self) -> Result<Self, GraphError> {
+        if let Some(row) = (self.num_primary..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
+            return Err(GraphError::HaloInEdges { row });
+        }
+        self.computed = self.num_primary;
+        self.input = self.num_primary;
+        self.central = self.central.min(self.computed);
+        Ok(self)
+    }
+
+    /// Declares only rows `0..num_primary` computed while every row's input stays local: a
+    /// mini-batch block, whose sources past its destinations feed the aggregation but are not
+    /// outputs. Fails if a row past `num_primary` has in-edges (it would be an output).
+    pub(crate) fn computing_primaries(mut self) -> Result<Self, GraphError> {
         if let Some(row) = (self.num_primary..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
             return Err(GraphError::HaloInEdges { row });
         }
@@ -130,8 +208,7 @@ impl AggGraph {
         if csr.num_cols() != n {
             return Err(GraphError::NotSquare { rows: n, cols: csr.num_cols() });
         }
-        let in_degree = csr.degrees().into_iter().map(|d| d as f32).collect();
-        let out_degree = csr.column_counts().into_iter().map(|d| d as f32).collect();
+        let GraphDegrees { in_degree, out_degree } = GraphDegrees::of(csr);
         Self::new(csr.clone(), n, (0..n as u32).collect(), in_degree, out_degree)
     }
 
@@ -167,6 +244,13 @@ impl AggGraph {
         self.computed
     }
 
+    /// Rows `0..local_input_rows()` of a layer's input are held here (see the module docs):
+    /// `num_local`, or `num_primary` with the halo pulled. Layers transform these rows locally
+    /// and write their input gradient; never fewer than [`AggGraph::computed_rows`].
+    pub fn local_input_rows(&self) -> usize {
+        self.input
+    }
+
     /// How many leading rows read no copy (halo or mirror) row, at most the computed rows: they
     /// can be aggregated while the halo is still in flight. A partition book that orders its
     /// primaries central first makes this every central vertex.
@@ -179,12 +263,14 @@ impl AggGraph {
         &self.global_ids
     }
 
-    /// Global in-degree (without self loop) of every local vertex.
+    /// In-degree (without self loop) of every local vertex that GCN normalises with: the
+    /// global one, except in a block normalised with sampled degrees ([`crate::GcnNorm`]).
     pub fn in_degree(&self) -> &[f32] {
         &self.in_degree
     }
 
-    /// Global out-degree (without self loop) of every local vertex.
+    /// Out-degree (without self loop) of every local vertex, global or sampled as
+    /// [`AggGraph::in_degree`].
     pub fn out_degree(&self) -> &[f32] {
         &self.out_degree
     }

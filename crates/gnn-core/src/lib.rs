@@ -29,10 +29,14 @@
 //! [`Exchange`] hook and the trainer picks implementations.
 
 pub mod activation;
+pub mod block;
+#[cfg(test)]
+mod block_tests;
 pub mod dense;
 pub mod dropout;
 pub mod exchange;
 pub mod graph;
+mod inference;
 pub mod layers;
 pub mod loss;
 pub mod model;
@@ -44,8 +48,9 @@ pub mod sparse;
 mod testkit;
 
 pub use activation::Activation;
+pub use block::{BlockGraphs, GcnNorm, UnknownGcnNorm};
 pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
-pub use graph::{AggGraph, GraphError};
+pub use graph::{AggGraph, GraphDegrees, GraphError};
 pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
 pub use loss::{LossError, MultiLabelCounts, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
 pub use model::{ConvKind, Model, ModelConfig, ModelError};

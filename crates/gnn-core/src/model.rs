@@ -4,14 +4,16 @@
 //! dropout -> conv_1 -> ... -> conv_last` (no activation after the last conv: it outputs logits).
 //! A dropout site is keyed by the index of the conv it feeds, so the input dropout is layer 0.
 
+use graph_partition::sample::{PlanError, SampleError};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
-use crate::dense::{ensure_shape, head, head_mut, zero_rows_from};
+use crate::block::BlockGraphs;
+use crate::dense::{ensure_shape, head, head_mut, par_rows_mut, slice, zero_rows_from};
 use crate::dropout::{DropoutSite, dropout_backward};
 use crate::exchange::{Exchange, ExchangeError};
-use crate::graph::AggGraph;
+use crate::graph::{AggGraph, GraphError};
 use crate::layers::{AggConv, Conv, ForwardCtx, GatConv};
 use crate::norm::LayerNorm;
 use crate::optim::{OptimError, Optimizer};
@@ -174,6 +176,16 @@ pub enum ModelError {
     Shape { what: &'static str, rows: usize, cols: usize, expected_rows: usize, expected_cols: usize },
     #[error("backward needs a successful forward pass on the same graph first")]
     NoForward,
+    #[error("the mini-batch has {got} blocks, the model {expected} layers (one block per layer)")]
+    Blocks { got: usize, expected: usize },
+    #[error("input row of vertex {gid} requested from a feature matrix of {rows} rows")]
+    UnknownVertex { gid: u32, rows: usize },
+    #[error("mini-batch graph: {0}")]
+    Graph(#[from] GraphError),
+    #[error("sampling blocks: {0}")]
+    Sample(#[from] SampleError),
+    #[error("batches of vertices: {0}")]
+    Plan(#[from] PlanError),
     #[error("parameter vector has {got} values, the model has {expected}")]
     ParamLength { got: usize, expected: usize },
     #[error(transparent)]
@@ -184,7 +196,65 @@ pub enum ModelError {
 #[derive(Debug, Clone, Copy)]
 struct LastForward {
     ctx: ForwardCtx,
-    num_local: usize,
+    /// [`Graphs::shape`] of its graphs.
+    shape: (usize, usize, usize),
+}
+
+/// The graph each layer runs on.
+#[derive(Debug, Clone, Copy)]
+enum Graphs<'a> {
+    /// Full-graph training: every layer on the same graph.
+    Same(&'a AggGraph),
+    /// A mini-batch: one block per layer, input layer first.
+    PerLayer(&'a [AggGraph]),
+}
+
+impl<'a> Graphs<'a> {
+    fn layer(&self, l: usize) -> &'a AggGraph {
+        match self {
+            Graphs::Same(graph) => graph,
+            Graphs::PerLayer(graphs) => &graphs[l],
+        }
+    }
+
+    /// Enough to tell a backward that it is given other graphs than its forward: the first
+    /// and last graphs' sizes and the number of distinct graphs.
+    fn shape(&self) -> (usize, usize, usize) {
+        match self {
+            Graphs::Same(graph) => (graph.num_local(), graph.num_local(), 1),
+            Graphs::PerLayer(graphs) => {
+                let size = |g: Option<&AggGraph>| g.map_or(0, AggGraph::num_local);
+                (size(graphs.first()), size(graphs.last()), graphs.len())
+            }
+        }
+    }
+}
+
+/// `out <- features[ids]` (one row per id), row-parallel.
+pub(crate) fn gather_rows(
+    features: &Array2<f32>,
+    ids: &[u32],
+    width: usize,
+    out: &mut Array2<f32>,
+) -> Result<(), ModelError> {
+    let (rows, cols) = features.dim();
+    if cols != width {
+        return Err(ModelError::Shape {
+            what: "input features",
+            rows,
+            cols,
+            expected_rows: rows,
+            expected_cols: width,
+        });
+    }
+    if let Some(&gid) = ids.iter().find(|&&g| g as usize >= rows) {
+        return Err(ModelError::UnknownVertex { gid, rows });
+    }
+    ensure_shape(out, ids.len(), width);
+    let features = features.as_standard_layout();
+    let src = slice(&features);
+    par_rows_mut(out, |i, row| row.copy_from_slice(&src[ids[i] as usize * width..][..width]));
+    Ok(())
 }
 
 /// Reusable gradient buffers, so steady-state training does not allocate large arrays.
@@ -295,9 +365,9 @@ impl Model {
 
     /// Logits of every local vertex (`num_local x out_dim`; only rows `< num_primary` are
     /// meaningful). `x` holds the input features of local vertices `0..k`, one row each, for
-    /// some `k` from `graph.computed_rows()` to `num_local`: rows past the computed ones are not
-    /// read (their values are pulled from the owners). Every worker must
-    /// call this with the same `ctx` (the exchange calls are collectives).
+    /// some `k` from `graph.local_input_rows()` to `num_local`: rows past those are not read
+    /// (their values are pulled from the owners). Every worker must call this with the same
+    /// `ctx` (the exchange calls are collectives).
     pub fn forward(
         &mut self,
         graph: &AggGraph,
@@ -305,52 +375,118 @@ impl Model {
         exchange: &mut dyn Exchange,
         ctx: ForwardCtx,
     ) -> Result<&Array2<f32>, ModelError> {
-        let (n, m) = (graph.num_local(), graph.computed_rows());
+        let (n, r) = (graph.num_local(), graph.local_input_rows());
         let (rows, cols) = x.dim();
-        if cols != self.cfg.in_dim || !(m..=n).contains(&rows) {
+        if cols != self.cfg.in_dim || !(r..=n).contains(&rows) {
             return Err(ModelError::Shape {
                 what: "input features",
                 rows,
                 cols,
-                expected_rows: rows.clamp(m, n),
+                expected_rows: rows.clamp(r, n),
                 expected_cols: self.cfg.in_dim,
             });
         }
+        ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
+        head_mut(&mut self.acts[0], r).assign(&head(x, r));
+        self.run_forward(Graphs::Same(graph), exchange, ctx)
+    }
+
+    /// Logits of a mini-batch (`blocks.layers()` has one graph per layer, input layer first):
+    /// one row per local vertex of the last graph, the first `blocks.output_ids().len()` rows
+    /// being the outputs, in that order. `features` holds the input features of every vertex of
+    /// the whole graph, by global id; the rows of `blocks.input_ids()` are read.
+    pub fn forward_blocks(
+        &mut self,
+        blocks: &BlockGraphs,
+        features: &Array2<f32>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
+        self.check_blocks(blocks)?;
+        gather_rows(features, blocks.input_ids(), self.cfg.in_dim, &mut self.acts[0])?;
+        self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
+    }
+
+    fn check_blocks(&self, blocks: &BlockGraphs) -> Result<(), ModelError> {
+        match blocks.layers().len() {
+            n if n == self.cfg.layers => Ok(()),
+            got => Err(ModelError::Blocks { got, expected: self.cfg.layers }),
+        }
+    }
+
+    /// The forward pass from `acts[0]`, whose rows before the first graph's
+    /// `local_input_rows()` hold the input.
+    fn run_forward(
+        &mut self,
+        graphs: Graphs<'_>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
         self.last = None;
         exchange.begin(ctx.pass());
-        // Per-row work covers the computed rows; halo rows are pulled by the layers that read them.
-        let gids = graph.global_ids();
-        let site = |p: f32, layer: usize| {
-            Some(DropoutSite::new(p, ctx.seed, ctx.round(), layer)).filter(|s| ctx.training && s.is_active())
-        };
-        ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
-        head_mut(&mut self.acts[0], m).assign(&head(x, m));
-        if let Some(site) = site(self.cfg.input_dropout, 0) {
-            site.apply_rows(&mut head_mut(&mut self.acts[0], m), gids, None);
+        let first = graphs.layer(0);
+        if let Some(site) = self.dropout_site(self.cfg.input_dropout, 0, ctx) {
+            let r = first.local_input_rows();
+            site.apply_rows(&mut head_mut(&mut self.acts[0], r), first.global_ids(), None);
         }
-        let layers = self.cfg.layers;
-        for l in 0..layers {
-            let hidden = l + 1 < layers;
-            let (before, after) = self.acts.split_at_mut(l + 1);
-            let (x, out) = (&mut before[l], &mut after[0]);
-            let conv = &mut self.convs[l];
-            if hidden && self.cfg.layer_norm {
-                conv.forward(&self.params, graph, x, &mut self.pre_norm[l], exchange, l, ctx)?;
-                ensure_shape(out, n, conv.out_dim());
-                self.norms[l].forward(&self.params, &head(&self.pre_norm[l], m), &mut head_mut(out, m));
-            } else {
-                conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
-            }
-            if hidden {
-                let mut own = head_mut(out, m);
-                self.cfg.activation.forward_in_place(&mut own);
-                if let Some(site) = site(self.cfg.dropout, l + 1) {
-                    site.apply_rows(&mut own, gids, Some(&mut self.masks[l + 1]));
-                }
+        for l in 0..self.cfg.layers {
+            self.layer_forward(l, graphs.layer(l), exchange, ctx)?;
+        }
+        self.last = Some(LastForward { ctx, shape: graphs.shape() });
+        Ok(&self.acts[self.cfg.layers])
+    }
+
+    /// Drops the record of the last forward pass (its activations are about to be reused).
+    pub(crate) fn forget_forward(&mut self) {
+        self.last = None;
+    }
+
+    /// The input buffer of conv `l`, for callers that run one layer at a time.
+    pub(crate) fn layer_input_mut(&mut self, l: usize) -> &mut Array2<f32> {
+        &mut self.acts[l]
+    }
+
+    /// The output of layer `l` (after its activation) from the last [`Model::layer_forward`].
+    pub(crate) fn layer_output(&self, l: usize) -> &Array2<f32> {
+        &self.acts[l + 1]
+    }
+
+    /// The active dropout site feeding conv `layer`, if any.
+    fn dropout_site(&self, p: f32, layer: usize, ctx: ForwardCtx) -> Option<DropoutSite> {
+        Some(DropoutSite::new(p, ctx.seed, ctx.round(), layer)).filter(|s| ctx.training && s.is_active())
+    }
+
+    /// `acts[l + 1] <- conv_l(acts[l])` on `graph`, then (hidden layers) LayerNorm, activation
+    /// and dropout over the computed rows. Per-row work covers the computed rows; halo rows are
+    /// pulled by the layers that read them.
+    pub(crate) fn layer_forward(
+        &mut self,
+        l: usize,
+        graph: &AggGraph,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<(), ModelError> {
+        let (n, m) = (graph.num_local(), graph.computed_rows());
+        let hidden = l + 1 < self.cfg.layers;
+        let site = if hidden { self.dropout_site(self.cfg.dropout, l + 1, ctx) } else { None };
+        let (before, after) = self.acts.split_at_mut(l + 1);
+        let (x, out) = (&mut before[l], &mut after[0]);
+        let conv = &mut self.convs[l];
+        if hidden && self.cfg.layer_norm {
+            conv.forward(&self.params, graph, x, &mut self.pre_norm[l], exchange, l, ctx)?;
+            ensure_shape(out, n, conv.out_dim());
+            self.norms[l].forward(&self.params, &head(&self.pre_norm[l], m), &mut head_mut(out, m));
+        } else {
+            conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
+        }
+        if hidden {
+            let mut own = head_mut(out, m);
+            self.cfg.activation.forward_in_place(&mut own);
+            if let Some(site) = site {
+                site.apply_rows(&mut own, graph.global_ids(), Some(&mut self.masks[l + 1]));
             }
         }
-        self.last = Some(LastForward { ctx, num_local: n });
-        Ok(&self.acts[layers])
+        Ok(())
     }
 
     /// Back-propagates `dlogits` (the gradient of the loss w.r.t. the logits of the last
@@ -363,26 +499,51 @@ impl Model {
         dlogits: Array2<f32>,
         exchange: &mut dyn Exchange,
     ) -> Result<(), ModelError> {
+        self.run_backward(Graphs::Same(graph), dlogits, exchange)
+    }
+
+    /// Back-propagates the gradient of the logits of the last [`Model::forward_blocks`] (same
+    /// blocks; shaped like those logits, rows past the outputs ignored) and adds the parameter
+    /// gradients into `grads()`.
+    pub fn backward_blocks(
+        &mut self,
+        blocks: &BlockGraphs,
+        dlogits: Array2<f32>,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(), ModelError> {
+        self.check_blocks(blocks)?;
+        self.run_backward(Graphs::PerLayer(blocks.layers()), dlogits, exchange)
+    }
+
+    fn run_backward(
+        &mut self,
+        graphs: Graphs<'_>,
+        dlogits: Array2<f32>,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(), ModelError> {
         // The layers reuse their forward caches as backward scratch: one backward per forward.
         let last = match self.last.take() {
-            Some(last) if last.num_local == graph.num_local() => last,
+            Some(last) if last.shape == graphs.shape() => last,
             _ => return Err(ModelError::NoForward),
         };
-        let (n, m, layers) = (graph.num_local(), graph.computed_rows(), self.cfg.layers);
-        if dlogits.dim() != (n, self.cfg.out_dim) {
+        let layers = self.cfg.layers;
+        let output = graphs.layer(layers - 1);
+        if dlogits.dim() != (output.num_local(), self.cfg.out_dim) {
             let (rows, cols) = dlogits.dim();
             return Err(ModelError::Shape {
                 what: "logit gradient",
                 rows,
                 cols,
-                expected_rows: n,
+                expected_rows: output.num_local(),
                 expected_cols: self.cfg.out_dim,
             });
         }
         let mut d = dlogits;
-        zero_rows_from(&mut d, graph.num_primary());
+        zero_rows_from(&mut d, output.num_primary());
         let ctx = last.ctx;
         for l in (0..layers).rev() {
+            let graph = graphs.layer(l);
+            let m = graph.computed_rows();
             let hidden = l + 1 < layers;
             if hidden {
                 // `d` is the gradient of acts[l + 1]: back through dropout, activation, LayerNorm.
@@ -395,12 +556,14 @@ impl Model {
                 };
                 self.cfg.activation.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), scale);
                 if self.cfg.layer_norm {
-                    let mut dn = self.pool.take(n, d.ncols());
+                    let mut dn = self.pool.take(d.nrows(), d.ncols());
                     self.norms[l].backward(&self.params, &mut self.grads, &head(&d, m), &mut head_mut(&mut dn, m));
                     self.pool.give(std::mem::replace(&mut d, dn));
                 }
             }
-            let mut dx = (l > 0).then(|| self.pool.take(n, self.convs[l].in_dim()));
+            // As tall as conv l's input, which may be taller than its graph (a block's sources
+            // are a prefix of the rows the previous layer computed).
+            let mut dx = (l > 0).then(|| self.pool.take(self.acts[l].nrows(), self.convs[l].in_dim()));
             self.convs[l].backward(
                 &self.params,
                 &mut self.grads,

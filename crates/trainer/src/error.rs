@@ -1,6 +1,7 @@
 //! The error of a training run.
 
 use gnn_core::{GraphError, LossError, ModelError, OptimError};
+use graph_partition::sample::{PlanError, SampleError};
 
 use crate::config::ConfigError;
 use crate::data::DataError;
@@ -45,4 +46,18 @@ pub enum TrainError {
     /// A distributed run could not be set up or a worker failed.
     #[error(transparent)]
     Distributed(#[from] crate::distributed::DistError),
+    /// Mini-batches could not be sampled.
+    #[error("sampling: {0}")]
+    Sample(#[from] SampleError),
+    /// An epoch could not be cut into batches.
+    #[error("batches: {0}")]
+    Plan(#[from] PlanError),
+    /// A method's parts do not go together (a method definition's mistake, not the user's).
+    #[error("method `{method}`: {detail}")]
+    Parts {
+        /// The method's name.
+        method: String,
+        /// Which parts clash.
+        detail: String,
+    },
 }

@@ -50,10 +50,15 @@ pub(crate) fn check_loss_and_grads(
     if !loss.is_finite() {
         return Err(non_finite(epoch, Site::Loss { layer }, lr));
     }
-    if let Some(param) = first_nonfinite(model, model.grads()) {
-        return Err(non_finite(epoch, Site::Gradient { param }, lr));
+    check_grads(epoch, model, lr)
+}
+
+/// Checks the model's (summed) gradients before the update.
+pub(crate) fn check_grads(epoch: usize, model: &Model, lr: f32) -> Result<(), TrainError> {
+    match first_nonfinite(model, model.grads()) {
+        Some(param) => Err(non_finite(epoch, Site::Gradient { param }, lr)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks the parameters after the optimizer step.

@@ -6,7 +6,8 @@
 //! - [`method`]: the parts, the [`method::MethodDef`] of every method and the registry.
 //! - [`train_loop`]: the epoch loop shared by all methods, generic over a [`train_loop::Strategy`].
 //! - [`single`]: the single-process strategy; [`distributed`]: the runner of every method
-//!   that splits the graph across workers.
+//!   that splits the graph across workers; [`minibatch`]: the runners of sampled mini-batches
+//!   (one process, or data-parallel workers that each hold the whole graph).
 //! - [`objective`]: loss and accuracy as sums and counts (they add up across workers).
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory.
@@ -22,6 +23,7 @@ pub mod features;
 pub mod guard;
 pub mod memory;
 pub mod method;
+pub mod minibatch;
 pub mod objective;
 pub mod report;
 pub mod single;
@@ -34,7 +36,7 @@ pub use config::TrainConfig;
 pub use distributed::LocalOptions;
 pub use error::TrainError;
 use graph_partition::{Dataset, LoadOptions};
-use method::{DataPlan, MethodDef};
+use method::{BatchSource, DataPlan, MethodDef};
 pub use report::Report;
 pub use train_loop::EpochObserver;
 
@@ -98,11 +100,29 @@ pub fn run_method(
 ) -> Result<Option<Report>, TrainError> {
     config.validate()?;
     let parts = method.parts(config);
-    match parts.data {
-        DataPlan::Whole => {
+    let name = method.name();
+    match (parts.data, &parts.batches) {
+        (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;
-            single::run(method.name(), config, &dataset, observer).map(Some)
+            match batches {
+                BatchSource::FullBatch => single::run(name, config, &dataset, observer),
+                BatchSource::Sampled(sampling) => minibatch::single::run(name, sampling, config, &dataset, observer),
+            }
+            .map(Some)
         }
-        DataPlan::Cut(cut) => distributed::run(method.name(), &parts, cut, config, source, options, observer),
+        (DataPlan::Cut(cut), BatchSource::FullBatch) => {
+            distributed::run(name, &parts, cut, config, source, options, observer)
+        }
+        (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
+            minibatch::data_parallel::run(name, sampling, config, source, options, observer)
+        }
+        (DataPlan::Cut(_), BatchSource::Sampled(_)) => Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "mini-batches over a partitioned graph are not implemented; use data-parallel".to_string(),
+        }),
+        (DataPlan::Replicated, BatchSource::FullBatch) => Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "replicated data needs sampled batches (full-batch on every worker repeats one step)".to_string(),
+        }),
     }
 }

@@ -12,7 +12,7 @@ use std::ops::Add;
 
 use gnn_core::{LossError, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
 use graph_partition::Labels;
-use ndarray::Array2;
+use ndarray::{Array2, Axis};
 
 /// Loss and accuracy for one kind of labels.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +53,18 @@ impl<'a> Objective<'a> {
         match labels {
             Labels::Classes(classes) => Self::Classes(classes),
             Labels::MultiLabel(targets) => Self::MultiLabel(targets),
+        }
+    }
+
+    /// The labels of the vertices `ids` (a mini-batch's seeds), in that order: row `i` of the
+    /// result is vertex `ids[i]`'s.
+    pub fn select(&self, ids: &[u32]) -> Labels {
+        match self {
+            Self::Classes(classes) => Labels::Classes(ids.iter().map(|&v| classes[v as usize]).collect()),
+            Self::MultiLabel(targets) => {
+                let rows: Vec<usize> = ids.iter().map(|&v| v as usize).collect();
+                Labels::MultiLabel(targets.select(Axis(0), &rows))
+            }
         }
     }
 
@@ -110,6 +122,14 @@ mod tests {
         assert_eq!(obj.terms_per_row(), 3);
         let (sum, grad) = obj.loss_sum(&logits, &[0]).unwrap();
         assert!(sum > 0.0 && grad.row(1).iter().all(|&g| g == 0.0));
+    }
+
+    #[test]
+    fn select_gathers_rows_in_order() {
+        let classes = Labels::Classes(vec![4, 5, 6]);
+        assert_eq!(Objective::new(&classes).select(&[2, 0]), Labels::Classes(vec![6, 4]));
+        let targets = Labels::MultiLabel(array![[1.0f32, 0.0], [0.0, 1.0]]);
+        assert_eq!(Objective::new(&targets).select(&[1]), Labels::MultiLabel(array![[0.0f32, 1.0]]));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::error::TrainError;
 use crate::guard;
 use crate::objective::{Hits, Objective};
 use crate::report::{Report, SplitSizes};
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -85,7 +85,12 @@ pub fn run(
     let mut strategy = SingleProcess::new(config, dataset)?;
     let outcome =
         train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
-    Ok(Report {
+    Ok(report(method, config, dataset, outcome))
+}
+
+/// The report of a single-process run of `method` that ended with `outcome`.
+pub(crate) fn report(method: &str, config: &TrainConfig, dataset: &Dataset, outcome: LoopOutcome) -> Report {
+    Report {
         dataset: dataset.name.clone(),
         model: config.model.as_str().to_string(),
         method: method.to_string(),
@@ -98,5 +103,5 @@ pub fn run(
         partition: None,
         epochs: outcome.epochs,
         final_: outcome.final_,
-    })
+    }
 }

@@ -1,4 +1,5 @@
-//! `halo train`: full-batch GNN training with progress on stderr and a JSON report.
+//! `halo train`: GNN training (full-batch, or on sampled mini-batches with `--batch-size`) with
+//! progress on stderr and a JSON report.
 //!
 //! Settings come from the defaults, then the `--config` TOML file, then the flags (each layer
 //! overriding the one before); the merged configuration is validated once. Before any work the
@@ -16,11 +17,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use comm_hierarchy::Preset;
-use gnn_core::ConvKind;
+use gnn_core::{ConvKind, GcnNorm};
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
+use graph_partition::sample::Fanouts;
 use trainer::Source;
-use trainer::config::{Backend, FeatureNorm, Method, TrainConfig};
+use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
@@ -117,6 +119,24 @@ pub struct Args {
     /// vanilla: send only the rows a receiver does not already hold (lossless).
     #[arg(long)]
     skip_repeats: bool,
+    /// Mini-batch training: seed vertices per step, per worker for data-parallel
+    /// [default: full batch].
+    #[arg(long, value_name = "N")]
+    batch_size: Option<usize>,
+    /// Mini-batch: neighbours sampled per vertex and layer, input layer first, -1 for all
+    /// (e.g. 10,25) [default: -1 at every layer].
+    #[arg(long, value_name = "LIST")]
+    fanouts: Option<Fanouts>,
+    /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones
+    /// [default: global].
+    #[arg(long, value_name = "NORM")]
+    gcn_norm: Option<GcnNorm>,
+    /// Mini-batch: vertices per batch of layer-wise evaluation [default: 4096].
+    #[arg(long, value_name = "N")]
+    eval_batch_size: Option<usize>,
+    /// data-parallel: learning rate times the number of workers (linear) or as given [default: none].
+    #[arg(long, value_enum)]
+    lr_scaling: Option<LrScaling>,
     /// Compute threads [default: all cores].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     threads: Option<usize>,
@@ -199,6 +219,11 @@ impl Args {
         c.distributed.overlap |= self.overlap;
         c.distributed.lossy_eval |= self.lossy_eval;
         c.method.vanilla.skip_repeats |= self.skip_repeats;
+        set_opt(&mut c.minibatch.batch_size, &self.batch_size);
+        set_opt(&mut c.minibatch.fanouts, &self.fanouts);
+        set(&mut c.minibatch.gcn_norm, &self.gcn_norm);
+        set(&mut c.minibatch.eval_batch_size, &self.eval_batch_size);
+        set(&mut c.method.data_parallel.lr_scaling, &self.lr_scaling);
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
@@ -314,6 +339,21 @@ mod tests {
     #[test]
     fn no_flags_give_the_defaults() {
         assert_eq!(parse(&[]).resolve().unwrap(), TrainConfig::default());
+    }
+
+    #[test]
+    fn mini_batch_flags_set_the_minibatch_and_data_parallel_keys() {
+        let argv = ["--method", "data-parallel", "--batch-size", "32", "--fanouts", "10,25", "--gcn-norm", "sampled"];
+        let c =
+            parse(&[&argv[..], &["--eval-batch-size", "100", "--lr-scaling", "linear"]].concat()).resolve().unwrap();
+        assert_eq!((c.method.name, c.minibatch.batch_size), (Method::DataParallel, Some(32)));
+        assert_eq!(c.minibatch.fanouts, Some("10,25".parse().unwrap()));
+        assert_eq!((c.minibatch.gcn_norm, c.minibatch.eval_batch_size), (GcnNorm::Sampled, 100));
+        assert_eq!(c.method.data_parallel.lr_scaling, LrScaling::Linear);
+        let err = parse(&["--batch-size", "8", "--fanouts", "10,25,5"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`fanouts`") && format!("{err:#}").contains("2 layers"), "{err:#}");
+        let cli = Cli::try_parse_from(["train", "--fanouts", "10,0"]).err().expect("fanout 0 is refused");
+        assert!(cli.to_string().contains("fanout 2 is 0"), "{cli}");
     }
 
     #[test]

@@ -10,10 +10,12 @@
 
 use std::ops::Range;
 
-use ndarray::{Array2, ArrayBase, DataMut, Ix2};
+use ndarray::{Array2, ArrayBase, DataMut, Ix2, s};
 
 use super::{Conv, ExchangePoint, ForwardCtx};
-use crate::dense::{add_col_sums, ensure_shape, gemm, head, head_mut, par_rows_mut, slice, zero_rows_from};
+use crate::dense::{
+    add_col_sums, ensure_rows, ensure_shape, gemm, head, head_mut, par_rows_mut, slice, zero_rows_from,
+};
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
 use crate::graph::AggGraph;
 use crate::params::{Init, ParamLayout, ParamSlot};
@@ -220,8 +222,9 @@ impl Conv for AggConv {
         layer: usize,
         _ctx: ForwardCtx,
     ) -> Result<(), ExchangeError> {
-        // Dense work covers the computed rows `..m` only; halo rows come from `pull_halo`.
-        let (n, m) = (graph.num_local(), graph.computed_rows());
+        // Dense work covers the computed rows `..m` only; halo rows come from `pull_halo`. The
+        // transform covers every row whose input is held here (`..r`: more than `m` in a block).
+        let (n, m, r) = (graph.num_local(), graph.computed_rows(), graph.local_input_rows());
         let (din, dout) = (self.in_dim(), self.out_dim());
         let w = self.weight.view(params);
         let bias = self.bias.slice(params);
@@ -233,7 +236,7 @@ impl Conv for AggConv {
             ExchangePoint::Transformed => {
                 // h = x W; out = A h (synced) + self term + b.
                 ensure_shape(&mut cache, n, dout);
-                gemm(1.0, &head(x, m), &w, 0.0, &mut head_mut(&mut cache, m));
+                gemm(1.0, &head(x, r), &w, 0.0, &mut head_mut(&mut cache, r));
                 self.pull_and_aggregate(graph, &mut cache, out, exchange, tag(Step::Halo))?;
                 exchange.sum_replicas(tag(Step::Aggregate), out)?;
                 let mut own = head_mut(out, m);
@@ -278,7 +281,7 @@ impl Conv for AggConv {
     ) -> Result<(), ExchangeError> {
         // Gradient rows past `m` are ignored (halo rows carry none); the blocks the transposed
         // aggregation accumulates into get zeroed halo rows first, as they are pushed to owners.
-        let (n, m) = (graph.num_local(), graph.computed_rows());
+        let (n, m, r) = (graph.num_local(), graph.computed_rows(), graph.local_input_rows());
         let (din, dim_out) = (self.in_dim(), self.out_dim());
         let w = self.weight.view(params);
         let self_coeff = &graph.norms().gcn_self;
@@ -291,7 +294,7 @@ impl Conv for AggConv {
         }
         let mut dx = dx;
         if let Some(dx) = dx.as_deref_mut() {
-            ensure_shape(dx, n, din);
+            ensure_rows(dx, n, din);
         }
         match self.point {
             ExchangePoint::Transformed => {
@@ -301,6 +304,8 @@ impl Conv for AggConv {
                     && let Some(ws) = self.self_weight
                 {
                     gemm(1.0, &head(dout, m), &ws.view(params).t(), 0.0, &mut head_mut(dx, m));
+                    // Block sources past the destinations have no self term.
+                    dx.slice_mut(s![m..r, ..]).fill(0.0);
                 }
                 let write = match self.self_weight {
                     None => {
@@ -312,10 +317,10 @@ impl Conv for AggConv {
                 };
                 exchange.sum_replicas(tag(Step::Aggregate), dout)?;
                 self.aggregate_and_push(graph, dout, &mut cache, write, exchange, tag(Step::Halo))?;
-                gemm(1.0, &head(x, m).t(), &head(&cache, m), 1.0, &mut self.weight.view_mut(grads));
+                gemm(1.0, &head(x, r).t(), &head(&cache, r), 1.0, &mut self.weight.view_mut(grads));
                 if let Some(dx) = dx {
                     let beta = if self.self_weight.is_some() { 1.0 } else { 0.0 };
-                    gemm(1.0, &head(&cache, m), &w.t(), beta, &mut head_mut(dx, m));
+                    gemm(1.0, &head(&cache, r), &w.t(), beta, &mut head_mut(dx, r));
                 }
             }
             ExchangePoint::Input => {

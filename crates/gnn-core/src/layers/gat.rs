@@ -13,7 +13,8 @@ use rayon::prelude::*;
 
 use super::{Conv, ExchangePoint, ForwardCtx};
 use crate::dense::{
-    MIN_PAR_ROWS, add_col_sums, ensure_shape, gemm, head, head_mut, par_rows_mut, row_reduce, slice, slice_mut,
+    MIN_PAR_ROWS, add_col_sums, ensure_rows, ensure_shape, gemm, head, head_mut, par_rows_mut, row_reduce, slice,
+    slice_mut,
 };
 use crate::dropout::DropoutSite;
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
@@ -131,11 +132,12 @@ impl GatConv {
         self.heads
     }
 
-    /// Rows whose `h = x W` this worker computes: with `h` pulled afterwards (Transformed) its
-    /// computed rows; with `x` pulled (Input) every row, since halo rows are attention sources.
+    /// Rows whose `h = x W` this worker computes: with `h` pulled afterwards (Transformed) the
+    /// rows whose input it holds; with `x` pulled (Input) every row, since halo rows are
+    /// attention sources.
     fn transformed_rows(&self, graph: &AggGraph) -> usize {
         match self.point {
-            ExchangePoint::Transformed => graph.computed_rows(),
+            ExchangePoint::Transformed => graph.local_input_rows(),
             ExchangePoint::Input => graph.num_local(),
         }
     }
@@ -488,7 +490,7 @@ impl Conv for GatConv {
         let rows = self.transformed_rows(graph);
         gemm(1.0, &head(x, rows).t(), &head(&c.dh, rows), 1.0, &mut self.weight.view_mut(grads));
         if let Some(dx) = dx {
-            ensure_shape(dx, n, self.in_dim());
+            ensure_rows(dx, n, self.in_dim());
             gemm(1.0, &head(&c.dh, rows), &self.weight.view(params).t(), 0.0, &mut head_mut(dx, rows));
             if self.point == ExchangePoint::Input {
                 exchange.push_halo_grad(tag(Step::Halo), dx)?;

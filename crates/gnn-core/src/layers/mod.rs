@@ -95,11 +95,11 @@ pub trait Conv: Send + std::fmt::Debug {
     /// Where this layer exchanges rows.
     fn exchange_point(&self) -> ExchangePoint;
 
-    /// `out <- conv(x)`. `x` has one row per local vertex and `in_dim` columns; only its rows
-    /// before [`AggGraph::computed_rows`] are read as they are, its halo rows are overwritten by
-    /// `pull_halo` when the layer needs them. `out` is reshaped to `num_local x out_dim`; its
-    /// computed rows are overwritten, the rest are unspecified. `layer` names the exchange calls
-    /// and keys attention dropout.
+    /// `out <- conv(x)`. `x` has `in_dim` columns and at least one row per local vertex (rows
+    /// past `num_local` are not read); only its rows before [`AggGraph::local_input_rows`] are
+    /// read as they are, its halo rows are overwritten by `pull_halo` when the layer needs them.
+    /// `out` is reshaped to `num_local x out_dim`; its computed rows are overwritten, the rest
+    /// are unspecified. `layer` names the exchange calls and keys attention dropout.
     #[allow(clippy::too_many_arguments)] // buffers + graph + hook + context, all needed.
     fn forward(
         &mut self,
@@ -113,10 +113,12 @@ pub trait Conv: Send + std::fmt::Debug {
     ) -> Result<(), ExchangeError>;
 
     /// Backward of the last [`Conv::forward`] (same graph, `x` as forward left it). Adds the
-    /// parameter gradients into `grads`; `dout` (gradient of `out`, rows past the computed rows
-    /// ignored) is used as scratch. When `dx` is given it is reshaped and its computed rows are
-    /// overwritten with the gradient of `x`, halo contributions already pushed to their owners
-    /// (its other rows are unspecified); pass `None` for the first layer to skip that work.
+    /// parameter gradients into `grads`; `dout` (gradient of `out`, at least `num_local` rows,
+    /// rows past the computed rows ignored) is used as scratch. When `dx` is given it is
+    /// reshaped (kept if it has `in_dim` columns and at least `num_local` rows) and its rows
+    /// before [`AggGraph::local_input_rows`] are overwritten with the gradient of `x`, halo
+    /// contributions already pushed to their owners (its other rows are unspecified); pass
+    /// `None` for the first layer to skip that work.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &mut self,

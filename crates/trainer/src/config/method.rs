@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::{ConfigError, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -28,6 +28,9 @@ pub enum Method {
     Single,
     /// Distributed full-batch training with an exact exchange (see `[distributed]` / `--cut`).
     Vanilla,
+    /// Every worker holds the whole graph and trains on its share of each sampled global
+    /// mini-batch; gradients are all-reduced every step (needs `[minibatch] batch-size`).
+    DataParallel,
 }
 
 impl Method {
@@ -36,6 +39,7 @@ impl Method {
         match self {
             Method::Single => "single",
             Method::Vanilla => "vanilla",
+            Method::DataParallel => "data-parallel",
         }
     }
 }
@@ -49,6 +53,37 @@ pub struct VanillaSettings {
     pub skip_repeats: bool,
 }
 
+/// How the learning rate follows the global batch of data-parallel training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum LrScaling {
+    /// `lr` as given, whatever the number of workers.
+    #[default]
+    None,
+    /// `lr` times the number of workers (Goyal et al.'s linear scaling rule: K workers take a
+    /// K times larger global batch).
+    Linear,
+}
+
+impl LrScaling {
+    /// The factor applied to `lr` with `workers` data-parallel workers.
+    pub fn factor(self, workers: usize) -> f32 {
+        match self {
+            LrScaling::None => 1.0,
+            LrScaling::Linear => workers as f32,
+        }
+    }
+}
+
+/// `[method.data-parallel]`: data-parallel mini-batch training.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct DataParallelSettings {
+    /// How the learning rate follows the number of workers.
+    pub lr_scaling: LrScaling,
+}
+
 /// The method and the settings tables of every method.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -57,6 +92,8 @@ pub struct MethodConfig {
     pub name: Method,
     /// Settings of `vanilla`.
     pub vanilla: VanillaSettings,
+    /// Settings of `data-parallel`.
+    pub data_parallel: DataParallelSettings,
 }
 
 impl MethodConfig {
@@ -65,9 +102,19 @@ impl MethodConfig {
         Self { name: method, ..Self::default() }
     }
 
-    /// Checks the settings; the error names the key at fault.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
+    /// Checks the settings against the mini-batch ones (which methods train on mini-batches);
+    /// the error names the key at fault.
+    pub fn validate(&self, minibatch: &MiniBatchConfig) -> Result<(), ConfigError> {
+        let invalid = |message: &str| Err(ConfigError::Invalid { key: "batch-size", message: message.to_string() });
+        match (self.name, minibatch.batch_size) {
+            (Method::DataParallel, None) => {
+                invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
+            }
+            (Method::Vanilla, Some(_)) => {
+                invalid("vanilla trains full-batch on a partitioned graph; mini-batches need single or data-parallel")
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -79,7 +126,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {
@@ -96,7 +143,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Method, TrainConfig, VanillaSettings};
+    use crate::config::{LrScaling, Method, TrainConfig, VanillaSettings};
 
     #[test]
     fn a_name_or_a_table_selects_the_method() {
@@ -114,6 +161,19 @@ mod tests {
         let text = "[method]\nname = \"vanilla\"\n[method.vanilla]\nskip-repeat = true\n";
         let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
         assert!(msg.starts_with("m.toml:4: key `skip-repeat`") && msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn data_parallel_needs_a_batch_size_and_vanilla_refuses_one() {
+        let text = "[method]\nname = \"data-parallel\"\n[method.data-parallel]\nlr-scaling = \"linear\"\n";
+        let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
+        assert!(msg.contains("key `batch-size`") && msg.contains("data-parallel"), "{msg}");
+        let c = TrainConfig::from_toml_str(&format!("{text}[minibatch]\nbatch-size = 32\n"), "m.toml").unwrap();
+        assert_eq!((c.method.name, c.method.data_parallel.lr_scaling), (Method::DataParallel, LrScaling::Linear));
+        assert_eq!((LrScaling::Linear.factor(4), LrScaling::None.factor(4)), (4.0, 1.0));
+        let text = "method = \"vanilla\"\n[minibatch]\nbatch-size = 32\n";
+        let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("m.toml:3: key `batch-size`") && msg.contains("full-batch"), "{msg}");
     }
 
     #[test]

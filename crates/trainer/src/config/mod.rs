@@ -6,6 +6,7 @@
 
 mod distributed;
 mod method;
+mod minibatch;
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,8 @@ use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 pub use distributed::{Backend, DistributedConfig};
-pub use method::{Method, MethodConfig, VanillaSettings};
+pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
+pub use minibatch::MiniBatchConfig;
 
 /// How input features are normalised before training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -69,6 +71,9 @@ pub struct TrainConfig {
     /// Cut, partitioner, workers, hosts, backend, topology and exchange settings of the
     /// distributed methods.
     pub distributed: DistributedConfig,
+    /// Batch size, fanouts and normalisation of mini-batch training (full-batch without a
+    /// batch size).
+    pub minibatch: MiniBatchConfig,
 }
 
 impl Default for TrainConfig {
@@ -91,6 +96,7 @@ impl Default for TrainConfig {
             patience: None,
             report: None,
             distributed: Default::default(),
+            minibatch: MiniBatchConfig::default(),
         }
     }
 }
@@ -186,7 +192,8 @@ impl TrainConfig {
             return invalid("dataset", "must not be empty".to_string());
         }
         self.distributed.validate()?;
-        self.method.validate()
+        self.minibatch.validate(self.layers)?;
+        self.method.validate(&self.minibatch)
     }
 }
 
@@ -296,6 +303,7 @@ report = "out.json"
             patience: Some(10),
             report: Some(PathBuf::from("out.json")),
             distributed: Default::default(),
+            minibatch: MiniBatchConfig::default(),
         };
         assert_eq!(c, expected);
     }

@@ -29,7 +29,7 @@
 //! [`EdgeCutExchange`]: gnn_core::exchange::edge_cut::EdgeCutExchange
 //! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
 
-mod clock;
+pub(crate) mod clock;
 mod setup;
 mod timeline;
 mod worker;
@@ -149,26 +149,40 @@ pub(crate) fn run(
     let gate = ComputeGate::default();
     let gate = options.serialize_compute.then_some(&gate);
     let job = Job { method, parts, cut, config, root: Root::Source(source), gate, backend };
-    match backend {
-        Backend::Local => {
-            // Check the job against the dataset before starting a thread per worker: too many
-            // workers would otherwise all start, and all fail alike.
-            let holder: Mutex<Option<Dataset>>;
-            let root = match source {
-                Source::Given(dataset) => {
-                    check_workers(config, cut, dataset)?;
-                    job.root
-                }
-                Source::Load(..) => {
-                    let dataset = source.dataset(config, observer.shows_progress())?.into_owned();
-                    check_workers(config, cut, &dataset)?;
-                    holder = Mutex::new(Some(dataset));
-                    Root::Taken(&holder)
-                }
-            };
-            run_local(Job { root, ..job }, observer).map(Some)
+    // In-process workers: check the job against the dataset before starting a thread per
+    // worker (too many workers would otherwise all start, and all fail alike).
+    let holder: Mutex<Option<Dataset>>;
+    let job = match (backend, source) {
+        (Backend::Local, Source::Given(dataset)) => {
+            check_workers(config, cut, dataset)?;
+            job
         }
-        Backend::Mpi => run_mpi(job, observer),
+        (Backend::Local, Source::Load(..)) => {
+            let dataset = source.dataset(config, observer.shows_progress())?.into_owned();
+            check_workers(config, cut, &dataset)?;
+            holder = Mutex::new(Some(dataset));
+            Job { root: Root::Taken(&holder), ..job }
+        }
+        (Backend::Mpi, _) => job,
+    };
+    on_cluster(config, backend, observer, |comm, observer| run_worker(comm, job, observer))
+}
+
+/// Runs `work` on every worker of `config.distributed`'s cluster: one thread per worker with
+/// the local backend (rank 0's epochs reach `observer` on the calling thread), or this
+/// process's rank of an MPI job. Returns rank 0's report, `None` on the other MPI ranks.
+pub(crate) fn on_cluster<F>(
+    config: &TrainConfig,
+    backend: Backend,
+    observer: &mut dyn EpochObserver,
+    work: F,
+) -> Result<Option<Report>, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
+    match backend {
+        Backend::Local => run_local(config, observer, work).map(Some),
+        Backend::Mpi => run_mpi(config, observer, work),
     }
 }
 
@@ -182,16 +196,20 @@ fn check_workers(config: &TrainConfig, cut: CutKind, dataset: &Dataset) -> Resul
 }
 
 /// One thread per worker; rank 0 forwards its epochs to `observer` on the calling thread.
-fn run_local(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Report, TrainError> {
-    let dist = &job.config.distributed;
+fn run_local<F>(config: &TrainConfig, observer: &mut dyn EpochObserver, work: F) -> Result<Report, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
+    let dist = &config.distributed;
     let topology = Topology::for_workers(dist.workers, dist.hosts, dist.topology.links()).map_err(DistError::from)?;
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
+    let work = &work;
     let outcome = std::thread::scope(|scope| {
         let cluster = scope.spawn(move || {
             LocalCluster::run(&topology, |comm| {
                 let mut forward = Forward(sender.clone());
                 let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
-                run_worker(comm, job, observer)
+                work(comm, observer)
             })
         });
         // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
@@ -215,19 +233,25 @@ impl EpochObserver for Forward {
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+fn run_mpi<F>(config: &TrainConfig, observer: &mut dyn EpochObserver, work: F) -> Result<Option<Report>, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
-    let dist = &job.config.distributed;
+    let dist = &config.distributed;
     let options = MpiOptions { hosts: Some(dist.hosts), links: dist.topology.links(), ..MpiOptions::default() };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
-        run_worker(&comm, job, observer)
+        work(&comm, observer)
     });
     Ok(outcome.map_err(DistError::from)?)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(_job: Job<'_>, _observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
+fn run_mpi<F>(_config: &TrainConfig, _observer: &mut dyn EpochObserver, _work: F) -> Result<Option<Report>, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
     Err(DistError::NoMpi.into())
 }
 

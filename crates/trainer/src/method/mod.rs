@@ -11,16 +11,19 @@
 //! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
 //! `docs/methods/<name>.md`.
 
+mod data_parallel;
 mod single;
 mod vanilla;
 
 use std::sync::Arc;
 
 use cache_quant::{CodecFactory, StatsTable};
+use gnn_core::GcnNorm;
 use graph_partition::book::CutKind;
+use graph_partition::sample::{Fanout, Fanouts};
 use serde_json::Value;
 
-use crate::config::{Method, TrainConfig};
+use crate::config::{LrScaling, Method, TrainConfig};
 
 /// How the dataset reaches the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +33,58 @@ pub enum DataPlan {
     /// The structure is partitioned (edge-cut or vertex-cut); each worker gets its part, its
     /// copies, and the features of the rows it computes.
     Cut(CutKind),
+    /// Every worker holds the whole dataset (data-parallel training).
+    Replicated,
 }
 
 /// What one training step computes on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchSource {
     /// Every training vertex, every step (one step per epoch).
     FullBatch,
+    /// Sampled mini-batches of training vertices, many steps per epoch.
+    Sampled(Sampling),
+}
+
+impl BatchSource {
+    /// Mini-batches when `config` sets a batch size, else the full batch.
+    pub fn from_config(config: &TrainConfig) -> Self {
+        match Sampling::from_config(config) {
+            Some(sampling) => BatchSource::Sampled(sampling),
+            None => BatchSource::FullBatch,
+        }
+    }
+}
+
+/// How mini-batches are drawn, trained on and evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sampling {
+    /// Seed vertices per step and worker: a global batch is `workers x batch_size` vertices.
+    pub batch_size: usize,
+    /// Per-layer fanouts, input layer first.
+    pub fanouts: Fanouts,
+    /// Degrees GCN normalises a sampled block with.
+    pub gcn_norm: GcnNorm,
+    /// Destinations per batch of layer-wise evaluation.
+    pub eval_batch_size: usize,
+    /// How the learning rate follows the number of workers (the global batch).
+    pub lr_scaling: LrScaling,
+}
+
+impl Sampling {
+    /// The `[minibatch]` settings of `config` (every neighbour per layer where no fanouts are
+    /// given); `None` without a batch size. The learning rate is not scaled.
+    pub fn from_config(config: &TrainConfig) -> Option<Self> {
+        let mb = &config.minibatch;
+        let all = || Fanouts::new(vec![Fanout::All; config.layers]).expect("validated: at least one layer");
+        Some(Self {
+            batch_size: mb.batch_size?,
+            fanouts: mb.fanouts.clone().unwrap_or_else(all),
+            gcn_norm: mb.gcn_norm,
+            eval_batch_size: mb.eval_batch_size,
+            lr_scaling: LrScaling::None,
+        })
+    }
 }
 
 /// How workers agree on the parameter update.
@@ -98,5 +146,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
     match method {
         Method::Single => &single::Single,
         Method::Vanilla => &vanilla::Vanilla,
+        Method::DataParallel => &data_parallel::DataParallel,
     }
 }

@@ -1,7 +1,8 @@
 //! `single`: one process, the whole graph, no communication (the reference every distributed
-//! method is compared with).
+//! method is compared with); full-batch, or on sampled mini-batches with `[minibatch]
+//! batch-size`.
 
-use super::{DataPlan, MethodDef, Parts};
+use super::{BatchSource, DataPlan, MethodDef, Parts};
 use crate::config::TrainConfig;
 
 pub(super) struct Single;
@@ -11,7 +12,7 @@ impl MethodDef for Single {
         "single"
     }
 
-    fn parts(&self, _config: &TrainConfig) -> Parts {
-        Parts::exact(DataPlan::Whole)
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        Parts { batches: BatchSource::from_config(config), ..Parts::exact(DataPlan::Whole) }
     }
 }

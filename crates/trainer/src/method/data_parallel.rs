@@ -1,0 +1,26 @@
+//! `data-parallel`: every worker holds the whole graph and trains on a disjoint share of each
+//! sampled global mini-batch (`workers x batch-size` seed vertices); gradients are all-reduced
+//! every step, so every worker applies the same update. `[method.data-parallel] lr-scaling`
+//! scales the learning rate with the number of workers.
+
+use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use crate::config::TrainConfig;
+
+pub(super) struct DataParallel;
+
+impl MethodDef for DataParallel {
+    fn name(&self) -> &str {
+        "data-parallel"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let sampling = Sampling::from_config(config).expect("validated: data-parallel has a batch size");
+        let sampling = Sampling { lr_scaling: config.method.data_parallel.lr_scaling, ..sampling };
+        Parts {
+            data: DataPlan::Replicated,
+            batches: BatchSource::Sampled(sampling),
+            exchange: None,
+            sync: GradSync::AllReduce,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Data-parallel mini-batch training: `K` workers, each holding the whole dataset, take one
+//! global batch of `K x batch_size` seeds per step, each its [`Share`]. Every worker builds the
+//! same batch plan from (seed, epoch), so they agree on the batches without communicating; the
+//! gradients (each worker's loss divided by the global batch size) are all-reduced under the
+//! `grads` ledger phase every step, so every worker applies the same update. With every draw
+//! keyed by global ids, a vertex's sample is the one a single process would draw, and `K`
+//! workers equal one process training on the global batches.
+//!
+//! In-process workers share one copy of the dataset; MPI ranks load their own. Rank 0
+//! evaluates (layer-wise inference) and shares its accuracies; the other workers wait for them.
+
+use std::time::Instant;
+
+use comm_hierarchy::{Communicator, cost};
+use graph_partition::Dataset;
+use graph_partition::sample::Share;
+use serde_json::{Value, json};
+
+use super::stats::{EpochTotals, epoch_json, mean_loss};
+use super::trainer::BatchTrainer;
+use crate::Source;
+use crate::config::{Backend, TrainConfig};
+use crate::distributed::clock::CommClock;
+use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
+use crate::error::TrainError;
+use crate::method::Sampling;
+use crate::report::{Report, SplitSizes};
+use crate::train_loop::{CommStats, EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+
+/// Ledger phases: the gradient all-reduce (every step: the only traffic an epoch counts), the
+/// epoch's statistics and the evaluation results (after the epoch, outside its counts).
+const GRADS: &str = "grads";
+const STATS: &str = "stats";
+const EVAL: &str = "eval";
+
+/// Trains `method` data-parallel on `config.distributed`'s workers and backend (in-process
+/// workers for a `Source::Given` dataset). Returns the report on rank 0, `None` on the other
+/// ranks of an MPI job.
+pub(crate) fn run(
+    method: &str,
+    sampling: &Sampling,
+    config: &TrainConfig,
+    source: Source<'_>,
+    options: LocalOptions,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
+    let backend = match source {
+        Source::Given(_) => Backend::Local,
+        Source::Load(..) => config.distributed.backend,
+    };
+    let shared = match backend {
+        Backend::Local => Some(source.dataset(config, observer.shows_progress())?),
+        Backend::Mpi => None,
+    };
+    let gate = ComputeGate::default();
+    let gate = options.serialize_compute.then_some(&gate);
+    on_cluster(config, backend, observer, |comm, observer| {
+        let own;
+        let dataset: &Dataset = match &shared {
+            Some(dataset) => dataset,
+            None => {
+                own = source.dataset(config, comm.rank() == 0 && observer.shows_progress())?;
+                &own
+            }
+        };
+        let clock = CommClock::new(gate);
+        let mut worker = Worker::new(comm, &clock, config, sampling, dataset)?;
+        let outcome =
+            train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+        if comm.rank() != 0 {
+            return Ok(None);
+        }
+        let mut final_ = outcome.final_;
+        if let Some(Value::Object(fields)) = &mut final_.method {
+            fields.insert("backend".into(), json!(backend.as_str()));
+        }
+        Ok(Some(Report {
+            dataset: dataset.name.clone(),
+            model: config.model.as_str().to_string(),
+            method: method.to_string(),
+            cut: "none".to_string(),
+            workers: comm.size(),
+            hosts: comm.topology().hosts(),
+            seed: config.seed,
+            config: config.clone(),
+            split_sizes: SplitSizes::of(&dataset.splits),
+            partition: None,
+            epochs: outcome.epochs,
+            final_,
+        }))
+    })
+}
+
+/// One data-parallel worker, as the epoch loop sees it.
+struct Worker<'a> {
+    comm: &'a dyn Communicator,
+    clock: &'a CommClock<'a>,
+    trainer: BatchTrainer<'a>,
+    share: Share,
+    layers: usize,
+    global_batch: usize,
+}
+
+impl<'a> Worker<'a> {
+    fn new(
+        comm: &'a dyn Communicator,
+        clock: &'a CommClock<'a>,
+        config: &TrainConfig,
+        sampling: &Sampling,
+        dataset: &'a Dataset,
+    ) -> Result<Self, TrainError> {
+        let share = Share::new(comm.rank(), comm.size())?;
+        Ok(Self {
+            comm,
+            clock,
+            trainer: BatchTrainer::new(config, sampling, dataset, comm.size())?,
+            share,
+            layers: sampling.fanouts.num_layers(),
+            global_batch: sampling.batch_size * comm.size(),
+        })
+    }
+
+    /// Every worker's totals and time outside communicator calls (identical on every rank).
+    fn gather_totals(&self, totals: &EpochTotals, busy_s: f64) -> Result<(Vec<EpochTotals>, Vec<f64>), DistError> {
+        let row = EpochTotals::row_len(self.layers) + 1;
+        let mut table = vec![0.0f64; self.comm.size() * row];
+        let mine = &mut table[self.comm.rank() * row..][..row];
+        mine[..row - 1].copy_from_slice(&totals.to_row());
+        mine[row - 1] = busy_s;
+        self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
+        let workers = table.chunks_exact(row).map(|r| EpochTotals::from_row(&r[..row - 1])).collect();
+        let busy = table.chunks_exact(row).map(|r| r[row - 1]).collect();
+        Ok((workers, busy))
+    }
+}
+
+impl Strategy for Worker<'_> {
+    type Error = TrainError;
+
+    fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
+        let (comm, clock) = (self.comm, self.clock);
+        let mark = comm.ledger_mark();
+        let waited_before = clock.waited();
+        let start = Instant::now();
+        let mut sync = |grads: &mut [f32]| -> Result<f64, TrainError> {
+            let start = Instant::now();
+            clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+            Ok(start.elapsed().as_secs_f64())
+        };
+        let totals = self.trainer.train_epoch(epoch, self.share, &mut sync)?;
+        let busy_s = start.elapsed().saturating_sub(clock.waited() - waited_before).as_secs_f64();
+        let delta = comm.ledger_since(mark);
+        let (workers, busy) = self.gather_totals(&totals, busy_s)?;
+        let slowest = busy.iter().copied().fold(0.0, f64::max);
+        let mut stats = CommStats::default();
+        if let Some(merged) = clock.call(|| comm.gather_ledger(0, &delta)).map_err(DistError::from)? {
+            let totals = merged.totals();
+            stats.bytes_intra = totals.bytes_intra;
+            stats.bytes_inter = totals.bytes_inter;
+            stats.messages = totals.messages();
+            stats.modeled_comm_s = cost::model(comm.topology(), &merged).total_s;
+            // The all-reduces block: the modeled epoch is compute, then communication.
+            stats.modeled_epoch_s = Some(slowest + stats.modeled_comm_s);
+            for phase in merged.phases() {
+                stats.bytes_by_phase.insert(phase.to_string(), merged.phase_totals(phase).bytes());
+            }
+        }
+        // So that the loop's `compute_s` (wall time minus this) is the slowest worker's.
+        stats.waited_s = start.elapsed().as_secs_f64() - slowest;
+        let mut method = epoch_json(&workers);
+        method["busy_s_per_worker"] = json!(busy);
+        Ok(StepStats { loss: mean_loss(&workers), comm: stats, method: Some(method) })
+    }
+
+    fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
+        let mut accs = [0.0f64; 3];
+        if self.comm.rank() == 0 {
+            let eval = self.trainer.evaluate()?;
+            accs = [eval.train_acc, eval.val_acc, eval.test_acc];
+        }
+        self.clock.call(|| self.comm.all_reduce_sum_f64(EVAL, &mut accs)).map_err(DistError::from)?;
+        Ok(EvalStats { train_acc: accs[0], val_acc: accs[1], test_acc: accs[2] })
+    }
+
+    fn final_method(&mut self) -> Option<Value> {
+        Some(json!({ "lr": self.trainer.lr(), "global_batch_size": self.global_batch }))
+    }
+}

@@ -1,0 +1,60 @@
+//! Single-process mini-batch training: one [`BatchTrainer`] takes every step of every epoch.
+
+use graph_partition::Dataset;
+use graph_partition::sample::Share;
+use serde_json::json;
+
+use super::stats::{epoch_json, mean_loss};
+use super::trainer::BatchTrainer;
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::method::Sampling;
+use crate::report::Report;
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+
+/// The loop's view of single-process mini-batch training: a "step" is an epoch of batches.
+#[derive(Debug)]
+pub struct SingleMiniBatch<'a> {
+    trainer: BatchTrainer<'a>,
+}
+
+impl<'a> SingleMiniBatch<'a> {
+    /// The model and optimizer `config` describes for `dataset` (features used as they are:
+    /// normalise them first), trained on `sampling`'s batches.
+    pub fn new(config: &TrainConfig, sampling: &Sampling, dataset: &'a Dataset) -> Result<Self, TrainError> {
+        Ok(Self { trainer: BatchTrainer::new(config, sampling, dataset, 1)? })
+    }
+}
+
+impl Strategy for SingleMiniBatch<'_> {
+    type Error = TrainError;
+
+    fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
+        let totals = self.trainer.train_epoch(epoch, Share::whole(), &mut |_| Ok(0.0))?;
+        let totals = [totals];
+        Ok(StepStats { loss: mean_loss(&totals), method: Some(epoch_json(&totals)), ..StepStats::default() })
+    }
+
+    fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
+        self.trainer.evaluate()
+    }
+
+    fn final_method(&mut self) -> Option<serde_json::Value> {
+        Some(json!({ "lr": self.trainer.lr() }))
+    }
+}
+
+/// Trains `dataset` in this process on `sampling`'s mini-batches and returns the report of
+/// `method`.
+pub fn run(
+    method: &str,
+    sampling: &Sampling,
+    config: &TrainConfig,
+    dataset: &Dataset,
+    observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
+    let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
+    let outcome =
+        train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+    Ok(crate::single::report(method, config, dataset, outcome))
+}

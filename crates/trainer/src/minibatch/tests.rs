@@ -1,0 +1,99 @@
+//! Data-parallel workers against one process on the same global batches, parameter for
+//! parameter after every epoch.
+
+use comm_hierarchy::{Communicator, LocalCluster, Topology};
+use gnn_core::{ConvKind, GcnNorm};
+use graph_partition::sample::Share;
+use graph_partition::{Dataset, SynthConfig};
+
+use super::trainer::BatchTrainer;
+use crate::config::{LrScaling, TrainConfig};
+use crate::method::Sampling;
+
+const WORKERS: usize = 3;
+const BATCH: usize = 8;
+/// Six full global batches of 24 and a last one of 2 seeds, so one worker's last share is empty.
+const TRAIN: usize = WORKERS * BATCH * 6 + 2;
+const EPOCHS: usize = 3;
+
+fn dataset() -> Dataset {
+    let synth = SynthConfig { nodes: 400, avg_degree: 6.0, features: 12, classes: 4, seed: 2, ..Default::default() };
+    let mut dataset = synth.generate().unwrap();
+    dataset.splits.train = (0..TRAIN as u32).collect();
+    dataset
+}
+
+fn config(model: ConvKind) -> TrainConfig {
+    TrainConfig { model, hidden: 8, heads: 2, seed: 9, ..TrainConfig::default() }
+}
+
+fn sampling(batch_size: usize, lr_scaling: LrScaling) -> Sampling {
+    Sampling { batch_size, fanouts: "4,3".parse().unwrap(), gcn_norm: GcnNorm::Global, eval_batch_size: 64, lr_scaling }
+}
+
+/// Parameters after each epoch of one process on global batches of `WORKERS x BATCH`.
+fn single_process(config: &TrainConfig, dataset: &Dataset) -> Vec<Vec<f32>> {
+    let mut trainer = BatchTrainer::new(config, &sampling(WORKERS * BATCH, LrScaling::None), dataset, 1).unwrap();
+    (1..=EPOCHS)
+        .map(|epoch| {
+            let totals = trainer.train_epoch(epoch, Share::whole(), &mut |_| Ok(0.0)).unwrap();
+            assert_eq!(totals.steps, 7);
+            trainer.model().params().to_vec()
+        })
+        .collect()
+}
+
+/// Parameters after each epoch of every one of `WORKERS` data-parallel workers.
+fn data_parallel(config: &TrainConfig, dataset: &Dataset, lr_scaling: LrScaling) -> Vec<Vec<Vec<f32>>> {
+    let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
+    LocalCluster::run(&topology, |comm| {
+        let mut trainer = BatchTrainer::new(config, &sampling(BATCH, lr_scaling), dataset, WORKERS)?;
+        let share = Share::new(comm.rank(), comm.size())?;
+        let mut sync = |grads: &mut [f32]| {
+            comm.all_reduce_sum_f32("grads", grads).map_err(crate::distributed::DistError::from)?;
+            Ok(0.0)
+        };
+        let mut params = Vec::new();
+        for epoch in 1..=EPOCHS {
+            let totals = trainer.train_epoch(epoch, share, &mut sync)?;
+            assert_eq!(totals.steps, 7, "every worker takes every step");
+            params.push(trainer.model().params().to_vec());
+        }
+        Ok::<_, crate::TrainError>(params)
+    })
+    .unwrap()
+}
+
+fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: parameter {i} is {x}, expected {y}");
+    }
+}
+
+/// 21 steps (7 per epoch, the last one with an empty share on worker 2).
+#[test]
+fn workers_on_shares_of_a_global_batch_equal_one_process_on_it() {
+    let dataset = dataset();
+    for model in [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat] {
+        let config = config(model);
+        let single = single_process(&config, &dataset);
+        let workers = data_parallel(&config, &dataset, LrScaling::None);
+        for (rank, epochs) in workers.iter().enumerate() {
+            for (epoch, (dp, sp)) in epochs.iter().zip(&single).enumerate() {
+                assert_close(&format!("{model:?} rank {rank} epoch {}", epoch + 1), dp, sp, 1e-4);
+            }
+            assert_eq!(epochs.last(), workers[0].last(), "{model:?}: every rank applies the same update");
+        }
+    }
+}
+
+#[test]
+fn linear_lr_scaling_multiplies_the_rate_by_the_workers() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    let scaled = BatchTrainer::new(&config, &sampling(BATCH, LrScaling::Linear), &dataset, WORKERS).unwrap();
+    assert_eq!(scaled.lr(), config.lr * WORKERS as f32);
+    let workers = data_parallel(&config, &dataset, LrScaling::Linear);
+    let unscaled = data_parallel(&config, &dataset, LrScaling::None);
+    assert_ne!(workers[0][0], unscaled[0][0], "a larger rate takes larger steps");
+}
