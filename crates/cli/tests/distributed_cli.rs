@@ -111,14 +111,7 @@ fn an_mpirun_job_reproduces_the_local_run() {
         let local_path = dir.path().join(format!("local-{cut}.json"));
         let local = report_of(&halo(&args, &["--workers", "4", "--report", local_path.to_str().unwrap()]), &local_path);
         let mpi_path = dir.path().join(format!("mpi-{cut}.json"));
-        let out = Command::new("mpirun")
-            .args(["-np", "4", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
-            .args(&args)
-            .args(["--backend", "mpi", "--report", mpi_path.to_str().unwrap()])
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .expect("mpirun is installed");
+        let out = mpirun_halo(4, &args, &mpi_path);
         let mpi = report_of(&out, &mpi_path);
         assert_eq!(mpi["final"]["method"]["backend"], "mpi");
         assert_eq!(mpi["workers"], 4);
@@ -163,18 +156,24 @@ fn an_mpirun_data_parallel_job_reproduces_the_local_run() {
     let local_path = dir.path().join("local-dp.json");
     let local = report_of(&halo(&args, &["--workers", "2", "--report", local_path.to_str().unwrap()]), &local_path);
     let mpi_path = dir.path().join("mpi-dp.json");
-    let out = Command::new("mpirun")
-        .args(["-np", "2", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
-        .args(&args)
-        .args(["--backend", "mpi", "--report", mpi_path.to_str().unwrap()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("mpirun is installed");
+    let out = mpirun_halo(2, &args, &mpi_path);
     let mpi = report_of(&out, &mpi_path);
     assert_eq!((mpi["final"]["method"]["backend"].as_str(), mpi["workers"].as_u64()), (Some("mpi"), Some(2)));
     for (epoch, (x, y)) in losses(&local).iter().zip(&losses(&mpi)).enumerate() {
         assert!((x - y).abs() <= 1e-6 * x.abs(), "epoch {}: local loss {x} vs MPI {y}", epoch + 1);
     }
     assert_eq!(local["epochs"][0]["bytes_by_phase"], mpi["epochs"][0]["bytes_by_phase"]);
+}
+
+/// `mpirun -np NP halo train ARGS --backend mpi --report REPORT`, as root where need be.
+#[cfg(feature = "mpi")]
+fn mpirun_halo(np: usize, args: &[String], report: &Path) -> Output {
+    Command::new("mpirun")
+        .args(["-np", &np.to_string(), "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
+        .args(args)
+        .args(["--backend", "mpi", "--report", report.to_str().unwrap()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun is installed")
 }

@@ -142,10 +142,7 @@ pub(crate) fn run(
     options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
-    let backend = match source {
-        Source::Given(_) => Backend::Local,
-        Source::Load(..) => config.distributed.backend,
-    };
+    let backend = backend_of(source, config);
     let gate = ComputeGate::default();
     let gate = options.serialize_compute.then_some(&gate);
     let job = Job { method, parts, cut, config, root: Root::Source(source), gate, backend };
@@ -166,6 +163,15 @@ pub(crate) fn run(
         (Backend::Mpi, _) => job,
     };
     on_cluster(config, backend, observer, |comm, observer| run_worker(comm, job, observer))
+}
+
+/// Where the workers of a run on `source` go: an in-memory dataset always runs on in-process
+/// workers; a loaded one on the configured backend.
+pub(crate) fn backend_of(source: Source<'_>, config: &TrainConfig) -> Backend {
+    match source {
+        Source::Given(_) => Backend::Local,
+        Source::Load(..) => config.distributed.backend,
+    }
 }
 
 /// Runs `work` on every worker of `config.distributed`'s cluster: one thread per worker with

@@ -20,6 +20,7 @@ use super::stats::{EpochTotals, epoch_json, mean_loss};
 use super::trainer::BatchTrainer;
 use crate::Source;
 use crate::config::{Backend, TrainConfig};
+use crate::distributed::backend_of;
 use crate::distributed::clock::CommClock;
 use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
 use crate::error::TrainError;
@@ -44,10 +45,7 @@ pub(crate) fn run(
     options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
-    let backend = match source {
-        Source::Given(_) => Backend::Local,
-        Source::Load(..) => config.distributed.backend,
-    };
+    let backend = backend_of(source, config);
     let shared = match backend {
         Backend::Local => Some(source.dataset(config, observer.shows_progress())?),
         Backend::Mpi => None,
