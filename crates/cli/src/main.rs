@@ -27,6 +27,10 @@ enum Command {
     /// Run a grid of `train` variants x seeds from a TOML file; tabulate means, errors and the
     /// differences from a baseline variant.
     Experiment(cmd::experiment::Args),
+    /// Compare reports side by side: accuracy, bytes, modeled and wall time, ratios against the first.
+    Compare(cmd::compare::Args),
+    /// Draw reports' epochs (loss, accuracy, bytes, modeled time, method fields) to an SVG or PNG.
+    Plot(cmd::plot::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +50,8 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Train(args) => cmd::train::run(args),
         Command::Experiment(args) => cmd::experiment::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
+        Command::Plot(args) => cmd::plot::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -148,3 +148,34 @@ fn a_failing_run_names_variant_and_seed_and_keeps_the_finished_runs() {
     assert!(dir.path().join("out/runs/ok-seed5.json").is_file(), "the finished run is kept");
     assert!(!dir.path().join("out/results.json").exists());
 }
+
+/// `halo compare` and `halo plot` read the grid's reports back, and `halo experiment` drew the
+/// grid's first seed beside its table.
+#[test]
+fn the_grid_s_reports_compare_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("smoke");
+    smoke(&out);
+    let drawn = std::fs::read_to_string(out.join("epochs.svg")).expect("the experiment's plot");
+    assert!(drawn.contains("<svg") && drawn.contains("single") && drawn.contains("vanilla"), "variants label lines");
+
+    let runs = out.join("runs");
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).collect();
+    reports.sort();
+    let (single, vanilla) = (reports[0].to_str().unwrap(), reports[reports.len() - 1].to_str().unwrap());
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_halo")).args(args).output().expect("halo runs");
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let table = run(&["compare", vanilla, single, "--markdown"]);
+    assert!(table.starts_with("| run |") && table.lines().count() == 4, "{table}");
+    assert!(table.lines().nth(2).unwrap().contains("1.000x") && table.contains("| single"), "{table}");
+    for name in ["runs.svg", "runs.png"] {
+        let picture = dir.path().join(name);
+        run(&["plot", vanilla, single, "--out", picture.to_str().unwrap()]);
+        assert!(std::fs::metadata(&picture).unwrap().len() > 1000, "{name} is drawn");
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_halo")).args(["plot", vanilla, "--out", "x.pdf"]).output().unwrap();
+    assert!(!bad.status.success() && stderr(&bad).contains("--out x.pdf"), "{}", stderr(&bad));
+}

@@ -17,6 +17,7 @@ use trainer::report::EpochRecord;
 use trainer::train_loop::{Best, EpochObserver};
 
 use super::train::config_from_flags;
+use super::{plot, reports};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,9 +46,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new(plan.total_runs(), args.quiet);
     let table = experiment::run(&plan, &args.out, &args.datasets, &mut progress);
     progress.bar.finish_and_clear();
-    print!("{}", summary(&table.with_context(|| format!("experiment {file}"))?, &args.out));
+    let table = table.with_context(|| format!("experiment {file}"))?;
+    print!("{}", summary(&table, &args.out));
+    // The table is the experiment's result; a picture that cannot be drawn is only a warning.
+    match plot_first_seed(&table, &args.out) {
+        Ok(path) => println!("epochs of seed {} drawn in {}", table.seeds[0], path.display()),
+        Err(err) => eprintln!("warning: no plot: {err:#}"),
+    }
     Ok(())
 }
+
+/// Draws every variant's run of the first seed into `PLOT_SVG` beside the table, one colour per
+/// variant.
+fn plot_first_seed(table: &Table, out: &Path) -> anyhow::Result<PathBuf> {
+    let rows: Vec<&RunRow> = table.runs.iter().filter(|r| r.seed == table.seeds[0]).collect();
+    let paths: Vec<PathBuf> = rows.iter().map(|r| out.join(&r.report)).collect();
+    let mut loaded = reports::load(&paths)?;
+    for (report, row) in loaded.iter_mut().zip(&rows) {
+        report.label.clone_from(&row.variant);
+    }
+    let path = out.join(PLOT_SVG);
+    let (panels, _) = plot::panels(&loaded);
+    plot::draw(&path, &loaded, &panels, "--out")?;
+    Ok(path)
+}
+
+/// The picture `halo experiment` draws next to its table.
+const PLOT_SVG: &str = "epochs.svg";
 
 /// What the experiment prints when it ends: one line per variant against the baseline.
 fn summary(table: &Table, out: &Path) -> String {

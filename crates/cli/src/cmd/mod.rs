@@ -2,9 +2,12 @@
 //! [`output`]: output paths checked up front and written atomically.
 
 pub mod bench;
+pub mod compare;
 pub mod datasets;
 pub mod experiment;
 pub mod load;
 pub mod output;
 pub mod partition;
+pub mod plot;
+pub mod reports;
 pub mod train;

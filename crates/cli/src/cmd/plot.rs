@@ -1,0 +1,304 @@
+//! `halo plot REPORT.json... --out FILE.svg|png`: the epochs of one or several runs, one colour
+//! per report, so what a method saves and what it costs shows at a glance: loss; train,
+//! validation and test accuracy; bytes per epoch (intra- and inter-host); modeled communication
+//! and epoch time; and every numeric method field (eps, rows sent, bit-widths, tau, ...).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+
+use super::output::check_writable;
+use super::reports::{self, LoadedReport};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Reports written by `halo train --report`, drawn one colour each.
+    #[arg(value_name = "REPORT.json", required = true, num_args = 1..)]
+    reports: Vec<PathBuf>,
+    /// The picture: `.svg` or `.png`.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let reports = reports::load(&args.reports)?;
+    let (panels, left_out) = panels(&reports);
+    draw(&args.out, &reports, &panels, "--out")?;
+    if !left_out.is_empty() {
+        eprintln!("not drawn (at most {MAX_METHOD_PANELS} method fields): {}", left_out.join(", "));
+    }
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+/// Method fields drawn at most; a report with more names the rest on stderr.
+const MAX_METHOD_PANELS: usize = 9;
+const COLUMNS: usize = 3;
+const PANEL_SIZE: (u32, u32) = (520, 340);
+const LEGEND_HEIGHT: u32 = 44;
+const FONT: &str = "sans-serif";
+
+/// The pictures a report set draws into: one chart each.
+pub struct Panel {
+    title: String,
+    lines: Vec<Line>,
+}
+
+/// One report's series on a panel.
+struct Line {
+    report: usize,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+/// The series of every epoch field `value` picks out, per report: a solid and optionally a dashed one.
+fn panel(reports: &[LoadedReport], title: &str, solid: &str, dashed: Option<&str>) -> Panel {
+    let mut lines = Vec::new();
+    for (report, r) in reports.iter().enumerate() {
+        for (field, is_dashed) in std::iter::once((solid, false)).chain(dashed.map(|d| (d, true))) {
+            let points = series(r.epochs(), |e| e.pointer(field).and_then(Value::as_f64));
+            if !points.is_empty() {
+                lines.push(Line { report, dashed: is_dashed, points });
+            }
+        }
+    }
+    Panel { title: title.to_string(), lines }
+}
+
+fn series(epochs: &[Value], value: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, f64)> {
+    epochs.iter().filter_map(|e| Some((e["epoch"].as_f64()?, value(e)?))).filter(|(_, v)| v.is_finite()).collect()
+}
+
+/// The fixed panels, then one per numeric method field (in first-seen order over the reports);
+/// also the fields left out past [`MAX_METHOD_PANELS`].
+pub fn panels(reports: &[LoadedReport]) -> (Vec<Panel>, Vec<String>) {
+    let mut out = vec![
+        panel(reports, "training loss", "/loss", None),
+        panel(reports, "train accuracy", "/train_acc", None),
+        panel(reports, "validation accuracy", "/val_acc", None),
+        panel(reports, "test accuracy", "/test_acc", None),
+        panel(reports, "bytes per epoch (solid intra-host, dashed inter-host)", "/bytes_intra", Some("/bytes_inter")),
+        panel(
+            reports,
+            "modeled s per epoch (solid epoch, dashed communication)",
+            "/modeled_epoch_s",
+            Some("/modeled_comm_s"),
+        ),
+    ];
+    let mut fields: Vec<Vec<String>> = Vec::new();
+    for r in reports {
+        for e in r.epochs() {
+            numeric_leaves(&e["method"], &mut Vec::new(), &mut fields);
+        }
+    }
+    let left_out = fields.split_off(fields.len().min(MAX_METHOD_PANELS));
+    for path in fields {
+        // JSON pointers escape `~` and `/`, which method keys (ledger phases) contain.
+        let pointer: String = path.iter().map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1"))).collect();
+        out.push(panel(reports, &format!("method: {}", path.join(".")), &format!("/method{pointer}"), None));
+    }
+    (out, left_out.iter().map(|path| path.join(".")).collect())
+}
+
+/// The key paths (below `value`) of its numeric leaves, added to `out` once each.
+fn numeric_leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match value {
+        Value::Number(_) if !out.contains(path) => out.push(path.clone()),
+        Value::Object(map) => {
+            for (key, child) in map {
+                path.push(key.clone());
+                numeric_leaves(child, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                path.push(i.to_string());
+                numeric_leaves(child, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Renders `panels` into `path`, SVG or PNG by its extension; `flag` names the path in errors.
+/// The picture is drawn beside the target and renamed onto it, so no half-drawn file is left.
+pub fn draw(path: &Path, reports: &[LoadedReport], panels: &[Panel], flag: &str) -> anyhow::Result<()> {
+    let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let svg = match extension.as_deref() {
+        Some("svg") => true,
+        Some("png") => false,
+        _ => bail!("{flag} {}: the picture must end in .svg or .png", path.display()),
+    };
+    check_writable(path, flag)?;
+    register_font()?;
+    let rows = panels.len().div_ceil(COLUMNS) as u32;
+    let size = (PANEL_SIZE.0 * COLUMNS as u32, LEGEND_HEIGHT + PANEL_SIZE.1 * rows);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{}.halo-tmp-{name}", std::process::id()));
+    let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
+    let drawn = if svg {
+        render(SVGBackend::new(&tmp, size).into_drawing_area(), &labels, panels)
+    } else {
+        render(BitMapBackend::new(&tmp, size).into_drawing_area(), &labels, panels)
+    };
+    drawn
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp); // best effort: the drawing error is what matters
+        })
+        .with_context(|| format!("cannot draw {flag} {}", path.display()))
+}
+
+/// Text needs a font; the one bundled keeps pictures identical on machines without fonts.
+fn register_font() -> anyhow::Result<()> {
+    static DEJAVU_SANS: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+    plotters::style::register_font(FONT, FontStyle::Normal, DEJAVU_SANS)
+        .map_err(|_| anyhow!("the bundled font assets/DejaVuSans.ttf cannot be read"))
+}
+
+fn colour(report: usize) -> RGBColor {
+    const COLOURS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(23, 190, 207),
+    ];
+    COLOURS[report % COLOURS.len()]
+}
+
+fn render<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, labels: &[&str], panels: &[Panel]) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let failed = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{e}");
+    root.fill(&WHITE).map_err(failed)?;
+    let (legend, body) = root.split_vertically(LEGEND_HEIGHT);
+    let mut x = 16;
+    for (i, label) in labels.iter().enumerate() {
+        let c = colour(i);
+        let style = TextStyle::from((FONT, 18).into_font()).color(&c);
+        legend.draw(&Rectangle::new([(x, 16), (x + 24, 28)], colour(i).filled())).map_err(failed)?;
+        legend.draw(&Text::new(label.to_string(), (x + 30, 13), style)).map_err(failed)?;
+        x += 30 + 11 * label.chars().count() as i32 + 30;
+    }
+    let rows = panels.len().div_ceil(COLUMNS);
+    for (area, panel) in body.split_evenly((rows, COLUMNS)).iter().zip(panels) {
+        chart(area, panel).map_err(failed)?;
+    }
+    root.present().map_err(failed)
+}
+
+fn chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let points = panel.lines.iter().flat_map(|l| &l.points);
+    let (x_max, y_min, y_max) = points
+        .fold((1.0f64, f64::INFINITY, f64::NEG_INFINITY), |(x, lo, hi), &(e, v)| (x.max(e), lo.min(v), hi.max(v)));
+    let (y_min, y_max) = match (y_min.is_finite(), y_max > y_min) {
+        (false, _) => (0.0, 1.0),
+        (true, false) => (y_min - 0.5 * y_min.abs().max(1.0), y_max + 0.5 * y_max.abs().max(1.0)),
+        (true, true) => (y_min - 0.05 * (y_max - y_min), y_max + 0.05 * (y_max - y_min)),
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, (FONT, 15))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(64)
+        .build_cartesian_2d(1.0..x_max.max(2.0), y_min..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .label_style((FONT, 12))
+        .x_label_formatter(&|e| format!("{e:.0}"))
+        .y_label_formatter(&|v| short(*v))
+        .light_line_style(WHITE)
+        .draw()?;
+    for line in &panel.lines {
+        let colour = colour(line.report);
+        if line.dashed {
+            chart.draw_series(DashedLineSeries::new(line.points.iter().copied(), 6, 4, colour.stroke_width(2)))?;
+        } else {
+            chart.draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))?;
+        }
+    }
+    Ok(())
+}
+
+/// An axis label short enough for the label area: 3 significant digits, thousands as k/M/G.
+fn short(v: f64) -> String {
+    let a = v.abs();
+    match a {
+        a if a >= 1e9 => format!("{:.2}G", v / 1e9),
+        a if a >= 1e6 => format!("{:.2}M", v / 1e6),
+        a if a >= 1e4 => format!("{:.1}k", v / 1e3),
+        a if a >= 10.0 || a == 0.0 => format!("{v:.0}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::reports::tests::{report, write};
+
+    fn loaded(dir: &Path) -> Vec<LoadedReport> {
+        let a = write(dir, "a.json", &report("vanilla", &[0.5, 0.7, 0.8], 4000));
+        let b = write(dir, "b.json", &report("cdfgnn", &[0.4, 0.6, 0.79], 1000));
+        reports::load(&[a, b]).unwrap()
+    }
+
+    #[test]
+    fn method_fields_get_a_panel_each_and_every_report_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (panels, left_out) = panels(&loaded(dir.path()));
+        let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles[6..], ["method: eps", "method: rows.fwd/0"]);
+        assert_eq!(panels[7].lines.len(), 2, "a key holding `/` is found");
+        assert!(left_out.is_empty());
+        let bytes = &panels[4];
+        assert_eq!(bytes.lines.len(), 4, "intra and inter per report");
+        assert_eq!(bytes.lines[1].points, vec![(1.0, 1000.0), (2.0, 1000.0), (3.0, 1000.0)]);
+        assert!(bytes.lines[1].dashed && !bytes.lines[0].dashed);
+        assert_eq!(panels[6].lines[1].points[2], (3.0, 0.03));
+    }
+
+    #[test]
+    fn svg_and_png_are_written_and_other_extensions_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let reports = loaded(dir.path());
+        let (panels, _) = panels(&reports);
+        for name in ["runs.svg", "runs.png"] {
+            let path = dir.path().join(name);
+            draw(&path, &reports, &panels, "--out").unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(bytes.len() > 1000, "{name}: {} bytes", bytes.len());
+        }
+        let svg = std::fs::read_to_string(dir.path().join("runs.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("cdfgnn") && svg.contains("test accuracy"));
+        assert!(std::fs::read(dir.path().join("runs.png")).unwrap().starts_with(b"\x89PNG"));
+        let err = draw(&dir.path().join("runs.pdf"), &reports, &panels, "--out").unwrap_err().to_string();
+        assert!(err.contains("--out") && err.contains(".svg or .png"), "{err}");
+        let leftovers = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'));
+        assert_eq!(leftovers.count(), 0, "no temporary file is left");
+    }
+
+    #[test]
+    fn axis_labels_stay_short() {
+        assert_eq!(short(2.5e9), "2.50G");
+        assert_eq!(short(12_345.0), "12.3k");
+        assert_eq!(short(0.8123), "0.812");
+        assert_eq!(short(0.0), "0");
+    }
+}
