@@ -98,7 +98,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{\n\"method\": ").unwrap();
-        let msg = format!("{:#}", load(&[bad.clone()]).err().unwrap());
+        let msg = format!("{:#}", load(std::slice::from_ref(&bad)).err().unwrap());
         assert!(msg.contains("bad.json") && msg.contains("line 2"), "{msg}");
         let other = write(dir.path(), "other.json", &json!({"rows": 3}));
         let msg = format!("{:#}", load(&[other]).err().unwrap());
