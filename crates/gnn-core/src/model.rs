@@ -627,7 +627,6 @@ impl Model {
         Ok(())
     }
 
-    /// Name, offset, shape and initialiser of every parameter tensor, in buffer order.
     /// The first conv layer whose output (over the computed rows of `graph`, the graph of the
     /// last forward) holds a non-finite value: where a NaN or an overflow entered the forward
     /// pass. `None` when every output is finite.
@@ -639,6 +638,7 @@ impl Model {
         })
     }
 
+    /// Name, offset, shape and initialiser of every parameter tensor, in buffer order.
     pub fn param_info(&self) -> &[ParamInfo] {
         self.layout.infos()
     }

@@ -19,6 +19,7 @@ pub mod data;
 pub mod distributed;
 pub mod error;
 pub mod experiment;
+pub mod export;
 pub mod features;
 pub mod guard;
 pub mod memory;

@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
+use crate::export::TrainedModel;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +41,9 @@ pub struct Report {
     /// Summary of the run.
     #[serde(rename = "final")]
     pub final_: FinalRecord,
+    /// The model at the best validation epoch, for `--save-model` (not part of the JSON).
+    #[serde(skip)]
+    pub trained: Option<TrainedModel>,
 }
 
 /// Partition quality, as `halo partition` measures it.
@@ -127,7 +131,6 @@ pub struct FinalRecord {
     pub method: Option<serde_json::Value>,
 }
 
-/// Why a report could not be written.
 /// Sizes of a dataset's splits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitSizes {
@@ -145,10 +148,10 @@ impl SplitSizes {
 
 /// Replaces `path` with `text` through a file beside it and a rename, so a reader (a script
 /// polling a report, a rerun deciding whether a run finished) never sees half a file.
-pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+pub fn write_atomically(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.halo-tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
+    std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
         // Best effort: the error is what matters; a leftover would only be clutter.
         let _ = std::fs::remove_file(&tmp);
     })

@@ -65,13 +65,22 @@ impl Strategy for SingleProcess<'_> {
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
         let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ForwardCtx::eval())?;
-        let acc = |rows: &[u32]| self.objective.hits(logits, rows).map(Hits::fraction);
-        Ok(EvalStats {
-            train_acc: acc(&self.splits.train)?,
-            val_acc: acc(&self.splits.valid)?,
-            test_acc: acc(&self.splits.test)?,
-        })
+        accuracies(&self.objective, logits, self.splits)
     }
+
+    fn model(&self) -> Option<&Model> {
+        Some(&self.model)
+    }
+}
+
+/// Accuracies of `logits` (one row per vertex) on the three splits.
+pub(crate) fn accuracies(
+    objective: &Objective,
+    logits: &Array2<f32>,
+    splits: &Splits,
+) -> Result<EvalStats, TrainError> {
+    let acc = |rows: &[u32]| objective.hits(logits, rows).map(Hits::fraction);
+    Ok(EvalStats { train_acc: acc(&splits.train)?, val_acc: acc(&splits.valid)?, test_acc: acc(&splits.test)? })
 }
 
 /// Trains `dataset` in this process as `config` says and returns the run's report, naming the
@@ -103,5 +112,6 @@ pub(crate) fn report(method: &str, config: &TrainConfig, dataset: &Dataset, outc
         partition: None,
         epochs: outcome.epochs,
         final_: outcome.final_,
+        trained: outcome.trained,
     }
 }

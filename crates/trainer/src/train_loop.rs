@@ -8,6 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use gnn_core::Model;
+
+use crate::export::TrainedModel;
 use crate::report::{EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
 
 /// Communication of one training step (all zero for single-process runs).
@@ -63,6 +66,11 @@ pub trait Strategy {
     fn final_method(&mut self) -> Option<serde_json::Value> {
         None
     }
+    /// The model being trained, whole on this worker (every worker holds the same parameters);
+    /// the loop keeps a copy of it at the best validation epoch for `--save-model`.
+    fn model(&self) -> Option<&Model> {
+        None
+    }
 }
 
 /// The best validation epoch so far.
@@ -110,6 +118,8 @@ pub struct LoopOutcome {
     pub final_: FinalRecord,
     /// Whether patience ran out before `epochs`.
     pub stopped_early: bool,
+    /// The model at the best validation epoch, where the strategy exposes it.
+    pub trained: Option<TrainedModel>,
 }
 
 /// Runs up to `opts.epochs` epochs of `strategy`.
@@ -121,6 +131,7 @@ pub fn train_loop<S: Strategy>(
     let mut epochs = Vec::with_capacity(opts.epochs);
     let mut best: Option<Best> = None;
     let mut stopped_early = false;
+    let mut trained = None;
     for epoch in 1..=opts.epochs {
         let start = Instant::now();
         let step = strategy.train_step(epoch)?;
@@ -151,6 +162,9 @@ pub fn train_loop<S: Strategy>(
             _ => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
         };
         best = Some(current);
+        if current.epoch == epoch {
+            trained = strategy.model().map(|m| TrainedModel::of(m, epoch));
+        }
         observer.on_epoch(&record, &current);
         epochs.push(record);
         if opts.patience.is_some_and(|p| epoch - current.epoch >= p) && epoch < opts.epochs {
@@ -175,7 +189,7 @@ pub fn train_loop<S: Strategy>(
         peak_rss_bytes: crate::memory::peak_rss_bytes(),
         method: strategy.final_method(),
     };
-    Ok(LoopOutcome { epochs, final_, stopped_early })
+    Ok(LoopOutcome { epochs, final_, stopped_early, trained })
 }
 
 #[cfg(test)]

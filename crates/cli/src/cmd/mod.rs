@@ -9,5 +9,6 @@ pub mod load;
 pub mod output;
 pub mod partition;
 pub mod plot;
+pub mod predict;
 pub mod reports;
 pub mod train;

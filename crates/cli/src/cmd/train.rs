@@ -147,6 +147,10 @@ pub struct Args {
     /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// Write the weights of the best validation epoch here (safetensors), and the model and
+    /// training configuration beside it (the same name ending in `.json`), for `halo predict`.
+    #[arg(long, value_name = "FILE.safetensors")]
+    save_model: Option<PathBuf>,
     #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
@@ -262,6 +266,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     keeper.complete(&report)?;
     println!("{}", summary(&report));
+    if let Some(path) = &args.save_model {
+        trainer::export::save(path, &report).context("--save-model")?;
+        println!("saved the model of epoch {} to {}", report.final_.best_epoch, path.display());
+    }
     Ok(())
 }
 
@@ -290,6 +298,16 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
     let target = config.report.clone().filter(|_| writes_report).map(|path| (path, args.report_flag()));
     if let Some((path, flag)) = &target {
         check_writable(path, flag)?;
+    }
+    if let Some(path) = args.save_model.as_ref().filter(|_| writes_report) {
+        let sidecar = trainer::export::sidecar_path(path);
+        if sidecar == *path {
+            bail!(
+                "--save-model {}: the weights need a name not ending in .json (their sidecar takes it)",
+                path.display()
+            );
+        }
+        check_writable(path, "--save-model")?;
     }
     Ok((config, target))
 }

@@ -348,5 +348,6 @@ fn run_worker(
         partition: Some(partition),
         epochs: outcome.epochs,
         final_: outcome.final_,
+        trained: outcome.trained,
     }))
 }

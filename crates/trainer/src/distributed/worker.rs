@@ -258,4 +258,8 @@ impl Strategy for Worker<'_> {
     fn final_method(&mut self) -> Option<Value> {
         Some(json!({ "codec_stats": stats_json(&self.codec_totals) }))
     }
+
+    fn model(&self) -> Option<&Model> {
+        Some(&self.model)
+    }
 }

@@ -12,6 +12,7 @@
 use std::time::Instant;
 
 use comm_hierarchy::{Communicator, cost};
+use gnn_core::Model;
 use graph_partition::Dataset;
 use graph_partition::sample::Share;
 use serde_json::{Value, json};
@@ -85,6 +86,7 @@ pub(crate) fn run(
             partition: None,
             epochs: outcome.epochs,
             final_,
+            trained: outcome.trained,
         }))
     })
 }
@@ -182,5 +184,9 @@ impl Strategy for Worker<'_> {
 
     fn final_method(&mut self) -> Option<Value> {
         Some(json!({ "lr": self.trainer.lr(), "global_batch_size": self.global_batch }))
+    }
+
+    fn model(&self) -> Option<&Model> {
+        Some(self.trainer.model())
     }
 }

@@ -1,5 +1,6 @@
 //! Single-process mini-batch training: one [`BatchTrainer`] takes every step of every epoch.
 
+use gnn_core::Model;
 use graph_partition::Dataset;
 use graph_partition::sample::Share;
 use serde_json::json;
@@ -41,6 +42,10 @@ impl Strategy for SingleMiniBatch<'_> {
 
     fn final_method(&mut self) -> Option<serde_json::Value> {
         Some(json!({ "lr": self.trainer.lr() }))
+    }
+
+    fn model(&self) -> Option<&Model> {
+        Some(self.trainer.model())
     }
 }
 

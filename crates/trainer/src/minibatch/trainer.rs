@@ -62,11 +62,6 @@ impl<'a> BatchTrainer<'a> {
         self.optimizer.lr
     }
 
-    #[cfg(test)]
-    pub(crate) fn model(&self) -> &Model {
-        &self.model
-    }
-
     /// Trains the 1-based `epoch`: the training vertices shuffled by (seed, epoch) and cut into
     /// global batches of `share.workers() x batch_size` seeds, of which this worker takes
     /// `share`'s part, sampled one step ahead on a background thread. Every step ends with
@@ -134,6 +129,11 @@ impl<'a> BatchTrainer<'a> {
         self.model.backward_blocks(&blocks, dlogits, &mut NoExchange)?;
         totals.add_batch(batch, &labels, loss_sum, rows.len() as f64 * terms_per_row);
         Ok(())
+    }
+
+    /// The model being trained.
+    pub(crate) fn model(&self) -> &Model {
+        &self.model
     }
 
     /// Accuracies from layer-wise full-neighbour inference over every vertex.

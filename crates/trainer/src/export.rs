@@ -1,0 +1,193 @@
+//! Trained weights on disk and predictions from them (`halo train --save-model`, `halo predict`).
+//!
+//! The weights go in a safetensors file, one `F32` tensor per parameter under its gnn-core name
+//! (`conv0.weight`, ...) with shape `[rows, cols]`, readable by Python's `safetensors`. Beside it,
+//! `<stem>.json` holds what the weights mean: the model configuration, the training configuration
+//! (which names the dataset and its feature normalisation) and the epoch they come from. The
+//! safetensors header's metadata repeats the model configuration, so the file alone still says
+//! what it holds.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, NoExchange};
+use graph_partition::{Dataset, Labels};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::objective::Objective;
+use crate::report::{Report, write_atomically};
+use crate::single::accuracies;
+use crate::train_loop::EvalStats;
+
+/// A model's parameters at one epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainedModel {
+    pub config: ModelConfig,
+    /// The flat parameter buffer, in the order of [`Model::param_info`].
+    pub params: Vec<f32>,
+    /// The 1-based epoch after whose step the parameters were taken.
+    pub epoch: usize,
+}
+
+impl TrainedModel {
+    /// A copy of `model`'s parameters after `epoch`.
+    pub fn of(model: &Model, epoch: usize) -> Self {
+        Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
+    }
+}
+
+/// The JSON file beside the weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sidecar {
+    /// The model the weights belong to.
+    pub model: ModelConfig,
+    /// The training run's configuration.
+    pub train: TrainConfig,
+    /// The dataset trained on.
+    pub dataset: String,
+    /// The epoch the weights come from: the best validation epoch.
+    pub epoch: usize,
+    /// Validation and test accuracy of the weights as the run measured them.
+    pub val_acc: f64,
+    pub test_acc: f64,
+}
+
+/// Why weights could not be saved or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {detail}", path.display())]
+    Invalid { path: PathBuf, detail: String },
+    #[error("the run kept no model to save (it ran no epoch, or its method does not expose its model)")]
+    NoModel,
+}
+
+/// The sidecar of the weights at `weights`: the same path ending in `.json`.
+pub fn sidecar_path(weights: &Path) -> PathBuf {
+    weights.with_extension("json")
+}
+
+/// Key of the model configuration in the safetensors header's metadata.
+const META_MODEL: &str = "halo.model";
+
+/// Writes `report`'s best-validation model to `path` (safetensors) and its sidecar, each
+/// through a temporary file and a rename.
+pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
+    let trained = report.trained.as_ref().ok_or(ExportError::NoModel)?;
+    let invalid = |detail: String| ExportError::Invalid { path: path.to_path_buf(), detail };
+    let model = Model::new(trained.config.clone()).map_err(|e| invalid(e.to_string()))?;
+    let bytes: Vec<u8> = trained.params.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut tensors = Vec::new();
+    for info in model.param_info() {
+        let range = info.slot.range();
+        let view =
+            TensorView::new(Dtype::F32, vec![info.slot.rows, info.slot.cols], &bytes[4 * range.start..4 * range.end])
+                .map_err(|e| invalid(e.to_string()))?;
+        tensors.push((info.name.clone(), view));
+    }
+    let config = serde_json::to_string(&trained.config).expect("a model configuration serialises");
+    let metadata = HashMap::from([(META_MODEL.to_string(), config), ("format".to_string(), "pt".to_string())]);
+    let file = safetensors::serialize(tensors, Some(metadata)).map_err(|e| invalid(e.to_string()))?;
+    let sidecar = Sidecar {
+        model: trained.config.clone(),
+        train: report.config.clone(),
+        dataset: report.dataset.clone(),
+        epoch: trained.epoch,
+        val_acc: report.final_.best_val_acc,
+        test_acc: report.final_.test_acc_at_best_val,
+    };
+    let json = serde_json::to_string_pretty(&sidecar).expect("a sidecar serialises") + "\n";
+    let write = |target: &Path, contents: &[u8]| {
+        write_atomically(target, contents).map_err(|source| ExportError::Io {
+            action: "write",
+            path: target.to_path_buf(),
+            source,
+        })
+    };
+    write(path, &file)?;
+    write(&sidecar_path(path), json.as_bytes())
+}
+
+/// Reads the weights at `path` and their sidecar into a model. Every tensor the model needs must
+/// be there with its shape and type; errors name the file and the tensor.
+pub fn load(path: &Path) -> Result<(Model, Sidecar), ExportError> {
+    let sidecar_file = sidecar_path(path);
+    let read =
+        |p: &Path| std::fs::read(p).map_err(|source| ExportError::Io { action: "read", path: p.to_path_buf(), source });
+    let sidecar: Sidecar = serde_json::from_slice(&read(&sidecar_file)?)
+        .map_err(|e| ExportError::Invalid { path: sidecar_file.clone(), detail: e.to_string() })?;
+    let invalid = |detail: String| ExportError::Invalid { path: path.to_path_buf(), detail };
+    let bytes = read(path)?;
+    let tensors = SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("not a safetensors file: {e}")))?;
+    let mut model =
+        Model::new(sidecar.model.clone()).map_err(|e| invalid(format!("model of {}: {e}", sidecar_file.display())))?;
+    let mut params = vec![0.0f32; model.num_params()];
+    for info in model.param_info() {
+        let tensor = tensors.tensor(&info.name).map_err(|_| invalid(format!("no tensor `{}`", info.name)))?;
+        let shape = [info.slot.rows, info.slot.cols];
+        if tensor.dtype() != Dtype::F32 || tensor.shape() != shape {
+            return Err(invalid(format!(
+                "tensor `{}` is {:?} {:?}, the model needs F32 {shape:?}",
+                info.name,
+                tensor.dtype(),
+                tensor.shape()
+            )));
+        }
+        for (value, chunk) in params[info.slot.range()].iter_mut().zip(tensor.data().chunks_exact(4)) {
+            *value = f32::from_le_bytes(chunk.try_into().expect("chunks of 4 bytes"));
+        }
+    }
+    model.set_params(&params).map_err(|e| invalid(e.to_string()))?;
+    Ok((model, sidecar))
+}
+
+/// What a model predicts on a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predictions {
+    /// Per vertex: the class (single-label), or the labels with a positive logit (multi-label).
+    pub labels: Vec<Vec<u32>>,
+    /// Accuracies on the dataset's splits.
+    pub eval: EvalStats,
+}
+
+/// Runs `model` over the whole of `dataset` (prepared as the model's training run prepared its
+/// own: same feature normalisation) in inference mode.
+pub fn predict(model: &mut Model, dataset: &Dataset) -> Result<Predictions, TrainError> {
+    let (in_dim, out_dim) = (model.config().in_dim, model.config().out_dim);
+    if dataset.num_features() != in_dim || dataset.num_classes != out_dim {
+        return Err(TrainError::Parts {
+            method: "predict".to_string(),
+            detail: format!(
+                "the model takes {in_dim} features and predicts {out_dim} classes; dataset {} has {} and {}",
+                dataset.name,
+                dataset.num_features(),
+                dataset.num_classes
+            ),
+        });
+    }
+    let graph = AggGraph::single(&dataset.graph)?;
+    let logits = model.forward(&graph, &dataset.features, &mut NoExchange, ForwardCtx::eval())?;
+    let eval = accuracies(&Objective::new(&dataset.labels), logits, &dataset.splits)?;
+    let labels = logits
+        .rows()
+        .into_iter()
+        .map(|row| match &dataset.labels {
+            Labels::Classes(_) => {
+                let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
+                vec![best as u32]
+            }
+            Labels::MultiLabel(_) => row.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(i, _)| i as u32).collect(),
+        })
+        .collect();
+    Ok(Predictions { labels, eval })
+}
