@@ -20,7 +20,7 @@ pub fn download(ds: &OgbDataset, datasets_dir: &Path, agent: &ureq::Agent) -> Re
     download_from(ds, datasets_dir, agent, &ds.url())
 }
 
-/// [`download`] from another address (tests serve a fixture on loopback).
+/// [`download()`] from another address (tests serve a fixture on loopback).
 fn download_from(ds: &OgbDataset, datasets_dir: &Path, agent: &ureq::Agent, url: &str) -> Result<PathBuf> {
     let dest = datasets_dir.join(ds.name);
     if dest.exists() {

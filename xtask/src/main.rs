@@ -4,7 +4,7 @@
 //! - `cargo xtask ptx [--arch sm_XX]`: compile `kernels/*.cu` to PTX.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
-//! live in [`tidy`] as tests, so `cargo test --workspace` enforces them.
+//! live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
 mod cli;
 mod datasets;

@@ -4,6 +4,19 @@
 //! [`Stream`], per-stream [`CodecStats`], and the [`Knob`]s through which a method changes its
 //! codecs' settings between steps.
 //!
+//! A codec turns rows into bytes and back (`examples/codec.rs` stacks `SkipRepeats` on it):
+//! ```
+//! use cache_quant::{Codec, IdentityCodec, Pass};
+//!
+//! let rows = [1.0f32, 2.0, 3.0, 4.0]; // two rows of width 2
+//! let mut bytes = Vec::new();
+//! IdentityCodec.encode(Pass::train(1, 0), &rows, 2, &mut bytes)?;
+//! let mut back = [0.0f32; 4];
+//! IdentityCodec.decode(Pass::train(1, 0), &bytes, 2, &mut back)?;
+//! assert_eq!(back, rows);
+//! # Ok::<(), cache_quant::CodecError>(())
+//! ```
+//!
 //! Architecture invariant: this crate is pure over slices and arrays (plus the communicator for
 //! the methods that need it); it knows nothing of models.
 

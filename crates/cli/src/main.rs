@@ -10,8 +10,18 @@ mod cmd;
 #[derive(Debug, Parser)]
 #[command(name = "halo", version, about = "Distributed GNN training that cuts the traffic between workers")]
 struct Cli {
+    /// Log lines on stderr as text or as one JSON object per line (for log collectors); the
+    /// level comes from HALO_LOG (default: warn).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,16 +46,16 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
     // Warnings (e.g. a stale dataset cache being rebuilt) show by default; HALO_LOG overrides.
     let filter = tracing_subscriber::EnvFilter::try_from_env("HALO_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colour codes only where a terminal interprets them; in a log file they are noise.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let cli = Cli::parse();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        // Colour codes only where a terminal interprets them; in a log file they are noise.
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let result = match cli.command {
         Command::Datasets(args) => cmd::datasets::run(args),
         Command::Partition(args) => cmd::partition::run(args),

@@ -310,3 +310,21 @@ fn mini_batch_and_data_parallel_runs_report_their_batches() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("`batch-size`") && stderr(&out).contains("data-parallel"), "{}", stderr(&out));
 }
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cora = cora_dir().display().to_string();
+    let args = ["--dataset", &cora, "--cache-dir", "cache", "--epochs", "1", "-q", "--log-format", "json"];
+    let mut lines = Vec::new();
+    for _ in 0..2 {
+        let out = halo_with_env(&args, dir.path(), &[("HALO_LOG", "info")]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        lines.extend(stderr(&out).lines().map(str::to_string));
+    }
+    assert!(!lines.is_empty(), "the cache is logged at the info level");
+    for line in &lines {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(record["level"].is_string() && record["fields"]["message"].is_string(), "{line}");
+    }
+}

@@ -11,6 +11,22 @@
 //! - [`LedgerSnapshot`]: bytes and messages per (src, dst, link class, phase), and
 //!   [`cost::model`], which turns a merged ledger into modeled seconds per call.
 //!
+//! Four workers on two hosts all-reduce a vector; the ledger counts the bytes by link class
+//! (`examples/ledger.rs` adds an all-to-all and the cost model):
+//! ```
+//! use comm_hierarchy::{Communicator, LocalCluster, Preset, Topology};
+//!
+//! let topology = Topology::for_workers(4, 2, Preset::Cdfgnn.links())?;
+//! let sums = LocalCluster::run(&topology, |comm| {
+//!     let mut v = vec![1.0f32; 8];
+//!     comm.all_reduce_sum_f32("grads", &mut v)?;
+//!     let totals = comm.ledger().totals();
+//!     Ok::<_, comm_hierarchy::CommError>((v[0], totals.bytes_intra + totals.bytes_inter))
+//! })?;
+//! assert!(sums.iter().all(|&(sum, bytes)| sum == 4.0 && bytes > 0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Architecture invariant: this crate moves bytes and counts them; it never interprets them.
 
 pub mod communicator;

@@ -12,7 +12,19 @@
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory.
 //!
-//! [`run`] is the whole of `halo train` but the command line, for every method.
+//! [`run`] is the whole of `halo train` but the command line, for every method
+//! (`examples/method.rs` runs single-process and vanilla training on Cora):
+//! ```
+//! use trainer::{LocalOptions, TrainConfig};
+//!
+//! // Vanilla training on the built-in synthetic graph with 2 in-process workers.
+//! let mut config = TrainConfig::from_toml_str("method = \"vanilla\"\nepochs = 2\n", "example")?;
+//! config.distributed.workers = 2;
+//! let dataset = trainer::data::prepare_dataset(&config, std::path::Path::new("datasets"), &Default::default())?;
+//! let report = trainer::run_on(&config, &dataset, LocalOptions::default(), &mut ())?;
+//! assert_eq!((report.workers, report.epochs.len()), (2, 2));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod config;
 pub mod data;

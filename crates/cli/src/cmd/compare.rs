@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use trainer::experiment::{Metric, RunRow};
 
+use super::output::bytes;
 use super::reports::{self, LoadedReport};
 
 #[derive(Debug, clap::Args)]
@@ -43,12 +44,7 @@ impl Unit {
     fn show(self, value: f64) -> String {
         match self {
             Unit::Seconds => format!("{value:.3}"),
-            Unit::Bytes => {
-                let units = ["B", "KB", "MB", "GB", "TB"];
-                let power = ((value.max(1.0).log10() / 3.0).floor() as usize).min(units.len() - 1);
-                let scaled = value / 1000f64.powi(power as i32);
-                if power == 0 { format!("{value:.0} B") } else { format!("{scaled:.2} {}", units[power]) }
-            }
+            Unit::Bytes => bytes(value),
         }
     }
 }
@@ -132,7 +128,7 @@ mod tests {
         assert_eq!(cells.len(), 3);
         let cdfgnn = &cells[2];
         assert_eq!(&cdfgnn[..4], ["cdfgnn", "0.7900", "-1.00", "0.7900"]);
-        assert_eq!((cdfgnn[4].as_str(), cdfgnn[5].as_str()), ("2.00 MB", "0.250x"));
+        assert_eq!((cdfgnn[4].as_str(), cdfgnn[5].as_str()), ("1.9 MiB", "0.250x"));
         assert_eq!(cells[1][5], "1.000x", "the baseline against itself");
         assert_eq!(cdfgnn[9], "1.000x", "same modeled time");
     }
@@ -151,13 +147,5 @@ mod tests {
         for cell in cells.iter().flatten() {
             assert!(md.contains(cell.as_str()) && text.contains(cell.as_str()), "{cell}");
         }
-    }
-
-    #[test]
-    fn bytes_read_in_thousands() {
-        assert_eq!(Unit::Bytes.show(999.0), "999 B");
-        assert_eq!(Unit::Bytes.show(1500.0), "1.50 KB");
-        assert_eq!(Unit::Bytes.show(2.5e9), "2.50 GB");
-        assert_eq!(Unit::Bytes.show(0.0), "0 B");
     }
 }

@@ -24,7 +24,7 @@ pub struct Args {
     /// The experiment: seeds, base flags, baseline and `[[variant]]` tables (see experiments/README.md).
     #[arg(value_name = "FILE.toml")]
     file: PathBuf,
-    /// Output directory: results.json, results.csv and runs/<variant>-seed<k>.json. Running again
+    /// Output directory: results.json, results.csv and `runs/<variant>-seed<k>.json`. Running again
     /// into the same directory skips the runs whose report is there.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,

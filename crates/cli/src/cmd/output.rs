@@ -31,6 +31,18 @@ pub fn write_atomically(path: &Path, text: &str, flag: &str) -> anyhow::Result<(
     trainer::report::write_atomically(path, text).with_context(|| format!("cannot write {flag} {}", path.display()))
 }
 
+/// A byte count in binary units, three significant figures or so.
+pub fn bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = b;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{value:.0} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
 /// The directory `path` lies in (`.` for a bare file name).
 fn directory_of(path: &Path) -> &Path {
     match path.parent() {
@@ -68,6 +80,14 @@ mod tests {
         write_atomically(&path, "new", "--report").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn bytes_take_the_largest_unit_below_the_value() {
+        assert_eq!(bytes(0.0), "0 B");
+        assert_eq!(bytes(1023.0), "1023 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }
 
     #[test]

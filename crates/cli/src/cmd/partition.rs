@@ -48,7 +48,7 @@ pub struct Args {
     /// Split whose training nodes --hops expands (default: the dataset's only split).
     #[arg(long)]
     split: Option<String>,
-    /// Write the partition book here (book.json + part-<i>.bin; the part files of an earlier
+    /// Write the partition book here (book.json + `part-<i>.bin`; the part files of an earlier
     /// book there are replaced).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,

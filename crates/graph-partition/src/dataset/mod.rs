@@ -14,7 +14,7 @@
 //! - `meta.json` (optional): `name`, `num_classes` (may exceed the largest label), `task`
 //!   (containing "multi-label" forces multi-label parsing), plus descriptive fields.
 //! - `processed/halo-cache-v2.bin`: written by Halo after a CSV load, keyed by a hash of the
-//!   raw files' contents (see [`cache`]); [`LoadOptions::cache_dir`] moves it elsewhere.
+//!   raw files' contents (see `dataset::cache`); [`LoadOptions::cache_dir`] moves it elsewhere.
 
 mod cache;
 mod error;

@@ -1,6 +1,6 @@
 //! Partitioners. Three shapes of split, one [`Partition`] value:
 //!
-//! - **edge-cut**: every vertex gets one owner part ([`hash`], [`random`], [`metis`], [`bdg`]);
+//! - **edge-cut**: every vertex gets one owner part ([`hash`], [`random`], [`metis()`], [`bdg`]);
 //!   a part stores the in-edges of the vertices it owns, and reads the rows of remote
 //!   in-neighbours (its *halo*) from their owners;
 //! - **vertex-cut**: every stored edge (CSR entry) goes to one part and vertices are replicated

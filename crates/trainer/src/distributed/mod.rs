@@ -14,11 +14,11 @@
 //!   vertices, all-reduced and divided by the global training-set size.
 //! - Evaluation goes around the codecs (exact, their state untouched) unless `lossy-eval`.
 //!
-//! Rank 0 loads and partitions the dataset and scatters one share per worker ([`setup`]); a
+//! Rank 0 loads and partitions the dataset and scatters one share per worker (`setup`); a
 //! worker then holds only its part and its copies. Per epoch the report carries the step's
 //! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
 //! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
-//! communicator calls, `modeled_epoch_s` from [`timeline`], and under `method`: every worker's
+//! communicator calls, `modeled_epoch_s` from `timeline`, and under `method`: every worker's
 //! compute time, the codec stats and the method hook's fields. `final.method` holds the codec
 //! stack, the topology, each worker's share size and peak memory.
 //!

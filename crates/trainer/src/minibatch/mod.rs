@@ -6,11 +6,11 @@
 //! (`gnn_core::Model::forward_blocks`). Evaluation is full-neighbour inference one layer at a
 //! time over every vertex (`gnn_core::Model::infer_layerwise`).
 //!
-//! - [`trainer`]: one worker's epoch and evaluation over a graph it holds whole.
+//! - `trainer`: one worker's epoch and evaluation over a graph it holds whole.
 //! - [`single`]: one process takes every step ([`crate::method::DataPlan::Whole`]).
-//! - [`data_parallel`]: `K` workers take disjoint shares of every global batch and all-reduce
+//! - `data_parallel`: `K` workers take disjoint shares of every global batch and all-reduce
 //!   gradients every step ([`crate::method::DataPlan::Replicated`]).
-//! - [`stats`]: the epoch record's `method` fields: steps, seeds, sampled vertices and edges
+//! - `stats`: the epoch record's `method` fields: steps, seeds, sampled vertices and edges
 //!   per step (and per block), sampling time, the time training waited for batches, compute and
 //!   gradient-sync time, sampled edges per second of sampling, and the label entropy of the
 //!   batches (mean and minimum, bits).

@@ -1,4 +1,4 @@
-//! Single-process mini-batch training: one [`BatchTrainer`] takes every step of every epoch.
+//! Single-process mini-batch training: one `BatchTrainer` takes every step of every epoch.
 
 use gnn_core::Model;
 use graph_partition::Dataset;

@@ -9,6 +9,7 @@ use trainer::report::EpochRecord;
 use trainer::train_loop::{Best, EpochObserver};
 
 use super::keeper::Keeper;
+use crate::cmd::output::bytes;
 
 /// The least time between two log lines off a terminal. Epochs of a small graph take
 /// milliseconds, and a line each would bury the log; 5 s still shows a live run every few seconds.
@@ -45,7 +46,7 @@ impl Progress {
             if quiet || !terminal { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() },
         );
         bar.set_style(
-            ProgressStyle::with_template("epoch {pos}/{len} {bar:25} {elapsed_precise} {msg}")
+            ProgressStyle::with_template("epoch {pos}/{len} {bar:25} {elapsed_precise} eta {eta} {msg}")
                 .expect("the template is a valid constant"),
         );
         let lines = (!quiet && !terminal).then(|| Lines { epochs, started: Instant::now(), last: None });
@@ -58,11 +59,19 @@ impl Progress {
     }
 }
 
-/// Loss, accuracies and the best epoch so far: the bar's message and the log line's tail.
+/// Loss, accuracies, the best epoch so far and the epoch's traffic: the bar's message and the
+/// log line's tail.
 fn describe(r: &EpochRecord, best: &Best) -> String {
+    let traffic = r.bytes_intra + r.bytes_inter;
     format!(
-        "loss {:.4} | train {:.3} val {:.3} test {:.3} | best val {:.3} @ {}",
-        r.loss, r.train_acc, r.val_acc, r.test_acc, best.val_acc, best.epoch
+        "loss {:.4} | train {:.3} val {:.3} test {:.3} | best val {:.3} @ {}{}",
+        r.loss,
+        r.train_acc,
+        r.val_acc,
+        r.test_acc,
+        best.val_acc,
+        best.epoch,
+        if traffic > 0 { format!(" | {} sent", bytes(traffic as f64)) } else { String::new() }
     )
 }
 
@@ -77,7 +86,13 @@ impl EpochObserver for Progress {
                 if lines.due(r.epoch, now) {
                     lines.last = Some(now);
                     let elapsed = now.duration_since(lines.started).as_secs_f64();
-                    eprintln!("epoch {}/{} [{elapsed:.1} s]: {}", r.epoch, lines.epochs, describe(r, best));
+                    let eta = elapsed / r.epoch as f64 * (lines.epochs - r.epoch) as f64;
+                    eprintln!(
+                        "epoch {}/{} [{elapsed:.1} s, eta {eta:.0} s]: {}",
+                        r.epoch,
+                        lines.epochs,
+                        describe(r, best)
+                    );
                 }
             }
         }

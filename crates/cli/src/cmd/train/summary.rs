@@ -8,6 +8,8 @@
 use graph_partition::book::CutKind;
 use trainer::report::Report;
 
+use crate::cmd::output::bytes;
+
 /// The summary line of `report`.
 pub fn summary(report: &Report) -> String {
     let f = &report.final_;
@@ -67,18 +69,6 @@ fn seconds(s: f64) -> String {
     format!("{s:.decimals$} s")
 }
 
-/// A byte count in binary units, three significant figures or so.
-fn bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = b;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{value:.0} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,13 +100,5 @@ mod tests {
         assert_eq!(seconds(2.5), "2.50 s");
         assert_eq!(seconds(85.04), "85.0 s");
         assert_eq!(seconds(1234.5), "1234 s");
-    }
-
-    #[test]
-    fn bytes_take_the_largest_unit_below_the_value() {
-        assert_eq!(bytes(0.0), "0 B");
-        assert_eq!(bytes(1023.0), "1023 B");
-        assert_eq!(bytes(1536.0), "1.5 KiB");
-        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }
 }
