@@ -12,7 +12,8 @@ pub mod knob;
 pub mod stream;
 
 pub use codec::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, SkipRepeats, StatsKey, StatsTable,
+    BitTable, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, QuantProbe, SkipRepeats, StatsKey,
+    StatsTable, StochasticCodec,
 };
 pub use knob::Knob;
 pub use stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};
