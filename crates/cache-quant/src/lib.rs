@@ -7,6 +7,7 @@
 //! Architecture invariant: this crate is pure over slices and arrays (plus the communicator for
 //! the methods that need it); it knows nothing of models.
 
+pub mod assign;
 pub mod codec;
 pub mod knob;
 pub mod stream;
