@@ -77,7 +77,10 @@ fn milp_matches_brute_force_up_to_eight_groups() {
             assert!(solved.optimal);
             let (_, best) = brute_force(&problem);
             let got = problem.objective(&solved.assignment);
-            assert!((got - best).abs() <= 1e-9 * best.abs().max(1.0), "shape {groups:?} lambda {lambda}: {got} vs {best}");
+            assert!(
+                (got - best).abs() <= 1e-9 * best.abs().max(1.0),
+                "shape {groups:?} lambda {lambda}: {got} vs {best}"
+            );
         }
     }
 }

@@ -18,7 +18,7 @@
 mod pack;
 mod shared;
 
-pub use shared::{BitTable, QuantProbe, WIDTHS};
+pub use shared::{BitTable, QuantProbe, RowTraces, WIDTHS};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -167,7 +167,7 @@ impl Codec for StochasticCodec {
             at += row_bytes(width, bits);
         }
         if pass.mode == Mode::Train {
-            self.probe.add_traces(self.id, traces.into_iter());
+            self.probe.add_traces(self.id, width, &self.rows, &traces);
         }
         self.probe.add_time(start.elapsed());
         Ok(())

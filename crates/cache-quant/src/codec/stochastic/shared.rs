@@ -53,17 +53,31 @@ pub struct QuantProbe(Arc<ProbeState>);
 
 #[derive(Debug, Default)]
 struct ProbeState {
-    traces: Mutex<HashMap<StreamId, Vec<f64>>>,
+    traces: Mutex<HashMap<StreamId, RowTraces>>,
     nanos: AtomicU64,
 }
 
+/// The summed variance traces of one received stream's rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowTraces {
+    /// Values per row.
+    pub width: usize,
+    /// Global ids of the rows, in message order.
+    pub rows: Arc<[u32]>,
+    /// `(D / 6)(max - min)^2` per row, summed over messages.
+    pub traces: Vec<f64>,
+}
+
 impl QuantProbe {
-    /// Adds `trace` to each row of stream `id` (message order).
-    pub(crate) fn add_traces(&self, id: StreamId, trace: impl ExactSizeIterator<Item = f64>) {
+    /// Adds `trace` to each row of stream `id` (message order), whose rows are `rows`.
+    pub(crate) fn add_traces(&self, id: StreamId, width: usize, rows: &Arc<[u32]>, trace: &[f64]) {
         let mut traces = self.0.traces.lock().unwrap_or_else(PoisonError::into_inner);
-        let rows = traces.entry(id).or_insert_with(|| vec![0.0; trace.len()]);
-        rows.resize(rows.len().max(trace.len()), 0.0);
-        rows.iter_mut().zip(trace).for_each(|(a, t)| *a += t);
+        let entry = traces.entry(id).or_insert_with(|| RowTraces {
+            width,
+            rows: Arc::clone(rows),
+            traces: vec![0.0; trace.len()],
+        });
+        entry.traces.iter_mut().zip(trace).for_each(|(a, t)| *a += t);
     }
 
     pub(crate) fn add_time(&self, elapsed: Duration) {
@@ -71,7 +85,7 @@ impl QuantProbe {
     }
 
     /// The traces accumulated so far, per decode-side stream, and a fresh start.
-    pub fn take_traces(&self) -> HashMap<StreamId, Vec<f64>> {
+    pub fn take_traces(&self) -> HashMap<StreamId, RowTraces> {
         std::mem::take(&mut *self.0.traces.lock().unwrap_or_else(PoisonError::into_inner))
     }
 

@@ -115,7 +115,8 @@ fn per_row_widths_come_from_the_table_and_traces_reach_the_probe() {
     let traces = probe.take_traces();
     let range = |r: &[f32]| r.iter().copied().fold(f32::MIN, f32::max) - r.iter().copied().fold(f32::MAX, f32::min);
     let expect = |r: &[f32]| 10.0 / 6.0 * f64::from(range(r)).powi(2);
-    let got = &traces[&dec.id];
+    let got = &traces[&dec.id].traces;
+    assert_eq!((traces[&dec.id].width, traces[&dec.id].rows[1]), (10, 101));
     assert!((got[0] - expect(&rows[..10])).abs() < 1e-4 * got[0] && (got[1] - expect(&rows[10..])).abs() < 1e-3);
     // Evaluation passes leave the traces alone.
     dec.decode(Pass::eval(), &bytes, 10, &mut back).unwrap();
