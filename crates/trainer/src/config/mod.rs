@@ -300,6 +300,7 @@ report = "out.json"
             lr: 0.005,
             weight_decay: 0.0,
             dropout: 0.6,
+            layer_norm: false,
             seed: 7,
             feature_norm: FeatureNorm::Row,
             split: Some("public".into()),
