@@ -66,3 +66,29 @@ impl AdaqpFlags {
         config.layer_norm = self.layer_norm.unwrap_or(config.layer_norm);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use trainer::config::{Beta, Bits, Method};
+
+    use crate::cmd::train::config_from_flags;
+
+    fn flags(argv: &[&str]) -> anyhow::Result<trainer::config::TrainConfig> {
+        config_from_flags(&argv.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn adaqp_flags_set_the_method_table_and_layer_norm() {
+        let argv = ["--method", "adaqp", "--bits", "4", "--group-size", "10", "--lambda", "0.25"];
+        let c =
+            flags(&[&argv[..], &["--assign-period", "5", "--beta", "square-of-sum", "--layer-norm", "on"]].concat())
+                .unwrap();
+        let s = &c.method.adaqp;
+        assert_eq!((c.method.name, s.bits, s.group_size, s.assign_period), (Method::Adaqp, Bits::Four, 10, 5));
+        assert_eq!((s.lambda, s.beta, c.layer_norm), (0.25, Beta::SquareOfSum, true));
+        let err = flags(&["--method", "adaqp", "--lambda", "2"]).unwrap_err();
+        assert!(format!("{err:#}").contains("`lambda`"), "{err:#}");
+        let err = flags(&["--bits", "3"]).unwrap_err();
+        assert!(err.to_string().contains("--bits"), "{err}");
+    }
+}
