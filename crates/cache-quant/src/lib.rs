@@ -20,12 +20,14 @@
 //! Architecture invariant: this crate is pure over slices and arrays (plus the communicator for
 //! the methods that need it); it knows nothing of models.
 
+pub mod assign;
 pub mod codec;
 pub mod knob;
 pub mod stream;
 
 pub use codec::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, SkipRepeats, StatsKey, StatsTable,
+    BitTable, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, QuantProbe, SkipRepeats, StatsKey,
+    StatsTable, StochasticCodec,
 };
 pub use knob::Knob;
 pub use stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};

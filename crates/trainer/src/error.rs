@@ -52,6 +52,9 @@ pub enum TrainError {
     /// An epoch could not be cut into batches.
     #[error("batches: {0}")]
     Plan(#[from] PlanError),
+    /// A method's controller failed between steps.
+    #[error("method controller: {0}")]
+    Controller(Box<dyn std::error::Error + Send + Sync>),
     /// A method's parts do not go together (a method definition's mistake, not the user's).
     #[error("method `{method}`: {detail}")]
     Parts {

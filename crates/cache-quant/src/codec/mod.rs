@@ -14,11 +14,13 @@ mod le;
 pub mod mask;
 mod skip_repeats;
 mod stats;
+pub mod stochastic;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use identity::IdentityCodec;
 pub use skip_repeats::SkipRepeats;
 pub use stats::{CodecStats, StatsKey, StatsTable};
+pub use stochastic::{BitTable, QuantProbe, StochasticCodec};
 
 use thiserror::Error;
 

@@ -7,6 +7,7 @@
 //! backend ([`launch`]), and the report's path must be writable. A run that fails or is
 //! interrupted keeps its report so far ([`keeper`]).
 
+mod adaqp_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -26,6 +27,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
+use adaqp_flags::AdaqpFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -152,6 +154,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.safetensors")]
     save_model: Option<PathBuf>,
     #[command(flatten)]
+    adaqp: AdaqpFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -173,7 +177,10 @@ impl Args {
             ("--lossy-eval", self.lossy_eval),
             ("--skip-repeats", self.skip_repeats),
         ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+        let mut flags: Vec<&'static str> =
+            given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect();
+        flags.extend(self.adaqp.given());
+        flags
     }
 
     /// How errors about the report path name it: the flag, or the config file's key.
@@ -231,6 +238,7 @@ impl Args {
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
+        self.adaqp.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }

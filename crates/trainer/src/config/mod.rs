@@ -4,6 +4,7 @@
 //! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
 //! one name means the same thing in both places; unknown keys are rejected.
 
+mod adaqp;
 mod distributed;
 mod method;
 mod minibatch;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
+pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
@@ -52,6 +54,8 @@ pub struct TrainConfig {
     pub weight_decay: f32,
     /// Dropout probability on layer inputs (and GAT attention coefficients).
     pub dropout: f32,
+    /// LayerNorm after every hidden conv, before its activation.
+    pub layer_norm: bool,
     /// Seed of parameter initialisation, dropout masks and the built-in synthetic graph.
     pub seed: u64,
     /// Feature normalisation applied after loading.
@@ -88,6 +92,7 @@ impl Default for TrainConfig {
             lr: 0.01,
             weight_decay: 5e-4,
             dropout: 0.5,
+            layer_norm: false,
             seed: 0,
             feature_norm: FeatureNorm::None,
             split: None,
@@ -219,7 +224,7 @@ impl TrainConfig {
             dropout: self.dropout,
             input_dropout: self.dropout,
             attn_dropout,
-            layer_norm: false,
+            layer_norm: self.layer_norm,
             activation,
             seed: self.seed,
         }
@@ -295,6 +300,7 @@ report = "out.json"
             lr: 0.005,
             weight_decay: 0.0,
             dropout: 0.6,
+            layer_norm: false,
             seed: 7,
             feature_norm: FeatureNorm::Row,
             split: Some("public".into()),

@@ -22,7 +22,7 @@ use super::timeline::{WorkerStep, modeled_step_s};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
-use crate::method::{Controller, Parts};
+use crate::method::{ControlCtx, Controller, Parts};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
@@ -230,8 +230,11 @@ impl Strategy for Worker<'_> {
         let codec_stats = self.global_codec_stats()?;
         self.codec_totals.merge(&codec_stats);
         method["codec"] = stats_json(&codec_stats);
-        if let Some(fields) = self.controller.as_mut().and_then(|c| c.after_step(epoch, &codec_stats)) {
-            method["controller"] = fields;
+        if let Some(controller) = self.controller.as_mut() {
+            let ctx = ControlCtx { comm: self.comm, graph: &self.graph };
+            if let Some(fields) = controller.after_step_in(epoch, &codec_stats, &ctx)? {
+                method["controller"] = fields;
+            }
         }
         // Chosen so that the loop's `compute_s` (its wall time minus this) is the slowest
         // worker's compute time; `compute_s_sum` in the method fields is the work summed over

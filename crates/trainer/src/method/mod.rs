@@ -11,6 +11,7 @@
 //! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
 //! `docs/methods/<name>.md`.
 
+mod adaqp;
 mod data_parallel;
 mod single;
 mod vanilla;
@@ -18,12 +19,14 @@ mod vanilla;
 use std::sync::Arc;
 
 use cache_quant::{CodecFactory, StatsTable};
-use gnn_core::GcnNorm;
+use comm_hierarchy::Communicator;
+use gnn_core::{AggGraph, GcnNorm};
 use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts};
 use serde_json::Value;
 
 use crate::config::{LrScaling, Method, TrainConfig};
+use crate::error::TrainError;
 
 /// How the dataset reaches the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +115,28 @@ pub type StackFactory = Arc<dyn Fn() -> ExchangeStack + Send + Sync>;
 pub trait Controller: Send {
     /// Called after the step of `epoch`; returns fields for the epoch record's
     /// `method.controller`.
-    fn after_step(&mut self, epoch: usize, stats: &StatsTable) -> Option<Value>;
+    fn after_step(&mut self, _epoch: usize, _stats: &StatsTable) -> Option<Value> {
+        None
+    }
+
+    /// What the worker calls: [`Controller::after_step`] unless the controller needs its
+    /// worker's [`ControlCtx`] (collectives of its own, the local graph).
+    fn after_step_in(
+        &mut self,
+        epoch: usize,
+        stats: &StatsTable,
+        _ctx: &ControlCtx<'_>,
+    ) -> Result<Option<Value>, TrainError> {
+        Ok(self.after_step(epoch, stats))
+    }
+}
+
+/// A worker's view a controller may act on between steps: its communicator (every rank calls
+/// the same collectives in the same order; the traffic counts in no epoch's bytes, like the
+/// worker's own statistics) and the local graph its exchange runs on.
+pub struct ControlCtx<'a> {
+    pub comm: &'a dyn Communicator,
+    pub graph: &'a AggGraph,
 }
 
 /// What a method is made of.
@@ -147,5 +171,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Single => &single::Single,
         Method::Vanilla => &vanilla::Vanilla,
         Method::DataParallel => &data_parallel::DataParallel,
+        Method::Adaqp => &adaqp::Adaqp,
     }
 }

@@ -1,0 +1,80 @@
+//! Problem (12) as a mixed-integer linear program, solved by microlp through `good_lp`.
+//!
+//! Binary `x[p][g][k]`: group `g` of pair `p` travels at `WIDTHS[k]`; one width per group.
+//! Continuous `Z_r`: round `r`'s duration, at least every pair of the round's
+//! `theta * MB + gamma`. Minimised: `lambda / span_V * sum W_g x / (2^b - 1)^2 +
+//! (1 - lambda) / span_T * sum Z_r` (problem (12)'s objective less its constant offsets).
+
+use good_lp::solvers::microlp::microlp;
+use good_lp::{
+    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable, WithTimeLimit,
+    variable,
+};
+use thiserror::Error;
+
+use super::{Assignment, Problem, variance_factor};
+use crate::codec::stochastic::{WIDTHS, row_bytes};
+
+/// Why problem (12) was not solved.
+#[derive(Debug, Error)]
+#[error("bit-width assignment: the MILP solver failed: {0}")]
+pub struct SolveError(#[from] ResolutionError);
+
+/// The solved assignment and whether the solver proved it optimal (else it stopped at
+/// `time_limit_s` with its best assignment).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solved {
+    pub assignment: Assignment,
+    pub optimal: bool,
+}
+
+/// Minimises [`Problem::objective`] over every assignment.
+pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
+    if problem.pairs.is_empty() {
+        return Ok(Solved { assignment: Vec::new(), optimal: true });
+    }
+    let (_, span) = problem.scales();
+    let (lv, lt) = (problem.lambda / span.variance, (1.0 - problem.lambda) / span.seconds);
+    let mut vars = ProblemVariables::new();
+    let x: Vec<Vec<[Variable; 3]>> = problem
+        .pairs
+        .iter()
+        .map(|p| p.groups.iter().map(|_| [(); 3].map(|_| vars.add(variable().binary()))).collect())
+        .collect();
+    let rounds: Vec<Variable> = (0..problem.workers).map(|_| vars.add(variable().min(0.0))).collect();
+    let mut objective = Expression::default();
+    for (p, xp) in problem.pairs.iter().zip(&x) {
+        for (w, xg) in p.weights.iter().zip(xp) {
+            for (k, &b) in WIDTHS.iter().enumerate() {
+                objective.add_mul(lv * w * variance_factor(b), xg[k]);
+            }
+        }
+    }
+    rounds.iter().for_each(|&z| objective.add_mul(lt, z));
+    let mut model = vars.minimise(objective).using(microlp).with_time_limit(time_limit_s);
+    for (p, xp) in problem.pairs.iter().zip(&x) {
+        let mut megabytes = Expression::default();
+        for (group, xg) in p.groups.iter().zip(xp) {
+            model.add_constraint(xg.iter().copied().sum::<Expression>().eq(1.0));
+            for (k, &b) in WIDTHS.iter().enumerate() {
+                megabytes.add_mul((group.len() * row_bytes(p.width, b)) as f64 * 1e-6, xg[k]);
+            }
+        }
+        let seconds = megabytes * p.time.theta_s_per_mb + p.time.gamma_s;
+        model.add_constraint(Expression::from(rounds[problem.round(p)]).geq(seconds));
+    }
+    let solution = model.solve()?;
+    let optimal = matches!(solution.status(), SolutionStatus::Optimal);
+    let assignment = x
+        .iter()
+        .map(|xp| {
+            xp.iter()
+                .map(|xg| {
+                    let k = (0..3).max_by(|&a, &b| solution.value(xg[a]).total_cmp(&solution.value(xg[b])));
+                    WIDTHS[k.unwrap_or(2)]
+                })
+                .collect()
+        })
+        .collect();
+    Ok(Solved { assignment, optimal })
+}
