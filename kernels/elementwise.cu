@@ -66,16 +66,17 @@ extern "C" __global__ void dropout_rows(u32 n, u32 f, const u32* __restrict__ gi
     u64 bits = halo_mix64(key + j / 4);
     u32 lane = (u32)((bits >> (16 * (j % 4))) & 0xFFFFULL);
     u8 keep = lane >= threshold ? 1 : 0;
-    x[t] = keep ? x[t] * scale : 0.0f;
+    // Multiplying by 0 or scale, as the CPU does, keeps the sign of dropped zeros identical.
+    x[t] *= (float)keep * scale;
     if (mask) mask[t] = keep;
 }
 
-// grad = mask ? grad * scale : 0.
+// grad *= mask * scale (gnn_core::dropout::dropout_backward).
 extern "C" __global__ void dropout_backward(u64 len, const u8* __restrict__ mask, float scale,
                                             float* __restrict__ grad) {
     u64 t = halo_tid();
     if (t >= len) return;
-    grad[t] = mask[t] ? grad[t] * scale : 0.0f;
+    grad[t] *= (float)mask[t] * scale;
 }
 
 // out = gamma * (x - mean) * rstd + beta per row (gnn_core::LayerNorm::forward); saves xhat
