@@ -51,16 +51,21 @@ fn run() -> Result<()> {
     Ok(())
 }
 
-/// Runs the `#[ignore]`d GPU tests: every kernel against its CPU reference and the Cora
-/// device-versus-CPU training comparisons.
+/// The `#[ignore]`d GPU test targets, as (package, feature, test): every kernel against its CPU
+/// reference, and NCCL against the host backend (that one needs two GPUs).
+const GPU_TESTS: &[(&str, &str, &str)] = &[("gnn-core", "cuda", "gpu"), ("comm-hierarchy", "nccl", "nccl")];
+
+/// Runs the GPU tests that `cargo test` skips.
 fn gpu_test() -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .current_dir(project_root())
-        .args(["test", "-p", "gnn-core", "--features", "cuda", "--test", "gpu", "--", "--ignored", "--test-threads=1"])
-        .status()
-        .context("starting cargo test")?;
-    anyhow::ensure!(status.success(), "GPU tests failed ({status})");
+    for (package, feature, test) in GPU_TESTS {
+        let status = std::process::Command::new(&cargo)
+            .current_dir(project_root())
+            .args(["test", "-p", package, "--features", feature, "--test", test, "--", "--ignored", "--test-threads=1"])
+            .status()
+            .context("starting cargo test")?;
+        anyhow::ensure!(status.success(), "GPU tests of {package} (--test {test}) failed ({status})");
+    }
     Ok(())
 }
 
