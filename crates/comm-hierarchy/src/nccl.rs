@@ -16,7 +16,8 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+pub use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use crate::communicator::Communicator;
@@ -43,7 +44,44 @@ fn nccl_err(phase: &str, e: impl std::fmt::Debug) -> CommError {
     CommError::Nccl(format!("`{phase}`: {e:?}"))
 }
 
+/// Fails, instead of letting cudarc panic, when the CUDA driver library cannot be loaded.
+fn require_driver(phase: &str) -> Result<(), CommError> {
+    // SAFETY: loading libcuda runs its initialisers, which need nothing from us; the probe
+    // keeps no handle.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(CommError::Nccl(format!("`{phase}`: no CUDA driver (libcuda.so) on the loader path")))
+    }
+}
+
+/// The number of CUDA devices on this host.
+pub fn device_count() -> Result<usize, CommError> {
+    const PHASE: &str = "nccl-devices";
+    require_driver(PHASE)?;
+    let n = CudaContext::device_count().map_err(|e| nccl_err(PHASE, e))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 impl NcclComm {
+    /// [`NcclComm::new`] on a new stream of GPU `ordinal` of this host.
+    pub fn on_device(bootstrap: &dyn Communicator, ordinal: usize) -> Result<Self, CommError> {
+        const PHASE: &str = "nccl-init";
+        require_driver(PHASE)?;
+        let stream = CudaContext::new(ordinal).and_then(|ctx| ctx.new_stream()).map_err(|e| nccl_err(PHASE, e))?;
+        Self::new(bootstrap, stream)
+    }
+
+    /// The stream this communicator's work runs on.
+    pub fn stream(&self) -> Arc<CudaStream> {
+        self.comm.stream()
+    }
+
+    /// A zero-filled f32 buffer on this rank's GPU.
+    pub fn zeros(&self, len: usize) -> Result<CudaSlice<f32>, CommError> {
+        self.comm.stream().alloc_zeros(len).map_err(|e| nccl_err("nccl-alloc", e))
+    }
+
     /// Collective over `bootstrap`: joins every rank into one NCCL communicator whose work runs
     /// on `stream` (this rank's GPU). The id's broadcast is recorded in `bootstrap`'s ledger
     /// under the phase `nccl-init`.
@@ -179,6 +217,15 @@ fn all_reduce_sends(rank: usize, size: usize, len: usize) -> Vec<(usize, usize)>
 mod tests {
     use super::*;
     use crate::{LinkModel, LocalCluster};
+
+    /// Without a driver (CI) the device count is an error, never a panic.
+    #[test]
+    fn device_count_fails_cleanly_without_a_driver() {
+        match device_count() {
+            Ok(n) => assert!(n < 4096),
+            Err(e) => assert!(e.to_string().contains("libcuda"), "{e}"),
+        }
+    }
 
     /// The NCCL all-reduce's ledger records must be the host backend's, message for message.
     #[test]
