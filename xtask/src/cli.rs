@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use crate::datasets::{self, OgbDataset};
-use crate::ptx::DEFAULT_ARCH;
+use crate::ptx::{Compiler, DEFAULT_ARCH, Mode};
 
 /// Printed for `help` and after usage errors.
 pub const USAGE: &str = "\
@@ -16,8 +16,12 @@ commands:
                                    (DIR defaults to datasets/ in the workspace; a partial
                                    download is resumed). Datasets: ogbn-arxiv, ogbn-products,
                                    ogbn-papers100M, ogbn-proteins
-  ptx [--arch ARCH]                compile kernels/*.cu to kernels/ptx/*.ptx with nvcc
-                                   (ARCH defaults to sm_80)
+  ptx [--arch ARCH] [--nvcc] [--check]
+                                   compile kernels/*.cu to kernels/ptx/*.ptx and MANIFEST.tsv
+                                   through NVRTC (libnvrtc on LD_LIBRARY_PATH), or nvcc with
+                                   --nvcc (ARCH defaults to sm_80); --check compares a fresh
+                                   compile with the committed files instead of writing
+  gpu-test                         run the GPU tests (ignored by `cargo test`; needs a CUDA GPU)
   help                             show this message
 ";
 
@@ -25,7 +29,8 @@ commands:
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
     Download { dataset: &'static OgbDataset, dir: Option<PathBuf> },
-    Ptx { arch: String },
+    Ptx { arch: String, compiler: Compiler, mode: Mode },
+    GpuTest,
     Help,
 }
 
@@ -52,16 +57,28 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
             Ok(Command::Download { dataset: datasets::lookup(&name)?, dir })
         }
         "ptx" => {
-            let mut arch = DEFAULT_ARCH.to_owned();
+            let (mut arch, mut compiler, mut mode) = (DEFAULT_ARCH.to_owned(), Compiler::Nvrtc, Mode::Write);
             while let Some(arg) = args.next() {
+                if arg == "--nvcc" {
+                    compiler = Compiler::Nvcc;
+                    continue;
+                }
+                if arg == "--check" {
+                    mode = Mode::Check;
+                    continue;
+                }
                 match flag_value("--arch", &arg, &mut args)? {
                     Some(value) if is_arch(&value) => arch = value,
                     Some(value) => bail!("ptx: --arch `{value}` is not an sm_XX or compute_XX architecture"),
                     None => bail!("ptx: unexpected argument `{arg}`\n\n{USAGE}"),
                 }
             }
-            Ok(Command::Ptx { arch })
+            Ok(Command::Ptx { arch, compiler, mode })
         }
+        "gpu-test" => match args.next() {
+            None => Ok(Command::GpuTest),
+            Some(arg) => bail!("gpu-test: unexpected argument `{arg}`\n\n{USAGE}"),
+        },
         "help" | "-h" | "--help" => Ok(Command::Help),
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
     }
@@ -119,9 +136,16 @@ mod tests {
 
     #[test]
     fn ptx_defaults_to_sm_80_and_checks_arch() {
-        assert_eq!(run(&["ptx"]).unwrap(), Command::Ptx { arch: "sm_80".into() });
-        assert_eq!(run(&["ptx", "--arch", "sm_90a"]).unwrap(), Command::Ptx { arch: "sm_90a".into() });
-        assert_eq!(run(&["ptx", "--arch=compute_86"]).unwrap(), Command::Ptx { arch: "compute_86".into() });
+        let ptx = |arch: &str, compiler, mode| Command::Ptx { arch: arch.into(), compiler, mode };
+        assert_eq!(run(&["ptx"]).unwrap(), ptx("sm_80", Compiler::Nvrtc, Mode::Write));
+        assert_eq!(run(&["ptx", "--arch", "sm_90a"]).unwrap(), ptx("sm_90a", Compiler::Nvrtc, Mode::Write));
+        assert_eq!(
+            run(&["ptx", "--arch=compute_86", "--nvcc"]).unwrap(),
+            ptx("compute_86", Compiler::Nvcc, Mode::Write)
+        );
+        assert_eq!(run(&["ptx", "--check"]).unwrap(), ptx("sm_80", Compiler::Nvrtc, Mode::Check));
+        assert_eq!(run(&["gpu-test"]).unwrap(), Command::GpuTest);
+        assert!(err(&["gpu-test", "x"]).contains("unexpected argument `x`"));
         assert!(err(&["ptx", "--arch", "90"]).contains("--arch `90`"));
         assert!(err(&["ptx", "--arch", "sm_"]).contains("--arch `sm_`"));
         assert!(err(&["ptx", "extra"]).contains("unexpected argument `extra`"));

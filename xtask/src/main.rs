@@ -1,7 +1,8 @@
 //! `cargo xtask`: Halo's developer tasks (rust-analyzer style: plain Rust instead of scripts).
 //!
 //! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
-//! - `cargo xtask ptx [--arch sm_XX]`: compile `kernels/*.cu` to PTX.
+//! - `cargo xtask ptx [--arch sm_XX] [--nvcc] [--check]`: compile `kernels/*.cu` to PTX, or check it.
+//! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
 //! live in `tidy` as tests, so `cargo test --workspace` enforces them.
@@ -23,7 +24,7 @@ mod verify;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use cli::Command;
 
@@ -44,7 +45,26 @@ fn run() -> Result<()> {
             let dir = dir.unwrap_or_else(|| project_root().join("datasets"));
             install::download(dataset, &dir, &download::agent(true))?;
         }
-        Command::Ptx { arch } => ptx::compile_all(&project_root().join("kernels"), &arch)?,
+        Command::Ptx { arch, compiler, mode } => ptx::run(&project_root().join("kernels"), &arch, compiler, mode)?,
+        Command::GpuTest => gpu_test()?,
+    }
+    Ok(())
+}
+
+/// The `#[ignore]`d GPU test targets, as (package, feature, test): every kernel against its CPU
+/// reference, and NCCL against the host backend (that one needs two GPUs).
+const GPU_TESTS: &[(&str, &str, &str)] = &[("gnn-core", "cuda", "gpu"), ("comm-hierarchy", "nccl", "nccl")];
+
+/// Runs the GPU tests that `cargo test` skips.
+fn gpu_test() -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    for (package, feature, test) in GPU_TESTS {
+        let status = std::process::Command::new(&cargo)
+            .current_dir(project_root())
+            .args(["test", "-p", package, "--features", feature, "--test", test, "--", "--ignored", "--test-threads=1"])
+            .status()
+            .context("starting cargo test")?;
+        anyhow::ensure!(status.success(), "GPU tests of {package} (--test {test}) failed ({status})");
     }
     Ok(())
 }

@@ -113,6 +113,25 @@ fn mpi_backend_without_the_feature_says_how_to_get_it() {
     assert!(text(&out.stderr).contains("rebuild with --features mpi"), "{}", text(&out.stderr));
 }
 
+#[cfg(not(feature = "nccl"))]
+#[test]
+fn nccl_backend_without_the_feature_says_how_to_get_it() {
+    let out = halo(&["bench", "comm", "--backend", "nccl"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("rebuild with --features nccl"), "{}", text(&out.stderr));
+}
+
+/// With NCCL built in but no GPU driver (CI), the run fails with an error, not a panic.
+#[cfg(feature = "nccl")]
+#[test]
+fn nccl_backend_without_a_driver_names_it() {
+    let out = halo(&["bench", "comm", "--backend", "nccl", "--bytes", "4096", "--iterations", "1"]);
+    if !out.status.success() {
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("NCCL") && !stderr.contains("panicked"), "{stderr}");
+    }
+}
+
 #[cfg(feature = "mpi")]
 #[test]
 fn mpirun_four_ranks_report_4n_intra_8n_inter_and_link_fits() {

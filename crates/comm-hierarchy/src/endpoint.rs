@@ -208,7 +208,7 @@ fn length_mismatch(phase: &str, src: usize, err: wire::WireError) -> CommError {
 }
 
 /// Splits `0..len` into `parts` contiguous ranges whose lengths differ by at most one.
-fn chunk_ranges(len: usize, parts: usize) -> Vec<Range<usize>> {
+pub(crate) fn chunk_ranges(len: usize, parts: usize) -> Vec<Range<usize>> {
     let (base, extra) = (len / parts, len % parts);
     let mut start = 0;
     (0..parts)

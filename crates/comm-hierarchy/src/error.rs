@@ -32,6 +32,9 @@ pub enum CommError {
     /// The MPI library reported an error or could not be set up.
     #[error("MPI: {0}")]
     Mpi(String),
+    /// The NCCL library (or the CUDA driver under it) reported an error or could not be set up.
+    #[error("NCCL: {0}")]
+    Nccl(String),
     /// Ledger snapshots could not be combined.
     #[error(transparent)]
     Ledger(#[from] LedgerError),

@@ -7,7 +7,8 @@
 //!   labelled by phase.
 //! - Backends: [`LocalCluster`] (one thread per worker, the embedded default) and, with the
 //!   `mpi` feature, `mpi_backend` (one process per rank). Both are an [`Endpoint`] over a
-//!   [`Transport`]; the NCCL backend of the `cuda` feature is to be another `Transport`.
+//!   [`Transport`]. With the `nccl` feature, `nccl::NcclComm` runs all-to-all and all-reduce
+//!   on GPU buffers through NCCL, bootstrapped over either backend and counted in the same ledger.
 //! - [`LedgerSnapshot`]: bytes and messages per (src, dst, link class, phase), and
 //!   [`cost::model`], which turns a merged ledger into modeled seconds per call.
 //!
@@ -37,6 +38,8 @@ pub mod ledger;
 pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi_backend;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod preset;
 pub mod probe;
 pub mod topology;

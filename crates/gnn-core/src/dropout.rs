@@ -8,7 +8,7 @@
 //! One 64-bit hash yields four 16-bit lanes, each compared with `round(p * 2^16)`, so the drop
 //! probability is `p` to within `2^-17`; kept values are scaled by `1 / (1 - p)` (as in PyTorch).
 
-use graph_partition::rng::{hash_key, mix64};
+use graph_partition::rng::{hash_extend, hash_key, mix64};
 use ndarray::{ArrayBase, DataMut, Ix2};
 use rayon::prelude::*;
 
@@ -64,7 +64,18 @@ impl DropoutSite {
     }
 
     fn feature_key(&self, gid: u32) -> u64 {
-        hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer, u64::from(gid)])
+        hash_extend(self.feature_prefix(), &[u64::from(gid)])
+    }
+
+    /// The key prefix shared by every row of this site's feature dropout; a row's key is
+    /// `hash_extend(prefix, [gid])`. The device kernel receives it instead of the seed words.
+    pub fn feature_prefix(&self) -> u64 {
+        hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer])
+    }
+
+    /// A 16-bit lane draw at or above this keeps its element.
+    pub fn threshold(&self) -> u32 {
+        self.threshold as u32
     }
 
     /// Keep flags of slots `LANES * group ..` of the stream keyed by `key`: one hash, four draws.

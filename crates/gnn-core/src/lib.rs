@@ -35,6 +35,7 @@ mod block_tests;
 pub mod dense;
 pub mod dropout;
 pub mod exchange;
+pub mod gpu;
 pub mod graph;
 mod inference;
 pub mod layers;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use clap::{Subcommand, ValueEnum};
-use comm_hierarchy::{CommError, Communicator, LinkModel, LocalCluster, PairFit, Topology, cost, wire};
+use comm_hierarchy::{CommError, Communicator, LedgerSnapshot, LinkModel, LocalCluster, PairFit, Topology, cost, wire};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -28,6 +28,9 @@ enum Backend {
     Local,
     /// One process per rank under an MPI launcher (`mpirun -np P halo bench comm ...`).
     Mpi,
+    /// NCCL on GPU buffers, one GPU per worker thread of this process (worker `i` on GPU `i`;
+    /// --workers defaults to every GPU). Needs a build with `--features nccl`.
+    Nccl,
 }
 
 impl Backend {
@@ -35,9 +38,12 @@ impl Backend {
         match self {
             Backend::Local => "local",
             Backend::Mpi => "mpi",
+            Backend::Nccl => "nccl",
         }
     }
 }
+
+mod nccl;
 
 #[derive(Debug, clap::Args)]
 struct CommArgs {
@@ -91,16 +97,21 @@ fn run_comm(args: CommArgs) -> anyhow::Result<()> {
     match args.backend {
         Backend::Local => run_local(&args, links, timeout),
         Backend::Mpi => run_mpi(&args, links, timeout),
+        Backend::Nccl => nccl::run(&args, links, timeout),
     }
 }
 
-fn run_local(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Result<()> {
-    let workers = args.workers.unwrap_or(4);
+/// The topology of `workers` threads on `--hosts` hosts.
+fn local_topology(args: &CommArgs, workers: usize, links: LinkModel) -> anyhow::Result<Topology> {
     let hosts = args.hosts.unwrap_or(1);
     ensure!(workers >= 1, "--workers must be at least 1");
     ensure!(hosts >= 1, "--hosts must be at least 1");
     ensure!(workers.is_multiple_of(hosts), "--workers {workers} is not divisible by --hosts {hosts}");
-    let topology = Topology::for_workers(workers, hosts, links)?;
+    Ok(Topology::for_workers(workers, hosts, links)?)
+}
+
+fn run_local(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Result<()> {
+    let topology = local_topology(args, args.workers.unwrap_or(4), links)?;
     let plan = Plan { backend: Backend::Local, bytes: args.bytes, iterations: args.iterations };
     let mut reports = LocalCluster::run_with_timeout(&topology, timeout, |comm| measure(comm, &plan))?;
     let report = reports.swap_remove(0).context("rank 0 returned no report")?;
@@ -196,19 +207,69 @@ struct AllReduceReport {
     busbw_gb_s: f64,
 }
 
-/// Runs the benchmark on one rank; rank 0 returns the report.
-fn measure(comm: &dyn Communicator, plan: &Plan) -> Result<Option<Report>, CommError> {
-    let (rank, size) = (comm.rank(), comm.size());
-    let blocks: Vec<Vec<u8>> = (0..size).map(|dst| vec![(rank * size + dst) as u8; plan.bytes]).collect();
-    let a2a_figures = figures_of(comm, |c| c.all_to_all_v("bench/all_to_all", blocks.clone()).map(drop))?;
-    // Copies made up front, so the timed calls do not include copying the payload.
-    let inputs = (0..plan.iterations).map(|_| blocks.clone()).collect();
-    let a2a_times = time_call(comm, inputs, |c, send| c.all_to_all_v("bench/all_to_all", send).map(drop))?;
+/// The two timed collectives on one backend, with their buffers made up front so that timed
+/// calls do not include building the payload.
+trait Collectives {
+    /// Ledger of the calls so far (this rank).
+    fn ledger(&self) -> LedgerSnapshot;
+    fn all_to_all(&mut self) -> Result<(), CommError>;
+    fn all_reduce(&mut self) -> Result<(), CommError>;
+    /// Bytes of one all-reduce.
+    fn payload_bytes(&self) -> usize;
+}
 
-    let mut values = vec![rank as f32; plan.bytes / 4];
-    let reduce_figures = figures_of(comm, |c| c.all_reduce_sum_f32("bench/all_reduce", &mut values))?;
-    let inputs = vec![(); plan.iterations];
-    let reduce_times = time_call(comm, inputs, |c, ()| c.all_reduce_sum_f32("bench/all_reduce", &mut values))?;
+/// The host backends: byte blocks through [`Communicator::all_to_all_v`].
+struct HostCollectives<'a> {
+    comm: &'a dyn Communicator,
+    /// One send set per remaining all-to-all call, so no call times copying its payload.
+    inputs: Vec<Vec<Vec<u8>>>,
+    values: Vec<f32>,
+}
+
+impl<'a> HostCollectives<'a> {
+    fn new(comm: &'a dyn Communicator, plan: &Plan) -> Self {
+        let (rank, size) = (comm.rank(), comm.size());
+        let blocks: Vec<Vec<u8>> = (0..size).map(|dst| vec![(rank * size + dst) as u8; plan.bytes]).collect();
+        Self { comm, inputs: vec![blocks; plan.iterations + 1], values: vec![rank as f32; plan.bytes / 4] }
+    }
+}
+
+impl Collectives for HostCollectives<'_> {
+    fn ledger(&self) -> LedgerSnapshot {
+        self.comm.ledger()
+    }
+
+    fn all_to_all(&mut self) -> Result<(), CommError> {
+        let send = self.inputs.pop().unwrap_or_default();
+        self.comm.all_to_all_v("bench/all_to_all", send).map(drop)
+    }
+
+    fn all_reduce(&mut self) -> Result<(), CommError> {
+        self.comm.all_reduce_sum_f32("bench/all_reduce", &mut self.values)
+    }
+
+    fn payload_bytes(&self) -> usize {
+        self.values.len() * 4
+    }
+}
+
+/// Runs the benchmark on one rank over a host backend; rank 0 returns the report.
+fn measure(comm: &dyn Communicator, plan: &Plan) -> Result<Option<Report>, CommError> {
+    measure_with(comm, plan, &mut HostCollectives::new(comm, plan))
+}
+
+/// Runs the benchmark of `target`, with `comm` (the host communicator) for barriers, timings
+/// and ledgers; rank 0 returns the report.
+fn measure_with(
+    comm: &dyn Communicator,
+    plan: &Plan,
+    target: &mut dyn Collectives,
+) -> Result<Option<Report>, CommError> {
+    let size = comm.size();
+    let a2a_figures = figures_of(comm, target, |t| t.all_to_all())?;
+    let a2a_times = time_call(comm, plan.iterations, target, |t| t.all_to_all())?;
+    let reduce_figures = figures_of(comm, target, |t| t.all_reduce())?;
+    let reduce_times = time_call(comm, plan.iterations, target, |t| t.all_reduce())?;
 
     let link_fits = if plan.backend == Backend::Mpi {
         comm_hierarchy::probe_links(comm, "bench/probe", &FIT_SIZES, FIT_REPETITIONS)?
@@ -223,7 +284,7 @@ fn measure(comm: &dyn Communicator, plan: &Plan) -> Result<Option<Report>, CommE
 
     let t = comm.topology();
     let pair_bytes = (size * size.saturating_sub(1) * plan.bytes) as f64;
-    let payload_bytes = values.len() * 4;
+    let payload_bytes = target.payload_bytes();
     let algbw = payload_bytes as f64 / reduce_times.mean_s / 1e9;
     Ok(Some(Report {
         backend: plan.backend,
@@ -253,11 +314,12 @@ fn measure(comm: &dyn Communicator, plan: &Plan) -> Result<Option<Report>, CommE
 /// Runs `call` once and returns, on rank 0, the merged ledger figures of that one call.
 fn figures_of(
     comm: &dyn Communicator,
-    mut call: impl FnMut(&dyn Communicator) -> Result<(), CommError>,
+    target: &mut dyn Collectives,
+    call: impl FnOnce(&mut dyn Collectives) -> Result<(), CommError>,
 ) -> Result<Option<CallFigures>, CommError> {
-    let before = comm.ledger();
-    call(comm)?;
-    let delta = comm.ledger().delta_since(&before)?;
+    let before = target.ledger();
+    call(target)?;
+    let delta = target.ledger().delta_since(&before)?;
     Ok(comm.gather_ledger(0, &delta)?.map(|merged| {
         let totals = merged.totals();
         CallFigures {
@@ -269,19 +331,19 @@ fn figures_of(
     }))
 }
 
-/// Times one call per input, each started together after a barrier; returns, on rank 0, the
+/// Times `iterations` calls, each started together after a barrier; returns, on rank 0, the
 /// slowest rank's time per call summarised over the calls.
-fn time_call<I>(
+fn time_call(
     comm: &dyn Communicator,
-    inputs: Vec<I>,
-    mut call: impl FnMut(&dyn Communicator, I) -> Result<(), CommError>,
+    iterations: usize,
+    target: &mut dyn Collectives,
+    mut call: impl FnMut(&mut dyn Collectives) -> Result<(), CommError>,
 ) -> Result<Option<Timing>, CommError> {
-    let iterations = inputs.len();
     let mut seconds = Vec::with_capacity(iterations);
-    for input in inputs {
+    for _ in 0..iterations {
         comm.barrier("bench/sync")?;
         let start = Instant::now();
-        call(comm, input)?;
+        call(target)?;
         seconds.push(start.elapsed().as_secs_f64());
     }
     let Some(all) = comm.gather("bench/timing", 0, wire::encode(&seconds))? else {

@@ -1,0 +1,67 @@
+//! Row-major GEMM through cuBLAS (which is column-major).
+
+use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::{Gemm, GemmConfig};
+use cudarc::driver::CudaSlice;
+
+use super::kernels::int;
+use super::{Device, GpuError};
+
+impl Device {
+    /// `op(A) op(B)` for row-major `A` and `B`, giving a row-major `m x n` matrix; `op(A)` is
+    /// `m x k` (`A` is stored `k x m` when `trans_a`), `op(B)` is `k x n` (stored `n x k` when
+    /// `trans_b`).
+    ///
+    /// A row-major matrix is its column-major transpose, so this asks cuBLAS for
+    /// `C^T = op(B)^T op(A)^T`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(
+        &self,
+        a: &CudaSlice<f32>,
+        trans_a: bool,
+        b: &CudaSlice<f32>,
+        trans_b: bool,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "matmul";
+        if a.len() != m * k || b.len() != k * n {
+            return Err(GpuError::Shape {
+                kernel: KERNEL,
+                detail: format!(
+                    "{}x{} by {}x{} needs {} and {} elements, got {} and {}",
+                    m,
+                    k,
+                    k,
+                    n,
+                    m * k,
+                    k * n,
+                    a.len(),
+                    b.len()
+                ),
+            });
+        }
+        let mut c = self.zeros::<f32>(m * n)?;
+        if m == 0 || n == 0 {
+            return Ok(c);
+        }
+        let op = |t: bool| if t { cublasOperation_t::CUBLAS_OP_T } else { cublasOperation_t::CUBLAS_OP_N };
+        let cfg = GemmConfig {
+            transa: op(trans_b),
+            transb: op(trans_a),
+            m: int::<i32>(KERNEL, n)?,
+            n: int::<i32>(KERNEL, m)?,
+            k: int::<i32>(KERNEL, k)?,
+            alpha: 1.0f32,
+            lda: int::<i32>(KERNEL, if trans_b { k } else { n })?.max(1),
+            ldb: int::<i32>(KERNEL, if trans_a { m } else { k })?.max(1),
+            beta: 0.0f32,
+            ldc: int::<i32>(KERNEL, n)?,
+        };
+        // SAFETY: the lengths of a, b and c were checked against m, k and n above, and the
+        // leading dimensions are those of the row-major layouts, so cuBLAS stays in bounds.
+        unsafe { self.blas.gemm(cfg, b, a, &mut c) }?;
+        Ok(c)
+    }
+}

@@ -1,0 +1,534 @@
+//! Launch wrappers for every kernel in `kernels/*.cu`. Each checks buffer lengths against the
+//! sizes it passes, which is what makes the launches memory-safe: the kernels index only below
+//! those sizes, and CSR indices are below the column count by `graph_partition::Csr`'s invariant.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use graph_partition::Csr;
+
+use super::{Device, GpuError};
+use crate::activation::Activation;
+use crate::dropout::DropoutSite;
+use crate::gpu::reference::max_code;
+
+const BLOCK: u32 = 256;
+
+/// A CSR matrix on the device.
+pub struct DeviceCsr {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    indptr: CudaSlice<u64>,
+    indices: CudaSlice<u32>,
+}
+
+impl DeviceCsr {
+    pub fn upload(device: &Device, csr: &Csr) -> Result<Self, GpuError> {
+        Ok(Self {
+            rows: csr.num_rows(),
+            cols: csr.num_cols(),
+            nnz: csr.num_edges(),
+            indptr: device.upload(csr.indptr())?,
+            indices: device.upload(csr.indices())?,
+        })
+    }
+}
+
+/// Per-row codes (linear and stochastic) on the device.
+pub struct RowCodes {
+    pub lo: CudaSlice<f32>,
+    pub scale: CudaSlice<f32>,
+    pub codes: CudaSlice<u32>,
+}
+
+/// Whole-matrix bucket codes on the device; `lo` and `hi` hold one value each.
+pub struct BucketCodes {
+    pub lo: CudaSlice<f32>,
+    pub hi: CudaSlice<f32>,
+    pub codes: CudaSlice<u32>,
+}
+
+/// LayerNorm's output and what its backward needs.
+pub struct NormOut {
+    pub out: CudaSlice<f32>,
+    pub xhat: CudaSlice<f32>,
+    pub rstd: CudaSlice<f32>,
+}
+
+/// A size as the kernels' `u32`, or a shape error naming the kernel.
+pub(super) fn int<T: TryFrom<usize>>(kernel: &'static str, v: usize) -> Result<T, GpuError> {
+    T::try_from(v)
+        .map_err(|_| GpuError::Shape { kernel, detail: format!("size {v} exceeds the kernel's integer range") })
+}
+
+fn expect_len(kernel: &'static str, what: &str, len: usize, want: usize) -> Result<(), GpuError> {
+    if len == want {
+        Ok(())
+    } else {
+        Err(GpuError::Shape { kernel, detail: format!("{what} has {len} elements, expected {want}") })
+    }
+}
+
+fn grid(threads: usize) -> LaunchConfig {
+    let blocks = threads.div_ceil(BLOCK as usize).max(1) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The kernels' activation code and parameter.
+fn act_code(act: Option<Activation>) -> (u32, f32) {
+    match act {
+        None => (0, 0.0),
+        Some(Activation::Relu) => (1, 0.0),
+        Some(Activation::Elu { alpha }) => (2, alpha),
+        Some(Activation::LeakyRelu { slope }) => (3, slope),
+    }
+}
+
+/// Launches `$module::$kernel` over `$threads` threads with the given arguments.
+macro_rules! launch {
+    ($dev:expr, $module:literal, $kernel:literal, $threads:expr, [$($arg:expr),* $(,)?]) => {{
+        let function = $dev.function($module, $kernel)?;
+        let mut builder = $dev.stream.launch_builder(&function);
+        $(builder.arg($arg);)*
+        // SAFETY: every caller checks its buffers against the sizes it passes (see the module
+        // comment), and the argument list matches the kernel's signature in kernels/*.cu.
+        unsafe { builder.launch(grid($threads)) }?;
+    }};
+}
+
+impl Device {
+    fn null_f32(&self) -> Result<CudaSlice<f32>, GpuError> {
+        Ok(self.stream.null()?)
+    }
+
+    /// `A x` for `A` with entry values `vals` (ones when `None`) and `x` of `A.cols x f`.
+    pub fn spmm(
+        &self,
+        a: &DeviceCsr,
+        vals: Option<&CudaSlice<f32>>,
+        x: &CudaSlice<f32>,
+        f: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("csr_spmm", "x", x.len(), a.cols * f)?;
+        if let Some(v) = vals {
+            expect_len("csr_spmm", "vals", v.len(), a.nnz)?;
+        }
+        let null = self.null_f32()?;
+        let mut out = self.zeros::<f32>(a.rows * f)?;
+        let (rows, fw): (u32, u32) = (int("csr_spmm", a.rows)?, int("csr_spmm", f)?);
+        launch!(
+            self,
+            "sparse",
+            "csr_spmm",
+            a.rows * f,
+            [&rows, &fw, &a.indptr, &a.indices, vals.unwrap_or(&null), x, &mut out]
+        );
+        Ok(out)
+    }
+
+    /// `A^T x` for `x` of `A.rows x f`, scattered with atomics (no transpose is built).
+    pub fn spmm_t(
+        &self,
+        a: &DeviceCsr,
+        vals: Option<&CudaSlice<f32>>,
+        x: &CudaSlice<f32>,
+        f: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("csr_spmm_t", "x", x.len(), a.rows * f)?;
+        if let Some(v) = vals {
+            expect_len("csr_spmm_t", "vals", v.len(), a.nnz)?;
+        }
+        let null = self.null_f32()?;
+        let mut out = self.zeros::<f32>(a.cols * f)?;
+        let (rows, fw): (u32, u32) = (int("csr_spmm_t", a.rows)?, int("csr_spmm_t", f)?);
+        launch!(
+            self,
+            "sparse",
+            "csr_spmm_t",
+            a.rows * f,
+            [&rows, &fw, &a.indptr, &a.indices, vals.unwrap_or(&null), x, &mut out]
+        );
+        Ok(out)
+    }
+
+    /// Per-entry, per-head dot products of `a` (a row per CSR row) and `b` (a row per CSR
+    /// column), both `heads * dh` wide, as `sparse::sddmm`.
+    pub fn sddmm(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        dh: usize,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("sddmm", "a", a.len(), csr.rows * heads * dh)?;
+        expect_len("sddmm", "b", b.len(), csr.cols * heads * dh)?;
+        let mut out = self.zeros::<f32>(csr.nnz * heads)?;
+        let (rows, h, d): (u32, u32, u32) = (int("sddmm", csr.rows)?, int("sddmm", heads)?, int("sddmm", dh)?);
+        launch!(
+            self,
+            "attention",
+            "sddmm",
+            csr.nnz * heads,
+            [&rows, &h, &d, &csr.indptr, &csr.indices, a, b, &mut out]
+        );
+        Ok(out)
+    }
+
+    /// GAT logits `LeakyReLU_slope(src[col][h] + dst[row][h])` per entry and head.
+    pub fn gat_logits(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        slope: f32,
+        src: &CudaSlice<f32>,
+        dst: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("gat_logits", "src", src.len(), csr.cols * heads)?;
+        expect_len("gat_logits", "dst", dst.len(), csr.rows * heads)?;
+        let mut out = self.zeros::<f32>(csr.nnz * heads)?;
+        let (rows, h): (u32, u32) = (int("gat_logits", csr.rows)?, int("gat_logits", heads)?);
+        launch!(
+            self,
+            "attention",
+            "gat_logits",
+            csr.nnz * heads,
+            [&rows, &h, &slope, &csr.indptr, &csr.indices, src, dst, &mut out]
+        );
+        Ok(out)
+    }
+
+    /// Softmax over each row's entries, per head, in place.
+    pub fn edge_softmax(&self, csr: &DeviceCsr, heads: usize, scores: &mut CudaSlice<f32>) -> Result<(), GpuError> {
+        expect_len("edge_softmax", "scores", scores.len(), csr.nnz * heads)?;
+        let (rows, h): (u32, u32) = (int("edge_softmax", csr.rows)?, int("edge_softmax", heads)?);
+        launch!(self, "attention", "edge_softmax", csr.rows * heads, [&rows, &h, &csr.indptr, scores]);
+        Ok(())
+    }
+
+    /// The logit gradient of an edge softmax with output `w` and output gradient `g`.
+    pub fn edge_softmax_backward(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        w: &CudaSlice<f32>,
+        g: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("edge_softmax_backward", "w", w.len(), csr.nnz * heads)?;
+        expect_len("edge_softmax_backward", "g", g.len(), csr.nnz * heads)?;
+        let mut dz = self.zeros::<f32>(csr.nnz * heads)?;
+        let (rows, h): (u32, u32) = (int("edge_softmax_backward", csr.rows)?, int("edge_softmax_backward", heads)?);
+        launch!(self, "attention", "edge_softmax_backward", csr.rows * heads, [&rows, &h, &csr.indptr, w, g, &mut dz]);
+        Ok(dz)
+    }
+
+    /// `x = act(x + bias)` in place for `x` of `n x f`.
+    pub fn bias_act(
+        &self,
+        n: usize,
+        f: usize,
+        bias: Option<&CudaSlice<f32>>,
+        act: Option<Activation>,
+        x: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        expect_len("bias_act", "x", x.len(), n * f)?;
+        if let Some(b) = bias {
+            expect_len("bias_act", "bias", b.len(), f)?;
+        }
+        let null = self.null_f32()?;
+        let (code, param) = act_code(act);
+        let (nr, fw): (u32, u32) = (int("bias_act", n)?, int("bias_act", f)?);
+        launch!(self, "elementwise", "bias_act", n * f, [&nr, &fw, bias.unwrap_or(&null), &code, &param, x]);
+        Ok(())
+    }
+
+    /// `grad *= act'(x)`, read through the activation's output `y`.
+    pub fn act_backward(&self, act: Activation, y: &CudaSlice<f32>, grad: &mut CudaSlice<f32>) -> Result<(), GpuError> {
+        expect_len("act_backward", "grad", grad.len(), y.len())?;
+        let (code, param) = act_code(Some(act));
+        let len = y.len() as u64;
+        launch!(self, "elementwise", "act_backward", y.len(), [&len, &code, &param, y, grad]);
+        Ok(())
+    }
+
+    /// `db += column sums of grad` for `grad` of `n x f`.
+    pub fn column_sum(
+        &self,
+        n: usize,
+        f: usize,
+        grad: &CudaSlice<f32>,
+        db: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        expect_len("column_sum", "grad", grad.len(), n * f)?;
+        expect_len("column_sum", "db", db.len(), f)?;
+        let (nr, fw): (u32, u32) = (int("column_sum", n)?, int("column_sum", f)?);
+        launch!(self, "elementwise", "column_sum", f, [&nr, &fw, grad, db]);
+        Ok(())
+    }
+
+    /// Feature dropout of `x` (`n x f`, row `r` is global vertex `gids[r]`) with `site`'s keyed
+    /// masks, exactly as `DropoutSite::apply_rows`; records the keep flags in `mask` if given.
+    pub fn dropout_rows(
+        &self,
+        site: &DropoutSite,
+        f: usize,
+        gids: &CudaSlice<u32>,
+        x: &mut CudaSlice<f32>,
+        mask: Option<&mut CudaSlice<u8>>,
+    ) -> Result<(), GpuError> {
+        let n = gids.len();
+        expect_len("dropout_rows", "x", x.len(), n * f)?;
+        let mut null = self.stream.null::<u8>()?;
+        let mask = match mask {
+            Some(m) => {
+                expect_len("dropout_rows", "mask", m.len(), n * f)?;
+                m
+            }
+            None => &mut null,
+        };
+        let (nr, fw): (u32, u32) = (int("dropout_rows", n)?, int("dropout_rows", f)?);
+        let (prefix, threshold, scale) = (site.feature_prefix(), site.threshold(), site.scale());
+        launch!(self, "elementwise", "dropout_rows", n * f, [&nr, &fw, gids, &prefix, &threshold, &scale, x, mask]);
+        Ok(())
+    }
+
+    /// `grad *= mask * scale`, the adjoint of [`Device::dropout_rows`].
+    pub fn dropout_backward(
+        &self,
+        mask: &CudaSlice<u8>,
+        scale: f32,
+        grad: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        expect_len("dropout_backward", "grad", grad.len(), mask.len())?;
+        let len = mask.len() as u64;
+        launch!(self, "elementwise", "dropout_backward", mask.len(), [&len, mask, &scale, grad]);
+        Ok(())
+    }
+
+    /// LayerNorm of the rows of `x` (`n x d`).
+    pub fn layer_norm(
+        &self,
+        n: usize,
+        d: usize,
+        eps: f32,
+        x: &CudaSlice<f32>,
+        gamma: &CudaSlice<f32>,
+        beta: &CudaSlice<f32>,
+    ) -> Result<NormOut, GpuError> {
+        expect_len("layer_norm", "x", x.len(), n * d)?;
+        expect_len("layer_norm", "gamma", gamma.len(), d)?;
+        expect_len("layer_norm", "beta", beta.len(), d)?;
+        let (mut out, mut xhat, mut rstd) = (self.zeros(n * d)?, self.zeros(n * d)?, self.zeros(n)?);
+        let (nr, dw): (u32, u32) = (int("layer_norm", n)?, int("layer_norm", d)?);
+        launch!(self, "elementwise", "layer_norm", n, [&nr, &dw, &eps, x, gamma, beta, &mut out, &mut xhat, &mut rstd]);
+        Ok(NormOut { out, xhat, rstd })
+    }
+
+    /// LayerNorm backward: returns `dx` and adds `d gamma`, `d beta` into `dgamma`, `dbeta`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_norm_backward(
+        &self,
+        n: usize,
+        d: usize,
+        dy: &CudaSlice<f32>,
+        xhat: &CudaSlice<f32>,
+        rstd: &CudaSlice<f32>,
+        gamma: &CudaSlice<f32>,
+        dgamma: &mut CudaSlice<f32>,
+        dbeta: &mut CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        for (what, len, want) in
+            [("dy", dy.len(), n * d), ("xhat", xhat.len(), n * d), ("rstd", rstd.len(), n), ("gamma", gamma.len(), d)]
+        {
+            expect_len("layer_norm_backward", what, len, want)?;
+        }
+        expect_len("layer_norm_backward", "dgamma", dgamma.len(), d)?;
+        expect_len("layer_norm_backward", "dbeta", dbeta.len(), d)?;
+        let mut dx = self.zeros(n * d)?;
+        let (nr, dw): (u32, u32) = (int("layer_norm_backward", n)?, int("layer_norm_backward", d)?);
+        launch!(self, "elementwise", "layer_norm_backward", n, [&nr, &dw, dy, xhat, rstd, gamma, &mut dx]);
+        launch!(self, "elementwise", "layer_norm_param_grad", d, [&nr, &dw, dy, xhat, dgamma, dbeta]);
+        Ok(dx)
+    }
+
+    fn row_params(
+        &self,
+        kernel: &'static str,
+        d: usize,
+        bits: u32,
+        x: &CudaSlice<f32>,
+    ) -> Result<(CudaSlice<f32>, CudaSlice<f32>, u32, u32), GpuError> {
+        if d == 0 || !x.len().is_multiple_of(d) {
+            return Err(GpuError::Shape { kernel, detail: format!("{} elements do not form rows of {d}", x.len()) });
+        }
+        check_bits(kernel, bits)?;
+        let n = x.len() / d;
+        let (mut lo, mut hi, mut scale) = (self.zeros::<f32>(n)?, self.zeros::<f32>(n)?, self.zeros::<f32>(n)?);
+        let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
+        let levels = max_code(bits);
+        let levels_f = levels as f32;
+        launch!(self, "quant", "row_min_max", n, [&nr, &dw, x, &mut lo, &mut hi]);
+        launch!(self, "quant", "row_scales", n, [&nr, &levels_f, &lo, &hi, &mut scale]);
+        Ok((lo, scale, nr, levels))
+    }
+
+    /// Linear quantization of the rows of `x` (width `d`) to `bits`-bit codes.
+    pub fn linear_quantize(&self, d: usize, bits: u32, x: &CudaSlice<f32>) -> Result<RowCodes, GpuError> {
+        let (lo, scale, nr, levels) = self.row_params("linear_quantize", d, bits, x)?;
+        let mut codes = self.zeros(x.len())?;
+        let dw: u32 = int("linear_quantize", d)?;
+        launch!(self, "quant", "linear_quantize", x.len(), [&nr, &dw, &levels, x, &lo, &scale, &mut codes]);
+        Ok(RowCodes { lo, scale, codes })
+    }
+
+    /// Stochastic rounding of the rows of `x` (row `r` is vertex `gids[r]`) with draws keyed by
+    /// `prefix`, as `reference::stochastic_quantize`.
+    pub fn stochastic_quantize(
+        &self,
+        d: usize,
+        bits: u32,
+        x: &CudaSlice<f32>,
+        gids: &CudaSlice<u32>,
+        prefix: u64,
+    ) -> Result<RowCodes, GpuError> {
+        let (lo, scale, nr, levels) = self.row_params("stochastic_quantize", d, bits, x)?;
+        expect_len("stochastic_quantize", "gids", gids.len(), nr as usize)?;
+        let mut codes = self.zeros(x.len())?;
+        let dw: u32 = int("stochastic_quantize", d)?;
+        launch!(
+            self,
+            "quant",
+            "stochastic_quantize",
+            x.len(),
+            [&nr, &dw, &levels, x, &lo, &scale, gids, &prefix, &mut codes]
+        );
+        Ok(RowCodes { lo, scale, codes })
+    }
+
+    /// `lo + code * scale` per row (linear and stochastic codes), rows of width `d`.
+    pub fn row_dequantize(&self, d: usize, q: &RowCodes) -> Result<CudaSlice<f32>, GpuError> {
+        let n = q.lo.len();
+        expect_len("row_dequantize", "codes", q.codes.len(), n * d)?;
+        expect_len("row_dequantize", "scale", q.scale.len(), n)?;
+        let mut x = self.zeros(n * d)?;
+        let (nr, dw): (u32, u32) = (int("row_dequantize", n)?, int("row_dequantize", d)?);
+        launch!(self, "quant", "row_dequantize", n * d, [&nr, &dw, &q.codes, &q.lo, &q.scale, &mut x]);
+        Ok(x)
+    }
+
+    /// Whole-array min and max, as one-element buffers.
+    pub fn min_max(&self, x: &CudaSlice<f32>) -> Result<(CudaSlice<f32>, CudaSlice<f32>), GpuError> {
+        const PARTIALS: usize = 256;
+        let (mut plo, mut phi) = (self.zeros::<f32>(PARTIALS)?, self.zeros::<f32>(PARTIALS)?);
+        let (mut lo, mut hi) = (self.zeros::<f32>(1)?, self.zeros::<f32>(1)?);
+        let function = self.function("quant", "min_max_partials")?;
+        let cfg = |blocks: usize| LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let len = x.len() as u64;
+        let mut first = self.stream.launch_builder(&function);
+        first.arg(&len).arg(x).arg(x).arg(&mut plo).arg(&mut phi);
+        // SAFETY: the kernel reads `len` elements of x (its length) and writes one value per
+        // block into plo and phi, which hold PARTIALS = grid size values; BLOCK is a power of
+        // two no larger than the kernel's 1024-entry shared arrays.
+        unsafe { first.launch(cfg(PARTIALS)) }?;
+        let plen = PARTIALS as u64;
+        let mut second = self.stream.launch_builder(&function);
+        second.arg(&plen).arg(&plo).arg(&phi).arg(&mut lo).arg(&mut hi);
+        // SAFETY: as above, reading the PARTIALS values and writing one from a single block.
+        unsafe { second.launch(cfg(1)) }?;
+        Ok((lo, hi))
+    }
+
+    /// Bucket quantization of the whole of `x` into `2^bits` buckets.
+    pub fn bucket_quantize(&self, bits: u32, x: &CudaSlice<f32>) -> Result<BucketCodes, GpuError> {
+        check_bits("bucket_quantize", bits)?;
+        let (lo, hi) = self.min_max(x)?;
+        let mut codes = self.zeros(x.len())?;
+        let (len, buckets) = (x.len() as u64, max_code(bits) + 1);
+        launch!(self, "quant", "bucket_quantize", x.len(), [&len, &buckets, x, &lo, &hi, &mut codes]);
+        Ok(BucketCodes { lo, hi, codes })
+    }
+
+    /// Bucket midpoints of `q`'s codes.
+    pub fn bucket_dequantize(&self, bits: u32, q: &BucketCodes) -> Result<CudaSlice<f32>, GpuError> {
+        check_bits("bucket_dequantize", bits)?;
+        expect_len("bucket_dequantize", "lo", q.lo.len(), 1)?;
+        expect_len("bucket_dequantize", "hi", q.hi.len(), 1)?;
+        let mut x = self.zeros(q.codes.len())?;
+        let (len, buckets) = (q.codes.len() as u64, max_code(bits) + 1);
+        launch!(self, "quant", "bucket_dequantize", q.codes.len(), [&len, &buckets, &q.codes, &q.lo, &q.hi, &mut x]);
+        Ok(x)
+    }
+
+    /// LSB-first packing of `bits`-bit codes into bytes.
+    pub fn pack_codes(&self, bits: u32, codes: &CudaSlice<u32>) -> Result<CudaSlice<u8>, GpuError> {
+        check_bits("pack_codes", bits)?;
+        let bytes_len = (codes.len() * bits as usize).div_ceil(8);
+        let mut bytes = self.zeros(bytes_len)?;
+        let len = codes.len() as u64;
+        launch!(self, "quant", "pack_codes", bytes_len, [&len, &bits, codes, &mut bytes]);
+        Ok(bytes)
+    }
+
+    /// The `len` codes packed in `bytes`.
+    pub fn unpack_codes(&self, bits: u32, bytes: &CudaSlice<u8>, len: usize) -> Result<CudaSlice<u32>, GpuError> {
+        check_bits("unpack_codes", bits)?;
+        expect_len("unpack_codes", "bytes", bytes.len(), (len * bits as usize).div_ceil(8))?;
+        let mut codes = self.zeros(len)?;
+        let n = len as u64;
+        launch!(self, "quant", "unpack_codes", len, [&n, &bits, bytes, &mut codes]);
+        Ok(codes)
+    }
+
+    /// `dst[i, :] = src[idx[i], :]` for `src` of `src_rows x f`.
+    pub fn gather_rows(
+        &self,
+        f: usize,
+        idx: &[u32],
+        src: &CudaSlice<f32>,
+        src_rows: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("gather_rows", "src", src.len(), src_rows * f)?;
+        check_indices("gather_rows", idx, src_rows)?;
+        let dev_idx = self.upload(idx)?;
+        let mut dst = self.zeros(idx.len() * f)?;
+        let (n, fw): (u32, u32) = (int("gather_rows", idx.len())?, int("gather_rows", f)?);
+        launch!(self, "gather", "gather_rows", idx.len() * f, [&n, &fw, &dev_idx, src, &mut dst]);
+        Ok(dst)
+    }
+
+    /// `dst[idx[i], :] += src[i, :]` for `dst` of `dst_rows x f`.
+    pub fn scatter_add_rows(
+        &self,
+        f: usize,
+        idx: &[u32],
+        src: &CudaSlice<f32>,
+        dst: &mut CudaSlice<f32>,
+        dst_rows: usize,
+    ) -> Result<(), GpuError> {
+        expect_len("scatter_add_rows", "src", src.len(), idx.len() * f)?;
+        expect_len("scatter_add_rows", "dst", dst.len(), dst_rows * f)?;
+        check_indices("scatter_add_rows", idx, dst_rows)?;
+        let dev_idx = self.upload(idx)?;
+        let (n, fw): (u32, u32) = (int("scatter_add_rows", idx.len())?, int("scatter_add_rows", f)?);
+        launch!(self, "gather", "scatter_add_rows", idx.len() * f, [&n, &fw, &dev_idx, src, dst]);
+        Ok(())
+    }
+}
+
+fn check_bits(kernel: &'static str, bits: u32) -> Result<(), GpuError> {
+    if (1..=crate::gpu::reference::MAX_CODE_BITS).contains(&bits) {
+        Ok(())
+    } else {
+        Err(GpuError::Shape { kernel, detail: format!("code width {bits} outside 1..=16") })
+    }
+}
+
+fn check_indices(kernel: &'static str, idx: &[u32], rows: usize) -> Result<(), GpuError> {
+    match idx.iter().find(|&&i| i as usize >= rows) {
+        Some(i) => Err(GpuError::Shape { kernel, detail: format!("row index {i} out of {rows} rows") }),
+        None => Ok(()),
+    }
+}

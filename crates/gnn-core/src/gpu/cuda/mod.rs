@@ -1,0 +1,122 @@
+//! The device path with the `cuda` feature: one [`Device`] per GPU, holding a stream, a cuBLAS
+//! handle and the kernel modules, each loaded from the embedded PTX the first time one of its
+//! kernels runs on that device (as candle does).
+
+mod blas;
+mod kernels;
+mod ptx;
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+
+pub use kernels::{BucketCodes, DeviceCsr, NormOut, RowCodes};
+
+/// A failure of the device path.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no CUDA driver (libcuda.so) on the loader path: this machine has no usable NVIDIA GPU driver")]
+    NoDriver,
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    #[error("cuBLAS: {0}")]
+    Blas(#[from] cudarc::cublas::result::CublasError),
+    #[error(
+        "kernel `{kernel}` is not in the embedded PTX of kernels/{module}.cu: the PTX is stale; run `{}` and rebuild",
+        ptx::REBUILD
+    )]
+    MissingKernel { module: &'static str, kernel: &'static str },
+    #[error("kernel `{kernel}`: {detail}")]
+    Shape { kernel: &'static str, detail: String },
+}
+
+/// One CUDA device.
+pub struct Device {
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    /// One slot per embedded PTX module, filled on first use.
+    modules: Mutex<Vec<Option<Arc<CudaModule>>>>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device").field("ordinal", &self.ordinal()).finish_non_exhaustive()
+    }
+}
+
+impl Device {
+    /// Opens GPU `ordinal` (its primary context) with its own stream.
+    pub fn new(ordinal: usize) -> Result<Self, GpuError> {
+        // cudarc panics when it cannot load the driver library; probe first to return an error.
+        // SAFETY: loading libcuda runs its initialisers, which need nothing from us; the probe
+        // keeps no handle.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(GpuError::NoDriver);
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let stream = ctx.new_stream()?;
+        let blas = CudaBlas::new(stream.clone())?;
+        Ok(Self { stream, blas, modules: Mutex::new(vec![None; ptx::MODULES.len()]) })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.stream.context().ordinal()
+    }
+
+    /// The stream every operation of this device is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Copies host data to a new device buffer.
+    pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        Ok(self.stream.clone_htod(host)?)
+    }
+
+    /// Copies a device buffer back to the host (waiting for the stream).
+    pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        Ok(self.stream.clone_dtoh(dev)?)
+    }
+
+    /// A zero-filled device buffer of `len` elements.
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, GpuError> {
+        Ok(self.stream.alloc_zeros(len)?)
+    }
+
+    /// Kernel `kernel` of module `module`, loading the module's PTX on this device if needed.
+    fn function(&self, module: &'static str, kernel: &'static str) -> Result<CudaFunction, GpuError> {
+        let index = ptx::index(module).ok_or(GpuError::MissingKernel { module, kernel })?;
+        let loaded = {
+            let mut modules = self.modules.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match &modules[index] {
+                Some(m) => m.clone(),
+                None => {
+                    let m = self.stream.context().load_module(ptx::MODULES[index].1.into())?;
+                    modules[index] = Some(m.clone());
+                    m
+                }
+            }
+        };
+        loaded.load_function(kernel).map_err(|_| GpuError::MissingKernel { module, kernel })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a driver (CI) this is an error, never a panic; with a GPU, device 0 opens and
+    /// an absent ordinal is a driver error.
+    #[test]
+    fn opening_a_device_fails_cleanly_without_a_driver() {
+        match Device::new(0) {
+            Err(GpuError::NoDriver) => assert!(GpuError::NoDriver.to_string().contains("libcuda")),
+            Err(other) => panic!("unexpected error opening device 0: {other}"),
+            Ok(dev) => {
+                assert_eq!(dev.ordinal(), 0);
+                assert!(matches!(Device::new(4096), Err(GpuError::Driver(_))));
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Every device kernel against its CPU reference (the CPU training path where one exists, else
+//! `gnn_core::gpu::reference`): exact for integer and packing kernels, 1e-5 relative for
+//! element-wise float kernels, 1e-4 for reductions. They need a GPU, so `cargo test` skips them;
+//! `cargo xtask gpu-test` runs them.
+#![cfg(feature = "cuda")]
+
+use gnn_core::dropout::{DropoutSite, dropout_backward};
+use gnn_core::gpu::{Device, DeviceCsr, RowCodes, reference};
+use gnn_core::params::ParamLayout;
+use gnn_core::sparse::{self, Write};
+use gnn_core::{Activation, LayerNorm};
+use graph_partition::rng::SplitMix64;
+use graph_partition::{Csr, EdgeListOptions};
+use ndarray::Array2;
+
+const FLOAT: f32 = 1e-5;
+const REDUCTION: f32 = 1e-4;
+
+fn device() -> Device {
+    Device::new(0).expect("CUDA device 0")
+}
+
+fn graph(n: usize, m: usize, seed: u64) -> Csr {
+    let mut r = SplitMix64::new(seed);
+    let edges: Vec<(u32, u32)> = (0..m).map(|_| (r.below(n as u64) as u32, r.below(n as u64) as u32)).collect();
+    Csr::from_edges(n, &edges, EdgeListOptions { symmetrize: false, remove_self_loops: false }).unwrap()
+}
+
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut r = SplitMix64::new(seed);
+    (0..len).map(|_| r.next_f64() as f32 * 4.0 - 2.0).collect()
+}
+
+#[track_caller]
+fn assert_close(got: &[f32], want: &[f32], rel: f32) {
+    assert_eq!(got.len(), want.len(), "lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= rel * w.abs().max(1.0), "element {i}: device {g}, CPU {w} (tolerance {rel} relative)");
+    }
+}
+
+fn array(rows: usize, cols: usize, v: &[f32]) -> Array2<f32> {
+    Array2::from_shape_vec((rows, cols), v.to_vec()).unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn spmm_and_its_transpose_match_the_cpu() {
+    let dev = device();
+    let (csr, f) = (graph(500, 4000, 1), 33);
+    let vals = values(csr.num_edges(), 2);
+    let x = values(csr.num_cols() * f, 3);
+    let a = DeviceCsr::upload(&dev, &csr).unwrap();
+    let (dv, dx) = (dev.upload(&vals).unwrap(), dev.upload(&x).unwrap());
+    let mut want = Array2::zeros((csr.num_rows(), f));
+    sparse::spmm(&csr, Some(&vals), &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
+    assert_close(
+        &dev.download(&dev.spmm(&a, Some(&dv), &dx, f).unwrap()).unwrap(),
+        want.as_slice().unwrap(),
+        REDUCTION,
+    );
+    sparse::spmm(&csr, None, &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
+    assert_close(&dev.download(&dev.spmm(&a, None, &dx, f).unwrap()).unwrap(), want.as_slice().unwrap(), REDUCTION);
+    let want_t = reference::spmm_t(&csr, Some(&vals), &x, f);
+    assert_close(&dev.download(&dev.spmm_t(&a, Some(&dv), &dx, f).unwrap()).unwrap(), &want_t, REDUCTION);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_edge_kernels_match_the_cpu() {
+    let dev = device();
+    let (csr, heads, dh) = (graph(300, 2500, 4), 4, 8);
+    let a = DeviceCsr::upload(&dev, &csr).unwrap();
+    let (xa, xb) = (values(csr.num_rows() * heads * dh, 5), values(csr.num_cols() * heads * dh, 6));
+    let mut want = vec![0.0f32; csr.num_edges() * heads];
+    sparse::sddmm(
+        &csr,
+        &array(csr.num_rows(), heads * dh, &xa).view(),
+        &array(csr.num_cols(), heads * dh, &xb).view(),
+        heads,
+        &mut want,
+    );
+    let got = dev.sddmm(&a, heads, dh, &dev.upload(&xa).unwrap(), &dev.upload(&xb).unwrap()).unwrap();
+    assert_close(&dev.download(&got).unwrap(), &want, REDUCTION);
+
+    let (src, dst) = (values(csr.num_cols() * heads, 7), values(csr.num_rows() * heads, 8));
+    let logits = reference::gat_logits(&csr, heads, 0.2, &src, &dst);
+    let mut scores = dev.gat_logits(&a, heads, 0.2, &dev.upload(&src).unwrap(), &dev.upload(&dst).unwrap()).unwrap();
+    assert_close(&dev.download(&scores).unwrap(), &logits, FLOAT);
+
+    let mut w = logits.clone();
+    sparse::edge_softmax(&csr, &mut w, heads);
+    dev.edge_softmax(&a, heads, &mut scores).unwrap();
+    assert_close(&dev.download(&scores).unwrap(), &w, REDUCTION);
+
+    let g = values(w.len(), 9);
+    let want = reference::edge_softmax_backward(&csr, heads, &w, &g);
+    let got = dev.edge_softmax_backward(&a, heads, &dev.upload(&w).unwrap(), &dev.upload(&g).unwrap()).unwrap();
+    assert_close(&dev.download(&got).unwrap(), &want, REDUCTION);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn bias_activation_and_bias_gradient_match_the_cpu() {
+    let dev = device();
+    let (n, f) = (700, 19);
+    let (x, bias) = (values(n * f, 10), values(f, 11));
+    let db = dev.upload(&bias).unwrap();
+    for act in
+        [None, Some(Activation::Relu), Some(Activation::Elu { alpha: 1.0 }), Some(Activation::LeakyRelu { slope: 0.2 })]
+    {
+        let mut want = x.clone();
+        reference::bias_act(f, Some(&bias), act, &mut want);
+        let mut dx = dev.upload(&x).unwrap();
+        dev.bias_act(n, f, Some(&db), act, &mut dx).unwrap();
+        assert_close(&dev.download(&dx).unwrap(), &want, FLOAT);
+        if let Some(act) = act {
+            let g = values(n * f, 12);
+            let mut want_g = array(n, f, &g);
+            act.backward_in_place(&mut want_g, &array(n, f, &want), 1.0);
+            let mut dg = dev.upload(&g).unwrap();
+            dev.act_backward(act, &dev.upload(&want).unwrap(), &mut dg).unwrap();
+            assert_close(&dev.download(&dg).unwrap(), want_g.as_slice().unwrap(), FLOAT);
+        }
+    }
+    let mut sums = dev.zeros::<f32>(f).unwrap();
+    dev.column_sum(n, f, &dev.upload(&x).unwrap(), &mut sums).unwrap();
+    assert_close(&dev.download(&sums).unwrap(), &reference::column_sum(f, &x), REDUCTION);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn dropout_masks_are_the_cpu_masks_exactly() {
+    let dev = device();
+    let (n, f) = (333, 21);
+    let gids: Vec<u32> = (0..n as u32).map(|i| i * 7 + 3).collect();
+    let x = values(n * f, 13);
+    for site in [DropoutSite::new(0.5, 1, 2, 0), DropoutSite::new(0.1, 9, 30, 2)] {
+        let mut want = array(n, f, &x);
+        let mut mask = Vec::new();
+        site.apply_rows(&mut want, &gids, Some(&mut mask));
+        let (mut dx, mut dmask) = (dev.upload(&x).unwrap(), dev.zeros::<u8>(n * f).unwrap());
+        dev.dropout_rows(&site, f, &dev.upload(&gids).unwrap(), &mut dx, Some(&mut dmask)).unwrap();
+        assert_eq!(dev.download(&dmask).unwrap(), mask);
+        assert_eq!(dev.download(&dx).unwrap(), want.as_slice().unwrap());
+
+        let g = values(n * f, 14);
+        let mut want_g = array(n, f, &g);
+        dropout_backward(&mut want_g, &mask, site.scale());
+        let mut dg = dev.upload(&g).unwrap();
+        dev.dropout_backward(&dmask, site.scale(), &mut dg).unwrap();
+        assert_eq!(dev.download(&dg).unwrap(), want_g.as_slice().unwrap());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn layer_norm_matches_the_cpu_layer() {
+    let dev = device();
+    let (n, d) = (400, 48);
+    let mut layout = ParamLayout::default();
+    let mut norm = LayerNorm::new(&mut layout, "ln", d);
+    let params = values(2 * d, 15);
+    let (gamma, beta) = (&params[..d], &params[d..]);
+    let x = values(n * d, 16);
+    let mut want = Array2::zeros((n, d));
+    norm.forward(&params, &array(n, d, &x), &mut want);
+    let (dgamma_p, dbeta_p) = (dev.upload(gamma).unwrap(), dev.upload(beta).unwrap());
+    let gnn_core::gpu::NormOut { out, xhat, rstd } =
+        dev.layer_norm(n, d, gnn_core::norm::LAYER_NORM_EPS, &dev.upload(&x).unwrap(), &dgamma_p, &dbeta_p).unwrap();
+    assert_close(&dev.download(&out).unwrap(), want.as_slice().unwrap(), REDUCTION);
+
+    let dy = values(n * d, 17);
+    let mut grads = vec![0.0f32; 2 * d];
+    let mut want_dx = Array2::zeros((n, d));
+    norm.backward(&params, &mut grads, &array(n, d, &dy), &mut want_dx);
+    let (mut dg, mut db) = (dev.zeros::<f32>(d).unwrap(), dev.zeros::<f32>(d).unwrap());
+    let dx =
+        dev.layer_norm_backward(n, d, &dev.upload(&dy).unwrap(), &xhat, &rstd, &dgamma_p, &mut dg, &mut db).unwrap();
+    assert_close(&dev.download(&dx).unwrap(), want_dx.as_slice().unwrap(), REDUCTION);
+    assert_close(&dev.download(&dg).unwrap(), &grads[..d], REDUCTION);
+    assert_close(&dev.download(&db).unwrap(), &grads[d..], REDUCTION);
+}
+
+fn download_row_codes(dev: &Device, q: &RowCodes) -> reference::RowQuant {
+    reference::RowQuant {
+        lo: dev.download(&q.lo).unwrap(),
+        scale: dev.download(&q.scale).unwrap(),
+        codes: dev.download(&q.codes).unwrap(),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn quantization_codes_and_packing_are_exact() {
+    let dev = device();
+    let (n, d) = (257, 40);
+    let mut x = values(n * d, 18);
+    x[..d].fill(1.5); // a constant row
+    let gids: Vec<u32> = (0..n as u32).map(|i| 1000 + i).collect();
+    let dx = dev.upload(&x).unwrap();
+    for bits in [1, 2, 3, 4, 8, 16] {
+        let want = reference::linear_quantize(d, bits, &x);
+        let q = dev.linear_quantize(d, bits, &dx).unwrap();
+        assert_eq!(download_row_codes(&dev, &q), want, "linear {bits} bits");
+        assert_eq!(dev.download(&dev.row_dequantize(d, &q).unwrap()).unwrap(), reference::row_dequantize(d, &want));
+
+        let want = reference::stochastic_quantize(d, bits, &x, &gids, 0xfeed);
+        let q = dev.stochastic_quantize(d, bits, &dx, &dev.upload(&gids).unwrap(), 0xfeed).unwrap();
+        assert_eq!(download_row_codes(&dev, &q), want, "stochastic {bits} bits");
+
+        let want = reference::bucket_quantize(bits, &x);
+        let q = dev.bucket_quantize(bits, &dx).unwrap();
+        assert_eq!(
+            (dev.download(&q.lo).unwrap()[0], dev.download(&q.hi).unwrap()[0], dev.download(&q.codes).unwrap()),
+            (want.lo, want.hi, want.codes.clone()),
+            "bucket {bits} bits"
+        );
+        assert_eq!(
+            dev.download(&dev.bucket_dequantize(bits, &q).unwrap()).unwrap(),
+            reference::bucket_dequantize(bits, &want)
+        );
+
+        let packed = dev.pack_codes(bits, &q.codes).unwrap();
+        assert_eq!(dev.download(&packed).unwrap(), reference::pack_codes(bits, &want.codes), "pack {bits} bits");
+        assert_eq!(dev.download(&dev.unpack_codes(bits, &packed, x.len()).unwrap()).unwrap(), want.codes);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gather_and_scatter_add_match_the_cpu() {
+    let dev = device();
+    let (rows, f) = (90, 13);
+    let src = values(rows * f, 19);
+    let idx: Vec<u32> = (0..200u32).map(|i| (i * 37) % rows as u32).collect();
+    let gathered = dev.gather_rows(f, &idx, &dev.upload(&src).unwrap(), rows).unwrap();
+    let want = reference::gather_rows(f, &idx, &src);
+    assert_eq!(dev.download(&gathered).unwrap(), want);
+    let mut dst = dev.upload(&src).unwrap();
+    dev.scatter_add_rows(f, &idx, &gathered, &mut dst, rows).unwrap();
+    let mut want_dst = src.clone();
+    reference::scatter_add_rows(f, &idx, &want, &mut want_dst);
+    assert_close(&dev.download(&dst).unwrap(), &want_dst, REDUCTION);
+    assert!(dev.gather_rows(f, &[rows as u32], &dev.upload(&src).unwrap(), rows).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn cublas_matmul_matches_ndarray_in_every_transpose() {
+    let dev = device();
+    let (m, k, n) = (37, 64, 29);
+    let (a, b) = (array(m, k, &values(m * k, 20)), array(k, n, &values(k * n, 21)));
+    let want = a.dot(&b);
+    let (at, bt) = (a.t().as_standard_layout().to_owned(), b.t().as_standard_layout().to_owned());
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let da = dev.upload(if ta { at.as_slice().unwrap() } else { a.as_slice().unwrap() }).unwrap();
+        let db = dev.upload(if tb { bt.as_slice().unwrap() } else { b.as_slice().unwrap() }).unwrap();
+        let c = dev.matmul(&da, ta, &db, tb, m, k, n).unwrap();
+        assert_close(&dev.download(&c).unwrap(), want.as_slice().unwrap(), REDUCTION);
+    }
+}
