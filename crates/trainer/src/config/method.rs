@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, MiniBatchConfig};
+use super::{AdgraphSettings, ConfigError, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -31,6 +31,10 @@ pub enum Method {
     /// Every worker holds the whole graph and trains on its share of each sampled global
     /// mini-batch; gradients are all-reduced every step (needs `[minibatch] batch-size`).
     DataParallel,
+    /// ADGraph: a part per worker extended by the l-hop neighbourhood of its training
+    /// vertices, mini-batches sampled inside it, gradients all-reduced (needs `[minibatch]
+    /// batch-size`; settings in `[method.adgraph]`).
+    Adgraph,
 }
 
 impl Method {
@@ -40,6 +44,7 @@ impl Method {
             Method::Single => "single",
             Method::Vanilla => "vanilla",
             Method::DataParallel => "data-parallel",
+            Method::Adgraph => "adgraph",
         }
     }
 }
@@ -94,6 +99,8 @@ pub struct MethodConfig {
     pub vanilla: VanillaSettings,
     /// Settings of `data-parallel`.
     pub data_parallel: DataParallelSettings,
+    /// Settings of `adgraph`.
+    pub adgraph: AdgraphSettings,
 }
 
 impl MethodConfig {
@@ -110,9 +117,12 @@ impl MethodConfig {
             (Method::DataParallel, None) => {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
-            (Method::Vanilla, Some(_)) => {
-                invalid("vanilla trains full-batch on a partitioned graph; mini-batches need single or data-parallel")
+            (Method::Adgraph, None) => {
+                invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
+            (Method::Vanilla, Some(_)) => invalid(
+                "vanilla trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
+            ),
             _ => Ok(()),
         }
     }
@@ -126,7 +136,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel, adgraph) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

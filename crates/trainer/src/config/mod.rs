@@ -4,6 +4,7 @@
 //! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
 //! one name means the same thing in both places; unknown keys are rejected.
 
+mod adgraph;
 mod distributed;
 mod method;
 mod minibatch;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
+pub use adgraph::AdgraphSettings;
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;

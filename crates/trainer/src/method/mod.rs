@@ -11,6 +11,7 @@
 //! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
 //! `docs/methods/<name>.md`.
 
+mod adgraph;
 mod data_parallel;
 mod single;
 mod vanilla;
@@ -35,6 +36,10 @@ pub enum DataPlan {
     Cut(CutKind),
     /// Every worker holds the whole dataset (data-parallel training).
     Replicated,
+    /// Edge-cut parts, one per worker, each extended by the `hops`-hop in-neighbourhood of its
+    /// training vertices; a worker holds the subgraph induced on its extended part and those
+    /// vertices' features, and trains on its own training vertices (ADGraph).
+    LHop { hops: usize },
 }
 
 /// What one training step computes on.
@@ -147,5 +152,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Single => &single::Single,
         Method::Vanilla => &vanilla::Vanilla,
         Method::DataParallel => &data_parallel::DataParallel,
+        Method::Adgraph => &adgraph::Adgraph,
     }
 }
