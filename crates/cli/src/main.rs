@@ -32,7 +32,8 @@ enum Command {
     Partition(cmd::partition::Args),
     /// Benchmark Halo's layers (`bench comm`: communicator throughput, ledger and cost model).
     Bench(cmd::bench::Args),
-    /// Train a GNN full-batch (GCN, GraphSAGE, GAT) and write a JSON report.
+    /// Train a GNN (GCN, GraphSAGE, GAT; full-batch or mini-batch) with any method; write a JSON report.
+    // Boxed: every method adds flags, and the other subcommands' arguments are small.
     Train(Box<cmd::train::Args>),
     /// Run a grid of `train` variants x seeds from a TOML file; tabulate means, errors and the
     /// differences from a baseline variant.

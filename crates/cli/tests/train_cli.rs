@@ -306,6 +306,17 @@ fn mini_batch_and_data_parallel_runs_report_their_batches() {
     assert_eq!(report["final"]["method"]["global_batch_size"], 128);
     assert!(report["final"]["bytes_grad_sync"].as_u64().unwrap() > 0);
 
+    let adgraph =
+        ["--method", "adgraph", "--workers", "2", "--hops", "2", "--partitioner", "random", "--report", "ad.json"];
+    let out = halo(&[&common[..], &adgraph[..]].concat(), dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(&dir.path().join("ad.json"));
+    assert_eq!((report["method"].as_str(), report["workers"].as_u64()), (Some("adgraph"), Some(2)));
+    let method = &report["final"]["method"];
+    assert_eq!((method["hops"].as_u64(), method["lr"].as_f64().map(|lr| lr > 0.0)), (Some(2), Some(true)));
+    assert!(method["setup_bytes"].as_u64().unwrap() > 0 && method["replication_factor"].as_f64().unwrap() >= 1.0);
+    assert!(report["epochs"][0]["bytes_by_phase"].get("setup").is_none(), "shipping the parts is not an epoch's");
+
     let out = halo(&["--method", "data-parallel", "--epochs", "1"], dir.path());
     assert!(!out.status.success());
     assert!(stderr(&out).contains("`batch-size`") && stderr(&out).contains("data-parallel"), "{}", stderr(&out));

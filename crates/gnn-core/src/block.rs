@@ -76,11 +76,29 @@ impl AggGraph {
     /// The aggregation graph of one block (see the module docs). `degrees` are the whole
     /// graph's, by global id; they are read under [`GcnNorm::Global`] only.
     pub fn from_block(block: &Block, degrees: &GraphDegrees, norm: GcnNorm) -> Result<Self, GraphError> {
+        Self::from_block_keyed(block, degrees, norm, None)
+    }
+
+    /// As [`AggGraph::from_block`] for a block sampled from a subgraph whose vertex `v` is
+    /// global vertex `keys[v]`: `degrees` are indexed by the block's (subgraph) ids, the graph's
+    /// global ids (the keys of its random draws) are `keys` of them. `None`: the block's ids
+    /// are global.
+    pub fn from_block_keyed(
+        block: &Block,
+        degrees: &GraphDegrees,
+        norm: GcnNorm,
+        keys: Option<&[u32]>,
+    ) -> Result<Self, GraphError> {
         let (n, num_dst, adj) = (block.num_src(), block.num_dst(), block.adj());
         let gids = block.src_ids();
-        if let Some(&gid) = gids.iter().find(|&&g| g as usize >= degrees.num_nodes()) {
-            return Err(GraphError::UnknownVertex { gid, num_nodes: degrees.num_nodes() });
+        let limit = keys.map_or(degrees.num_nodes(), |k| k.len().min(degrees.num_nodes()));
+        if let Some(&gid) = gids.iter().find(|&&g| g as usize >= limit) {
+            return Err(GraphError::UnknownVertex { gid, num_nodes: limit });
         }
+        let global_ids = match keys {
+            Some(keys) => gids.iter().map(|&g| keys[g as usize]).collect(),
+            None => gids.to_vec(),
+        };
         let mut indptr = adj.indptr().to_vec();
         indptr.resize(n + 1, adj.num_edges() as u64);
         let csr = Csr::try_new(n, n, indptr, adj.indices().to_vec()).expect("a block's rows are valid CSR rows");
@@ -92,7 +110,7 @@ impl AggGraph {
                 gids.iter().map(|&g| degrees.out_degree[g as usize]).collect(),
             ),
         };
-        let graph = Self::assemble(csr, num_dst, gids.to_vec(), in_degree, out_degree, |in_deg, out_deg| {
+        let graph = Self::assemble(csr, num_dst, global_ids, in_degree, out_degree, |in_deg, out_deg| {
             let mut norms = DegreeNorms::of(in_deg, out_deg);
             norms.mean = sampled_in.iter().map(|&k| if k > 0.0 { k.recip() } else { 0.0 }).collect();
             if norm == GcnNorm::Global {
@@ -146,7 +164,23 @@ impl BlockGraphs {
 
     /// The graphs of a sampled mini-batch.
     pub fn from_batch(batch: &MiniBatch, degrees: &GraphDegrees, norm: GcnNorm) -> Result<Self, GraphError> {
-        let layers = batch.blocks().iter().map(|b| AggGraph::from_block(b, degrees, norm)).collect::<Result<_, _>>()?;
+        Self::from_batch_keyed(batch, degrees, norm, None)
+    }
+
+    /// The graphs of a mini-batch sampled from a subgraph whose vertex `v` is global vertex
+    /// `keys[v]` (see [`AggGraph::from_block_keyed`]): the graphs carry global ids, so the
+    /// layers' random draws match a batch sampled from the whole graph.
+    pub fn from_batch_keyed(
+        batch: &MiniBatch,
+        degrees: &GraphDegrees,
+        norm: GcnNorm,
+        keys: Option<&[u32]>,
+    ) -> Result<Self, GraphError> {
+        let layers = batch
+            .blocks()
+            .iter()
+            .map(|b| AggGraph::from_block_keyed(b, degrees, norm, keys))
+            .collect::<Result<_, _>>()?;
         Self::new(layers)
     }
 

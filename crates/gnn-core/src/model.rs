@@ -402,8 +402,31 @@ impl Model {
         exchange: &mut dyn Exchange,
         ctx: ForwardCtx,
     ) -> Result<&Array2<f32>, ModelError> {
+        self.forward_blocks_rows(blocks, features, blocks.input_ids(), exchange, ctx)
+    }
+
+    /// As [`Model::forward_blocks`] where `features` is not indexed by global id: `rows` are
+    /// the rows of `features` holding the inputs of `blocks.input_ids()`, one per input (a
+    /// worker's features of a subgraph, read by subgraph id).
+    pub fn forward_blocks_rows(
+        &mut self,
+        blocks: &BlockGraphs,
+        features: &Array2<f32>,
+        rows: &[u32],
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
         self.check_blocks(blocks)?;
-        gather_rows(features, blocks.input_ids(), self.cfg.in_dim, &mut self.acts[0])?;
+        if rows.len() != blocks.input_ids().len() {
+            return Err(ModelError::Shape {
+                what: "input rows",
+                rows: rows.len(),
+                cols: 1,
+                expected_rows: blocks.input_ids().len(),
+                expected_cols: 1,
+            });
+        }
+        gather_rows(features, rows, self.cfg.in_dim, &mut self.acts[0])?;
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
 

@@ -129,11 +129,14 @@ pub fn run_method(
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
             minibatch::data_parallel::run(name, sampling, config, source, options, observer)
         }
+        (DataPlan::LHop { hops }, BatchSource::Sampled(sampling)) => {
+            minibatch::adgraph::run(name, hops, sampling, config, source, options, observer)
+        }
         (DataPlan::Cut(_), BatchSource::Sampled(_)) => Err(TrainError::Parts {
             method: name.to_string(),
             detail: "mini-batches over a partitioned graph are not implemented; use data-parallel".to_string(),
         }),
-        (DataPlan::Replicated, BatchSource::FullBatch) => Err(TrainError::Parts {
+        (DataPlan::Replicated | DataPlan::LHop { .. }, BatchSource::FullBatch) => Err(TrainError::Parts {
             method: name.to_string(),
             detail: "replicated data needs sampled batches (full-batch on every worker repeats one step)".to_string(),
         }),

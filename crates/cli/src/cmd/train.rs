@@ -8,6 +8,7 @@
 //! interrupted keeps its report so far ([`keeper`]).
 
 mod adaqp_flags;
+mod adgraph_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -28,6 +29,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 use super::load::LoadArgs;
 use super::output::check_writable;
 use adaqp_flags::AdaqpFlags;
+use adgraph_flags::AdgraphFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -136,7 +138,8 @@ pub struct Args {
     /// Mini-batch: vertices per batch of layer-wise evaluation [default: 4096].
     #[arg(long, value_name = "N")]
     eval_batch_size: Option<usize>,
-    /// data-parallel: learning rate times the number of workers (linear) or as given [default: none].
+    /// data-parallel, adgraph: learning rate times the number of workers (linear) or as given
+    /// [default: none for data-parallel, linear for adgraph].
     #[arg(long, value_enum)]
     lr_scaling: Option<LrScaling>,
     /// Compute threads [default: all cores].
@@ -155,6 +158,8 @@ pub struct Args {
     save_model: Option<PathBuf>,
     #[command(flatten)]
     adaqp: AdaqpFlags,
+    #[command(flatten)]
+    adgraph: AdgraphFlags,
     #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
@@ -180,6 +185,7 @@ impl Args {
         let mut flags: Vec<&'static str> =
             given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect();
         flags.extend(self.adaqp.given());
+        flags.extend(self.adgraph.given());
         flags
     }
 
@@ -235,6 +241,8 @@ impl Args {
         set(&mut c.minibatch.gcn_norm, &self.gcn_norm);
         set(&mut c.minibatch.eval_batch_size, &self.eval_batch_size);
         set(&mut c.method.data_parallel.lr_scaling, &self.lr_scaling);
+        set(&mut c.method.adgraph.lr_scaling, &self.lr_scaling);
+        self.adgraph.apply(&mut c);
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
@@ -380,6 +388,26 @@ mod tests {
         assert!(format!("{err:#}").contains("`fanouts`") && format!("{err:#}").contains("2 layers"), "{err:#}");
         let cli = Cli::try_parse_from(["train", "--fanouts", "10,0"]).err().expect("fanout 0 is refused");
         assert!(cli.to_string().contains("fanout 2 is 0"), "{cli}");
+    }
+
+    #[test]
+    fn adgraph_flags_set_its_settings() {
+        let argv = ["--method", "adgraph", "--hops", "2", "--batch-size", "16", "--partitioner", "random"];
+        let c = parse(&[&argv[..], &["--lr-scaling", "none"]].concat()).resolve().unwrap();
+        assert_eq!((c.method.name, c.method.adgraph.hops), (Method::Adgraph, 2));
+        assert_eq!(
+            (c.method.adgraph.lr_scaling, c.distributed.partitioner),
+            (LrScaling::None, Some(Algorithm::Random))
+        );
+        let c = parse(&["--method", "adgraph", "--batch-size", "16"]).resolve().unwrap();
+        assert_eq!(
+            (c.method.adgraph.hops, c.method.adgraph.lr_scaling),
+            (1, LrScaling::Linear),
+            "the paper's defaults"
+        );
+        let err = parse(&["--method", "adgraph", "--hops", "2"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`batch-size`"), "{err:#}");
+        assert_eq!(parse(&["--hops", "2"]).distributed_flags(), ["--hops"], "refused with --method single");
     }
 
     #[test]

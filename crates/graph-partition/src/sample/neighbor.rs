@@ -42,6 +42,8 @@ pub enum SampleError {
     DuplicateSeed { seed: u32 },
     #[error("the prefetching thread panicked: {message}")]
     PrefetchPanicked { message: String },
+    #[error("draw keys must name one global id per vertex: {keys} keys for {num_nodes} vertices")]
+    KeyCount { keys: usize, num_nodes: usize },
 }
 
 /// Uniform neighbour sampler without replacement over a square graph (row `v` lists the
@@ -54,6 +56,8 @@ pub enum SampleError {
 #[derive(Debug)]
 pub struct NeighborSampler<'g> {
     graph: &'g Csr,
+    /// Global id of each vertex of `graph` when it is a subgraph; `None`: its ids are global.
+    keys: Option<&'g [u32]>,
     fanouts: Fanouts,
     seed: u64,
     parallel_min_dst: usize,
@@ -67,7 +71,20 @@ impl<'g> NeighborSampler<'g> {
         if graph.num_rows() != graph.num_cols() {
             return Err(SampleError::NotSquare { rows: graph.num_rows(), cols: graph.num_cols() });
         }
-        Ok(Self { graph, fanouts, seed, parallel_min_dst: DEFAULT_PARALLEL_MIN_DST, maps: MapPool::default() })
+        let maps = MapPool::default();
+        Ok(Self { graph, keys: None, fanouts, seed, parallel_min_dst: DEFAULT_PARALLEL_MIN_DST, maps })
+    }
+
+    /// Samples a subgraph whose vertex `v` is vertex `keys[v]` of a larger graph: draws are
+    /// keyed by `keys[v]`, so a vertex whose whole in-neighbourhood the subgraph holds (in the
+    /// same order, as [`Csr::induced_subgraph`] keeps it over ascending ids) gets the sample
+    /// the larger graph would give it. Seeds and blocks stay in the subgraph's ids.
+    pub fn with_keys(mut self, keys: &'g [u32]) -> Result<Self, SampleError> {
+        if keys.len() != self.graph.num_nodes() {
+            return Err(SampleError::KeyCount { keys: keys.len(), num_nodes: self.graph.num_nodes() });
+        }
+        self.keys = Some(keys);
+        Ok(self)
     }
 
     /// Blocks with at least `min_dst` destinations run in parallel; `0` always, `usize::MAX`
@@ -115,7 +132,7 @@ impl<'g> NeighborSampler<'g> {
 
     /// One block over the distinct destinations `dst` (see the module docs for the passes).
     fn sample_block(&self, ids: &mut LocalIds<'_>, key: LayerKey, fanout: Fanout, dst: &[u32]) -> Block {
-        let graph = self.graph;
+        let (graph, keys) = (self.graph, self.keys);
         for &d in dst {
             ids.insert_new(d);
         }
@@ -132,7 +149,8 @@ impl<'g> NeighborSampler<'g> {
             let mut sampler = RowSampler::default();
             for_rows(&indptr, rows, out, |i, row_out| {
                 let d = dst[i];
-                sampler.draw(key, d, graph.neighbors(d as usize), fanout, row_out);
+                let gid = keys.map_or(d, |k| k[d as usize]);
+                sampler.draw(key, gid, graph.neighbors(d as usize), fanout, row_out);
             });
         });
         for c in &mut cols {

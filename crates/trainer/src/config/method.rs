@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{AdaqpSettings, ConfigError, MiniBatchConfig};
+use super::{AdaqpSettings, AdgraphSettings, ConfigError, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -34,6 +34,10 @@ pub enum Method {
     /// Distributed full-batch edge-cut training with AdaQP's stochastic message quantization
     /// and adaptive bit-widths (`[method.adaqp]`).
     Adaqp,
+    /// ADGraph: a part per worker extended by the l-hop neighbourhood of its training
+    /// vertices, mini-batches sampled inside it, gradients all-reduced (needs `[minibatch]
+    /// batch-size`; settings in `[method.adgraph]`).
+    Adgraph,
 }
 
 impl Method {
@@ -44,6 +48,7 @@ impl Method {
             Method::Vanilla => "vanilla",
             Method::DataParallel => "data-parallel",
             Method::Adaqp => "adaqp",
+            Method::Adgraph => "adgraph",
         }
     }
 }
@@ -100,6 +105,8 @@ pub struct MethodConfig {
     pub data_parallel: DataParallelSettings,
     /// Settings of `adaqp`.
     pub adaqp: AdaqpSettings,
+    /// Settings of `adgraph`.
+    pub adgraph: AdgraphSettings,
 }
 
 impl MethodConfig {
@@ -117,10 +124,13 @@ impl MethodConfig {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
             (Method::Vanilla | Method::Adaqp, Some(_)) => invalid(&format!(
-                "{} trains full-batch on a partitioned graph; mini-batches need single or data-parallel",
+                "{} trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
                 self.name.as_str()
             )),
             (Method::Adaqp, None) => self.adaqp.validate(),
+            (Method::Adgraph, None) => {
+                invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
+            }
             _ => Ok(()),
         }
     }
@@ -134,7 +144,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel, adaqp) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel, adaqp, adgraph) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

@@ -5,6 +5,7 @@
 //! one name means the same thing in both places; unknown keys are rejected.
 
 mod adaqp;
+mod adgraph;
 mod distributed;
 mod method;
 mod minibatch;
@@ -15,6 +16,7 @@ use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
+pub use adgraph::AdgraphSettings;
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;

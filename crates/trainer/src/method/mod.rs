@@ -12,6 +12,7 @@
 //! `docs/methods/<name>.md`.
 
 mod adaqp;
+mod adgraph;
 mod data_parallel;
 mod single;
 mod vanilla;
@@ -38,6 +39,10 @@ pub enum DataPlan {
     Cut(CutKind),
     /// Every worker holds the whole dataset (data-parallel training).
     Replicated,
+    /// Edge-cut parts, one per worker, each extended by the `hops`-hop in-neighbourhood of its
+    /// training vertices; a worker holds the subgraph induced on its extended part and those
+    /// vertices' features, and trains on its own training vertices (ADGraph).
+    LHop { hops: usize },
 }
 
 /// What one training step computes on.
@@ -172,5 +177,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Vanilla => &vanilla::Vanilla,
         Method::DataParallel => &data_parallel::DataParallel,
         Method::Adaqp => &adaqp::Adaqp,
+        Method::Adgraph => &adgraph::Adgraph,
     }
 }

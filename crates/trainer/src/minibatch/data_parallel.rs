@@ -18,7 +18,7 @@ use graph_partition::sample::Share;
 use serde_json::{Value, json};
 
 use super::stats::{EpochTotals, epoch_json, mean_loss};
-use super::trainer::BatchTrainer;
+use super::trainer::{BatchTrainer, FullGraph, StepSeeds, shared_steps};
 use crate::Source;
 use crate::config::{Backend, TrainConfig};
 use crate::distributed::backend_of;
@@ -63,7 +63,13 @@ pub(crate) fn run(
             }
         };
         let clock = CommClock::new(gate);
-        let mut worker = Worker::new(comm, &clock, config, sampling, dataset)?;
+        let share = Share::new(comm.rank(), comm.size())?;
+        let trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
+        let (train, batch_size, seed) = (&dataset.splits.train, sampling.batch_size, config.seed);
+        let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
+        let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
+        let extra = json!({ "global_batch_size": batch_size * comm.size() });
+        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra);
         let outcome =
             train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
         if comm.rank() != 0 {
@@ -91,33 +97,34 @@ pub(crate) fn run(
     })
 }
 
-/// One data-parallel worker, as the epoch loop sees it.
-struct Worker<'a> {
+/// A worker's steps of a 1-based epoch.
+pub(crate) type StepsFn<'a> = Box<dyn Fn(usize) -> Result<Vec<StepSeeds>, TrainError> + 'a>;
+
+/// One worker of a data-parallel run (replicated data, or ADGraph's extended parts), as the
+/// epoch loop sees it.
+pub(crate) struct Worker<'a> {
     comm: &'a dyn Communicator,
     clock: &'a CommClock<'a>,
     trainer: BatchTrainer<'a>,
-    share: Share,
+    steps: StepsFn<'a>,
     layers: usize,
-    global_batch: usize,
+    /// The whole graph, on the rank that evaluates (rank 0).
+    eval: Option<FullGraph<'a>>,
+    /// Fields added to `final.method`.
+    extra: Value,
 }
 
 impl<'a> Worker<'a> {
-    fn new(
+    pub(crate) fn new(
         comm: &'a dyn Communicator,
         clock: &'a CommClock<'a>,
-        config: &TrainConfig,
-        sampling: &Sampling,
-        dataset: &'a Dataset,
-    ) -> Result<Self, TrainError> {
-        let share = Share::new(comm.rank(), comm.size())?;
-        Ok(Self {
-            comm,
-            clock,
-            trainer: BatchTrainer::new(config, sampling, dataset, comm.size())?,
-            share,
-            layers: sampling.fanouts.num_layers(),
-            global_batch: sampling.batch_size * comm.size(),
-        })
+        trainer: BatchTrainer<'a>,
+        steps: StepsFn<'a>,
+        eval: Option<FullGraph<'a>>,
+        extra: Value,
+    ) -> Self {
+        let layers = trainer.layers();
+        Self { comm, clock, trainer, steps, layers, eval, extra }
     }
 
     /// Every worker's totals and time outside communicator calls (identical on every rank).
@@ -147,7 +154,8 @@ impl Strategy for Worker<'_> {
             clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
             Ok(start.elapsed().as_secs_f64())
         };
-        let totals = self.trainer.train_epoch(epoch, self.share, &mut sync)?;
+        let steps = (self.steps)(epoch)?;
+        let totals = self.trainer.train_steps(epoch, &steps, &mut sync)?;
         let busy_s = start.elapsed().saturating_sub(clock.waited() - waited_before).as_secs_f64();
         let delta = comm.ledger_since(mark);
         let (workers, busy) = self.gather_totals(&totals, busy_s)?;
@@ -174,8 +182,8 @@ impl Strategy for Worker<'_> {
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
         let mut accs = [0.0f64; 3];
-        if self.comm.rank() == 0 {
-            let eval = self.trainer.evaluate()?;
+        if let Some(graph) = &self.eval {
+            let eval = self.trainer.evaluate_on(graph)?;
             accs = [eval.train_acc, eval.val_acc, eval.test_acc];
         }
         self.clock.call(|| self.comm.all_reduce_sum_f64(EVAL, &mut accs)).map_err(DistError::from)?;
@@ -183,7 +191,11 @@ impl Strategy for Worker<'_> {
     }
 
     fn final_method(&mut self) -> Option<Value> {
-        Some(json!({ "lr": self.trainer.lr(), "global_batch_size": self.global_batch }))
+        let mut fields = json!({ "lr": self.trainer.lr() });
+        if let (Value::Object(fields), Value::Object(extra)) = (&mut fields, &self.extra) {
+            fields.extend(extra.clone());
+        }
+        Some(fields)
     }
 
     fn model(&self) -> Option<&Model> {

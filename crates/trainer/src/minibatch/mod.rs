@@ -10,11 +10,15 @@
 //! - [`single`]: one process takes every step ([`crate::method::DataPlan::Whole`]).
 //! - `data_parallel`: `K` workers take disjoint shares of every global batch and all-reduce
 //!   gradients every step ([`crate::method::DataPlan::Replicated`]).
+//! - `adgraph`: `K` workers, each holding its part extended by the l-hop neighbourhood of its
+//!   training vertices, sample inside it and all-reduce gradients every step
+//!   ([`crate::method::DataPlan::LHop`]).
 //! - `stats`: the epoch record's `method` fields: steps, seeds, sampled vertices and edges
 //!   per step (and per block), sampling time, the time training waited for batches, compute and
 //!   gradient-sync time, sampled edges per second of sampling, and the label entropy of the
 //!   batches (mean and minimum, bits).
 
+pub(crate) mod adgraph;
 pub(crate) mod data_parallel;
 pub mod single;
 mod stats;

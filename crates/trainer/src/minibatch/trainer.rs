@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use gnn_core::{Adam, BlockGraphs, ForwardCtx, GraphDegrees, Model, NoExchange};
 use graph_partition::Dataset;
-use graph_partition::sample::{BatchPlan, MiniBatch, NeighborSampler, Prefetch, Remainder, Share};
+use graph_partition::sample::{
+    BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, Remainder, Share, Step, StepKey,
+};
 
 use super::stats::EpochTotals;
 use crate::config::TrainConfig;
@@ -20,15 +22,38 @@ use crate::train_loop::EvalStats;
 pub(crate) type GradSyncFn<'s> = dyn FnMut(&mut [f32]) -> Result<f64, TrainError> + 's;
 
 /// The model, its optimizer and the sampling settings of one worker (see the module docs).
+///
+/// The graph it samples is `dataset`'s: the whole graph, or a worker's subgraph whose vertex
+/// `v` is global vertex `keys[v]` (ADGraph's extended part). Draws are keyed by global ids
+/// either way, so a subgraph that holds a batch's whole neighbourhood gives the batch the
+/// whole graph would.
 #[derive(Debug)]
 pub(crate) struct BatchTrainer<'a> {
     dataset: &'a Dataset,
+    keys: Option<&'a [u32]>,
     degrees: GraphDegrees,
     objective: Objective<'a>,
     model: Model,
     optimizer: Adam,
     sampling: Sampling,
     seed: u64,
+}
+
+/// A subgraph a worker trains on: `dataset` in subgraph ids, the global id of each of its
+/// vertices, and their degrees in the whole graph (GCN's global normalisation reads them).
+#[derive(Debug)]
+pub(crate) struct Subgraph<'a> {
+    pub dataset: &'a Dataset,
+    pub keys: &'a [u32],
+    pub degrees: GraphDegrees,
+}
+
+/// One step of a worker's epoch: its seeds (ids of the graph it samples) and the size of the
+/// step's global batch over all workers (the loss is a mean over it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepSeeds {
+    pub seeds: Vec<u32>,
+    pub global_rows: usize,
 }
 
 impl<'a> BatchTrainer<'a> {
@@ -44,11 +69,33 @@ impl<'a> BatchTrainer<'a> {
         if dataset.splits.train.is_empty() {
             return Err(TrainError::NoTrainingNodes { split: dataset.splits.name.clone() });
         }
+        Self::build(config, sampling, dataset, None, GraphDegrees::of(&dataset.graph), workers)
+    }
+
+    /// As [`BatchTrainer::new`] on a worker's subgraph.
+    pub(crate) fn on_subgraph(
+        config: &TrainConfig,
+        sampling: &Sampling,
+        subgraph: Subgraph<'a>,
+        workers: usize,
+    ) -> Result<Self, TrainError> {
+        Self::build(config, sampling, subgraph.dataset, Some(subgraph.keys), subgraph.degrees, workers)
+    }
+
+    fn build(
+        config: &TrainConfig,
+        sampling: &Sampling,
+        dataset: &'a Dataset,
+        keys: Option<&'a [u32]>,
+        degrees: GraphDegrees,
+        workers: usize,
+    ) -> Result<Self, TrainError> {
         let mut optimizer = config.optimizer();
         optimizer.lr *= sampling.lr_scaling.factor(workers);
         Ok(Self {
             dataset,
-            degrees: GraphDegrees::of(&dataset.graph),
+            keys,
+            degrees,
             objective: Objective::new(&dataset.labels),
             model: Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?,
             optimizer,
@@ -62,31 +109,49 @@ impl<'a> BatchTrainer<'a> {
         self.optimizer.lr
     }
 
-    /// Trains the 1-based `epoch`: the training vertices shuffled by (seed, epoch) and cut into
-    /// global batches of `share.workers() x batch_size` seeds, of which this worker takes
-    /// `share`'s part, sampled one step ahead on a background thread. Every step ends with
-    /// `sync` on the gradients and the optimizer step, also where this worker's share is empty,
-    /// so every worker takes every step. The loss of a step is a mean over its global batch.
+    /// Layers of the model (one block each).
+    pub(crate) fn layers(&self) -> usize {
+        self.sampling.fanouts.num_layers()
+    }
+
+    /// Trains the 1-based `epoch` on the data-parallel batches of `share` (see [`shared_steps`]).
     pub(crate) fn train_epoch(
         &mut self,
         epoch: usize,
         share: Share,
         sync: &mut GradSyncFn<'_>,
     ) -> Result<EpochTotals, TrainError> {
+        let steps = shared_steps(&self.dataset.splits.train, self.sampling.batch_size, share, self.seed, epoch)?;
+        self.train_steps(epoch, &steps, sync)
+    }
+
+    /// Trains the 1-based `epoch` on `steps`, sampled one step ahead on a background thread.
+    /// Every step ends with `sync` on the gradients and the optimizer step, also where this
+    /// worker's seeds are empty, so every worker takes every step.
+    pub(crate) fn train_steps(
+        &mut self,
+        epoch: usize,
+        steps: &[StepSeeds],
+        sync: &mut GradSyncFn<'_>,
+    ) -> Result<EpochTotals, TrainError> {
         let dataset = self.dataset;
-        let global_batch = self.sampling.batch_size * share.workers();
-        let plan = BatchPlan::shuffled(&dataset.splits.train, global_batch, self.seed, epoch as u64, Remainder::Keep)?;
-        let sampler = NeighborSampler::new(&dataset.graph, self.sampling.fanouts.clone(), self.seed)?;
+        let mut sampler = NeighborSampler::new(&dataset.graph, self.sampling.fanouts.clone(), self.seed)?;
+        if let Some(keys) = self.keys {
+            sampler = sampler.with_keys(keys)?;
+        }
+        let keyed = steps
+            .iter()
+            .enumerate()
+            .map(|(step, s)| Step { key: StepKey { epoch: epoch as u64, step: step as u64 }, seeds: &s.seeds });
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
         std::thread::scope(|scope| -> Result<(), TrainError> {
-            let mut batches = Prefetch::spawn(scope, &sampler, plan.steps(share));
+            let mut batches = Prefetch::spawn(scope, &sampler, keyed);
             for (step, batch) in batches.by_ref().enumerate() {
                 let batch = batch?;
                 let start = Instant::now();
-                let global_rows = plan.batch(step).map_or(0, <[u32]>::len);
                 self.model.zero_grad();
                 if !batch.seeds().is_empty() {
-                    self.train_batch(epoch, step, &batch, global_rows, &mut totals)?;
+                    self.train_batch(epoch, step, &batch, steps[step].global_rows, &mut totals)?;
                 }
                 let sync_s = sync(self.model.grads_mut())?;
                 // The gradients are global after the sync, so every worker stops at one step.
@@ -115,14 +180,15 @@ impl<'a> BatchTrainer<'a> {
         global_rows: usize,
         totals: &mut EpochTotals,
     ) -> Result<(), TrainError> {
-        let blocks = BlockGraphs::from_batch(batch, &self.degrees, self.sampling.gcn_norm)?;
+        let blocks = BlockGraphs::from_batch_keyed(batch, &self.degrees, self.sampling.gcn_norm, self.keys)?;
         // One label per row of the logits (the last block's sources); the seeds come first.
-        let output = &blocks.layers()[blocks.layers().len() - 1];
-        let labels = self.objective.select(output.global_ids());
+        let output = &batch.blocks()[batch.blocks().len() - 1];
+        let labels = self.objective.select(output.src_ids());
         let objective = Objective::new(&labels);
         let rows: Vec<u32> = (0..batch.seeds().len() as u32).collect();
         let ctx = ForwardCtx::train_step(self.seed, epoch as u64, step as u64);
-        let logits = self.model.forward_blocks(&blocks, &self.dataset.features, &mut NoExchange, ctx)?;
+        let features = &self.dataset.features;
+        let logits = self.model.forward_blocks_rows(&blocks, features, batch.input_ids(), &mut NoExchange, ctx)?;
         let (loss_sum, mut dlogits) = objective.loss_sum(logits, &rows)?;
         let terms_per_row = objective.terms_per_row() as f64;
         dlogits /= (global_rows as f64 * terms_per_row) as f32;
@@ -136,20 +202,59 @@ impl<'a> BatchTrainer<'a> {
         &self.model
     }
 
-    /// Accuracies from layer-wise full-neighbour inference over every vertex.
+    /// Accuracies from layer-wise full-neighbour inference over every vertex of the graph this
+    /// worker holds whole.
     pub(crate) fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        let dataset = self.dataset;
-        let logits = self.model.infer_layerwise(
-            &dataset.graph,
-            &self.degrees,
-            &dataset.features,
-            self.sampling.eval_batch_size,
-        )?;
-        let acc = |rows: &[u32]| self.objective.hits(&logits, rows).map(Hits::fraction);
-        Ok(EvalStats {
-            train_acc: acc(&dataset.splits.train)?,
-            val_acc: acc(&dataset.splits.valid)?,
-            test_acc: acc(&dataset.splits.test)?,
-        })
+        evaluate(&mut self.model, &FullGraph::of(self.dataset), self.sampling.eval_batch_size)
     }
+
+    /// Accuracies of this worker's model over `graph` (a worker that trains on a subgraph).
+    pub(crate) fn evaluate_on(&mut self, graph: &FullGraph<'_>) -> Result<EvalStats, TrainError> {
+        evaluate(&mut self.model, graph, self.sampling.eval_batch_size)
+    }
+}
+
+/// The steps of the 1-based `epoch` for `share`: `train` shuffled by (seed, epoch), cut into
+/// global batches of `share.workers() x batch_size` seeds, of which this worker takes `share`'s
+/// part.
+pub(crate) fn shared_steps(
+    train: &[u32],
+    batch_size: usize,
+    share: Share,
+    seed: u64,
+    epoch: usize,
+) -> Result<Vec<StepSeeds>, PlanError> {
+    let plan = BatchPlan::shuffled(train, batch_size * share.workers(), seed, epoch as u64, Remainder::Keep)?;
+    Ok((0..plan.num_steps())
+        .map(|step| {
+            let batch = plan.batch(step).expect("step < num_steps");
+            StepSeeds { seeds: share.of(batch).to_vec(), global_rows: batch.len() }
+        })
+        .collect())
+}
+
+/// A whole dataset with its degrees, for evaluation.
+#[derive(Debug)]
+pub(crate) struct FullGraph<'a> {
+    dataset: &'a Dataset,
+    degrees: GraphDegrees,
+}
+
+impl<'a> FullGraph<'a> {
+    pub(crate) fn of(dataset: &'a Dataset) -> Self {
+        Self { dataset, degrees: GraphDegrees::of(&dataset.graph) }
+    }
+}
+
+/// Accuracies of `model` from layer-wise full-neighbour inference over every vertex of `graph`.
+fn evaluate(model: &mut Model, graph: &FullGraph<'_>, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
+    let dataset = graph.dataset;
+    let logits = model.infer_layerwise(&dataset.graph, &graph.degrees, &dataset.features, eval_batch_size)?;
+    let objective = Objective::new(&dataset.labels);
+    let acc = |rows: &[u32]| objective.hits(&logits, rows).map(Hits::fraction);
+    Ok(EvalStats {
+        train_acc: acc(&dataset.splits.train)?,
+        val_acc: acc(&dataset.splits.valid)?,
+        test_acc: acc(&dataset.splits.test)?,
+    })
 }

@@ -1,0 +1,30 @@
+//! `adgraph` (ADGraph, seeds/002): the graph is partitioned (METIS or random, `[distributed]
+//! partitioner`) into one part per worker; each part is extended by the `hops`-hop
+//! in-neighbourhood of its training vertices and shipped to its worker with those vertices'
+//! features; every worker samples multi-layer mini-batches of its own training vertices inside
+//! its extended part, and workers exchange gradients only (all-reduced every step).
+//! `[method.adgraph] lr-scaling` (linear by default, as in the paper) scales the learning rate
+//! with the number of workers.
+
+use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use crate::config::TrainConfig;
+
+pub(super) struct Adgraph;
+
+impl MethodDef for Adgraph {
+    fn name(&self) -> &str {
+        "adgraph"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let settings = &config.method.adgraph;
+        let sampling = Sampling::from_config(config).expect("validated: adgraph has a batch size");
+        let sampling = Sampling { lr_scaling: settings.lr_scaling, ..sampling };
+        Parts {
+            data: DataPlan::LHop { hops: settings.hops },
+            batches: BatchSource::Sampled(sampling),
+            exchange: None,
+            sync: GradSync::AllReduce,
+        }
+    }
+}
