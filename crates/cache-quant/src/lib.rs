@@ -9,10 +9,13 @@
 
 pub mod codec;
 pub mod knob;
+pub mod replica_cache;
 pub mod stream;
 
 pub use codec::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, SkipRepeats, StatsKey, StatsTable,
+    BitsError, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, LINEAR_BITS, LinearQuant,
+    SkipRepeats, StatsKey, StatsTable,
 };
 pub use knob::Knob;
+pub use replica_cache::ReplicaCache;
 pub use stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};

@@ -11,12 +11,14 @@
 mod bank;
 mod identity;
 mod le;
+mod linear;
 pub mod mask;
 mod skip_repeats;
 mod stats;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use identity::IdentityCodec;
+pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
 pub use skip_repeats::SkipRepeats;
 pub use stats::{CodecStats, StatsKey, StatsTable};
 
