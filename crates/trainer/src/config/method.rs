@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, MiniBatchConfig};
+use super::{CdfgnnSettings, ConfigError, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -31,6 +31,9 @@ pub enum Method {
     /// Every worker holds the whole graph and trains on its share of each sampled global
     /// mini-batch; gradients are all-reduced every step (needs `[minibatch] batch-size`).
     DataParallel,
+    /// Vertex-cut full-batch training whose replica sync goes through CDFGNN's adaptive cache
+    /// and quantized deltas (`[method.cdfgnn]`).
+    Cdfgnn,
 }
 
 impl Method {
@@ -40,6 +43,7 @@ impl Method {
             Method::Single => "single",
             Method::Vanilla => "vanilla",
             Method::DataParallel => "data-parallel",
+            Method::Cdfgnn => "cdfgnn",
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct MethodConfig {
     pub vanilla: VanillaSettings,
     /// Settings of `data-parallel`.
     pub data_parallel: DataParallelSettings,
+    /// Settings of `cdfgnn`.
+    pub cdfgnn: CdfgnnSettings,
 }
 
 impl MethodConfig {
@@ -110,10 +116,21 @@ impl MethodConfig {
             (Method::DataParallel, None) => {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
-            (Method::Vanilla, Some(_)) => {
-                invalid("vanilla trains full-batch on a partitioned graph; mini-batches need single or data-parallel")
-            }
+            (Method::Vanilla | Method::Cdfgnn, Some(_)) => invalid(&format!(
+                "{} trains full-batch on a partitioned graph; mini-batches need single or data-parallel",
+                self.name.as_str()
+            )),
+            (Method::Cdfgnn, None) => self.cdfgnn.validate(),
             _ => Ok(()),
+        }
+    }
+
+    /// The input-feature dropout rate of a model with hidden dropout `dropout`: the same, except
+    /// under `cdfgnn` unless its `input-dropout` asks (it would defeat the cache).
+    pub fn input_dropout(&self, dropout: f32) -> f32 {
+        match self.name {
+            Method::Cdfgnn if !self.cdfgnn.input_dropout => 0.0,
+            _ => dropout,
         }
     }
 }
@@ -126,7 +143,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel, cdfgnn) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

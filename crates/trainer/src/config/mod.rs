@@ -4,6 +4,7 @@
 //! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
 //! one name means the same thing in both places; unknown keys are rejected.
 
+mod cdfgnn;
 mod distributed;
 mod method;
 mod minibatch;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
+pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
@@ -217,7 +219,7 @@ impl TrainConfig {
             heads: self.heads,
             out_heads: 1,
             dropout: self.dropout,
-            input_dropout: self.dropout,
+            input_dropout: self.method.input_dropout(self.dropout),
             attn_dropout,
             layer_norm: false,
             activation,

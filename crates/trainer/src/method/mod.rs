@@ -11,19 +11,21 @@
 //! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
 //! `docs/methods/<name>.md`.
 
+mod cdfgnn;
 mod data_parallel;
 mod single;
 mod vanilla;
 
 use std::sync::Arc;
 
-use cache_quant::{CodecFactory, StatsTable};
+use cache_quant::{CodecFactory, Knob, StatsTable};
 use gnn_core::GcnNorm;
 use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts};
 use serde_json::Value;
 
 use crate::config::{LrScaling, Method, TrainConfig};
+use crate::train_loop::EvalStats;
 
 /// How the dataset reaches the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +102,9 @@ pub enum GradSync {
 pub struct ExchangeStack {
     pub codecs: CodecFactory,
     pub controller: Option<Box<dyn Controller>>,
+    /// Vertex-cut: sum replicas through the adaptive cache of deltas with this threshold
+    /// ([`gnn_core::exchange::ExchangeOptions::replica_cache`]); `None`: the exact sync.
+    pub replica_cache: Option<Knob<f32>>,
 }
 
 /// Makes one [`ExchangeStack`] per worker.
@@ -113,6 +118,11 @@ pub trait Controller: Send {
     /// Called after the step of `epoch`; returns fields for the epoch record's
     /// `method.controller`.
     fn after_step(&mut self, epoch: usize, stats: &StatsTable) -> Option<Value>;
+
+    /// Called after the evaluation that follows each step, with its accuracies (global, so
+    /// identical on every rank): a controller that follows accuracy sets its knobs here for
+    /// the next step.
+    fn after_eval(&mut self, _eval: &EvalStats) {}
 }
 
 /// What a method is made of.
@@ -147,5 +157,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Single => &single::Single,
         Method::Vanilla => &vanilla::Vanilla,
         Method::DataParallel => &data_parallel::DataParallel,
+        Method::Cdfgnn => &cdfgnn::Cdfgnn,
     }
 }
