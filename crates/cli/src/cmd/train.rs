@@ -7,6 +7,7 @@
 //! backend ([`launch`]), and the report's path must be writable. A run that fails or is
 //! interrupted keeps its report so far ([`keeper`]).
 
+mod cdfgnn_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -26,6 +27,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
+use cdfgnn_flags::CdfgnnFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -148,6 +150,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
     #[command(flatten)]
+    cdfgnn: CdfgnnFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -169,7 +173,8 @@ impl Args {
             ("--lossy-eval", self.lossy_eval),
             ("--skip-repeats", self.skip_repeats),
         ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+        let given = given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag);
+        given.chain(self.cdfgnn.given()).collect()
     }
 
     /// How errors about the report path name it: the flag, or the config file's key.
@@ -227,6 +232,7 @@ impl Args {
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
+        self.cdfgnn.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
