@@ -23,7 +23,8 @@ enum Command {
     /// Benchmark Halo's layers (`bench comm`: communicator throughput, ledger and cost model).
     Bench(cmd::bench::Args),
     /// Train a GNN full-batch (GCN, GraphSAGE, GAT) and write a JSON report.
-    Train(cmd::train::Args),
+    // Boxed: every method adds its flags here, so it outgrows the other variants.
+    Train(Box<cmd::train::Args>),
     /// Run a grid of `train` variants x seeds from a TOML file; tabulate means, errors and the
     /// differences from a baseline variant.
     Experiment(cmd::experiment::Args),
@@ -44,7 +45,7 @@ fn main() -> std::process::ExitCode {
         Command::Datasets(args) => cmd::datasets::run(args),
         Command::Partition(args) => cmd::partition::run(args),
         Command::Bench(args) => cmd::bench::run(args),
-        Command::Train(args) => cmd::train::run(args),
+        Command::Train(args) => cmd::train::run(*args),
         Command::Experiment(args) => cmd::experiment::run(args),
     };
     match result {
