@@ -186,10 +186,20 @@ mod cache_tests {
         })
     }
 
+    /// What the ledger counted over both syncs, and the row masks one sync sends.
+    struct Bytes {
+        ledger: u64,
+        masks: u64,
+    }
+
     /// Two cached syncs of every part's shares (the second scaled by `second`) with `bits`
     /// (0: exact deltas); per part: (global id, first row, second row) and each sync's stats.
     #[allow(clippy::type_complexity)]
-    fn two_syncs(bits: u8, eps: f32, second: f32) -> (Vec<(usize, u32, Vec<f32>, Vec<f32>)>, CodecStats, CodecStats) {
+    fn two_syncs(
+        bits: u8,
+        eps: f32,
+        second: f32,
+    ) -> (Vec<(usize, u32, Vec<f32>, Vec<f32>)>, CodecStats, CodecStats, Bytes) {
         let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
         let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
         let results = testkit::run(&book, |part, comm| {
@@ -214,15 +224,24 @@ mod cache_tests {
                 .enumerate()
                 .map(|(l, &g)| (part.part(), g, first.row(l).to_vec(), again.row(l).to_vec()))
                 .collect::<Vec<_>>();
-            Ok((rows, s1, s2))
+            Ok((rows, s1, s2, comm.ledger()))
         });
-        let (mut rows, mut s1, mut s2) = (Vec::new(), CodecStats::default(), CodecStats::default());
-        for (r, a, b) in results {
+        let (mut rows, mut s1, mut s2, mut ledgers) =
+            (Vec::new(), CodecStats::default(), CodecStats::default(), Vec::new());
+        for (r, a, b, l) in results {
             rows.extend(r);
             s1.add(&a);
             s2.add(&b);
+            ledgers.push(l);
         }
-        (rows, s1, s2)
+        let ledger = comm_hierarchy::LedgerSnapshot::merge_all(&ledgers).unwrap().totals();
+        // Each message starts with one bit per row of its list, both ways.
+        let masks = book
+            .parts()
+            .iter()
+            .flat_map(|p| (0..4).map(move |q| (p.send(q).len().div_ceil(8) + p.recv(q).len().div_ceil(8)) as u64))
+            .sum();
+        (rows, s1, s2, Bytes { ledger: ledger.bytes(), masks })
     }
 
     /// Per vertex, the parts holding it (from the rows of a run, one per replica).
@@ -234,7 +253,11 @@ mod cache_tests {
 
     #[test]
     fn at_eps_zero_exact_deltas_sum_like_the_exact_sync_and_unmoved_rows_stay_home() {
-        let (rows, s1, s2) = two_syncs(0, 0.0, 1.0);
+        let (rows, s1, s2, bytes) = two_syncs(0, 0.0, 1.0);
+        // The ledger's count is the analytic one: masks, then 4 bytes per value of a sent row.
+        let sent = s1.rows - s1.rows_skipped + s2.rows - s2.rows_skipped;
+        assert_eq!(bytes.ledger, 2 * bytes.masks + sent * (WIDTH as u64) * 4);
+        assert_eq!(bytes.ledger, s1.bytes + s2.bytes);
         let holders = holders(&rows);
         assert!(holders.values().any(|h| h.len() > 1), "the test cut must replicate some vertex");
         for (_, g, first, again) in &rows {
@@ -254,7 +277,11 @@ mod cache_tests {
     #[test]
     fn quantized_deltas_leave_every_replica_bit_identical() {
         for bits in [2, 8] {
-            let (rows, s1, s2) = two_syncs(bits, 0.05, 1.5);
+            let (rows, s1, s2, bytes) = two_syncs(bits, 0.05, 1.5);
+            // Masks, then per sent row its minimum and maximum and WIDTH values of `bits` bits.
+            let sent = s1.rows - s1.rows_skipped + s2.rows - s2.rows_skipped;
+            let row_bytes = 8 + (WIDTH * usize::from(bits)).div_ceil(8) as u64;
+            assert_eq!(bytes.ledger, 2 * bytes.masks + sent * row_bytes);
             for (_, g, first, again) in &rows {
                 for (_, h, f, a) in &rows {
                     if h == g {
