@@ -222,11 +222,6 @@ impl ReplicaCache {
     pub fn held(&self, r: u32) -> &[f32] {
         Self::row(&self.held, r, self.width)
     }
-
-    /// The master's cached sum of row `r`.
-    pub fn sum(&self, r: u32) -> &[f32] {
-        Self::row(&self.sum, r, self.width)
-    }
 }
 
 /// Alg. 2's test: `||now - before||_inf > eps ||before||_inf`.
