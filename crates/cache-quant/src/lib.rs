@@ -23,11 +23,13 @@
 pub mod assign;
 pub mod codec;
 pub mod knob;
+pub mod replica_cache;
 pub mod stream;
 
 pub use codec::{
-    BitTable, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, QuantProbe, SkipRepeats, StatsKey,
-    StatsTable, StochasticCodec,
+    BitTable, BitsError, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, LINEAR_BITS,
+    LinearQuant, QuantProbe, SkipRepeats, StatsKey, StatsTable, StochasticCodec,
 };
 pub use knob::Knob;
+pub use replica_cache::ReplicaCache;
 pub use stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};

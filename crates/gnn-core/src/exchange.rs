@@ -22,6 +22,7 @@ use ndarray::Array2;
 
 pub use cache_quant::{Direction, Mode, Pass, StatsTable, Step, Tag};
 
+mod cached_sync;
 pub mod edge_cut;
 mod landing;
 pub mod part_view;

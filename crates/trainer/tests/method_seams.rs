@@ -139,7 +139,7 @@ impl MethodDef for CountingMethod {
                         stats: CodecStats::default(),
                     }) as Box<dyn Codec>
                 });
-                ExchangeStack { codecs, controller: Some(Box::new(RowsKnob(knob))) }
+                ExchangeStack { codecs, controller: Some(Box::new(RowsKnob(knob))), replica_cache: None }
             })),
             ..Parts::exact(DataPlan::Cut(config.distributed.cut))
         }

@@ -11,6 +11,7 @@
 mod bank;
 mod identity;
 mod le;
+mod linear;
 pub mod mask;
 mod skip_repeats;
 mod stats;
@@ -18,6 +19,7 @@ pub mod stochastic;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use identity::IdentityCodec;
+pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
 pub use skip_repeats::SkipRepeats;
 pub use stats::{CodecStats, StatsKey, StatsTable};
 pub use stochastic::{BitTable, QuantProbe, StochasticCodec};

@@ -9,6 +9,7 @@
 
 mod adaqp_flags;
 mod adgraph_flags;
+mod cdfgnn_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -30,6 +31,7 @@ use super::load::LoadArgs;
 use super::output::check_writable;
 use adaqp_flags::AdaqpFlags;
 use adgraph_flags::AdgraphFlags;
+use cdfgnn_flags::CdfgnnFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -161,6 +163,8 @@ pub struct Args {
     #[command(flatten)]
     adgraph: AdgraphFlags,
     #[command(flatten)]
+    cdfgnn: CdfgnnFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -186,6 +190,7 @@ impl Args {
             given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect();
         flags.extend(self.adaqp.given());
         flags.extend(self.adgraph.given());
+        flags.extend(self.cdfgnn.given());
         flags
     }
 
@@ -247,6 +252,7 @@ impl Args {
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
         self.adaqp.apply(&mut c);
+        self.cdfgnn.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }

@@ -17,7 +17,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cache_quant::{
-    Codec, CodecBank, CodecError, CodecFactory, IdentityCodec, Mode, Pass, Route, Side, StatsKey, StatsTable, StreamId,
+    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, Knob, Mode, Pass, Route, Side, StatsKey,
+    StatsTable, StreamId,
 };
 use comm_hierarchy::{Communicator, PendingAllToAll};
 use graph_partition::book::LocalGraph;
@@ -91,6 +92,10 @@ pub struct ExchangeOptions<'a> {
     pub overlap: bool,
     /// Evaluation passes go through the codecs too (advancing their state) instead of exactly.
     pub lossy_eval: bool,
+    /// Vertex-cut: sum replicas through CDFGNN's adaptive cache of deltas with this relative
+    /// threshold (a mirror sends when its partial moved by more than `eps` times the cached
+    /// one, in the max norm); the codecs encode the deltas. Edge-cut exchanges ignore it.
+    pub replica_cache: Option<Knob<f32>>,
 }
 
 /// A split call between its start and its finish.
@@ -183,11 +188,28 @@ impl<'a> ReplicaRouter<'a> {
         apply: Apply,
     ) -> Result<(), ExchangeError> {
         let messages = self.encode(tag, route, x)?;
+        let received = self.post(tag, messages)?;
+        self.land(tag, route, x, apply, received)
+    }
+
+    /// One blocking `all_to_all_v` of `messages` (one per peer, empty for this rank) under the
+    /// ledger phase of `tag`, told to the watch.
+    pub(crate) fn post(&self, tag: Tag, messages: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ExchangeError> {
         self.watch.inspect(|w| w.call_started(CallKind::Blocking));
         let received = self.comm.all_to_all_v(&tag.phase(), messages);
         self.watch.inspect(|w| w.call_finished());
-        let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-        self.land(tag, route, x, apply, received)
+        received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })
+    }
+
+    /// The pass of the current calls.
+    pub(crate) fn pass(&self) -> Pass {
+        self.pass
+    }
+
+    /// Adds the stats of one message of a training call to the table [`ReplicaRouter::take_stats`]
+    /// drains.
+    pub(crate) fn record(&mut self, key: StatsKey, stats: &CodecStats) {
+        self.stats.add(key, stats);
     }
 
     /// Encodes and posts the rows of `x` along `route`; [`ReplicaRouter::finish`] lands them.
@@ -218,7 +240,7 @@ impl<'a> ReplicaRouter<'a> {
     }
 
     /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.
-    fn exact(&self) -> bool {
+    pub(crate) fn exact(&self) -> bool {
         self.pass.mode == Mode::Eval && !self.lossy_eval
     }
 
@@ -340,7 +362,7 @@ fn consecutive(rows: &[u32]) -> Option<Range<usize>> {
 }
 
 /// The elements of `x` in row-major order (copied into that layout first if needed).
-fn row_major(x: &mut Array2<f32>) -> &mut [f32] {
+pub(crate) fn row_major(x: &mut Array2<f32>) -> &mut [f32] {
     if !x.is_standard_layout() {
         *x = x.as_standard_layout().into_owned();
     }

@@ -1,13 +1,18 @@
 //! Vertex-cut replica sync (CDFGNN, Alg. 1): every replica of a vertex aggregates over the edges
 //! its worker stores; mirrors send their partial rows to the master, which combines them with
-//! its own and scatters the result back, so every replica continues with the full value.
+//! its own and scatters the result back, so every replica continues with the full value. With
+//! [`ExchangeOptions::replica_cache`] the sum goes through CDFGNN's adaptive cache (Alg. 2,
+//! [`super::cached_sync`]) instead.
 
 use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use cache_quant::{Pass, Route, StatsTable};
+use std::sync::Arc;
 
+use cache_quant::{IdentityCodec, Pass, Route, StatsTable, Stream};
+
+use super::cached_sync::CachedSync;
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
 use super::{Exchange, ExchangeError, Tag};
 
@@ -19,6 +24,7 @@ use super::{Exchange, ExchangeError, Tag};
 /// and each replica's gradient share stays where it was produced until the next sync sums it.
 pub struct VertexCutExchange<'a> {
     router: ReplicaRouter<'a>,
+    cache: Option<CachedSync>,
 }
 
 impl<'a> VertexCutExchange<'a> {
@@ -28,7 +34,11 @@ impl<'a> VertexCutExchange<'a> {
         comm: &'a dyn Communicator,
         options: ExchangeOptions<'a>,
     ) -> Result<Self, SetupError> {
-        Ok(Self { router: ReplicaRouter::new(part, comm, options)? })
+        let cache = options.replica_cache.clone().map(|threshold| {
+            let codecs = options.codecs.clone().unwrap_or_else(|| Arc::new(|_: &Stream| Box::new(IdentityCodec)));
+            CachedSync::new(part, codecs, threshold)
+        });
+        Ok(Self { router: ReplicaRouter::new(part, comm, options)?, cache })
     }
 
     fn sync(&mut self, tag: Tag, x: &mut Array2<f32>, combine: Apply) -> Result<(), ExchangeError> {
@@ -47,7 +57,10 @@ impl Exchange for VertexCutExchange<'_> {
     }
 
     fn codec_name(&self) -> String {
-        self.router.codec_name()
+        match &self.cache {
+            Some(cache) => cache.codec_name(),
+            None => self.router.codec_name(),
+        }
     }
 
     fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
@@ -59,7 +72,10 @@ impl Exchange for VertexCutExchange<'_> {
     }
 
     fn sum_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        self.sync(tag, x, Apply::Add)
+        match &mut self.cache {
+            Some(cache) if !self.router.exact() => cache.sum(&mut self.router, tag, x),
+            _ => self.sync(tag, x, Apply::Add),
+        }
     }
 
     fn max_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
@@ -147,5 +163,141 @@ mod tests {
         }
         assert_eq!(merged.phases().into_iter().collect::<Vec<_>>(), vec!["bwd/2"]);
         assert_eq!(merged.phase_totals("bwd/2").messages(), 2 * 4 * 3);
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use std::collections::HashMap;
+
+    use cache_quant::{CodecStats, Knob, LinearQuant};
+    use graph_partition::partition::{Algorithm, PartitionConfig, partition_graph};
+
+    use super::super::replica_router::testkit;
+    use super::*;
+    use crate::exchange::{Direction, Step};
+
+    const WIDTH: usize = 5;
+
+    fn shares(part: &LocalGraph, scale: f32) -> Array2<f32> {
+        Array2::from_shape_fn((part.num_local(), WIDTH), |(l, c)| {
+            let g = part.local_to_global()[l] as f32;
+            scale * ((part.part() as f32 + 1.0) * (g + 1.0) + 0.3 * c as f32 * c as f32)
+        })
+    }
+
+    /// What the ledger counted over both syncs, and the row masks one sync sends.
+    struct Bytes {
+        ledger: u64,
+        masks: u64,
+    }
+
+    /// Two cached syncs of every part's shares (the second scaled by `second`) with `bits`
+    /// (0: exact deltas); per part: (global id, first row, second row) and each sync's stats.
+    #[allow(clippy::type_complexity)]
+    fn two_syncs(
+        bits: u8,
+        eps: f32,
+        second: f32,
+    ) -> (Vec<(usize, u32, Vec<f32>, Vec<f32>)>, CodecStats, CodecStats, Bytes) {
+        let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
+        let results = testkit::run(&book, |part, comm| {
+            let codecs: cache_quant::CodecFactory = Arc::new(move |_: &Stream| match bits {
+                0 => Box::new(IdentityCodec),
+                b => Box::new(LinearQuant::new(b).unwrap()),
+            });
+            let options =
+                ExchangeOptions { codecs: Some(codecs), replica_cache: Some(Knob::new(eps)), ..Default::default() };
+            let mut ex = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+            ex.begin(Pass::train(1, 0));
+            let tag = Tag::new(0, Direction::Forward, Step::Aggregate);
+            let mut first = shares(part, 1.0);
+            ex.sum_replicas(tag, &mut first).map_err(|e| e.to_string())?;
+            let s1 = ex.take_stats().total();
+            let mut again = shares(part, second);
+            ex.sum_replicas(tag, &mut again).map_err(|e| e.to_string())?;
+            let s2 = ex.take_stats().total();
+            let rows = part
+                .local_to_global()
+                .iter()
+                .enumerate()
+                .map(|(l, &g)| (part.part(), g, first.row(l).to_vec(), again.row(l).to_vec()))
+                .collect::<Vec<_>>();
+            Ok((rows, s1, s2, comm.ledger()))
+        });
+        let (mut rows, mut s1, mut s2, mut ledgers) =
+            (Vec::new(), CodecStats::default(), CodecStats::default(), Vec::new());
+        for (r, a, b, l) in results {
+            rows.extend(r);
+            s1.add(&a);
+            s2.add(&b);
+            ledgers.push(l);
+        }
+        let ledger = comm_hierarchy::LedgerSnapshot::merge_all(&ledgers).unwrap().totals();
+        // Each message starts with one bit per row of its list, both ways.
+        let masks = book
+            .parts()
+            .iter()
+            .flat_map(|p| (0..4).map(move |q| (p.send(q).len().div_ceil(8) + p.recv(q).len().div_ceil(8)) as u64))
+            .sum();
+        (rows, s1, s2, Bytes { ledger: ledger.bytes(), masks })
+    }
+
+    /// Per vertex, the parts holding it (from the rows of a run, one per replica).
+    fn holders(rows: &[(usize, u32, Vec<f32>, Vec<f32>)]) -> HashMap<u32, Vec<usize>> {
+        let mut holders: HashMap<u32, Vec<usize>> = HashMap::new();
+        rows.iter().for_each(|(p, g, _, _)| holders.entry(*g).or_default().push(*p));
+        holders
+    }
+
+    #[test]
+    fn at_eps_zero_exact_deltas_sum_like_the_exact_sync_and_unmoved_rows_stay_home() {
+        let (rows, s1, s2, bytes) = two_syncs(0, 0.0, 1.0);
+        // The ledger's count is the analytic one: masks, then 4 bytes per value of a sent row.
+        let sent = s1.rows - s1.rows_skipped + s2.rows - s2.rows_skipped;
+        assert_eq!(bytes.ledger, 2 * bytes.masks + sent * (WIDTH as u64) * 4);
+        assert_eq!(bytes.ledger, s1.bytes + s2.bytes);
+        let holders = holders(&rows);
+        assert!(holders.values().any(|h| h.len() > 1), "the test cut must replicate some vertex");
+        for (_, g, first, again) in &rows {
+            for (c, (&got, &twice)) in first.iter().zip(again).enumerate() {
+                let share = |p: usize| (p as f32 + 1.0) * (*g as f32 + 1.0) + 0.3 * (c * c) as f32;
+                let want: f32 = holders[g].iter().map(|&p| share(p)).sum();
+                assert!((got - want).abs() <= 1e-5 * want.abs(), "vertex {g}: {got} vs {want}");
+                assert_eq!(got.to_bits(), twice.to_bits(), "vertex {g}: an unmoved row keeps its cached sum");
+            }
+        }
+        assert_eq!((s1.rows_skipped, s1.rows > 0), (0, true));
+        assert_eq!(s2.rows_skipped, s2.rows, "nothing moved, so nothing is sent");
+        // Only the row masks travel: one bit per row.
+        assert!(s2.bytes < s1.bytes / 20, "{} vs {}", s2.bytes, s1.bytes);
+    }
+
+    #[test]
+    fn quantized_deltas_leave_every_replica_bit_identical() {
+        for bits in [2, 8] {
+            let (rows, s1, s2, bytes) = two_syncs(bits, 0.05, 1.5);
+            // Masks, then per sent row its minimum and maximum and WIDTH values of `bits` bits.
+            let sent = s1.rows - s1.rows_skipped + s2.rows - s2.rows_skipped;
+            let row_bytes = 8 + (WIDTH * usize::from(bits)).div_ceil(8) as u64;
+            assert_eq!(bytes.ledger, 2 * bytes.masks + sent * row_bytes);
+            for (_, g, first, again) in &rows {
+                for (_, h, f, a) in &rows {
+                    if h == g {
+                        assert_eq!(
+                            f.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            first.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                        );
+                        assert_eq!(
+                            a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            again.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                        );
+                    }
+                }
+            }
+            assert_eq!(s1.bits[usize::from(bits)], s1.rows - s1.rows_skipped);
+            assert!(s2.rows_skipped < s2.rows, "a 50% move passes a 5% threshold");
+        }
     }
 }

@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{AdaqpSettings, AdgraphSettings, ConfigError, MiniBatchConfig};
+use super::{AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -38,6 +38,9 @@ pub enum Method {
     /// vertices, mini-batches sampled inside it, gradients all-reduced (needs `[minibatch]
     /// batch-size`; settings in `[method.adgraph]`).
     Adgraph,
+    /// Vertex-cut full-batch training whose replica sync goes through CDFGNN's adaptive cache
+    /// and quantized deltas (`[method.cdfgnn]`).
+    Cdfgnn,
 }
 
 impl Method {
@@ -49,6 +52,7 @@ impl Method {
             Method::DataParallel => "data-parallel",
             Method::Adaqp => "adaqp",
             Method::Adgraph => "adgraph",
+            Method::Cdfgnn => "cdfgnn",
         }
     }
 }
@@ -107,6 +111,8 @@ pub struct MethodConfig {
     pub adaqp: AdaqpSettings,
     /// Settings of `adgraph`.
     pub adgraph: AdgraphSettings,
+    /// Settings of `cdfgnn`.
+    pub cdfgnn: CdfgnnSettings,
 }
 
 impl MethodConfig {
@@ -123,15 +129,25 @@ impl MethodConfig {
             (Method::DataParallel, None) => {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
-            (Method::Vanilla | Method::Adaqp, Some(_)) => invalid(&format!(
+            (Method::Vanilla | Method::Adaqp | Method::Cdfgnn, Some(_)) => invalid(&format!(
                 "{} trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
                 self.name.as_str()
             )),
             (Method::Adaqp, None) => self.adaqp.validate(),
+            (Method::Cdfgnn, None) => self.cdfgnn.validate(),
             (Method::Adgraph, None) => {
                 invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The input-feature dropout rate of a model with hidden dropout `dropout`: the same, except
+    /// under `cdfgnn` unless its `input-dropout` asks (it would defeat the cache).
+    pub fn input_dropout(&self, dropout: f32) -> f32 {
+        match self.name {
+            Method::Cdfgnn if !self.cdfgnn.input_dropout => 0.0,
+            _ => dropout,
         }
     }
 }
@@ -144,7 +160,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel, adaqp, adgraph) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel, adaqp, adgraph, cdfgnn) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

@@ -6,6 +6,7 @@
 
 mod adaqp;
 mod adgraph;
+mod cdfgnn;
 mod distributed;
 mod method;
 mod minibatch;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
+pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
@@ -224,7 +226,7 @@ impl TrainConfig {
             heads: self.heads,
             out_heads: 1,
             dropout: self.dropout,
-            input_dropout: self.dropout,
+            input_dropout: self.method.input_dropout(self.dropout),
             attn_dropout,
             layer_norm: self.layer_norm,
             activation,

@@ -65,15 +65,16 @@ impl<'a> Worker<'a> {
         cut: CutKind,
         config: &TrainConfig,
     ) -> Result<Self, TrainError> {
-        let (codecs, controller) = match parts.exchange.as_ref().map(|make| make()) {
-            Some(stack) => (Some(stack.codecs), stack.controller),
-            None => (None, None),
+        let (codecs, controller, replica_cache) = match parts.exchange.as_ref().map(|make| make()) {
+            Some(stack) => (Some(stack.codecs), stack.controller, stack.replica_cache),
+            None => (None, None, None),
         };
         let options = ExchangeOptions {
             codecs,
             watch: Some(clock),
             overlap: config.distributed.overlap,
             lossy_eval: config.distributed.lossy_eval,
+            replica_cache,
         };
         let exchange: Box<dyn Exchange + 'a> = match cut {
             CutKind::EdgeCut => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
@@ -255,11 +256,18 @@ impl Strategy for Worker<'_> {
         let comm = self.comm;
         self.clock.call(|| comm.all_reduce_sum_f64(EVAL, &mut counts)).map_err(DistError::from)?;
         let fraction = |k: usize| Hits { correct: counts[2 * k] as u64, total: counts[2 * k + 1] as u64 }.fraction();
-        Ok(EvalStats { train_acc: fraction(0), val_acc: fraction(1), test_acc: fraction(2) })
+        let eval = EvalStats { train_acc: fraction(0), val_acc: fraction(1), test_acc: fraction(2) };
+        if let Some(controller) = self.controller.as_mut() {
+            controller.after_eval(&eval);
+        }
+        Ok(eval)
     }
 
     fn final_method(&mut self) -> Option<Value> {
-        Some(json!({ "codec_stats": stats_json(&self.codec_totals) }))
+        let total = self.codec_totals.total();
+        // Rows sent over the rows the exact exchange sends, over the run.
+        let rows_sent_fraction = (total.rows > 0).then(|| (total.rows - total.rows_skipped) as f64 / total.rows as f64);
+        Some(json!({ "codec_stats": stats_json(&self.codec_totals), "rows_sent_fraction": rows_sent_fraction }))
     }
 
     fn model(&self) -> Option<&Model> {

@@ -13,13 +13,14 @@
 
 mod adaqp;
 mod adgraph;
+mod cdfgnn;
 mod data_parallel;
 mod single;
 mod vanilla;
 
 use std::sync::Arc;
 
-use cache_quant::{CodecFactory, StatsTable};
+use cache_quant::{CodecFactory, Knob, StatsTable};
 use comm_hierarchy::Communicator;
 use gnn_core::{AggGraph, GcnNorm};
 use graph_partition::book::CutKind;
@@ -28,6 +29,7 @@ use serde_json::Value;
 
 use crate::config::{LrScaling, Method, TrainConfig};
 use crate::error::TrainError;
+use crate::train_loop::EvalStats;
 
 /// How the dataset reaches the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +110,9 @@ pub enum GradSync {
 pub struct ExchangeStack {
     pub codecs: CodecFactory,
     pub controller: Option<Box<dyn Controller>>,
+    /// Vertex-cut: sum replicas through the adaptive cache of deltas with this threshold
+    /// ([`gnn_core::exchange::ExchangeOptions::replica_cache`]); `None`: the exact sync.
+    pub replica_cache: Option<Knob<f32>>,
 }
 
 /// Makes one [`ExchangeStack`] per worker.
@@ -134,6 +139,11 @@ pub trait Controller: Send {
     ) -> Result<Option<Value>, TrainError> {
         Ok(self.after_step(epoch, stats))
     }
+
+    /// Called after the evaluation that follows each step, with its accuracies (global, so
+    /// identical on every rank): a controller that follows accuracy sets its knobs here for
+    /// the next step.
+    fn after_eval(&mut self, _eval: &EvalStats) {}
 }
 
 /// A worker's view a controller may act on between steps: its communicator (every rank calls
@@ -178,5 +188,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::DataParallel => &data_parallel::DataParallel,
         Method::Adaqp => &adaqp::Adaqp,
         Method::Adgraph => &adgraph::Adgraph,
+        Method::Cdfgnn => &cdfgnn::Cdfgnn,
     }
 }

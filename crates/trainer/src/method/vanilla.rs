@@ -22,6 +22,7 @@ impl MethodDef for Vanilla {
             parts.exchange = Some(Arc::new(|| ExchangeStack {
                 codecs: SkipRepeats::over(Arc::new(|_: &Stream| Box::new(IdentityCodec))),
                 controller: None,
+                replica_cache: None,
             }));
         }
         parts

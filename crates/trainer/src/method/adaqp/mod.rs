@@ -33,6 +33,7 @@ impl MethodDef for Adaqp {
             ExchangeStack {
                 codecs: StochasticCodec::factory(seed, bits.clone(), probe.clone()),
                 controller: Some(Box::new(AdaqpController::new(settings.clone(), seed, kind, bits, probe))),
+                replica_cache: None,
             }
         }));
         parts

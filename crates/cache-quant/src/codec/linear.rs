@@ -1,0 +1,187 @@
+//! CDFGNN's linear quantization (eq. 22-23): each row as its minimum and maximum (two `f32`,
+//! counted in the bytes sent) and `B`-bit levels between them.
+//!
+//! Eq. 22 as printed, `floor(2^B (m - min) / (max - min) + 0.5)`, reaches `2^B` at the maximum,
+//! which needs `B + 1` bits; here the range is split into `2^B - 1` steps, so every level fits
+//! in `B` bits and the error is at most `(max - min) / (2 (2^B - 1))`. Levels are packed least
+//! significant bit first, each row starting on a byte boundary. Decoding is a pure function of
+//! the bytes, so every receiver of the same row (and the sender's own shadow decode) gets the
+//! same bits.
+
+use super::le::{extend_le, read_le};
+use super::{Codec, CodecError, CodecStats, row_count};
+use crate::stream::Pass;
+
+const NAME: &str = "linear";
+
+/// The bit-widths [`LinearQuant`] packs.
+pub const LINEAR_BITS: [u8; 4] = [2, 4, 8, 16];
+
+/// Why a [`LinearQuant`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("linear quantization takes 2, 4, 8 or 16 bits, got {0}")]
+pub struct BitsError(pub u8);
+
+/// Quantizes every row to `bits` bits between its minimum and maximum (see the module docs).
+#[derive(Debug, Clone)]
+pub struct LinearQuant {
+    bits: u8,
+    stats: CodecStats,
+}
+
+impl LinearQuant {
+    /// A codec of `bits` bits per value, one of [`LINEAR_BITS`].
+    pub fn new(bits: u8) -> Result<Self, BitsError> {
+        if !LINEAR_BITS.contains(&bits) {
+            return Err(BitsError(bits));
+        }
+        Ok(Self { bits, stats: CodecStats::default() })
+    }
+
+    /// Bytes of one encoded row of `width` values: minimum, maximum and the packed levels.
+    pub fn row_bytes(&self, width: usize) -> usize {
+        8 + (width * usize::from(self.bits)).div_ceil(8)
+    }
+
+    fn levels(&self) -> u32 {
+        (1u32 << self.bits) - 1
+    }
+}
+
+/// The value of level `q` in a row quantized between `lo` and `hi` with `levels` steps.
+fn dequantize(lo: f32, hi: f32, levels: u32, q: u32) -> f32 {
+    let step = (hi - lo) / levels as f32;
+    lo + q as f32 * step
+}
+
+impl Codec for LinearQuant {
+    fn name(&self) -> String {
+        format!("{NAME}{}", self.bits)
+    }
+
+    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let n = row_count(NAME, rows.len(), width)?;
+        let (bits, levels) = (usize::from(self.bits), self.levels());
+        for row in rows.chunks_exact(width.max(1)).take(n) {
+            let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            extend_le(out, &[lo, hi]);
+            let start = out.len();
+            out.resize(start + (width * bits).div_ceil(8), 0);
+            let range = f64::from(hi) - f64::from(lo);
+            for (i, &v) in row.iter().enumerate() {
+                // A flat (or non-finite) row is all level 0: it decodes to its minimum.
+                let q = if range > 0.0 && range.is_finite() {
+                    ((f64::from(v) - f64::from(lo)) / range * f64::from(levels)).round().clamp(0.0, f64::from(levels))
+                        as u32
+                } else {
+                    0
+                };
+                let bit = i * bits;
+                for b in 0..bits {
+                    if q >> b & 1 == 1 {
+                        out[start + (bit + b) / 8] |= 1 << ((bit + b) % 8);
+                    }
+                }
+            }
+        }
+        self.stats.bits[bits] += n as u64;
+        Ok(())
+    }
+
+    fn decode(&mut self, _pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        let rows = row_count(NAME, out.len(), width)?;
+        let (bits, levels, row_bytes) = (usize::from(self.bits), self.levels(), self.row_bytes(width));
+        if bytes.len() != rows * row_bytes {
+            return Err(CodecError::Length {
+                codec: NAME,
+                rows,
+                width,
+                expected: rows * row_bytes,
+                actual: bytes.len(),
+            });
+        }
+        for (row, message) in out.chunks_exact_mut(width.max(1)).zip(bytes.chunks_exact(row_bytes)) {
+            let mut bounds = [0.0f32; 2];
+            read_le(&message[..8], &mut bounds);
+            let packed = &message[8..];
+            for (i, v) in row.iter_mut().enumerate() {
+                let bit = i * bits;
+                let q = (0..bits).fold(0u32, |q, b| q | u32::from(packed[(bit + b) / 8] >> ((bit + b) % 8) & 1) << b);
+                *v = dequantize(bounds[0], bounds[1], levels, q);
+            }
+        }
+        Ok(())
+    }
+
+    fn take_stats(&mut self) -> CodecStats {
+        std::mem::take(&mut self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const P: Pass = Pass { mode: crate::Mode::Train, epoch: 1, step: 0 };
+
+    fn round_trip(bits: u8, rows: &[f32], width: usize) -> (Vec<u8>, Vec<f32>) {
+        let mut codec = LinearQuant::new(bits).unwrap();
+        let mut bytes = Vec::new();
+        codec.encode(P, rows, width, &mut bytes).unwrap();
+        let mut back = vec![0.0; rows.len()];
+        codec.decode(P, &bytes, width, &mut back).unwrap();
+        (bytes, back)
+    }
+
+    #[test]
+    fn extremes_and_flat_rows_are_exact_and_sizes_count_the_bounds() {
+        let (bytes, back) = round_trip(2, &[-1.0, 2.0, 0.0, 1.0, 5.0, 5.0, 5.0, 5.0], 4);
+        // Per row: min and max (8 bytes) and 4 values of 2 bits (1 byte).
+        assert_eq!(bytes.len(), 2 * 9);
+        assert_eq!(back, [-1.0, 2.0, 0.0, 1.0, 5.0, 5.0, 5.0, 5.0]);
+        assert_eq!(LinearQuant::new(16).unwrap().row_bytes(3), 8 + 6);
+        assert_eq!(LinearQuant::new(4).unwrap().name(), "linear4");
+    }
+
+    #[test]
+    fn unsupported_widths_and_bad_lengths_are_errors() {
+        assert_eq!(LinearQuant::new(3).unwrap_err(), BitsError(3));
+        assert_eq!(LinearQuant::new(0).unwrap_err().to_string(), "linear quantization takes 2, 4, 8 or 16 bits, got 0");
+        let mut codec = LinearQuant::new(8).unwrap();
+        let err = codec.decode(P, &[0; 9], 2, &mut [0.0; 2]).unwrap_err();
+        assert!(matches!(err, CodecError::Length { expected: 10, actual: 9, .. }), "{err}");
+    }
+
+    #[test]
+    fn the_histogram_counts_rows_at_their_width() {
+        let mut codec = LinearQuant::new(4).unwrap();
+        codec.encode(P, &[1.0; 6], 2, &mut Vec::new()).unwrap();
+        assert_eq!(codec.take_stats().bits[4], 3);
+    }
+
+    proptest! {
+        /// Every value decodes within half a step, (max - min) / (2 (2^B - 1)), of itself.
+        #[test]
+        fn error_is_at_most_half_a_step(
+            bits in prop::sample::select(LINEAR_BITS.to_vec()),
+            rows in prop::collection::vec(prop::collection::vec(-1e3f32..1e3, 5), 1..6),
+        ) {
+            let flat: Vec<f32> = rows.concat();
+            let (bytes, back) = round_trip(bits, &flat, 5);
+            prop_assert_eq!(bytes.len(), rows.len() * (8 + (5 * usize::from(bits)).div_ceil(8)));
+            for (row, got) in rows.iter().zip(back.chunks_exact(5)) {
+                let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+                let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let bound = f64::from(hi - lo) / (2.0 * f64::from((1u32 << bits) - 1));
+                // Float rounding of the decode: a few ulps of the row's magnitude.
+                let slack = 4.0 * f64::from(f32::EPSILON) * f64::from(lo.abs().max(hi.abs()));
+                for (v, g) in row.iter().zip(got) {
+                    prop_assert!(f64::from((v - g).abs()) <= bound + slack, "{} vs {} (bound {})", v, g, bound);
+                }
+            }
+        }
+    }
+}

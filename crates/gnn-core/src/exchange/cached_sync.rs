@@ -1,0 +1,122 @@
+//! The vertex-cut `sum_replicas` through CDFGNN's adaptive cache (Alg. 2): mirrors send the
+//! deltas of the partials that moved past the threshold, masters fold them and their own into
+//! the cached sums and send back the deltas of the sums that changed. The state and wire format
+//! are [`cache_quant::ReplicaCache`]; this module moves its messages: one `all_to_all_v`
+//! mirror -> master and one back, like the exact sync, each message through the stack's codecs.
+//!
+//! Training passes only: evaluation passes sync exactly (unless `lossy_eval`), leaving the
+//! cache alone. Only replicated vertices are cached; a vertex with no mirror keeps its exact
+//! partial, since caching it would save no message.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use cache_quant::{CodecBank, CodecError, CodecFactory, Knob, ReplicaCache, Route, Side, StatsKey, StreamId};
+use graph_partition::book::LocalGraph;
+use ndarray::Array2;
+
+use super::replica_router::{ReplicaRouter, row_major};
+use super::{ExchangeError, Tag};
+
+/// The cache of every sync point of one worker.
+pub(crate) struct CachedSync {
+    threshold: Knob<f32>,
+    codecs: CodecBank,
+    /// Per encoding stream, the receiver's decoder run on our own payload.
+    shadows: CodecBank,
+    caches: HashMap<Tag, ReplicaCache>,
+    /// Local ids of the masters that have mirrors.
+    masters: Vec<u32>,
+    /// Those and the mirrors: every row the sync overwrites with its cached value.
+    replicated: Vec<u32>,
+}
+
+impl CachedSync {
+    pub(crate) fn new(part: &LocalGraph, codecs: CodecFactory, threshold: Knob<f32>) -> Self {
+        let masters: BTreeSet<u32> = (0..part.num_parts()).flat_map(|q| part.send(q).iter().copied()).collect();
+        let masters: Vec<u32> = masters.into_iter().collect();
+        let mirrors = part.num_primary() as u32..part.num_local() as u32;
+        let replicated = masters.iter().copied().chain(mirrors).collect();
+        Self {
+            threshold,
+            codecs: CodecBank::new(Arc::clone(&codecs)),
+            shadows: CodecBank::new(codecs),
+            caches: HashMap::new(),
+            masters,
+            replicated,
+        }
+    }
+
+    pub(crate) fn codec_name(&self) -> String {
+        format!("replica-cache({})", self.codecs.codec_name())
+    }
+
+    /// Every replica of a vertex ends with the cached sum of all replicas' rows of `x`.
+    pub(crate) fn sum(
+        &mut self,
+        router: &mut ReplicaRouter,
+        tag: Tag,
+        x: &mut Array2<f32>,
+    ) -> Result<(), ExchangeError> {
+        let (part, pass, eps, width) = (router.part(), router.pass(), self.threshold.get(), x.ncols());
+        let data = row_major(x);
+        let Self { codecs, shadows, caches, masters, replicated, .. } = self;
+        let cache = caches.entry(tag).or_insert_with(|| ReplicaCache::new(part.num_local(), width));
+        let fail = |what: &str, peer: Option<usize>, e: CodecError| {
+            let at = peer.map_or(String::new(), |p| format!(" rank {p}"));
+            ExchangeError::Protocol { tag, message: format!("{what}{at}: {e}") }
+        };
+        cache.check(data).map_err(|e| fail("the replica cache", None, e))?;
+        let me = part.part();
+        let peers = || (0..part.num_parts()).filter(move |&p| p != me);
+        let globals = |rows: &[u32]| rows.iter().map(|&l| part.local_to_global()[l as usize]).collect::<Arc<[u32]>>();
+        let id = |route, peer, side| StreamId { tag, route, peer, side };
+
+        // Mirrors -> masters: the deltas of the partials that moved.
+        let mut messages = vec![Vec::new(); part.num_parts()];
+        for peer in peers() {
+            let rows = part.recv(peer);
+            let codec = codecs.get(id(Route::ToPrimary, peer, Side::Encode), || globals(rows));
+            let shadow = shadows.get(id(Route::ToPrimary, peer, Side::Decode), || globals(rows));
+            let mut stats = cache
+                .send_deltas(pass, eps, rows, data, codec, shadow, &mut messages[peer])
+                .map_err(|e| fail("encoding deltas for", Some(peer), e))?;
+            stats.rows += rows.len() as u64;
+            stats.bytes += messages[peer].len() as u64;
+            router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToPrimary }, &stats);
+        }
+        let received = router.post(tag, messages)?;
+        for peer in peers() {
+            let rows = part.send(peer);
+            let codec = codecs.get(id(Route::ToPrimary, peer, Side::Decode), || globals(rows));
+            cache
+                .absorb_deltas(pass, rows, &received[peer], codec)
+                .map_err(|e| fail("decoding deltas from", Some(peer), e))?;
+        }
+        cache.absorb_own(eps, masters, data).map_err(|e| fail("the replica cache", None, e))?;
+
+        // Masters -> mirrors: the deltas of the cached sums that changed.
+        let mut messages = vec![Vec::new(); part.num_parts()];
+        for peer in peers() {
+            let rows = part.send(peer);
+            let codec = codecs.get(id(Route::ToCopies, peer, Side::Encode), || globals(rows));
+            let shadow = shadows.get(id(Route::ToCopies, peer, Side::Decode), || globals(rows));
+            let mut stats = cache
+                .send_sums(pass, rows, codec, shadow, &mut messages[peer])
+                .map_err(|e| fail("encoding sums for", Some(peer), e))?;
+            stats.rows += rows.len() as u64;
+            stats.bytes += messages[peer].len() as u64;
+            router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToCopies }, &stats);
+        }
+        cache.commit_sums();
+        let received = router.post(tag, messages)?;
+        for peer in peers() {
+            let rows = part.recv(peer);
+            let codec = codecs.get(id(Route::ToCopies, peer, Side::Decode), || globals(rows));
+            cache
+                .land_sums(pass, rows, &received[peer], codec)
+                .map_err(|e| fail("decoding sums from", Some(peer), e))?;
+        }
+        cache.write_held(replicated, data).map_err(|e| fail("the replica cache", None, e))
+    }
+}

@@ -1,0 +1,52 @@
+//! `cdfgnn`: vertex-cut full-batch training (EBV with gamma 0.1 and host-aware masters unless
+//! `[distributed]` says otherwise) whose replica sync goes through CDFGNN's adaptive vertex
+//! cache (Alg. 2) on the forward partial sums and backward gradients, with linear quantization
+//! of the deltas (eq. 22-23), and eps following one of four controllers ([`controller`]).
+//!
+//! `[method.cdfgnn] cache = false` with `quant-bits` > 0 quantizes the rows themselves on the
+//! exact sync (the paper's "quantization only" ablation; there a master keeps its exact sum while
+//! its mirrors hold the decoded one); with neither, the method is vanilla vertex-cut training.
+
+mod controller;
+
+use std::sync::Arc;
+
+use cache_quant::{CodecFactory, IdentityCodec, Knob, LinearQuant, Stream};
+use graph_partition::book::CutKind;
+
+use super::{DataPlan, ExchangeStack, MethodDef, Parts};
+use crate::config::TrainConfig;
+use controller::EpsController;
+
+pub(super) struct Cdfgnn;
+
+impl MethodDef for Cdfgnn {
+    fn name(&self) -> &str {
+        "cdfgnn"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let settings = config.method.cdfgnn.clone();
+        let mut parts = Parts::exact(DataPlan::Cut(CutKind::VertexCut));
+        if !settings.cache && settings.quant_bits == 0 {
+            return parts;
+        }
+        parts.exchange = Some(Arc::new(move || {
+            let bits = settings.quant_bits;
+            let codecs: CodecFactory = Arc::new(move |_: &Stream| match bits {
+                0 => Box::new(IdentityCodec),
+                b => Box::new(LinearQuant::new(b).expect("validated: quant-bits is 0, 2, 4, 8 or 16")),
+            });
+            if !settings.cache {
+                return ExchangeStack { codecs, controller: None, replica_cache: None };
+            }
+            let threshold = Knob::new(settings.eps as f32);
+            let controller = EpsController::new(&settings, threshold.clone());
+            ExchangeStack { codecs, controller: Some(Box::new(controller)), replica_cache: Some(threshold) }
+        }));
+        parts
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,62 @@
+//! CDFGNN's cache at eps 0 with exact deltas trains like vanilla vertex-cut training, and its
+//! report counts what the ledger counts.
+
+use std::path::Path;
+
+use graph_partition::book::CutKind;
+use trainer::config::{DistributedConfig, EpsRule, Method, MethodConfig, TrainConfig};
+use trainer::{LocalOptions, data, run_on};
+
+const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
+
+fn config(method: Method) -> TrainConfig {
+    let mut config = TrainConfig {
+        dataset: Some(CORA.to_string()),
+        hidden: 16,
+        epochs: 8,
+        seed: 5,
+        method: MethodConfig::named(method),
+        distributed: DistributedConfig {
+            cut: CutKind::VertexCut,
+            workers: 4,
+            hosts: 2,
+            ..DistributedConfig::default()
+        },
+        ..TrainConfig::default()
+    };
+    let c = &mut config.method.cdfgnn;
+    (c.eps, c.eps_controller, c.quant_bits, c.input_dropout) = (0.0, EpsRule::Fixed, 0, true);
+    config
+}
+
+#[test]
+fn eps_zero_without_quantization_equals_vanilla_vertex_cut() {
+    let vanilla = config(Method::Vanilla);
+    let dataset = data::prepare_dataset(&vanilla, Path::new("."), &Default::default()).expect("Cora loads");
+    let exact = run_on(&vanilla, &dataset, LocalOptions::default(), &mut ()).expect("vanilla run");
+    let cached = run_on(&config(Method::Cdfgnn), &dataset, LocalOptions::default(), &mut ()).expect("cdfgnn run");
+    assert_eq!((cached.method.as_str(), cached.cut.as_str()), ("cdfgnn", "vertex"));
+    for (v, c) in exact.epochs.iter().zip(&cached.epochs) {
+        let rel = (v.loss - c.loss).abs() / v.loss.abs();
+        assert!(
+            rel <= 1e-4,
+            "epoch {}: loss {} (vanilla) vs {} (cdfgnn eps 0), rel {rel:.2e}",
+            v.epoch,
+            v.loss,
+            c.loss
+        );
+        assert!((v.val_acc - c.val_acc).abs() <= 2.0 / 500.0, "epoch {}", v.epoch);
+        let controller = &c.method.as_ref().expect("method fields")["controller"];
+        assert_eq!((controller["eps"].as_f64(), controller["rule"].as_str()), (Some(0.0), Some("fixed")));
+    }
+    let fin = &cached.final_;
+    let method = fin.method.as_ref().expect("final method fields");
+    // Every message's bytes are the codec's: the ledger's exchange bytes equal the stats'.
+    assert_eq!(method["codec_stats"]["total"]["bytes"].as_u64(), Some(fin.bytes_exchange), "{method}");
+    assert_eq!(method["codec"].as_str(), Some("replica-cache(identity)"));
+    let sent = method["rows_sent_fraction"].as_f64().expect("rows_sent_fraction");
+    assert!(sent > 0.0 && sent <= 1.0, "{sent}");
+    for key in ["fwd/0/to-primary", "fwd/1/to-copies", "bwd/1/to-primary", "bwd/1/to-copies"] {
+        assert!(method["codec_stats"][key]["rows"].as_u64().unwrap_or(0) > 0, "{key}: {method}");
+    }
+}
