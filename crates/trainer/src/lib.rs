@@ -116,6 +116,14 @@ pub fn run_method(
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
             minibatch::data_parallel::run(name, sampling, config, source, options, observer)
         }
+        (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
+            let hooks = method::featpart::ColumnFactory::new(spec, config);
+            minibatch::data_parallel::run_with(name, sampling, config, source, options, observer, &hooks)
+        }
+        (DataPlan::Columns(_), BatchSource::FullBatch) => Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "feature columns are fetched per sampled batch: set a batch size".to_string(),
+        }),
         (DataPlan::Cut(_), BatchSource::Sampled(_)) => Err(TrainError::Parts {
             method: name.to_string(),
             detail: "mini-batches over a partitioned graph are not implemented; use data-parallel".to_string(),

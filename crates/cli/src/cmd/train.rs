@@ -7,6 +7,7 @@
 //! backend ([`launch`]), and the report's path must be writable. A run that fails or is
 //! interrupted keeps its report so far ([`keeper`]).
 
+mod featpart_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -26,6 +27,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
+use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -148,6 +150,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
     #[command(flatten)]
+    featpart: FeatpartFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -169,7 +173,9 @@ impl Args {
             ("--lossy-eval", self.lossy_eval),
             ("--skip-repeats", self.skip_repeats),
         ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
+        let mut flags: Vec<_> = given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect();
+        flags.extend(self.featpart.given());
+        flags
     }
 
     /// How errors about the report path name it: the flag, or the config file's key.
@@ -226,6 +232,7 @@ impl Args {
         set(&mut c.method.data_parallel.lr_scaling, &self.lr_scaling);
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
+        self.featpart.apply(&mut c);
         set_opt(&mut c.report, &self.report);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)

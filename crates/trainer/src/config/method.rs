@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, MiniBatchConfig};
+use super::{ConfigError, FeatpartSettings, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -31,6 +31,9 @@ pub enum Method {
     /// Every worker holds the whole graph and trains on its share of each sampled global
     /// mini-batch; gradients are all-reduced every step (needs `[minibatch] batch-size`).
     DataParallel,
+    /// Feature-only partition: every worker holds the structure and a block of feature columns,
+    /// and fetches the other columns every tau iterations (needs `[minibatch] batch-size`).
+    Featpart,
 }
 
 impl Method {
@@ -40,6 +43,7 @@ impl Method {
             Method::Single => "single",
             Method::Vanilla => "vanilla",
             Method::DataParallel => "data-parallel",
+            Method::Featpart => "featpart",
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct MethodConfig {
     pub vanilla: VanillaSettings,
     /// Settings of `data-parallel`.
     pub data_parallel: DataParallelSettings,
+    /// Settings of `featpart`.
+    pub featpart: FeatpartSettings,
 }
 
 impl MethodConfig {
@@ -110,10 +116,13 @@ impl MethodConfig {
             (Method::DataParallel, None) => {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
+            (Method::Featpart, None) => {
+                invalid("featpart trains on sampled mini-batches: set batch-size (seed vertices per worker)")
+            }
             (Method::Vanilla, Some(_)) => {
                 invalid("vanilla trains full-batch on a partitioned graph; mini-batches need single or data-parallel")
             }
-            _ => Ok(()),
+            _ => self.featpart.validate(),
         }
     }
 }
@@ -126,7 +135,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel) or a [method] table")
+            f.write_str("a method name (single, vanilla, data-parallel, featpart) or a [method] table")
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

@@ -5,6 +5,7 @@
 //! one name means the same thing in both places; unknown keys are rejected.
 
 mod distributed;
+mod featpart;
 mod method;
 mod minibatch;
 
@@ -14,6 +15,7 @@ use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 pub use distributed::{Backend, DistributedConfig};
+pub use featpart::{FeatpartSettings, Tau, TauError};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 

@@ -12,6 +12,7 @@
 //! `docs/methods/<name>.md`.
 
 mod data_parallel;
+pub(crate) mod featpart;
 mod single;
 mod vanilla;
 
@@ -23,6 +24,7 @@ use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts};
 use serde_json::Value;
 
+pub use self::featpart::FetchSpec;
 use crate::config::{LrScaling, Method, TrainConfig};
 
 /// How the dataset reaches the workers.
@@ -35,6 +37,9 @@ pub enum DataPlan {
     Cut(CutKind),
     /// Every worker holds the whole dataset (data-parallel training).
     Replicated,
+    /// Every worker holds the whole structure and a block of the feature columns of every
+    /// vertex, and fetches the other columns of the vertices it samples as the spec says.
+    Columns(FetchSpec),
 }
 
 /// What one training step computes on.
@@ -147,5 +152,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Single => &single::Single,
         Method::Vanilla => &vanilla::Vanilla,
         Method::DataParallel => &data_parallel::DataParallel,
+        Method::Featpart => &featpart::Featpart,
     }
 }
