@@ -149,8 +149,9 @@ pub struct Args {
     /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    // Boxed: `Args` is a variant of the subcommand enum, whose variants stay close in size.
     #[command(flatten)]
-    featpart: FeatpartFlags,
+    featpart: Box<FeatpartFlags>,
     #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).

@@ -115,6 +115,7 @@ impl ColumnShard {
     /// sends its ids to the `K - 1` others and receives the others' columns of those rows,
     /// `sum_k n_k (4 (K - 1) + 4 (d - d_k))`. The paper's `B d / (K b)` leaves out the ids,
     /// the 4 bytes per value and the worker's own `d_k` columns.
+    #[cfg(test)]
     pub(crate) fn fetch_bytes(columns: &[Range<usize>], requested: &[usize]) -> u64 {
         let (workers, width) = (columns.len() as u64, columns.last().map_or(0, |r| r.end) as u64);
         columns
