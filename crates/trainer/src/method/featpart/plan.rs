@@ -87,14 +87,12 @@ impl FetchPlan {
     /// Whether the coming iteration fetches; advances the plan by one iteration.
     pub(crate) fn next_fetches(&mut self) -> bool {
         let fetch = self.remaining.is_none();
-        self.remaining = match self.remaining {
-            None => Some(self.current_tau()),
-            Some(0) => unreachable!("a plan with no local iterations left fetches"),
-            Some(n) => Some(n - 1),
+        // The local iterations left after this one; none left means the next one fetches.
+        let left = match self.remaining {
+            None => self.current_tau(),
+            Some(n) => n.saturating_sub(1),
         };
-        if self.remaining == Some(0) {
-            self.remaining = None;
-        }
+        self.remaining = (left > 0).then_some(left);
         if fetch {
             self.fetches += 1;
         } else {
