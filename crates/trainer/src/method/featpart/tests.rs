@@ -90,3 +90,32 @@ fn tau_auto_estimates_remark_1_terms_and_follows_eq_20() {
         assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
     }
 }
+
+/// The whole path: `--method featpart` through `run_on` reports the feature cut, the epochs'
+/// fetch counts and the final fetch-plan fields.
+#[test]
+fn a_featpart_run_reports_its_plan_bytes_and_memory() {
+    let dataset = dataset();
+    let mut config = config(ConvKind::Sage);
+    config.method.name = crate::config::Method::Featpart;
+    config.method.featpart.tau = Tau::Fixed(2);
+    config.method.featpart.target_acc = Some(0.0);
+    config.minibatch.batch_size = Some(BATCH);
+    config.minibatch.fanouts = Some("4,3".parse().unwrap());
+    config.distributed.workers = WORKERS;
+    config.epochs = 2;
+    let report = crate::run_on(&config, &dataset, Default::default(), &mut ()).unwrap();
+    assert_eq!((report.method.as_str(), report.cut.as_str(), report.workers), ("featpart", "feature", WORKERS));
+    let fetches: u64 =
+        report.epochs.iter().map(|e| e.method.as_ref().unwrap()["fetch_iterations"].as_u64().unwrap()).sum();
+    let m = report.final_.method.as_ref().unwrap();
+    // 14 iterations, a fetch every third: 0, 3, 6, 9, 12.
+    assert_eq!((fetches, m["fetch_iterations"].as_u64(), m["local_iterations"].as_u64()), (5, Some(5), Some(9)));
+    assert!(report.epochs.iter().all(|e| e.bytes_by_phase.contains_key(FETCH_COLUMNS)));
+    let held = &m["held_bytes"];
+    assert_eq!(held["feature_columns_per_worker"], serde_json::json!([400 * 4 * 4, 400 * 4 * 4, 400 * 4 * 4]));
+    assert_eq!(held["features_replicated"].as_u64(), Some(400 * 12 * 4));
+    assert!(m["fetch_bytes_per_iteration"].as_f64().unwrap() > 0.0);
+    // Target 0 is held by any 30-epoch window; two epochs have none.
+    assert!(m["time_to_target"].is_null());
+}
