@@ -184,3 +184,24 @@ fn mismatched_blocks_are_errors() {
     let err = model.forward_blocks(&three, &short, &mut NoExchange, ForwardCtx::eval()).unwrap_err();
     assert!(matches!(err, ModelError::UnknownVertex { rows: 2, .. }), "{err}");
 }
+
+/// Rows gathered by the caller give the logits `forward_blocks` gathers itself; a wrong shape
+/// is an error.
+#[test]
+fn gathered_inputs_equal_the_matrix_read_by_id() {
+    let csr = whole_graph();
+    let degrees = GraphDegrees::of(&csr);
+    let x = random_array(30, 4, 1.0, 3);
+    let blocks = BlockGraphs::from_batch(&sample(&csr, "2,3,-1", &[4, 9, 1]), &degrees, GcnNorm::Global).unwrap();
+    let rows = Array2::from_shape_fn((blocks.input_ids().len(), 4), |(i, j)| x[[blocks.input_ids()[i] as usize, j]]);
+    for kind in [ConvKind::Sage, ConvKind::Gat] {
+        let mut model = Model::new(config(kind, false, true)).unwrap();
+        let ctx = ForwardCtx::train_step(7, 1, 2);
+        let by_id = model.forward_blocks(&blocks, &x, &mut NoExchange, ctx).unwrap().clone();
+        let gathered = model.forward_blocks_gathered(&blocks, &rows, &mut NoExchange, ctx).unwrap();
+        assert_eq!(gathered, &by_id, "{kind:?}");
+        let short = rows.slice(s![1.., ..]).to_owned();
+        let err = model.forward_blocks_gathered(&blocks, &short, &mut NoExchange, ctx).unwrap_err();
+        assert!(matches!(err, ModelError::Shape { what: "gathered input rows", .. }), "{err}");
+    }
+}

@@ -430,6 +430,33 @@ impl Model {
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
 
+    /// [`Self::forward_blocks`] on input rows the caller assembled: `inputs` holds one row per
+    /// `blocks.input_ids()`, in that order (for methods whose workers hold no whole feature
+    /// matrix, e.g. feature columns spread over workers).
+    pub fn forward_blocks_gathered(
+        &mut self,
+        blocks: &BlockGraphs,
+        inputs: &Array2<f32>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
+        self.check_blocks(blocks)?;
+        let (rows, cols) = inputs.dim();
+        let expected_rows = blocks.input_ids().len();
+        if (rows, cols) != (expected_rows, self.cfg.in_dim) {
+            return Err(ModelError::Shape {
+                what: "gathered input rows",
+                rows,
+                cols,
+                expected_rows,
+                expected_cols: self.cfg.in_dim,
+            });
+        }
+        ensure_shape(&mut self.acts[0], rows, cols);
+        self.acts[0].assign(inputs);
+        self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
+    }
+
     fn check_blocks(&self, blocks: &BlockGraphs) -> Result<(), ModelError> {
         match blocks.layers().len() {
             n if n == self.cfg.layers => Ok(()),

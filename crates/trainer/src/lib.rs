@@ -132,6 +132,14 @@ pub fn run_method(
         (DataPlan::LHop { hops }, BatchSource::Sampled(sampling)) => {
             minibatch::adgraph::run(name, hops, sampling, config, source, options, observer)
         }
+        (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
+            let hooks = method::featpart::ColumnFactory::new(spec, config);
+            minibatch::data_parallel::run_with(name, sampling, config, source, options, observer, &hooks)
+        }
+        (DataPlan::Columns(_), BatchSource::FullBatch) => Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "feature columns are fetched per sampled batch: set a batch size".to_string(),
+        }),
         (DataPlan::Cut(_), BatchSource::Sampled(_)) => Err(TrainError::Parts {
             method: name.to_string(),
             detail: "mini-batches over a partitioned graph are not implemented; use data-parallel".to_string(),

@@ -10,6 +10,7 @@
 mod adaqp_flags;
 mod adgraph_flags;
 mod cdfgnn_flags;
+mod featpart_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -32,6 +33,7 @@ use super::output::check_writable;
 use adaqp_flags::AdaqpFlags;
 use adgraph_flags::AdgraphFlags;
 use cdfgnn_flags::CdfgnnFlags;
+use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -165,6 +167,8 @@ pub struct Args {
     #[command(flatten)]
     cdfgnn: CdfgnnFlags,
     #[command(flatten)]
+    featpart: FeatpartFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -191,6 +195,7 @@ impl Args {
         flags.extend(self.adaqp.given());
         flags.extend(self.adgraph.given());
         flags.extend(self.cdfgnn.given());
+        flags.extend(self.featpart.given());
         flags
     }
 
@@ -250,6 +255,7 @@ impl Args {
         self.adgraph.apply(&mut c);
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
+        self.featpart.apply(&mut c);
         set_opt(&mut c.report, &self.report);
         self.adaqp.apply(&mut c);
         self.cdfgnn.apply(&mut c);

@@ -16,7 +16,7 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, MiniBatchConfig};
+use super::{AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, FeatpartSettings, MiniBatchConfig};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -41,6 +41,9 @@ pub enum Method {
     /// Vertex-cut full-batch training whose replica sync goes through CDFGNN's adaptive cache
     /// and quantized deltas (`[method.cdfgnn]`).
     Cdfgnn,
+    /// Feature-only partition: every worker holds the structure and a block of feature columns,
+    /// and fetches the other columns every tau iterations (needs `[minibatch] batch-size`).
+    Featpart,
 }
 
 impl Method {
@@ -53,6 +56,7 @@ impl Method {
             Method::Adaqp => "adaqp",
             Method::Adgraph => "adgraph",
             Method::Cdfgnn => "cdfgnn",
+            Method::Featpart => "featpart",
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct MethodConfig {
     pub adgraph: AdgraphSettings,
     /// Settings of `cdfgnn`.
     pub cdfgnn: CdfgnnSettings,
+    /// Settings of `featpart`.
+    pub featpart: FeatpartSettings,
 }
 
 impl MethodConfig {
@@ -138,6 +144,10 @@ impl MethodConfig {
             (Method::Adgraph, None) => {
                 invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
+            (Method::Featpart, None) => {
+                invalid("featpart trains on sampled mini-batches: set batch-size (seed vertices per worker)")
+            }
+            (Method::Featpart, Some(_)) => self.featpart.validate(),
             _ => Ok(()),
         }
     }
@@ -160,7 +170,9 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
         type Value = MethodConfig;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a method name (single, vanilla, data-parallel, adaqp, adgraph, cdfgnn) or a [method] table")
+            f.write_str(
+                "a method name (single, vanilla, data-parallel, adaqp, adgraph, cdfgnn, featpart) or a [method] table",
+            )
         }
 
         fn visit_str<E: de::Error>(self, name: &str) -> Result<MethodConfig, E> {

@@ -8,6 +8,7 @@ mod adaqp;
 mod adgraph;
 mod cdfgnn;
 mod distributed;
+mod featpart;
 mod method;
 mod minibatch;
 
@@ -20,6 +21,7 @@ pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
 pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use distributed::{Backend, DistributedConfig};
+pub use featpart::{FeatpartSettings, Tau, TauError};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 

@@ -15,6 +15,7 @@ mod adaqp;
 mod adgraph;
 mod cdfgnn;
 mod data_parallel;
+pub(crate) mod featpart;
 mod single;
 mod vanilla;
 
@@ -27,6 +28,7 @@ use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts};
 use serde_json::Value;
 
+pub use self::featpart::FetchSpec;
 use crate::config::{LrScaling, Method, TrainConfig};
 use crate::error::TrainError;
 use crate::train_loop::EvalStats;
@@ -45,6 +47,9 @@ pub enum DataPlan {
     /// training vertices; a worker holds the subgraph induced on its extended part and those
     /// vertices' features, and trains on its own training vertices (ADGraph).
     LHop { hops: usize },
+    /// Every worker holds the whole structure and a block of the feature columns of every
+    /// vertex, and fetches the other columns of the vertices it samples as the spec says.
+    Columns(FetchSpec),
 }
 
 /// What one training step computes on.
@@ -189,5 +194,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Adaqp => &adaqp::Adaqp,
         Method::Adgraph => &adgraph::Adgraph,
         Method::Cdfgnn => &cdfgnn::Cdfgnn,
+        Method::Featpart => &featpart::Featpart,
     }
 }

@@ -18,7 +18,7 @@ use graph_partition::sample::Share;
 use serde_json::{Value, json};
 
 use super::stats::{EpochTotals, epoch_json, mean_loss};
-use super::trainer::{BatchTrainer, FullGraph, StepSeeds, shared_steps};
+use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
 use crate::Source;
 use crate::config::{Backend, TrainConfig};
 use crate::distributed::backend_of;
@@ -26,14 +26,87 @@ use crate::distributed::clock::CommClock;
 use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
 use crate::error::TrainError;
 use crate::method::Sampling;
-use crate::report::{Report, SplitSizes};
+use crate::report::{EpochRecord, Report, SplitSizes};
 use crate::train_loop::{CommStats, EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
 
 /// Ledger phases: the gradient all-reduce (every step: the only traffic an epoch counts), the
 /// epoch's statistics and the evaluation results (after the epoch, outside its counts).
-const GRADS: &str = "grads";
+pub(crate) const GRADS: &str = "grads";
 const STATS: &str = "stats";
 const EVAL: &str = "eval";
+
+/// What a method adds to data-parallel training on every worker: the step hooks (inputs and
+/// gradient sync), work before the first epoch, and report fields.
+pub(crate) trait WorkerHooks: StepHooks {
+    /// Runs once on every worker before the first epoch.
+    fn before_training(&mut self, _trainer: &mut BatchTrainer<'_>) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    /// Fields added to the epoch record's `method` (identical on every rank).
+    fn epoch_fields(&mut self) -> Option<Value> {
+        None
+    }
+
+    /// Fields added to `final.method` (rank 0), given the epoch records.
+    fn final_fields(&mut self, _epochs: &[EpochRecord]) -> Option<Value> {
+        None
+    }
+}
+
+/// Builds one worker's [`WorkerHooks`] over its communicator, clock and dataset.
+pub(crate) trait HooksFactory: Sync {
+    /// The report's `cut`.
+    fn cut(&self) -> &'static str;
+
+    fn make<'a>(
+        &self,
+        comm: &'a dyn Communicator,
+        clock: &'a CommClock<'a>,
+        dataset: &'a Dataset,
+    ) -> Result<Box<dyn WorkerHooks + 'a>, TrainError>;
+}
+
+/// Plain data-parallel training: the dataset's features, the gradients all-reduced.
+struct Replicated;
+
+impl HooksFactory for Replicated {
+    fn cut(&self) -> &'static str {
+        "none"
+    }
+
+    fn make<'a>(
+        &self,
+        comm: &'a dyn Communicator,
+        clock: &'a CommClock<'a>,
+        _dataset: &'a Dataset,
+    ) -> Result<Box<dyn WorkerHooks + 'a>, TrainError> {
+        Ok(Box::new(AllReduce { comm, clock }))
+    }
+}
+
+/// The gradient all-reduce under [`GRADS`].
+pub(crate) struct AllReduce<'a> {
+    pub(crate) comm: &'a dyn Communicator,
+    pub(crate) clock: &'a CommClock<'a>,
+}
+
+impl AllReduce<'_> {
+    /// Sums `grads` over the workers; returns the seconds it took.
+    pub(crate) fn grads(&self, grads: &mut [f32]) -> Result<f64, TrainError> {
+        let start = Instant::now();
+        self.clock.call(|| self.comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+}
+
+impl StepHooks for AllReduce<'_> {
+    fn sync(&mut self, grads: &mut [f32], _loss: f64) -> Result<f64, TrainError> {
+        self.grads(grads)
+    }
+}
+
+impl WorkerHooks for AllReduce<'_> {}
 
 /// Trains `method` data-parallel on `config.distributed`'s workers and backend (in-process
 /// workers for a `Source::Given` dataset). Returns the report on rank 0, `None` on the other
@@ -45,6 +118,19 @@ pub(crate) fn run(
     source: Source<'_>,
     options: LocalOptions,
     observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
+    run_with(method, sampling, config, source, options, observer, &Replicated)
+}
+
+/// [`run`] with each worker's hooks from `hooks`.
+pub(crate) fn run_with(
+    method: &str,
+    sampling: &Sampling,
+    config: &TrainConfig,
+    source: Source<'_>,
+    options: LocalOptions,
+    observer: &mut dyn EpochObserver,
+    hooks: &dyn HooksFactory,
 ) -> Result<Option<Report>, TrainError> {
     let backend = backend_of(source, config);
     let shared = match backend {
@@ -69,7 +155,8 @@ pub(crate) fn run(
         let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
         let extra = json!({ "global_batch_size": batch_size * comm.size() });
-        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra);
+        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks.make(comm, &clock, dataset)?);
+        worker.hooks.before_training(&mut worker.trainer)?;
         let outcome =
             train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
         if comm.rank() != 0 {
@@ -78,12 +165,15 @@ pub(crate) fn run(
         let mut final_ = outcome.final_;
         if let Some(Value::Object(fields)) = &mut final_.method {
             fields.insert("backend".into(), json!(backend.as_str()));
+            if let Some(Value::Object(extra)) = worker.hooks.final_fields(&outcome.epochs) {
+                fields.extend(extra);
+            }
         }
         Ok(Some(Report {
             dataset: dataset.name.clone(),
             model: config.model.as_str().to_string(),
             method: method.to_string(),
-            cut: "none".to_string(),
+            cut: hooks.cut().to_string(),
             workers: comm.size(),
             hosts: comm.topology().hosts(),
             seed: config.seed,
@@ -107,6 +197,8 @@ pub(crate) struct Worker<'a> {
     clock: &'a CommClock<'a>,
     trainer: BatchTrainer<'a>,
     steps: StepsFn<'a>,
+    /// The method's part of every step (inputs, gradient sync) and of the report.
+    hooks: Box<dyn WorkerHooks + 'a>,
     layers: usize,
     /// The whole graph, on the rank that evaluates (rank 0).
     eval: Option<FullGraph<'a>>,
@@ -122,9 +214,10 @@ impl<'a> Worker<'a> {
         steps: StepsFn<'a>,
         eval: Option<FullGraph<'a>>,
         extra: Value,
+        hooks: Box<dyn WorkerHooks + 'a>,
     ) -> Self {
         let layers = trainer.layers();
-        Self { comm, clock, trainer, steps, layers, eval, extra }
+        Self { comm, clock, trainer, steps, hooks, layers, eval, extra }
     }
 
     /// Every worker's totals and time outside communicator calls (identical on every rank).
@@ -149,13 +242,8 @@ impl Strategy for Worker<'_> {
         let mark = comm.ledger_mark();
         let waited_before = clock.waited();
         let start = Instant::now();
-        let mut sync = |grads: &mut [f32]| -> Result<f64, TrainError> {
-            let start = Instant::now();
-            clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
-            Ok(start.elapsed().as_secs_f64())
-        };
         let steps = (self.steps)(epoch)?;
-        let totals = self.trainer.train_steps(epoch, &steps, &mut sync)?;
+        let totals = self.trainer.train_steps(epoch, &steps, &mut *self.hooks)?;
         let busy_s = start.elapsed().saturating_sub(clock.waited() - waited_before).as_secs_f64();
         let delta = comm.ledger_since(mark);
         let (workers, busy) = self.gather_totals(&totals, busy_s)?;
@@ -177,6 +265,9 @@ impl Strategy for Worker<'_> {
         stats.waited_s = start.elapsed().as_secs_f64() - slowest;
         let mut method = epoch_json(&workers);
         method["busy_s_per_worker"] = json!(busy);
+        if let Some(Value::Object(extra)) = self.hooks.epoch_fields() {
+            method.as_object_mut().expect("epoch_json is an object").extend(extra);
+        }
         Ok(StepStats { loss: mean_loss(&workers), comm: stats, method: Some(method) })
     }
 

@@ -23,5 +23,5 @@ pub(crate) mod data_parallel;
 pub mod single;
 mod stats;
 #[cfg(test)]
-mod tests;
-mod trainer;
+pub(crate) mod tests;
+pub(crate) mod trainer;

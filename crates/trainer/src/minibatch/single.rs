@@ -6,7 +6,7 @@ use graph_partition::sample::Share;
 use serde_json::json;
 
 use super::stats::{epoch_json, mean_loss};
-use super::trainer::BatchTrainer;
+use super::trainer::{BatchTrainer, SyncOnly};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::method::Sampling;
@@ -31,7 +31,7 @@ impl Strategy for SingleMiniBatch<'_> {
     type Error = TrainError;
 
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
-        let totals = self.trainer.train_epoch(epoch, Share::whole(), &mut |_| Ok(0.0))?;
+        let totals = self.trainer.train_epoch(epoch, Share::whole(), &mut SyncOnly::new(|_| Ok(0.0)))?;
         let totals = [totals];
         Ok(StepStats { loss: mean_loss(&totals), method: Some(epoch_json(&totals)), ..StepStats::default() })
     }

@@ -6,37 +6,37 @@ use gnn_core::{ConvKind, GcnNorm};
 use graph_partition::sample::Share;
 use graph_partition::{Dataset, SynthConfig};
 
-use super::trainer::BatchTrainer;
+use super::trainer::{BatchTrainer, SyncOnly};
 use crate::config::{LrScaling, TrainConfig};
 use crate::method::Sampling;
 
-const WORKERS: usize = 3;
-const BATCH: usize = 8;
+pub(crate) const WORKERS: usize = 3;
+pub(crate) const BATCH: usize = 8;
 /// Six full global batches of 24 and a last one of 2 seeds, so one worker's last share is empty.
 const TRAIN: usize = WORKERS * BATCH * 6 + 2;
-const EPOCHS: usize = 3;
+pub(crate) const EPOCHS: usize = 3;
 
-fn dataset() -> Dataset {
+pub(crate) fn dataset() -> Dataset {
     let synth = SynthConfig { nodes: 400, avg_degree: 6.0, features: 12, classes: 4, seed: 2, ..Default::default() };
     let mut dataset = synth.generate().unwrap();
     dataset.splits.train = (0..TRAIN as u32).collect();
     dataset
 }
 
-fn config(model: ConvKind) -> TrainConfig {
+pub(crate) fn config(model: ConvKind) -> TrainConfig {
     TrainConfig { model, hidden: 8, heads: 2, seed: 9, ..TrainConfig::default() }
 }
 
-fn sampling(batch_size: usize, lr_scaling: LrScaling) -> Sampling {
+pub(crate) fn sampling(batch_size: usize, lr_scaling: LrScaling) -> Sampling {
     Sampling { batch_size, fanouts: "4,3".parse().unwrap(), gcn_norm: GcnNorm::Global, eval_batch_size: 64, lr_scaling }
 }
 
 /// Parameters after each epoch of one process on global batches of `WORKERS x BATCH`.
-fn single_process(config: &TrainConfig, dataset: &Dataset) -> Vec<Vec<f32>> {
+pub(crate) fn single_process(config: &TrainConfig, dataset: &Dataset) -> Vec<Vec<f32>> {
     let mut trainer = BatchTrainer::new(config, &sampling(WORKERS * BATCH, LrScaling::None), dataset, 1).unwrap();
     (1..=EPOCHS)
         .map(|epoch| {
-            let totals = trainer.train_epoch(epoch, Share::whole(), &mut |_| Ok(0.0)).unwrap();
+            let totals = trainer.train_epoch(epoch, Share::whole(), &mut SyncOnly::new(|_| Ok(0.0))).unwrap();
             assert_eq!(totals.steps, 7);
             trainer.model().params().to_vec()
         })
@@ -49,10 +49,10 @@ fn data_parallel(config: &TrainConfig, dataset: &Dataset, lr_scaling: LrScaling)
     LocalCluster::run(&topology, |comm| {
         let mut trainer = BatchTrainer::new(config, &sampling(BATCH, lr_scaling), dataset, WORKERS)?;
         let share = Share::new(comm.rank(), comm.size())?;
-        let mut sync = |grads: &mut [f32]| {
+        let mut sync = SyncOnly::new(|grads: &mut [f32]| {
             comm.all_reduce_sum_f32("grads", grads).map_err(crate::distributed::DistError::from)?;
             Ok(0.0)
-        };
+        });
         let mut params = Vec::new();
         for epoch in 1..=EPOCHS {
             let totals = trainer.train_epoch(epoch, share, &mut sync)?;
@@ -64,7 +64,7 @@ fn data_parallel(config: &TrainConfig, dataset: &Dataset, lr_scaling: LrScaling)
     .unwrap()
 }
 
-fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
+pub(crate) fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: parameter {i} is {x}, expected {y}");
     }

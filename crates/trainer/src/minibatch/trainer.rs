@@ -8,6 +8,7 @@ use graph_partition::Dataset;
 use graph_partition::sample::{
     BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, Remainder, Share, Step, StepKey,
 };
+use ndarray::Array2;
 
 use super::stats::EpochTotals;
 use crate::config::TrainConfig;
@@ -17,9 +18,35 @@ use crate::method::Sampling;
 use crate::objective::{Hits, Objective};
 use crate::train_loop::EvalStats;
 
-/// What runs on the gradients of every step before the update: nothing for one process, the
-/// all-reduce for data-parallel workers. It returns the seconds it spent.
-pub(crate) type GradSyncFn<'s> = dyn FnMut(&mut [f32]) -> Result<f64, TrainError> + 's;
+/// What a worker does around the computation of every step.
+pub(crate) trait StepHooks {
+    /// The input rows of `batch`, one per `batch.input_ids()` in order, or `None` to read them
+    /// from the dataset's features. Called on every step of every worker, also where its share
+    /// is empty, so it may run collectives.
+    fn inputs(&mut self, _epoch: usize, _step: usize, _batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+        Ok(None)
+    }
+
+    /// Runs on the gradients before the update (nothing for one process, the all-reduce for
+    /// data-parallel workers); `loss` is this worker's part of the global batch's mean loss.
+    /// Returns the seconds it spent.
+    fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError>;
+}
+
+/// Hooks that read the dataset's features and run `F` on the gradients.
+pub(crate) struct SyncOnly<F>(F);
+
+impl<F: FnMut(&mut [f32]) -> Result<f64, TrainError>> SyncOnly<F> {
+    pub(crate) fn new(sync: F) -> Self {
+        Self(sync)
+    }
+}
+
+impl<F: FnMut(&mut [f32]) -> Result<f64, TrainError>> StepHooks for SyncOnly<F> {
+    fn sync(&mut self, grads: &mut [f32], _loss: f64) -> Result<f64, TrainError> {
+        (self.0)(grads)
+    }
+}
 
 /// The model, its optimizer and the sampling settings of one worker (see the module docs).
 ///
@@ -109,6 +136,23 @@ impl<'a> BatchTrainer<'a> {
         self.optimizer.lr
     }
 
+    pub(crate) fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
+    /// The dataset and the sampling settings trained on.
+    pub(crate) fn dataset(&self) -> &'a Dataset {
+        self.dataset
+    }
+
+    pub(crate) fn sampling(&self) -> &Sampling {
+        &self.sampling
+    }
+
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Layers of the model (one block each).
     pub(crate) fn layers(&self) -> usize {
         self.sampling.fanouts.num_layers()
@@ -119,20 +163,21 @@ impl<'a> BatchTrainer<'a> {
         &mut self,
         epoch: usize,
         share: Share,
-        sync: &mut GradSyncFn<'_>,
+        hooks: &mut dyn StepHooks,
     ) -> Result<EpochTotals, TrainError> {
         let steps = shared_steps(&self.dataset.splits.train, self.sampling.batch_size, share, self.seed, epoch)?;
-        self.train_steps(epoch, &steps, sync)
+        self.train_steps(epoch, &steps, hooks)
     }
 
     /// Trains the 1-based `epoch` on `steps`, sampled one step ahead on a background thread.
-    /// Every step ends with `sync` on the gradients and the optimizer step, also where this
-    /// worker's seeds are empty, so every worker takes every step.
+    /// Every step reads its inputs through `hooks` and ends with their sync on the gradients and
+    /// the optimizer step, also where this worker's seeds are empty, so every worker takes every
+    /// step. The loss of a step is a mean over its global batch.
     pub(crate) fn train_steps(
         &mut self,
         epoch: usize,
         steps: &[StepSeeds],
-        sync: &mut GradSyncFn<'_>,
+        hooks: &mut dyn StepHooks,
     ) -> Result<EpochTotals, TrainError> {
         let dataset = self.dataset;
         let mut sampler = NeighborSampler::new(&dataset.graph, self.sampling.fanouts.clone(), self.seed)?;
@@ -149,11 +194,13 @@ impl<'a> BatchTrainer<'a> {
             for (step, batch) in batches.by_ref().enumerate() {
                 let batch = batch?;
                 let start = Instant::now();
+                let inputs = hooks.inputs(epoch, step, &batch)?;
                 self.model.zero_grad();
+                let mut loss = 0.0;
                 if !batch.seeds().is_empty() {
-                    self.train_batch(epoch, step, &batch, steps[step].global_rows, &mut totals)?;
+                    loss = self.train_batch(epoch, step, &batch, inputs, steps[step].global_rows, &mut totals)?;
                 }
-                let sync_s = sync(self.model.grads_mut())?;
+                let sync_s = hooks.sync(self.model.grads_mut(), loss)?;
                 // The gradients are global after the sync, so every worker stops at one step.
                 let lr = self.optimizer.lr;
                 guard::check_grads(epoch, &self.model, lr)?;
@@ -171,15 +218,32 @@ impl<'a> BatchTrainer<'a> {
     }
 
     /// Forward and backward of one batch whose global batch has `global_rows` seeds; adds the
-    /// gradients and counts the batch.
+    /// gradients, counts the batch and returns its part of the global batch's mean loss.
     fn train_batch(
         &mut self,
         epoch: usize,
         step: usize,
         batch: &MiniBatch,
+        inputs: Option<&Array2<f32>>,
         global_rows: usize,
         totals: &mut EpochTotals,
-    ) -> Result<(), TrainError> {
+    ) -> Result<f64, TrainError> {
+        let (labels, loss_sum, terms) = self.add_gradient(epoch, step, batch, inputs, global_rows)?;
+        totals.add_batch(batch, &labels, loss_sum, terms);
+        Ok(loss_sum / (global_rows as f64 * (terms / batch.seeds().len() as f64)))
+    }
+
+    /// Adds to the gradients those of `batch` (keyed by `epoch` and `step`, inputs as in
+    /// [`StepHooks::inputs`]), its loss divided by the `global_rows` seeds of its global batch.
+    /// Returns the labels of the logits' rows, the loss sum and its number of terms.
+    pub(crate) fn add_gradient(
+        &mut self,
+        epoch: usize,
+        step: usize,
+        batch: &MiniBatch,
+        inputs: Option<&Array2<f32>>,
+        global_rows: usize,
+    ) -> Result<(graph_partition::Labels, f64, f64), TrainError> {
         let blocks = BlockGraphs::from_batch_keyed(batch, &self.degrees, self.sampling.gcn_norm, self.keys)?;
         // One label per row of the logits (the last block's sources); the seeds come first.
         let output = &batch.blocks()[batch.blocks().len() - 1];
@@ -187,14 +251,18 @@ impl<'a> BatchTrainer<'a> {
         let objective = Objective::new(&labels);
         let rows: Vec<u32> = (0..batch.seeds().len() as u32).collect();
         let ctx = ForwardCtx::train_step(self.seed, epoch as u64, step as u64);
-        let features = &self.dataset.features;
-        let logits = self.model.forward_blocks_rows(&blocks, features, batch.input_ids(), &mut NoExchange, ctx)?;
+        let logits = match inputs {
+            Some(inputs) => self.model.forward_blocks_gathered(&blocks, inputs, &mut NoExchange, ctx)?,
+            None => {
+                let features = &self.dataset.features;
+                self.model.forward_blocks_rows(&blocks, features, batch.input_ids(), &mut NoExchange, ctx)?
+            }
+        };
         let (loss_sum, mut dlogits) = objective.loss_sum(logits, &rows)?;
         let terms_per_row = objective.terms_per_row() as f64;
         dlogits /= (global_rows as f64 * terms_per_row) as f32;
         self.model.backward_blocks(&blocks, dlogits, &mut NoExchange)?;
-        totals.add_batch(batch, &labels, loss_sum, rows.len() as f64 * terms_per_row);
-        Ok(())
+        Ok((labels, loss_sum, rows.len() as f64 * terms_per_row))
     }
 
     /// The model being trained.

@@ -21,7 +21,7 @@ use graph_partition::book::CutKind;
 use graph_partition::partition::PartitionConfig;
 use serde_json::{Value, json};
 
-use super::data_parallel::Worker;
+use super::data_parallel::{AllReduce, Worker};
 use super::trainer::{BatchTrainer, FullGraph, Subgraph};
 use crate::Source;
 use crate::config::{Backend, TrainConfig};
@@ -92,7 +92,8 @@ pub(crate) fn run(
             fields.insert("setup_modeled_s".into(), json!(cost::model(comm.topology(), setup).total_s));
         }
         let eval = whole.map(FullGraph::of);
-        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra);
+        let hooks = Box::new(AllReduce { comm, clock: &clock });
+        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks);
         let outcome =
             train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
         let (Some(dataset), Some((summary, _))) = (whole, head) else {

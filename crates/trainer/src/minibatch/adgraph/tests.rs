@@ -13,7 +13,7 @@ use crate::config::{LrScaling, TrainConfig};
 use crate::distributed::DistError;
 use crate::distributed::clock::CommClock;
 use crate::method::Sampling;
-use crate::minibatch::trainer::{BatchTrainer, StepSeeds, Subgraph};
+use crate::minibatch::trainer::{BatchTrainer, StepSeeds, Subgraph, SyncOnly};
 
 const WORKERS: usize = 3;
 const BATCH: usize = 6;
@@ -50,10 +50,10 @@ fn adgraph(config: &TrainConfig, sampling: &Sampling, parts: Vec<PartData>) -> V
         let part = plan::ship(comm, &clock, outgoing)?;
         let subgraph = Subgraph { dataset: &part.dataset, keys: &part.keys, degrees: part.degrees() };
         let mut trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, WORKERS)?;
-        let mut sync = |grads: &mut [f32]| {
+        let mut sync = SyncOnly::new(|grads: &mut [f32]| {
             comm.all_reduce_sum_f32("grads", grads).map_err(DistError::from)?;
             Ok(0.0)
-        };
+        });
         let mut params = Vec::new();
         for epoch in 1..=EPOCHS {
             let steps = part.steps(comm.rank(), BATCH, config.seed, epoch);
@@ -83,7 +83,7 @@ fn single_process(config: &TrainConfig, sampling: &Sampling, dataset: &Dataset, 
                     StepSeeds { seeds, global_rows: per_worker[0][step].global_rows }
                 })
                 .collect();
-            trainer.train_steps(epoch, &steps, &mut |_| Ok(0.0)).unwrap();
+            trainer.train_steps(epoch, &steps, &mut SyncOnly::new(|_: &mut [f32]| Ok(0.0))).unwrap();
             trainer.model().params().to_vec()
         })
         .collect()

@@ -1,0 +1,78 @@
+//! `--method featpart`'s flags: the fetch plan and the target accuracy.
+
+use trainer::config::{Tau, TrainConfig};
+
+/// Flags of `[method.featpart]`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FeatpartFlags {
+    /// featpart: local iterations between feature fetches: auto (tau* of eq. 20, recomputed at
+    /// every fetch), inf (never fetch) or a count (0 fetches every iteration) [default: auto].
+    #[arg(long, value_name = "auto|inf|N")]
+    tau: Option<Tau>,
+    /// featpart: the cap on tau* [default: 32].
+    #[arg(long, value_name = "N")]
+    tau_max: Option<usize>,
+    /// featpart: report the modeled time to this test accuracy (held 30 evaluations with
+    /// variance below 1e-4).
+    #[arg(long, value_name = "F")]
+    target_acc: Option<f64>,
+    /// featpart: trial iterations before training that estimate eq. 20's terms [default: 8].
+    #[arg(long, value_name = "N")]
+    fetch_trials: Option<usize>,
+}
+
+impl FeatpartFlags {
+    /// Writes the given flags over `config`'s `[method.featpart]`.
+    pub fn apply(&self, config: &mut TrainConfig) {
+        let s = &mut config.method.featpart;
+        if let Some(tau) = self.tau {
+            s.tau = tau;
+        }
+        if let Some(n) = self.tau_max {
+            s.tau_max = n;
+        }
+        if self.target_acc.is_some() {
+            s.target_acc = self.target_acc;
+        }
+        if let Some(n) = self.fetch_trials {
+            s.trials = n;
+        }
+    }
+
+    /// The featpart flags given.
+    pub fn given(&self) -> Vec<&'static str> {
+        let given = [
+            ("--tau", self.tau.is_some()),
+            ("--tau-max", self.tau_max.is_some()),
+            ("--target-acc", self.target_acc.is_some()),
+            ("--fetch-trials", self.fetch_trials.is_some()),
+        ];
+        given.into_iter().filter(|(_, g)| *g).map(|(flag, _)| flag).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use trainer::config::Tau;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: FeatpartFlags,
+    }
+
+    #[test]
+    fn flags_set_the_featpart_table() {
+        let cli = Cli::try_parse_from(["t", "--tau", "inf", "--tau-max", "12", "--target-acc", "0.7"]).unwrap();
+        let mut c = TrainConfig::default();
+        cli.flags.apply(&mut c);
+        let s = &c.method.featpart;
+        assert_eq!((s.tau, s.tau_max, s.target_acc, s.trials), (Tau::Never, 12, Some(0.7), 8));
+        assert_eq!(cli.flags.given(), ["--tau", "--tau-max", "--target-acc"]);
+        let err = Cli::try_parse_from(["t", "--tau", "often"]).err().unwrap().to_string();
+        assert!(err.contains("often") && err.contains("auto"), "{err}");
+    }
+}

@@ -1,0 +1,166 @@
+//! `[method.featpart]`: feature-only partition with periodic feature fetching.
+//!
+//! ```toml
+//! [method]
+//! name = "featpart"
+//! [method.featpart]
+//! tau = "auto"      # or "inf", or a number of local iterations between fetches
+//! tau-max = 32
+//! target-acc = 0.78
+//! trials = 8
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::ConfigError;
+
+/// Local iterations (own columns only) between two fetch iterations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tau {
+    /// tau* of eq. 20, recomputed at every fetch iteration (Alg. 1).
+    #[default]
+    Auto,
+    /// A fixed number: 0 fetches every iteration.
+    Fixed(usize),
+    /// Never fetch: gradients are the only exchange (Theorem 1's case).
+    Never,
+}
+
+impl fmt::Display for Tau {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tau::Auto => f.write_str("auto"),
+            Tau::Fixed(n) => write!(f, "{n}"),
+            Tau::Never => f.write_str("inf"),
+        }
+    }
+}
+
+/// The text of a tau that is neither `auto`, `inf` nor a count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected auto, inf or a number of local iterations, got `{0}`")]
+pub struct TauError(String);
+
+impl FromStr for Tau {
+    type Err = TauError;
+
+    fn from_str(text: &str) -> Result<Self, TauError> {
+        match text {
+            "auto" => Ok(Tau::Auto),
+            "inf" => Ok(Tau::Never),
+            n => n.parse().map(Tau::Fixed).map_err(|_| TauError(text.to_string())),
+        }
+    }
+}
+
+impl Serialize for Tau {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Tau::Fixed(n) => serializer.serialize_u64(*n as u64),
+            other => serializer.serialize_str(&other.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Tau {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TauVisitor;
+
+        impl Visitor<'_> for TauVisitor {
+            type Value = Tau;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"auto\", \"inf\" or a number of local iterations")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Tau, E> {
+                text.parse().map_err(E::custom)
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Tau, E> {
+                usize::try_from(n).map(Tau::Fixed).map_err(|_| E::custom(TauError(n.to_string())))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Tau, E> {
+                usize::try_from(n).map(Tau::Fixed).map_err(|_| E::custom(TauError(n.to_string())))
+            }
+        }
+
+        deserializer.deserialize_any(TauVisitor)
+    }
+}
+
+/// `[method.featpart]` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct FeatpartSettings {
+    /// The fetch plan.
+    pub tau: Tau,
+    /// The cap on tau* (eq. 20 is derived for SGD and its terms are unbounded under Adam).
+    pub tau_max: usize,
+    /// Test accuracy whose modeled time the report gives (the paper's rule: at or above it,
+    /// with a variance below 1e-4 over 30 consecutive evaluations).
+    pub target_acc: Option<f64>,
+    /// Trial iterations before training that estimate Remark 1's terms (`tau = auto`).
+    pub trials: usize,
+}
+
+impl Default for FeatpartSettings {
+    fn default() -> Self {
+        Self { tau: Tau::Auto, tau_max: 32, target_acc: None, trials: 8 }
+    }
+}
+
+impl FeatpartSettings {
+    /// Range checks; the error names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
+        if let Some(t) = self.target_acc
+            && !(0.0..=1.0).contains(&t)
+        {
+            return invalid("target-acc", format!("must be an accuracy in [0, 1], got {t}"));
+        }
+        if self.trials < 2 {
+            return invalid("trials", format!("needs at least 2 trial iterations (a variance), got {}", self.trials));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Method, TrainConfig};
+
+    #[test]
+    fn tau_reads_auto_inf_and_counts_from_flags_and_toml() {
+        assert_eq!("auto".parse(), Ok(Tau::Auto));
+        assert_eq!("inf".parse(), Ok(Tau::Never));
+        assert_eq!("8".parse(), Ok(Tau::Fixed(8)));
+        assert!("-1".parse::<Tau>().unwrap_err().to_string().contains("`-1`"));
+        let text =
+            "[method]\nname = \"featpart\"\n[method.featpart]\ntau = 4\ntau-max = 9\n[minibatch]\nbatch-size = 8\n";
+        let c = TrainConfig::from_toml_str(text, "f.toml").unwrap();
+        assert_eq!(
+            (c.method.name, c.method.featpart.tau, c.method.featpart.tau_max),
+            (Method::Featpart, Tau::Fixed(4), 9)
+        );
+        let back = TrainConfig::from_toml_str(&toml::to_string(&c).unwrap(), "round-trip").unwrap();
+        assert_eq!(back, c);
+        let text = "[method]\nname = \"featpart\"\n[method.featpart]\ntau = \"inf\"\n[minibatch]\nbatch-size = 8\n";
+        assert_eq!(TrainConfig::from_toml_str(text, "f.toml").unwrap().method.featpart.tau, Tau::Never);
+    }
+
+    #[test]
+    fn bad_settings_name_their_key() {
+        let bad = "[method]\nname = \"featpart\"\n[method.featpart]\ntarget-acc = 1.5\n[minibatch]\nbatch-size = 8\n";
+        let msg = TrainConfig::from_toml_str(bad, "f.toml").unwrap_err().to_string();
+        assert!(msg.contains("key `target-acc`"), "{msg}");
+        let msg = TrainConfig::from_toml_str("method = \"featpart\"\n", "f.toml").unwrap_err().to_string();
+        assert!(msg.contains("key `batch-size`") && msg.contains("featpart"), "{msg}");
+    }
+}

@@ -1,0 +1,218 @@
+//! `featpart`: feature-only partition with the optimal fetch plan (seeds/001).
+//!
+//! Every worker holds the whole structure and a block of about d/K feature columns of every
+//! vertex ([`columns`]); the training vertices of each global batch are split disjointly over
+//! the workers (data-parallel shares). A *fetch iteration* rebuilds the full rows of the
+//! worker's sampled vertices from every worker (eq. 3: ids out, column blocks back); a *local
+//! iteration* computes on its own columns with the others at zero (eq. 4). Gradients are
+//! all-reduced every iteration. The [`plan`] fetches once, then runs tau local iterations,
+//! then fetches again (Alg. 1): tau fixed, infinite, or `auto`, tau* of eq. 20 recomputed at
+//! every fetch from the loss and all-reduced gradient there and Remark 1's estimates from
+//! trial iterations before training ([`estimate`]). The report gives the tau schedule, fetch
+//! and local iteration counts, bytes per iteration and the modeled time to a target accuracy
+//! ([`target`]).
+
+mod columns;
+mod estimate;
+mod plan;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use comm_hierarchy::Communicator;
+use graph_partition::Dataset;
+use graph_partition::sample::MiniBatch;
+use ndarray::Array2;
+use serde_json::{Value, json};
+
+use self::columns::ColumnShard;
+use self::estimate::{TrialCost, Trials};
+use self::plan::{Estimates, FetchPlan, median};
+use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use crate::config::{Tau, TrainConfig};
+use crate::distributed::DistError;
+use crate::distributed::clock::CommClock;
+use crate::error::TrainError;
+use crate::minibatch::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
+use crate::minibatch::trainer::{BatchTrainer, StepHooks};
+use crate::report::EpochRecord;
+
+/// Ledger phase of the loss all-reduced at fetch iterations of `tau = auto` (eq. 20 reads it).
+const FETCH_LOSS: &str = "fetch/loss";
+
+/// How the columns are fetched: the fixed part of `[method.featpart]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchSpec {
+    pub tau: Tau,
+    pub tau_max: usize,
+    /// Trial iterations before training (`auto` only).
+    pub trials: usize,
+}
+
+pub(super) struct Featpart;
+
+impl MethodDef for Featpart {
+    fn name(&self) -> &str {
+        "featpart"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let sampling = Sampling::from_config(config).expect("validated: featpart has a batch size");
+        let s = &config.method.featpart;
+        Parts {
+            data: DataPlan::Columns(FetchSpec { tau: s.tau, tau_max: s.tau_max, trials: s.trials }),
+            batches: BatchSource::Sampled(sampling),
+            exchange: None,
+            sync: GradSync::AllReduce,
+        }
+    }
+}
+
+/// Builds every worker's [`ColumnHooks`].
+pub(crate) struct ColumnFactory {
+    spec: FetchSpec,
+    target_acc: Option<f64>,
+}
+
+impl ColumnFactory {
+    pub(crate) fn new(spec: FetchSpec, config: &TrainConfig) -> Self {
+        Self { spec, target_acc: config.method.featpart.target_acc }
+    }
+}
+
+impl HooksFactory for ColumnFactory {
+    fn cut(&self) -> &'static str {
+        "feature"
+    }
+
+    fn make<'a>(
+        &self,
+        comm: &'a dyn Communicator,
+        clock: &'a CommClock<'a>,
+        dataset: &'a Dataset,
+    ) -> Result<Box<dyn WorkerHooks + 'a>, TrainError> {
+        let graph = &dataset.graph;
+        Ok(Box::new(ColumnHooks {
+            grads: AllReduce { comm, clock },
+            shard: ColumnShard::new(&dataset.features, comm.rank(), comm.size())?,
+            plan: FetchPlan::new(self.spec.tau, self.spec.tau_max),
+            spec: self.spec,
+            target_acc: self.target_acc,
+            structure_bytes: (graph.indptr().len() * 8 + graph.indices().len() * 4) as u64,
+            nodes: dataset.num_nodes() as u64,
+            lr: 0.0,
+            estimates: None,
+            trials: None,
+            fetching: false,
+            reported: (0, 0, 0),
+        }))
+    }
+}
+
+/// One worker's feature columns, fetch plan and gradient all-reduce.
+struct ColumnHooks<'a> {
+    grads: AllReduce<'a>,
+    shard: ColumnShard,
+    plan: FetchPlan,
+    spec: FetchSpec,
+    target_acc: Option<f64>,
+    structure_bytes: u64,
+    nodes: u64,
+    /// The learning rate eq. 20 reads (set before training).
+    lr: f64,
+    estimates: Option<Estimates>,
+    trials: Option<TrialCost>,
+    /// Whether the iteration in progress fetched.
+    fetching: bool,
+    /// Fetches, local iterations and decisions already put in epoch records.
+    reported: (usize, usize, usize),
+}
+
+impl StepHooks for ColumnHooks<'_> {
+    fn inputs(&mut self, _epoch: usize, _step: usize, batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+        self.fetching = self.plan.next_fetches();
+        let ids = batch.input_ids();
+        if self.fetching {
+            let (comm, clock, shard) = (self.grads.comm, self.grads.clock, &mut self.shard);
+            return Ok(Some(clock.call(move || shard.fetch_rows(comm, ids))?));
+        }
+        Ok(Some(self.shard.local_rows(ids)))
+    }
+
+    fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError> {
+        let mut seconds = self.grads.grads(grads)?;
+        if let (true, Some(est)) = (self.fetching && self.plan.adaptive(), self.estimates) {
+            let start = std::time::Instant::now();
+            let (comm, clock) = (self.grads.comm, self.grads.clock);
+            let mut global = [loss];
+            clock.call(|| comm.all_reduce_sum_f64(FETCH_LOSS, &mut global)).map_err(DistError::from)?;
+            let grad_sq = grads.iter().map(|g| f64::from(*g).powi(2)).sum();
+            self.plan.decide(&est, self.lr, global[0], grad_sq);
+            seconds += start.elapsed().as_secs_f64();
+        }
+        Ok(seconds)
+    }
+}
+
+impl WorkerHooks for ColumnHooks<'_> {
+    fn before_training(&mut self, trainer: &mut BatchTrainer<'_>) -> Result<(), TrainError> {
+        self.lr = f64::from(trainer.lr());
+        if self.plan.adaptive() {
+            let trials = Trials { comm: self.grads.comm, clock: self.grads.clock, iterations: self.spec.trials };
+            let (estimates, cost) = trials.run(trainer, &mut self.shard)?;
+            self.estimates = Some(estimates);
+            self.trials = Some(cost);
+        }
+        Ok(())
+    }
+
+    fn epoch_fields(&mut self) -> Option<Value> {
+        let (fetches, locals, decided) = self.reported;
+        let taus: Vec<usize> = self.plan.decisions()[decided..].iter().map(|d| d.terms.tau).collect();
+        self.reported = (self.plan.fetches(), self.plan.locals(), self.plan.decisions().len());
+        Some(json!({
+            "fetch_iterations": self.plan.fetches() - fetches,
+            "local_iterations": self.plan.locals() - locals,
+            "tau_decided": taus,
+        }))
+    }
+
+    fn final_fields(&mut self, epochs: &[EpochRecord]) -> Option<Value> {
+        let iterations = self.plan.fetches() + self.plan.locals();
+        let bytes: u64 = epochs.iter().map(|e| e.bytes_intra + e.bytes_inter).sum();
+        let fetch_bytes: u64 = epochs
+            .iter()
+            .flat_map(|e| e.bytes_by_phase.iter())
+            .filter(|(phase, _)| phase.starts_with("fetch/"))
+            .map(|(_, b)| b)
+            .sum();
+        let per_iteration = |b: u64| (iterations > 0).then(|| b as f64 / iterations as f64);
+        let taus = self.plan.taus();
+        let tenth = (taus.len() / 10).max(1).min(taus.len());
+        let finite = self.spec.tau != Tau::Never;
+        let compute_s: f64 = epochs.iter().map(|e| e.compute_s).sum();
+        let comm_s: f64 = epochs.iter().map(|e| e.modeled_comm_s).sum();
+        let before_s = self.trials.map_or(0.0, |t| t.modeled_s());
+        Some(json!({
+            "tau": self.spec.tau.to_string(),
+            "tau_max": self.spec.tau_max,
+            "fetch_iterations": self.plan.fetches(),
+            "local_iterations": self.plan.locals(),
+            "tau_schedule": self.plan.decisions(),
+            "tau_median_first_10pct": finite.then(|| median(&taus[..tenth])).flatten(),
+            "tau_median_last_10pct": finite.then(|| median(&taus[taus.len() - tenth..])).flatten(),
+            "bytes_per_iteration": per_iteration(bytes),
+            "fetch_bytes_per_iteration": per_iteration(fetch_bytes),
+            "estimates": self.estimates,
+            "trials": self.trials,
+            "compute_to_comm": (comm_s > 0.0).then(|| compute_s / comm_s),
+            "held_bytes": {
+                "structure": self.structure_bytes,
+                "feature_columns_per_worker": self.shard.held_bytes(self.nodes),
+                "features_replicated": self.nodes * self.shard.columns().last().map_or(0, |c| c.end) as u64 * 4,
+            },
+            "target_acc": self.target_acc,
+            "time_to_target": self.target_acc.and_then(|t| target::time_to_target(epochs, t, before_s)),
+        }))
+    }
+}

@@ -1,0 +1,216 @@
+//! The fetch plan: which iterations fetch, and tau* from eq. 20 (Alg. 1).
+
+use serde::Serialize;
+
+use crate::config::Tau;
+
+/// Remark 1's terms, estimated in trial iterations before training (identical on every rank).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Estimates {
+    /// B: input vertices of a worker's sampled batch, mean over trials and workers.
+    pub sampled_vertices: f64,
+    /// C: seconds of one iteration's forward and backward (the slowest worker's mean).
+    pub compute_s: f64,
+    /// Modeled seconds of one measured fetch on the topology (stands for B d / (K b)).
+    pub fetch_s: f64,
+    /// sigma_var: variance of the averaged local-column gradient over sampled batches.
+    pub sigma_var: f64,
+    /// sigma-hat_var: variance of the averaged full-feature gradient over sampled batches.
+    pub sigma_hat: f64,
+    /// sigma_bias: squared distance between the full-feature and local-column mean gradients.
+    pub sigma_bias: f64,
+    /// L_f: the secant estimate max ||delta g|| / ||delta w||.
+    pub lipschitz: f64,
+}
+
+/// Both terms of eq. 20 at one fetch iteration and the tau they give.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct TauTerms {
+    /// (1 - eta L_f) G / sigma_bias, clamped at 0: the convergence bound of eq. 12.
+    pub convergence: f64,
+    /// The square root of eq. 19, its radicand clamped at 0: the time trade-off.
+    pub tradeoff: f64,
+    /// min of the two, floored and capped.
+    pub tau: usize,
+}
+
+/// Eq. 20 at a fetch iteration with loss `loss` and squared gradient norm `grad_sq` (of the
+/// all-reduced full-feature gradient), learning rate `lr`, capped at `tau_max`. The theory
+/// assumes SGD; under Adam either term can go negative, so both are clamped at 0.
+pub(crate) fn tau_star(est: &Estimates, lr: f64, loss: f64, grad_sq: f64, tau_max: usize) -> TauTerms {
+    let eta_l = lr * est.lipschitz;
+    let clamp = |x: f64| if x.is_nan() { 0.0 } else { x.max(0.0) };
+    // sigma_bias = 0 (every worker sees every column) puts no bound on tau.
+    let convergence = clamp((1.0 - eta_l) * grad_sq / est.sigma_bias);
+    let numerator = 2.0 / lr * loss + eta_l * est.sigma_hat + (eta_l - 1.0) * grad_sq;
+    let denominator = est.compute_s * (est.sigma_bias + eta_l * est.sigma_var);
+    let tradeoff = clamp(est.fetch_s * numerator / denominator).sqrt();
+    let tau = convergence.min(tradeoff).min(tau_max as f64).floor() as usize;
+    TauTerms { convergence, tradeoff, tau }
+}
+
+/// One fetch iteration's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Decision {
+    /// Iteration index (0-based, over the whole run).
+    pub iteration: usize,
+    pub loss: f64,
+    pub grad_sq: f64,
+    #[serde(flatten)]
+    pub terms: TauTerms,
+}
+
+/// Which iterations fetch: a fetch, then tau local iterations, then a fetch, ... (Alg. 1).
+#[derive(Debug)]
+pub(crate) struct FetchPlan {
+    tau: Tau,
+    tau_max: usize,
+    /// Local iterations left before the next fetch; `None`: the next iteration fetches.
+    remaining: Option<usize>,
+    iteration: usize,
+    /// The tau in force at every iteration so far.
+    taus: Vec<usize>,
+    decisions: Vec<Decision>,
+    fetches: usize,
+    locals: usize,
+}
+
+impl FetchPlan {
+    pub(crate) fn new(tau: Tau, tau_max: usize) -> Self {
+        let remaining = match tau {
+            Tau::Never => Some(usize::MAX),
+            Tau::Auto | Tau::Fixed(_) => None,
+        };
+        Self { tau, tau_max, remaining, iteration: 0, taus: Vec::new(), decisions: Vec::new(), fetches: 0, locals: 0 }
+    }
+
+    /// Whether the coming iteration fetches; advances the plan by one iteration.
+    pub(crate) fn next_fetches(&mut self) -> bool {
+        let fetch = self.remaining.is_none();
+        // The local iterations left after this one; none left means the next one fetches.
+        let left = match self.remaining {
+            None => self.current_tau(),
+            Some(n) => n.saturating_sub(1),
+        };
+        self.remaining = (left > 0).then_some(left);
+        if fetch {
+            self.fetches += 1;
+        } else {
+            self.locals += 1;
+        }
+        self.taus.push(self.current_tau());
+        self.iteration += 1;
+        fetch
+    }
+
+    /// Whether the plan decides tau after each fetch (`auto`).
+    pub(crate) fn adaptive(&self) -> bool {
+        self.tau == Tau::Auto
+    }
+
+    /// Sets tau after the fetch iteration just taken, from eq. 20 (`auto` only).
+    pub(crate) fn decide(&mut self, est: &Estimates, lr: f64, loss: f64, grad_sq: f64) {
+        let terms = tau_star(est, lr, loss, grad_sq, self.tau_max);
+        self.decisions.push(Decision { iteration: self.iteration - 1, loss, grad_sq, terms });
+        self.remaining = (terms.tau > 0).then_some(terms.tau);
+        if let Some(last) = self.taus.last_mut() {
+            *last = terms.tau;
+        }
+    }
+
+    /// The tau in force: the last decision under `auto`, else the fixed one (`usize::MAX`
+    /// for never).
+    fn current_tau(&self) -> usize {
+        match self.tau {
+            Tau::Auto => self.decisions.last().map_or(0, |d| d.terms.tau),
+            Tau::Fixed(n) => n,
+            Tau::Never => usize::MAX,
+        }
+    }
+
+    pub(crate) fn fetches(&self) -> usize {
+        self.fetches
+    }
+
+    pub(crate) fn locals(&self) -> usize {
+        self.locals
+    }
+
+    pub(crate) fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// The tau in force per iteration.
+    pub(crate) fn taus(&self) -> &[usize] {
+        &self.taus
+    }
+}
+
+/// The median of `values` (the lower middle for an even count); `None` when empty.
+pub(crate) fn median(values: &[usize]) -> Option<usize> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len().saturating_sub(1) / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimates() -> Estimates {
+        Estimates {
+            sampled_vertices: 100.0,
+            compute_s: 0.01,
+            fetch_s: 0.04,
+            sigma_var: 0.5,
+            sigma_hat: 0.4,
+            sigma_bias: 0.2,
+            lipschitz: 10.0,
+        }
+    }
+
+    #[test]
+    fn eq_20_takes_the_smaller_term_floored_and_capped() {
+        let est = estimates();
+        let t = tau_star(&est, 0.01, 1.0, 2.0, 100);
+        // (1 - 0.1) * 2 / 0.2 = 9; sqrt(0.04 (200 + 0.04 - 1.8) / (0.01 (0.2 + 0.05))) = 56.3...
+        assert!((t.convergence - 9.0).abs() < 1e-9, "{t:?}");
+        let radicand: f64 = 0.04 * (200.0 + 0.1 * 0.4 + (0.1 - 1.0) * 2.0) / (0.01 * (0.2 + 0.1 * 0.5));
+        assert!((t.tradeoff - radicand.sqrt()).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.tau, 9);
+        assert_eq!(tau_star(&est, 0.01, 1.0, 2.0, 4).tau, 4, "capped");
+        // eta L_f > 1 makes the convergence term negative: clamped to 0, so fetch every time.
+        let steep = Estimates { lipschitz: 500.0, ..est };
+        let t = tau_star(&steep, 0.01, 1.0, 2.0, 100);
+        assert_eq!((t.convergence, t.tau), (0.0, 0));
+        // A smaller gradient (later in training) gives a smaller tau.
+        assert!(tau_star(&est, 0.01, 1.0, 0.5, 100).tau < tau_star(&est, 0.01, 1.0, 2.0, 100).tau);
+    }
+
+    #[test]
+    fn fixed_plans_fetch_every_tau_plus_one_iterations() {
+        let pattern = |tau: Tau, n: usize| {
+            let mut plan = FetchPlan::new(tau, 32);
+            (0..n).map(|_| plan.next_fetches()).collect::<Vec<_>>()
+        };
+        assert_eq!(pattern(Tau::Fixed(0), 3), [true, true, true]);
+        assert_eq!(pattern(Tau::Fixed(2), 7), [true, false, false, true, false, false, true]);
+        assert_eq!(pattern(Tau::Never, 3), [false, false, false]);
+    }
+
+    #[test]
+    fn auto_follows_each_decision() {
+        let mut plan = FetchPlan::new(Tau::Auto, 32);
+        assert!(plan.next_fetches());
+        plan.decide(&estimates(), 0.01, 1.0, 2.0);
+        let taken: Vec<bool> = (0..10).map(|_| plan.next_fetches()).collect();
+        assert_eq!(taken, [false; 9].iter().copied().chain([true]).collect::<Vec<_>>());
+        plan.decide(&Estimates { lipschitz: 500.0, ..estimates() }, 0.01, 1.0, 2.0);
+        assert!(plan.next_fetches(), "tau 0: the next iteration fetches again");
+        assert_eq!((plan.fetches(), plan.locals()), (3, 9));
+        assert_eq!(plan.taus()[..3], [9, 9, 9]);
+        assert_eq!(plan.decisions().len(), 2);
+        assert_eq!(median(&[5, 1, 3, 2]), Some(2));
+        assert_eq!(median(&[]), None);
+    }
+}

@@ -1,0 +1,121 @@
+//! Featpart workers against one process on the same global batches: with tau = 0 every
+//! iteration fetches the full rows, so K workers equal one process averaging the gradients of
+//! the K shares; with tau = inf they train on their own columns only and drift away from it.
+
+use comm_hierarchy::{Communicator, LedgerSnapshot, LocalCluster, Topology};
+use gnn_core::ConvKind;
+use graph_partition::Dataset;
+use graph_partition::sample::Share;
+
+use super::columns::{FETCH_COLUMNS, FETCH_IDS};
+use super::{ColumnFactory, FetchSpec};
+use crate::config::{LrScaling, Tau, TrainConfig};
+use crate::distributed::clock::CommClock;
+use crate::minibatch::data_parallel::HooksFactory;
+use crate::minibatch::tests::{BATCH, EPOCHS, WORKERS, assert_close, config, dataset, sampling, single_process};
+use crate::minibatch::trainer::BatchTrainer;
+
+/// Per worker: the parameters after each epoch, the final-report fields and the ledger.
+type WorkerRun = (Vec<Vec<f32>>, serde_json::Value, LedgerSnapshot);
+
+fn featpart(config: &TrainConfig, dataset: &Dataset, tau: Tau) -> Vec<WorkerRun> {
+    let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
+    let factory = ColumnFactory { spec: FetchSpec { tau, tau_max: 4, trials: 3 }, target_acc: None };
+    LocalCluster::run(&topology, |comm| {
+        let clock = CommClock::new(None);
+        let mut trainer = BatchTrainer::new(config, &sampling(BATCH, LrScaling::None), dataset, WORKERS)?;
+        let mut hooks = factory.make(comm, &clock, dataset)?;
+        hooks.before_training(&mut trainer)?;
+        let share = Share::new(comm.rank(), comm.size())?;
+        let mut params = Vec::new();
+        for epoch in 1..=EPOCHS {
+            let totals = trainer.train_epoch(epoch, share, &mut *hooks)?;
+            assert_eq!(totals.steps, 7, "every worker takes every step");
+            params.push(trainer.model().params().to_vec());
+        }
+        let fields = hooks.final_fields(&[]).unwrap();
+        Ok::<_, crate::TrainError>((params, fields, comm.ledger()))
+    })
+    .unwrap()
+}
+
+#[test]
+fn tau_zero_equals_one_process_averaging_the_workers_batches() {
+    let dataset = dataset();
+    for model in [ConvKind::Sage, ConvKind::Gat] {
+        let config = config(model);
+        let single = single_process(&config, &dataset);
+        let workers = featpart(&config, &dataset, Tau::Fixed(0));
+        for (rank, (epochs, fields, _)) in workers.iter().enumerate() {
+            for (epoch, (fp, sp)) in epochs.iter().zip(&single).enumerate() {
+                assert_close(&format!("{model:?} rank {rank} epoch {}", epoch + 1), fp, sp, 1e-4);
+            }
+            assert_eq!((fields["fetch_iterations"].as_u64(), fields["local_iterations"].as_u64()), (Some(21), Some(0)));
+        }
+    }
+}
+
+#[test]
+fn tau_inf_never_fetches_and_leaves_the_full_feature_path() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    let single = single_process(&config, &dataset);
+    let workers = featpart(&config, &dataset, Tau::Never);
+    let (params, fields, ledger) = &workers[0];
+    assert!(ledger.phases().iter().all(|p| !p.starts_with("fetch/")), "{:?}", ledger.phases());
+    assert_eq!((fields["fetch_iterations"].as_u64(), fields["local_iterations"].as_u64()), (Some(0), Some(21)));
+    let drift = params[0].iter().zip(&single[0]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(drift > 1e-3, "own columns only must change the updates (largest difference {drift})");
+    assert_eq!(workers[1].0, workers[0].0, "the all-reduce keeps the workers in step");
+}
+
+#[test]
+fn tau_auto_estimates_remark_1_terms_and_follows_eq_20() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    let workers = featpart(&config, &dataset, Tau::Auto);
+    let (_, fields, ledger) = &workers[0];
+    let est = &fields["estimates"];
+    for key in ["sampled_vertices", "compute_s", "fetch_s", "sigma_var", "sigma_hat", "sigma_bias", "lipschitz"] {
+        let v = est[key].as_f64().unwrap_or(-1.0);
+        assert!(v.is_finite() && v > 0.0, "{key} = {v}");
+    }
+    let fetches = fields["fetch_iterations"].as_u64().unwrap() as usize;
+    assert_eq!(fetches + fields["local_iterations"].as_u64().unwrap() as usize, 21);
+    let schedule = fields["tau_schedule"].as_array().unwrap();
+    assert_eq!(schedule.len(), fetches, "one decision per fetch");
+    assert!(schedule.iter().all(|d| d["tau"].as_u64().unwrap() <= 4), "capped at tau-max");
+    assert!(ledger.phase_totals(FETCH_IDS).bytes() > 0 && ledger.phase_totals(FETCH_COLUMNS).bytes() > 0);
+    for (rank, w) in workers.iter().enumerate() {
+        assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
+    }
+}
+
+/// The whole path: `--method featpart` through `run_on` reports the feature cut, the epochs'
+/// fetch counts and the final fetch-plan fields.
+#[test]
+fn a_featpart_run_reports_its_plan_bytes_and_memory() {
+    let dataset = dataset();
+    let mut config = config(ConvKind::Sage);
+    config.method.name = crate::config::Method::Featpart;
+    config.method.featpart.tau = Tau::Fixed(2);
+    config.method.featpart.target_acc = Some(0.0);
+    config.minibatch.batch_size = Some(BATCH);
+    config.minibatch.fanouts = Some("4,3".parse().unwrap());
+    config.distributed.workers = WORKERS;
+    config.epochs = 2;
+    let report = crate::run_on(&config, &dataset, Default::default(), &mut ()).unwrap();
+    assert_eq!((report.method.as_str(), report.cut.as_str(), report.workers), ("featpart", "feature", WORKERS));
+    let fetches: u64 =
+        report.epochs.iter().map(|e| e.method.as_ref().unwrap()["fetch_iterations"].as_u64().unwrap()).sum();
+    let m = report.final_.method.as_ref().unwrap();
+    // 14 iterations, a fetch every third: 0, 3, 6, 9, 12.
+    assert_eq!((fetches, m["fetch_iterations"].as_u64(), m["local_iterations"].as_u64()), (5, Some(5), Some(9)));
+    assert!(report.epochs.iter().all(|e| e.bytes_by_phase.contains_key(FETCH_COLUMNS)));
+    let held = &m["held_bytes"];
+    assert_eq!(held["feature_columns_per_worker"], serde_json::json!([400 * 4 * 4, 400 * 4 * 4, 400 * 4 * 4]));
+    assert_eq!(held["features_replicated"].as_u64(), Some(400 * 12 * 4));
+    assert!(m["fetch_bytes_per_iteration"].as_f64().unwrap() > 0.0);
+    // Target 0 is held by any 30-epoch window; two epochs have none.
+    assert!(m["time_to_target"].is_null());
+}
