@@ -60,9 +60,7 @@ impl DevicePlan {
             return Err(PlanError::Unsupported("LayerNorm (layer_norm = true)"));
         }
         let tensors: Vec<(String, ParamSlot)> = model.param_info().iter().map(|p| (p.name.clone(), p.slot)).collect();
-        let find = |name: String| {
-            tensors.iter().position(|(n, _)| *n == name).ok_or(PlanError::MissingParam(name))
-        };
+        let find = |name: String| tensors.iter().position(|(n, _)| *n == name).ok_or(PlanError::MissingParam(name));
         let layers = model
             .convs()
             .enumerate()
