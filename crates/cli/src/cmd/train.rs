@@ -8,6 +8,7 @@
 //! interrupted keeps its report so far ([`keeper`]).
 
 mod adaqp_flags;
+mod device_flags;
 mod keeper;
 mod launch;
 mod progress;
@@ -28,6 +29,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
 use super::load::LoadArgs;
 use super::output::check_writable;
 use adaqp_flags::AdaqpFlags;
+use device_flags::DeviceFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
@@ -156,6 +158,8 @@ pub struct Args {
     #[command(flatten)]
     adaqp: AdaqpFlags,
     #[command(flatten)]
+    device: DeviceFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -239,6 +243,7 @@ impl Args {
         set_opt(&mut c.patience, &self.patience);
         set_opt(&mut c.report, &self.report);
         self.adaqp.apply(&mut c);
+        self.device.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
@@ -286,6 +291,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// MPI backend, and the report a writable path (on the rank that writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let mut config = args.resolve()?;
+    device_flags::check_build(&config, cfg!(feature = "cuda"))?;
     if config.method.name == Method::Single {
         let ignored = args.distributed_flags();
         if !ignored.is_empty() {
@@ -380,6 +386,23 @@ mod tests {
         assert!(format!("{err:#}").contains("`fanouts`") && format!("{err:#}").contains("2 layers"), "{err:#}");
         let cli = Cli::try_parse_from(["train", "--fanouts", "10,0"]).err().expect("fanout 0 is refused");
         assert!(cli.to_string().contains("fanout 2 is 0"), "{cli}");
+    }
+
+    #[test]
+    fn the_device_flag_is_checked_before_any_work() {
+        let c = parse(&["--device", "cuda:1"]).resolve().unwrap();
+        assert_eq!(c.device, trainer::config::Device::Cuda(1));
+        let err = device_flags::check_build(&c, false).unwrap_err().to_string();
+        assert!(err.contains("--device cuda:1") && err.contains(device_flags::CUDA_BUILD), "{err}");
+        device_flags::check_build(&c, true).unwrap();
+        let err = parse(&["--device", "cuda", "--method", "vanilla"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("single-process"), "{err:#}");
+        let cli = Cli::try_parse_from(["train", "--device", "gpu"]).err().expect("an unknown device is refused");
+        assert!(cli.to_string().contains("unknown device `gpu`"), "{cli}");
+        if !cfg!(feature = "cuda") {
+            let err = checked(&parse(&["--device", "cuda"])).unwrap_err().to_string();
+            assert!(err.contains(device_flags::CUDA_BUILD), "{err}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! one name means the same thing in both places; unknown keys are rejected.
 
 mod adaqp;
+mod device;
 mod distributed;
 mod method;
 mod minibatch;
@@ -15,6 +16,7 @@ use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
+pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
@@ -78,6 +80,8 @@ pub struct TrainConfig {
     /// Batch size, fanouts and normalisation of mini-batch training (full-batch without a
     /// batch size).
     pub minibatch: MiniBatchConfig,
+    /// Where to compute: `cpu` or `cuda[:N]` (single-process full-batch only for now).
+    pub device: Device,
 }
 
 impl Default for TrainConfig {
@@ -102,6 +106,7 @@ impl Default for TrainConfig {
             report: None,
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
+            device: Device::Cpu,
         }
     }
 }
@@ -198,7 +203,8 @@ impl TrainConfig {
         }
         self.distributed.validate()?;
         self.minibatch.validate(self.layers)?;
-        self.method.validate(&self.minibatch)
+        self.method.validate(&self.minibatch)?;
+        self.device.validate(self.method.name, &self.minibatch)
     }
 }
 
@@ -310,6 +316,7 @@ report = "out.json"
             report: Some(PathBuf::from("out.json")),
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
+            device: Device::Cpu,
         };
         assert_eq!(c, expected);
     }

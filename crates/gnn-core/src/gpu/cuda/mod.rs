@@ -10,8 +10,10 @@ mod ptx;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, ValidAsZeroBits};
 
+/// Device buffers, as the device path's callers hold them.
+pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, NormOut, RowCodes};
 pub use model::{DeviceGraph, DeviceLabels, DeviceLoss, DeviceModel};
 
