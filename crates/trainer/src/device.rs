@@ -60,9 +60,10 @@ mod cuda {
             let n = graph.num_local();
             let Splits { train, valid, test, .. } = &dataset.splits;
             let upload = |rows: &[u32]| DeviceLabels::upload(dev, labels, rows, n, classes);
+            let model = DeviceModel::from_model(dev, &cpu)?;
             Ok(Self {
-                model: DeviceModel::from_model(dev, &cpu)?,
-                graph: DeviceGraph::upload(dev, &graph, config.model)?,
+                graph: model.upload_graph(&graph)?,
+                model,
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
                 optimizer: config.optimizer(),

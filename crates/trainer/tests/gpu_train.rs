@@ -59,3 +59,9 @@ fn gcn_on_the_device_follows_the_cpu_loss_curve() {
 fn sage_on_the_device_follows_the_cpu_loss_curve() {
     curves_match(ConvKind::Sage);
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(ConvKind::Gat);
+}

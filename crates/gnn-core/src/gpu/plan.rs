@@ -254,6 +254,30 @@ mod tests {
     }
 
     #[test]
+    fn head_expansion_is_a_permutation_of_the_entries() {
+        let graph = random_graph(9, 25, 4);
+        let csr = aggregation(&graph, ConvKind::Gat).unwrap();
+        let x = expand_heads(&csr, 3);
+        assert_eq!((x.indptr.len(), x.indices.len()), (9 * 3 + 1, csr.indices.len() * 3));
+        for (i, &p) in x.perm.iter().enumerate() {
+            assert_eq!(x.inv[p as usize] as usize, i);
+            let (e, k) = (p as usize / 3, p as usize % 3);
+            assert_eq!(x.indices[i], csr.indices[e] * 3 + k as u32);
+        }
+        for r in 0..27 {
+            let (v, k) = (r / 3, r % 3);
+            let row = &x.indices[x.indptr[r] as usize..x.indptr[r + 1] as usize];
+            let want: Vec<u32> = graph_row(&csr, v).iter().map(|&u| u * 3 + k as u32).collect();
+            assert_eq!(row, want);
+        }
+        assert_eq!(expand_heads(&csr, 1).indices, csr.indices);
+    }
+
+    fn graph_row(csr: &WeightedCsr, v: usize) -> &[u32] {
+        &csr.indices[csr.indptr[v] as usize..csr.indptr[v + 1] as usize]
+    }
+
+    #[test]
     fn attention_keep_flags_follow_the_cpu_keys() {
         let graph = random_graph(8, 20, 1);
         let csr = aggregation(&graph, ConvKind::Gat).unwrap();
@@ -265,4 +289,40 @@ mod tests {
         assert_eq!(keep[..2], expect);
         assert!(keep.contains(&0) && keep.contains(&1));
     }
+}
+
+/// A GAT aggregation with `heads` heads as one single-head CSR over `n * heads` rows: row
+/// `v * heads + k` gathers head `k` of row `v`'s sources (`u * heads + k`), so one SpMM with
+/// per-entry weights aggregates every head of `h` (`n x heads*head_dim`, which is
+/// `n*heads x head_dim`). Attention values are laid out per entry then head (`e * heads + k`);
+/// `perm[i]` is the value of expanded entry `i`, `inv` its inverse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadExpanded {
+    pub indptr: Vec<u64>,
+    pub indices: Vec<u32>,
+    pub perm: Vec<u32>,
+    pub inv: Vec<u32>,
+}
+
+pub fn expand_heads(csr: &WeightedCsr, heads: usize) -> HeadExpanded {
+    let (n, nnz) = (csr.indptr.len() - 1, csr.indices.len());
+    let mut out = HeadExpanded {
+        indptr: Vec::with_capacity(n * heads + 1),
+        indices: Vec::with_capacity(nnz * heads),
+        perm: Vec::with_capacity(nnz * heads),
+        inv: vec![0; nnz * heads],
+    };
+    out.indptr.push(0);
+    for v in 0..n {
+        let entries = csr.indptr[v] as usize..csr.indptr[v + 1] as usize;
+        for k in 0..heads {
+            for e in entries.clone() {
+                out.inv[e * heads + k] = out.indices.len() as u32;
+                out.indices.push(csr.indices[e] * heads as u32 + k as u32);
+                out.perm.push((e * heads + k) as u32);
+            }
+            out.indptr.push(out.indices.len() as u64);
+        }
+    }
+    out
 }

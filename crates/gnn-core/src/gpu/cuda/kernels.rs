@@ -64,6 +64,20 @@ impl DeviceCsr {
     }
 }
 
+/// Row indices on the device, each below `bound` (checked on upload), for gathers that run
+/// every step without uploading their indices again.
+pub struct DeviceIndex {
+    idx: CudaSlice<u32>,
+    bound: usize,
+}
+
+impl DeviceIndex {
+    pub fn upload(device: &Device, idx: &[u32], bound: usize) -> Result<Self, GpuError> {
+        check_indices("gather_rows", idx, bound)?;
+        Ok(Self { idx: device.upload(idx)?, bound })
+    }
+}
+
 /// Per-row codes (linear and stochastic) on the device.
 pub struct RowCodes {
     pub lo: CudaSlice<f32>,
@@ -581,11 +595,26 @@ impl Device {
         src_rows: usize,
     ) -> Result<CudaSlice<f32>, GpuError> {
         expect_len("gather_rows", "src", src.len(), src_rows * f)?;
-        check_indices("gather_rows", idx, src_rows)?;
-        let dev_idx = self.upload(idx)?;
-        let mut dst = self.zeros(idx.len() * f)?;
-        let (n, fw): (u32, u32) = (int("gather_rows", idx.len())?, int("gather_rows", f)?);
-        launch!(self, "gather", "gather_rows", idx.len() * f, [&n, &fw, &dev_idx, src, &mut dst]);
+        self.gather_rows_at(f, &DeviceIndex::upload(self, idx, src_rows)?, src, src_rows)
+    }
+
+    /// [`Device::gather_rows`] with indices already on the device.
+    pub fn gather_rows_at(
+        &self,
+        f: usize,
+        idx: &DeviceIndex,
+        src: &CudaSlice<f32>,
+        src_rows: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("gather_rows", "src", src.len(), src_rows * f)?;
+        if idx.bound > src_rows {
+            let detail = format!("indices up to {} gather from {src_rows} rows", idx.bound);
+            return Err(GpuError::Shape { kernel: "gather_rows", detail });
+        }
+        let len = idx.idx.len();
+        let mut dst = self.zeros(len * f)?;
+        let (n, fw): (u32, u32) = (int("gather_rows", len)?, int("gather_rows", f)?);
+        launch!(self, "gather", "gather_rows", len * f, [&n, &fw, &idx.idx, src, &mut dst]);
         Ok(dst)
     }
 

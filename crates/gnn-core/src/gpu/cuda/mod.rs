@@ -14,7 +14,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
-pub use kernels::{BucketCodes, DeviceCsr, NormOut, RowCodes};
+pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, NormOut, RowCodes};
 pub use model::{DeviceGraph, DeviceLabels, DeviceLoss, DeviceModel};
 
 /// A failure of the device path.
