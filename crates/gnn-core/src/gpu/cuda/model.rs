@@ -275,6 +275,7 @@ impl<'d> DeviceModel<'d> {
     pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
         self.check_graph(graph, Some(x))?;
         self.last = None;
+        self.dlogits = None;
         let n = graph.num_nodes();
         let mut h = self.dev.stream().clone_dtod(x)?;
         if let Some(site) = self.dropout_site(self.cfg.input_dropout, 0, ctx) {
