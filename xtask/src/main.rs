@@ -52,8 +52,10 @@ fn run() -> Result<()> {
 }
 
 /// The `#[ignore]`d GPU test targets, as (package, feature, test): every kernel against its CPU
-/// reference, and NCCL against the host backend (that one needs two GPUs).
-const GPU_TESTS: &[(&str, &str, &str)] = &[("gnn-core", "cuda", "gpu"), ("comm-hierarchy", "nccl", "nccl")];
+/// reference, device training against the CPU loss curve on Cora, and NCCL against the host
+/// backend (that one needs two GPUs).
+const GPU_TESTS: &[(&str, &str, &str)] =
+    &[("gnn-core", "cuda", "gpu"), ("trainer", "cuda", "gpu_train"), ("comm-hierarchy", "nccl", "nccl")];
 
 /// Runs the GPU tests that `cargo test` skips.
 fn gpu_test() -> Result<()> {

@@ -9,6 +9,12 @@ use crate::data::DataError;
 /// Why a training run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// The device path (`device = "cuda"`) failed or is not in this build.
+    #[error("device: {0}")]
+    Device(#[from] gnn_core::gpu::GpuError),
+    /// The model or data cannot go to the device yet.
+    #[error("device: {0}")]
+    DevicePlan(#[from] gnn_core::gpu::plan::PlanError),
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),

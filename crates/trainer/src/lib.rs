@@ -28,6 +28,7 @@
 
 pub mod config;
 pub mod data;
+pub mod device;
 pub mod distributed;
 pub mod error;
 pub mod experiment;

@@ -91,6 +91,9 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
+    if let crate::config::Device::Cuda(ordinal) = config.device {
+        return crate::device::run(method, config, dataset, ordinal, observer);
+    }
     let mut strategy = SingleProcess::new(config, dataset)?;
     let outcome =
         train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;

@@ -10,6 +10,7 @@
 mod adaqp_flags;
 mod adgraph_flags;
 mod cdfgnn_flags;
+mod device_flags;
 mod featpart_flags;
 mod keeper;
 mod launch;
@@ -33,6 +34,7 @@ use super::output::check_writable;
 use adaqp_flags::AdaqpFlags;
 use adgraph_flags::AdgraphFlags;
 use cdfgnn_flags::CdfgnnFlags;
+use device_flags::DeviceFlags;
 use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
@@ -169,6 +171,8 @@ pub struct Args {
     #[command(flatten)]
     featpart: FeatpartFlags,
     #[command(flatten)]
+    device: DeviceFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -259,6 +263,7 @@ impl Args {
         set_opt(&mut c.report, &self.report);
         self.adaqp.apply(&mut c);
         self.cdfgnn.apply(&mut c);
+        self.device.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
@@ -306,6 +311,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// MPI backend, and the report a writable path (on the rank that writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let mut config = args.resolve()?;
+    device_flags::check_build(&config, cfg!(feature = "cuda"))?;
     if config.method.name == Method::Single {
         let ignored = args.distributed_flags();
         if !ignored.is_empty() {
@@ -420,6 +426,23 @@ mod tests {
         let err = parse(&["--method", "adgraph", "--hops", "2"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`batch-size`"), "{err:#}");
         assert_eq!(parse(&["--hops", "2"]).distributed_flags(), ["--hops"], "refused with --method single");
+    }
+
+    #[test]
+    fn the_device_flag_is_checked_before_any_work() {
+        let c = parse(&["--device", "cuda:1"]).resolve().unwrap();
+        assert_eq!(c.device, trainer::config::Device::Cuda(1));
+        let err = device_flags::check_build(&c, false).unwrap_err().to_string();
+        assert!(err.contains("--device cuda:1") && err.contains(device_flags::CUDA_BUILD), "{err}");
+        device_flags::check_build(&c, true).unwrap();
+        let err = parse(&["--device", "cuda", "--method", "vanilla"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("single-process"), "{err:#}");
+        let cli = Cli::try_parse_from(["train", "--device", "gpu"]).err().expect("an unknown device is refused");
+        assert!(cli.to_string().contains("unknown device `gpu`"), "{cli}");
+        if !cfg!(feature = "cuda") {
+            let err = checked(&parse(&["--device", "cuda"])).unwrap_err().to_string();
+            assert!(err.contains(device_flags::CUDA_BUILD), "{err}");
+        }
     }
 
     #[test]

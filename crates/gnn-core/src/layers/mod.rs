@@ -12,7 +12,7 @@
 //! counted twice in parameter gradients, which the trainer then all-reduces.
 
 mod agg;
-mod gat;
+pub(crate) mod gat;
 
 use ndarray::Array2;
 

@@ -7,6 +7,7 @@
 mod adaqp;
 mod adgraph;
 mod cdfgnn;
+mod device;
 mod distributed;
 mod featpart;
 mod method;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
 pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
+pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig};
 pub use featpart::{FeatpartSettings, Tau, TauError};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
@@ -84,6 +86,8 @@ pub struct TrainConfig {
     /// Batch size, fanouts and normalisation of mini-batch training (full-batch without a
     /// batch size).
     pub minibatch: MiniBatchConfig,
+    /// Where to compute: `cpu` or `cuda[:N]` (single-process full-batch only for now).
+    pub device: Device,
 }
 
 impl Default for TrainConfig {
@@ -108,6 +112,7 @@ impl Default for TrainConfig {
             report: None,
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
+            device: Device::Cpu,
         }
     }
 }
@@ -204,7 +209,8 @@ impl TrainConfig {
         }
         self.distributed.validate()?;
         self.minibatch.validate(self.layers)?;
-        self.method.validate(&self.minibatch)
+        self.method.validate(&self.minibatch)?;
+        self.device.validate(self.method.name, &self.minibatch)
     }
 }
 
@@ -316,6 +322,7 @@ report = "out.json"
             report: Some(PathBuf::from("out.json")),
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
+            device: Device::Cpu,
         };
         assert_eq!(c, expected);
     }

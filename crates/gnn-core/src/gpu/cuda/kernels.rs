@@ -22,6 +22,37 @@ pub struct DeviceCsr {
 }
 
 impl DeviceCsr {
+    /// A CSR from its raw parts, checked as `graph_partition::Csr` checks its own (the kernels
+    /// rely on it): `indptr` starts at 0, never decreases and ends at `indices.len()`, and every
+    /// index is below `cols`.
+    pub fn from_parts(device: &Device, cols: usize, indptr: &[u64], indices: &[u32]) -> Result<Self, GpuError> {
+        let bad = |detail: String| Err(GpuError::Shape { kernel: "csr", detail });
+        if indptr.first() != Some(&0) || indptr.last() != Some(&(indices.len() as u64)) {
+            return bad(format!("indptr must run from 0 to {} entries", indices.len()));
+        }
+        if indptr.windows(2).any(|w| w[0] > w[1]) {
+            return bad("indptr decreases".to_string());
+        }
+        if let Some(i) = indices.iter().find(|&&i| i as usize >= cols) {
+            return bad(format!("column index {i} out of {cols} columns"));
+        }
+        Ok(Self {
+            rows: indptr.len() - 1,
+            cols,
+            nnz: indices.len(),
+            indptr: device.upload(indptr)?,
+            indices: device.upload(indices)?,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
     pub fn upload(device: &Device, csr: &Csr) -> Result<Self, GpuError> {
         Ok(Self {
             rows: csr.num_rows(),
@@ -30,6 +61,20 @@ impl DeviceCsr {
             indptr: device.upload(csr.indptr())?,
             indices: device.upload(csr.indices())?,
         })
+    }
+}
+
+/// Row indices on the device, each below `bound` (checked on upload), for gathers that run
+/// every step without uploading their indices again.
+pub struct DeviceIndex {
+    idx: CudaSlice<u32>,
+    bound: usize,
+}
+
+impl DeviceIndex {
+    pub fn upload(device: &Device, idx: &[u32], bound: usize) -> Result<Self, GpuError> {
+        check_indices("gather_rows", idx, bound)?;
+        Ok(Self { idx: device.upload(idx)?, bound })
     }
 }
 
@@ -219,6 +264,65 @@ impl Device {
         let (rows, h): (u32, u32) = (int("edge_softmax_backward", csr.rows)?, int("edge_softmax_backward", heads)?);
         launch!(self, "attention", "edge_softmax_backward", csr.rows * heads, [&rows, &h, &csr.indptr, w, g, &mut dz]);
         Ok(dz)
+    }
+
+    /// Softmax cross-entropy of the `labels.len()` rows `rows` of `logits` (`n x c`): writes
+    /// `(softmax - onehot) * grad_scale` into those rows of `dlogits` (other rows untouched) and
+    /// returns each row's loss and arg-max hit (1 or 0).
+    #[allow(clippy::too_many_arguments)]
+    pub fn softmax_xent(
+        &self,
+        n: usize,
+        c: usize,
+        rows: &CudaSlice<u32>,
+        labels: &CudaSlice<u32>,
+        logits: &CudaSlice<f32>,
+        grad_scale: f32,
+        dlogits: &mut CudaSlice<f32>,
+    ) -> Result<(CudaSlice<f32>, CudaSlice<f32>), GpuError> {
+        // The kernel indexes rows[i] < n and labels[i] < c: the caller (DeviceLabels) checked
+        // both on the host when it uploaded them.
+        expect_len("softmax_xent", "labels", labels.len(), rows.len())?;
+        expect_len("softmax_xent", "logits", logits.len(), n * c)?;
+        expect_len("softmax_xent", "dlogits", dlogits.len(), n * c)?;
+        let count = rows.len();
+        let (mut loss, mut hit) = (self.zeros::<f32>(count)?, self.zeros::<f32>(count)?);
+        let (cnt, cw): (u32, u32) = (int("softmax_xent", count)?, int("softmax_xent", c)?);
+        launch!(
+            self,
+            "train",
+            "softmax_xent",
+            count,
+            [&cnt, &cw, rows, labels, logits, &grad_scale, dlogits, &mut loss, &mut hit]
+        );
+        Ok((loss, hit))
+    }
+
+    /// One Adam step over `p` with gradient `g` and moments `m`, `v` (see `adam_step` in
+    /// kernels/train.cu for the scalar arguments).
+    #[allow(clippy::too_many_arguments)]
+    pub fn adam_step(
+        &self,
+        scalars: [f32; 7],
+        p: &mut CudaSlice<f32>,
+        g: &CudaSlice<f32>,
+        m: &mut CudaSlice<f32>,
+        v: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        for (what, len) in [("grad", g.len()), ("m", m.len()), ("v", v.len())] {
+            expect_len("adam_step", what, len, p.len())?;
+        }
+        let [beta1, beta2, eps, coupled, shrink, step_size, bc2_sqrt] = scalars;
+        let threads = p.len();
+        let len = threads as u64;
+        launch!(
+            self,
+            "train",
+            "adam_step",
+            threads,
+            [&len, &beta1, &beta2, &eps, &coupled, &shrink, &step_size, &bc2_sqrt, p, g, m, v]
+        );
+        Ok(())
     }
 
     /// `x = act(x + bias)` in place for `x` of `n x f`.
@@ -491,11 +595,26 @@ impl Device {
         src_rows: usize,
     ) -> Result<CudaSlice<f32>, GpuError> {
         expect_len("gather_rows", "src", src.len(), src_rows * f)?;
-        check_indices("gather_rows", idx, src_rows)?;
-        let dev_idx = self.upload(idx)?;
-        let mut dst = self.zeros(idx.len() * f)?;
-        let (n, fw): (u32, u32) = (int("gather_rows", idx.len())?, int("gather_rows", f)?);
-        launch!(self, "gather", "gather_rows", idx.len() * f, [&n, &fw, &dev_idx, src, &mut dst]);
+        self.gather_rows_at(f, &DeviceIndex::upload(self, idx, src_rows)?, src, src_rows)
+    }
+
+    /// [`Device::gather_rows`] with indices already on the device.
+    pub fn gather_rows_at(
+        &self,
+        f: usize,
+        idx: &DeviceIndex,
+        src: &CudaSlice<f32>,
+        src_rows: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        expect_len("gather_rows", "src", src.len(), src_rows * f)?;
+        if idx.bound > src_rows {
+            let detail = format!("indices up to {} gather from {src_rows} rows", idx.bound);
+            return Err(GpuError::Shape { kernel: "gather_rows", detail });
+        }
+        let len = idx.idx.len();
+        let mut dst = self.zeros(len * f)?;
+        let (n, fw): (u32, u32) = (int("gather_rows", len)?, int("gather_rows", f)?);
+        launch!(self, "gather", "gather_rows", len * f, [&n, &fw, &idx.idx, src, &mut dst]);
         Ok(dst)
     }
 

@@ -4,14 +4,18 @@
 
 mod blas;
 mod kernels;
+mod model;
 mod ptx;
 
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, ValidAsZeroBits};
 
-pub use kernels::{BucketCodes, DeviceCsr, NormOut, RowCodes};
+/// Device buffers, as the device path's callers hold them.
+pub use cudarc::driver::CudaSlice;
+pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, NormOut, RowCodes};
+pub use model::{DeviceGraph, DeviceLabels, DeviceLoss, DeviceModel};
 
 /// A failure of the device path.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +33,10 @@ pub enum GpuError {
     MissingKernel { module: &'static str, kernel: &'static str },
     #[error("kernel `{kernel}`: {detail}")]
     Shape { kernel: &'static str, detail: String },
+    #[error(transparent)]
+    Plan(#[from] crate::gpu::plan::PlanError),
+    #[error("backward or loss needs a forward pass on the device first")]
+    NoForward,
 }
 
 /// One CUDA device.

@@ -1,0 +1,561 @@
+//! Full-graph training on one device: the CPU [`Model`]'s forward, backward and Adam step with
+//! parameters, gradients, moments and activations resident on the GPU. Only the loss and
+//! accuracy scalars (and logits on request) come back to the host.
+//!
+//! Each GCN or GraphSAGE aggregation is one weighted SpMM over [`aggregation`]'s CSR, run on
+//! the narrower side of the weight (as the CPU's `ExchangePoint::choose` does). GAT computes
+//! its scores per entry and head (`gat_logits`, `edge_softmax`), applies the CPU's keyed
+//! attention-dropout flags (generated on the host each epoch: the one per-epoch upload), and
+//! aggregates all heads with one SpMM over the head-expanded CSR ([`expand_heads`]); the
+//! attention vectors act through block-diagonal matrices so their products are GEMMs.
+
+use cudarc::driver::CudaSlice;
+
+use super::{Device, DeviceCsr, DeviceIndex, GpuError};
+use crate::activation::Activation;
+use crate::dropout::DropoutSite;
+use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, attention_keep, expand_heads};
+use crate::graph::AggGraph;
+use crate::layers::ForwardCtx;
+use crate::layers::gat::NEGATIVE_SLOPE;
+use crate::model::{ConvKind, Model, ModelConfig};
+use crate::optim::Adam;
+
+/// A whole graph on the device, aggregation coefficients folded in for one conv kind (see
+/// [`DeviceModel::upload_graph`]).
+pub struct DeviceGraph {
+    kind: ConvKind,
+    csr: DeviceCsr,
+    vals: CudaSlice<f32>,
+    gids: CudaSlice<u32>,
+    /// GAT: one head-expanded CSR per head count of the model's layers.
+    expanded: Vec<Expanded>,
+    /// GAT: the host graph and folded CSR, to key attention dropout each epoch.
+    host: Option<(AggGraph, WeightedCsr)>,
+}
+
+/// [`expand_heads`] on the device, with a column of ones for per-row and per-column sums.
+struct Expanded {
+    heads: usize,
+    csr: DeviceCsr,
+    perm: DeviceIndex,
+    inv: DeviceIndex,
+    ones: CudaSlice<f32>,
+}
+
+impl DeviceGraph {
+    fn upload(device: &Device, graph: &AggGraph, kind: ConvKind, heads: &[usize]) -> Result<Self, GpuError> {
+        let folded = aggregation(graph, kind)?;
+        let n = graph.num_local();
+        let nnz = folded.indices.len();
+        let mut expanded: Vec<Expanded> = Vec::new();
+        for &h in heads {
+            if kind != ConvKind::Gat || expanded.iter().any(|e| e.heads == h) {
+                continue;
+            }
+            let x = expand_heads(&folded, h);
+            expanded.push(Expanded {
+                heads: h,
+                csr: DeviceCsr::from_parts(device, n * h, &x.indptr, &x.indices)?,
+                perm: DeviceIndex::upload(device, &x.perm, nnz * h)?,
+                inv: DeviceIndex::upload(device, &x.inv, nnz * h)?,
+                ones: device.upload(&vec![1.0f32; n * h])?,
+            });
+        }
+        Ok(Self {
+            kind,
+            csr: DeviceCsr::from_parts(device, n, &folded.indptr, &folded.indices)?,
+            vals: device.upload(&folded.vals)?,
+            gids: device.upload(graph.global_ids())?,
+            expanded,
+            host: (kind == ConvKind::Gat).then(|| (graph.clone(), folded)),
+        })
+    }
+
+    fn expanded(&self, heads: usize) -> Result<&Expanded, GpuError> {
+        self.expanded.iter().find(|e| e.heads == heads).ok_or_else(|| GpuError::Shape {
+            kernel: "model",
+            detail: format!("graph was not uploaded for GAT with {heads} heads"),
+        })
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.csr.rows()
+    }
+}
+
+/// Labelled rows (a split) on the device.
+pub struct DeviceLabels {
+    rows: CudaSlice<u32>,
+    labels: CudaSlice<u32>,
+}
+
+impl DeviceLabels {
+    /// `labels[r]` for each of `rows`, checked against `num_nodes` rows and `classes`.
+    pub fn upload(
+        device: &Device,
+        labels: &[u32],
+        rows: &[u32],
+        num_nodes: usize,
+        classes: usize,
+    ) -> Result<Self, GpuError> {
+        let bad = |detail: String| Err(GpuError::Shape { kernel: "softmax_xent", detail });
+        if let Some(r) = rows.iter().find(|&&r| r as usize >= num_nodes || r as usize >= labels.len()) {
+            return bad(format!("labelled row {r} out of {num_nodes} vertices"));
+        }
+        let picked: Vec<u32> = rows.iter().map(|&r| labels[r as usize]).collect();
+        if let Some(c) = picked.iter().find(|&&c| c as usize >= classes) {
+            return bad(format!("label {c} out of {classes} classes"));
+        }
+        Ok(Self { rows: device.upload(rows)?, labels: device.upload(&picked)? })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.len() == 0
+    }
+}
+
+/// Sum of the loss and number of correct arg-max predictions over a split.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceLoss {
+    pub loss_sum: f64,
+    pub correct: usize,
+}
+
+/// One parameter tensor with its gradient and Adam moments.
+struct Tensor {
+    value: CudaSlice<f32>,
+    grad: CudaSlice<f32>,
+    m: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+}
+
+/// What one layer's forward keeps for its backward.
+#[derive(Default)]
+struct LayerCache {
+    /// Input of the conv (after dropout).
+    input: Option<CudaSlice<f32>>,
+    /// The aggregated input, when the layer aggregates before its weight.
+    aggregated: Option<CudaSlice<f32>>,
+    /// Hidden layers: the activation output before dropout, and the dropout keep flags.
+    activated: Option<CudaSlice<f32>>,
+    mask: Option<CudaSlice<u8>>,
+    gat: Option<GatCache>,
+}
+
+/// What a GAT layer's forward keeps for its backward.
+struct GatCache {
+    /// `x W`, `n x heads*head_dim`.
+    h: CudaSlice<f32>,
+    /// Block-diagonal attention matrices (`heads x heads*head_dim`).
+    src_blocks: CudaSlice<f32>,
+    dst_blocks: CudaSlice<f32>,
+    /// LeakyReLU scores and their softmax, per entry and head.
+    scores: CudaSlice<f32>,
+    weights: CudaSlice<f32>,
+    /// The softmax after attention dropout, in head-expanded order.
+    dropped: CudaSlice<f32>,
+    keep: Option<CudaSlice<u8>>,
+}
+
+/// The device twin of a CPU [`Model`] (same config, same parameter layout).
+pub struct DeviceModel<'d> {
+    dev: &'d Device,
+    cfg: ModelConfig,
+    plan: DevicePlan,
+    tensors: Vec<Tensor>,
+    caches: Vec<LayerCache>,
+    /// Per layer: GAT's head-averaging matrix (`heads*head_dim x head_dim`, stacked identities
+    /// over `heads`) when it averages more than one head.
+    head_means: Vec<Option<CudaSlice<f32>>>,
+    logits: Option<CudaSlice<f32>>,
+    dlogits: Option<CudaSlice<f32>>,
+    last: Option<ForwardCtx>,
+    adam_steps: u64,
+}
+
+impl<'d> DeviceModel<'d> {
+    /// Uploads `model`'s parameters (zero gradients and moments).
+    pub fn from_model(dev: &'d Device, model: &Model) -> Result<Self, GpuError> {
+        let plan = DevicePlan::of(model)?;
+        let tensors = plan
+            .split(model.params())?
+            .into_iter()
+            .map(|values| {
+                Ok(Tensor {
+                    value: dev.upload(values)?,
+                    grad: dev.zeros(values.len())?,
+                    m: dev.zeros(values.len())?,
+                    v: dev.zeros(values.len())?,
+                })
+            })
+            .collect::<Result<_, GpuError>>()?;
+        let caches = (0..plan.layers.len()).map(|_| LayerCache::default()).collect();
+        let head_means = plan
+            .layers
+            .iter()
+            .map(|l| {
+                (l.attention.is_some() && !l.concat && l.heads > 1)
+                    .then(|| {
+                        let (hw, hd) = (l.heads * l.head_dim, l.head_dim);
+                        let mut m = vec![0.0f32; hw * hd];
+                        (0..hw).for_each(|r| m[r * hd + r % hd] = (l.heads as f32).recip());
+                        dev.upload(&m)
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(Self {
+            dev,
+            cfg: model.config().clone(),
+            plan,
+            tensors,
+            caches,
+            head_means,
+            logits: None,
+            dlogits: None,
+            last: None,
+            adam_steps: 0,
+        })
+    }
+
+    /// Uploads `graph` (whole: no halo rows) with what this model's layers aggregate by.
+    pub fn upload_graph(&self, graph: &AggGraph) -> Result<DeviceGraph, GpuError> {
+        let heads: Vec<usize> = self.plan.layers.iter().map(|l| l.heads).collect();
+        DeviceGraph::upload(self.dev, graph, self.cfg.kind, &heads)
+    }
+
+    /// The parameters, flat in the CPU model's layout (for [`Model::set_params`]).
+    pub fn params(&self) -> Result<Vec<f32>, GpuError> {
+        self.flat(|t| &t.value)
+    }
+
+    /// The gradients, flat in the CPU model's layout.
+    pub fn grads(&self) -> Result<Vec<f32>, GpuError> {
+        self.flat(|t| &t.grad)
+    }
+
+    fn flat(&self, pick: impl Fn(&Tensor) -> &CudaSlice<f32>) -> Result<Vec<f32>, GpuError> {
+        let parts = self.tensors.iter().map(|t| self.dev.download(pick(t))).collect::<Result<Vec<_>, _>>()?;
+        Ok(self.plan.join(&parts)?)
+    }
+
+    pub fn zero_grad(&mut self) -> Result<(), GpuError> {
+        for t in &mut self.tensors {
+            self.dev.stream().memset_zeros(&mut t.grad)?;
+        }
+        Ok(())
+    }
+
+    fn check_graph(&self, graph: &DeviceGraph, x: Option<&CudaSlice<f32>>) -> Result<(), GpuError> {
+        let n = graph.num_nodes();
+        if graph.kind != self.cfg.kind {
+            let detail = format!("graph folded for {}, model is {}", graph.kind, self.cfg.kind);
+            return Err(GpuError::Shape { kernel: "model", detail });
+        }
+        match x {
+            Some(x) if x.len() != n * self.cfg.in_dim => Err(GpuError::Shape {
+                kernel: "model",
+                detail: format!("features have {} values, expected {n} x {}", x.len(), self.cfg.in_dim),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn dropout_site(&self, p: f32, layer: usize, ctx: ForwardCtx) -> Option<DropoutSite> {
+        Some(DropoutSite::new(p, ctx.seed, ctx.round(), layer)).filter(|s| ctx.training && s.is_active())
+    }
+
+    /// The logits of every vertex stay on the device (see [`DeviceModel::logits`]); `x` is the
+    /// `n x in_dim` feature matrix, row-major.
+    pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
+        self.check_graph(graph, Some(x))?;
+        self.last = None;
+        self.dlogits = None;
+        let n = graph.num_nodes();
+        let mut h = self.dev.stream().clone_dtod(x)?;
+        if let Some(site) = self.dropout_site(self.cfg.input_dropout, 0, ctx) {
+            self.dev.dropout_rows(&site, self.cfg.in_dim, &graph.gids, &mut h, None)?;
+        }
+        for l in 0..self.plan.layers.len() {
+            let layer = self.plan.layers[l].clone();
+            let (mut out, aggregated, gat) = match layer.attention {
+                Some(_) => {
+                    let (out, cache) = self.gat_forward(&layer, l, graph, &h, ctx)?;
+                    (out, None, Some(cache))
+                }
+                None => {
+                    let (out, aggregated) = self.conv_forward(&layer, graph, &h)?;
+                    (out, aggregated, None)
+                }
+            };
+            let bias = &self.tensors[layer.bias].value;
+            let act = layer.hidden.then_some(self.cfg.activation);
+            self.dev.bias_act(n, layer.out_dim, Some(bias), act, &mut out)?;
+            let cache = &mut self.caches[l];
+            cache.input = Some(h);
+            cache.aggregated = aggregated;
+            cache.gat = gat;
+            cache.mask = None;
+            cache.activated = None;
+            h = match self.dropout_site(self.cfg.dropout, l + 1, ctx).filter(|_| layer.hidden) {
+                Some(site) => {
+                    let mut dropped = self.dev.stream().clone_dtod(&out)?;
+                    let mut mask = self.dev.zeros::<u8>(n * layer.out_dim)?;
+                    self.dev.dropout_rows(&site, layer.out_dim, &graph.gids, &mut dropped, Some(&mut mask))?;
+                    let cache = &mut self.caches[l];
+                    cache.mask = Some(mask);
+                    cache.activated = Some(out);
+                    dropped
+                }
+                None => out,
+            };
+        }
+        self.logits = Some(h);
+        self.last = Some(ctx);
+        Ok(())
+    }
+
+    /// `conv(x)` before bias and activation, and the aggregated input if it aggregated first.
+    fn conv_forward(
+        &self,
+        layer: &LayerPlan,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+    ) -> Result<(CudaSlice<f32>, Option<CudaSlice<f32>>), GpuError> {
+        let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
+        let w = &self.tensors[layer.weight].value;
+        let aggregate_first = layer.self_weight.is_some() || din <= dout;
+        let (mut out, aggregated) = if aggregate_first {
+            let z = dev.spmm(&graph.csr, Some(&graph.vals), x, din)?;
+            (dev.matmul(&z, false, w, false, n, din, dout)?, Some(z))
+        } else {
+            let xw = dev.matmul(x, false, w, false, n, din, dout)?;
+            (dev.spmm(&graph.csr, Some(&graph.vals), &xw, dout)?, None)
+        };
+        if let Some(ws) = layer.self_weight {
+            dev.gemm_into(x, false, &self.tensors[ws].value, false, n, din, dout, 1.0, &mut out)?;
+        }
+        Ok((out, aggregated))
+    }
+
+    /// `heads x heads*head_dim` block-diagonal matrix with attention vector `k` (tensor
+    /// `att`, `heads x head_dim`) in block `k`.
+    fn blocks(&self, layer: &LayerPlan, att: usize) -> Result<CudaSlice<f32>, GpuError> {
+        let (hs, hd) = (layer.heads, layer.head_dim);
+        let diagonal: Vec<u32> = (0..hs).map(|k| (k * hs + k) as u32).collect();
+        let mut blocks = self.dev.zeros::<f32>(hs * hs * hd)?;
+        self.dev.scatter_add_rows(hd, &diagonal, &self.tensors[att].value, &mut blocks, hs * hs)?;
+        Ok(blocks)
+    }
+
+    /// A GAT conv before bias and activation.
+    fn gat_forward(
+        &self,
+        layer: &LayerPlan,
+        l: usize,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+        ctx: ForwardCtx,
+    ) -> Result<(CudaSlice<f32>, GatCache), GpuError> {
+        let (dev, n, hs, hd) = (self.dev, graph.num_nodes(), layer.heads, layer.head_dim);
+        let hw = hs * hd;
+        let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
+        let ex = graph.expanded(hs)?;
+        let h = dev.matmul(x, false, &self.tensors[layer.weight].value, false, n, layer.in_dim, hw)?;
+        let (src_blocks, dst_blocks) = (self.blocks(layer, att_src)?, self.blocks(layer, att_dst)?);
+        let alpha_src = dev.matmul(&h, false, &src_blocks, true, n, hw, hs)?;
+        let alpha_dst = dev.matmul(&h, false, &dst_blocks, true, n, hw, hs)?;
+        let scores = dev.gat_logits(&graph.csr, hs, NEGATIVE_SLOPE, &alpha_src, &alpha_dst)?;
+        let mut weights = dev.stream().clone_dtod(&scores)?;
+        dev.edge_softmax(&graph.csr, hs, &mut weights)?;
+        let mut dropped = dev.stream().clone_dtod(&weights)?;
+        let site = self.dropout_site(self.cfg.attn_dropout, l, ctx);
+        let keep = match (&site, &graph.host) {
+            (Some(site), Some((host_graph, folded))) => {
+                let keep = dev.upload(&attention_keep(host_graph, folded, site, hs))?;
+                dev.dropout_backward(&keep, site.scale(), &mut dropped)?;
+                Some(keep)
+            }
+            _ => None,
+        };
+        let entries = graph.csr.nnz() * hs;
+        let dropped = dev.gather_rows_at(1, &ex.perm, &dropped, entries)?;
+        let per_head = dev.spmm(&ex.csr, Some(&dropped), &h, hd)?;
+        let out = match &self.head_means[l] {
+            Some(mean) => dev.matmul(&per_head, false, mean, false, n, hw, hd)?,
+            None => per_head,
+        };
+        Ok((out, GatCache { h, src_blocks, dst_blocks, scores, weights, dropped, keep }))
+    }
+
+    /// Adds a GAT conv's parameter gradients (weight, attention vectors) and returns the
+    /// gradient of its input (empty when `need_dx` is false).
+    fn gat_backward(
+        &mut self,
+        layer: &LayerPlan,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+        c: GatCache,
+        d: &CudaSlice<f32>,
+        need_dx: bool,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        let (dev, n, hs, hd) = (self.dev, graph.num_nodes(), layer.heads, layer.head_dim);
+        let hw = hs * hd;
+        let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
+        let ex = graph.expanded(hs)?;
+        let entries = graph.csr.nnz() * hs;
+        let l = self.plan.layers.iter().position(|p| p == layer).ok_or(GpuError::NoForward)?;
+        let d_heads = match &self.head_means[l] {
+            Some(mean) => dev.matmul(d, false, mean, true, n, hd, hw)?,
+            None => dev.stream().clone_dtod(d)?,
+        };
+        // Through the aggregation: into the (dropped) attention and into h.
+        let d_dropped = dev.sddmm(&ex.csr, 1, hd, &d_heads, &c.h)?;
+        let mut dh = dev.spmm_t(&ex.csr, Some(&c.dropped), &d_heads, hd)?;
+        let mut dw = dev.gather_rows_at(1, &ex.inv, &d_dropped, entries)?;
+        if let Some(keep) = &c.keep {
+            let scale = DropoutSite::new(self.cfg.attn_dropout, 0, 0, 0).scale();
+            dev.dropout_backward(keep, scale, &mut dw)?;
+        }
+        // Through the softmax and the LeakyReLU (its sign is the score's).
+        let mut de = dev.edge_softmax_backward(&graph.csr, hs, &c.weights, &dw)?;
+        dev.act_backward(Activation::LeakyRelu { slope: NEGATIVE_SLOPE }, &c.scores, &mut de)?;
+        // Score = leaky(alpha_src[source] + alpha_dst[row]): column and row sums per head.
+        let de = dev.gather_rows_at(1, &ex.perm, &de, entries)?;
+        let d_alpha_dst = dev.spmm(&ex.csr, Some(&de), &ex.ones, 1)?;
+        let d_alpha_src = dev.spmm_t(&ex.csr, Some(&de), &ex.ones, 1)?;
+        for (d_alpha, blocks, att) in [(&d_alpha_src, &c.src_blocks, att_src), (&d_alpha_dst, &c.dst_blocks, att_dst)] {
+            dev.gemm_into(d_alpha, false, blocks, false, n, hs, hw, 1.0, &mut dh)?;
+            // d att[k] = sum_v d_alpha[v, k] h[v, k, :]: the diagonal blocks of d_alpha^T h.
+            let all = dev.matmul(d_alpha, true, &c.h, false, hs, n, hw)?;
+            let diagonal: Vec<u32> = (0..hs).map(|k| (k * hs + k) as u32).collect();
+            let d_att = dev.gather_rows(hd, &diagonal, &all, hs * hs)?;
+            let rows: Vec<u32> = (0..hs as u32).collect();
+            dev.scatter_add_rows(hd, &rows, &d_att, &mut self.tensors[att].grad, hs)?;
+        }
+        let w = layer.weight;
+        dev.gemm_into(x, true, &dh, false, layer.in_dim, n, hw, 1.0, &mut self.tensors[w].grad)?;
+        if !need_dx {
+            return dev.zeros(0);
+        }
+        dev.matmul(&dh, false, &self.tensors[w].value, true, n, hw, layer.in_dim)
+    }
+
+    /// The logits of the last forward pass, `n x out_dim` row-major, copied to the host.
+    pub fn logits(&self) -> Result<Vec<f32>, GpuError> {
+        let logits = self.logits.as_ref().ok_or(GpuError::NoForward)?;
+        self.dev.download(logits)
+    }
+
+    /// Softmax cross-entropy of the last forward's logits over `split`, with the gradient
+    /// `1 / normalizer` times its sum kept for [`DeviceModel::backward`] (`normalizer` is the
+    /// number of training rows, for the mean loss).
+    pub fn loss(&mut self, split: &DeviceLabels, normalizer: usize) -> Result<DeviceLoss, GpuError> {
+        let logits = self.logits.as_ref().ok_or(GpuError::NoForward)?;
+        let c = self.cfg.out_dim;
+        let n = logits.len() / c;
+        let mut dlogits = self.dev.zeros::<f32>(logits.len())?;
+        let scale = (normalizer.max(1) as f32).recip();
+        let (loss, hit) = self.dev.softmax_xent(n, c, &split.rows, &split.labels, logits, scale, &mut dlogits)?;
+        let (mut loss_sum, mut hits) = (self.dev.zeros::<f32>(1)?, self.dev.zeros::<f32>(1)?);
+        self.dev.column_sum(split.len(), 1, &loss, &mut loss_sum)?;
+        self.dev.column_sum(split.len(), 1, &hit, &mut hits)?;
+        let (loss_sum, hits) = (self.dev.download(&loss_sum)?[0], self.dev.download(&hits)?[0]);
+        self.dlogits = Some(dlogits);
+        Ok(DeviceLoss { loss_sum: f64::from(loss_sum), correct: hits as usize })
+    }
+
+    /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
+    /// gradients into the device's gradient buffers. One backward per forward.
+    pub fn backward(&mut self, graph: &DeviceGraph) -> Result<(), GpuError> {
+        self.check_graph(graph, None)?;
+        let ctx = self.last.take().ok_or(GpuError::NoForward)?;
+        let mut d = self.dlogits.take().ok_or(GpuError::NoForward)?;
+        let n = graph.num_nodes();
+        // The input of layer l + 1: layer l's activation output when no dropout followed it.
+        let mut next_input: Option<CudaSlice<f32>> = None;
+        for l in (0..self.plan.layers.len()).rev() {
+            let layer = self.plan.layers[l].clone();
+            let cache = std::mem::take(&mut self.caches[l]);
+            if layer.hidden {
+                // `d` is the gradient of this layer's (dropped-out) output.
+                let scale = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.round(), l + 1).scale();
+                if let Some(mask) = &cache.mask {
+                    self.dev.dropout_backward(mask, scale, &mut d)?;
+                }
+                let y = cache.activated.as_ref().or(next_input.as_ref()).ok_or(GpuError::NoForward)?;
+                self.dev.act_backward(self.cfg.activation, y, &mut d)?;
+            }
+            let x = cache.input.as_ref().ok_or(GpuError::NoForward)?;
+            self.dev.column_sum(n, layer.out_dim, &d, &mut self.tensors[layer.bias].grad)?;
+            d = match cache.gat {
+                Some(gat) => self.gat_backward(&layer, graph, x, gat, &d, l > 0)?,
+                None => self.conv_backward(&layer, graph, x, cache.aggregated.as_ref(), &d, l > 0)?,
+            };
+            next_input = cache.input;
+        }
+        Ok(())
+    }
+
+    /// Adds the conv's weight gradients and returns the gradient of its input (an empty buffer
+    /// when `need_dx` is false).
+    fn conv_backward(
+        &mut self,
+        layer: &LayerPlan,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+        aggregated: Option<&CudaSlice<f32>>,
+        d: &CudaSlice<f32>,
+        need_dx: bool,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
+        let (a, vals) = (&graph.csr, Some(&graph.vals));
+        if let Some(ws) = layer.self_weight {
+            dev.gemm_into(x, true, d, false, din, n, dout, 1.0, &mut self.tensors[ws].grad)?;
+        }
+        let w = layer.weight;
+        let mut dx = match aggregated {
+            Some(z) => {
+                dev.gemm_into(z, true, d, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
+                if !need_dx {
+                    return dev.zeros(0);
+                }
+                let dz = dev.matmul(d, false, &self.tensors[w].value, true, n, dout, din)?;
+                dev.spmm_t(a, vals, &dz, din)?
+            }
+            None => {
+                let dxw = dev.spmm_t(a, vals, d, dout)?;
+                dev.gemm_into(x, true, &dxw, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
+                if !need_dx {
+                    return dev.zeros(0);
+                }
+                dev.matmul(&dxw, false, &self.tensors[w].value, true, n, dout, din)?
+            }
+        };
+        if let Some(ws) = layer.self_weight {
+            dev.gemm_into(d, false, &self.tensors[ws].value, true, n, dout, din, 1.0, &mut dx)?;
+        }
+        Ok(dx)
+    }
+
+    /// One step of `adam`'s rule (its hyper-parameters; the moments live on the device and
+    /// its step count here, starting from zero).
+    pub fn step(&mut self, adam: &Adam) -> Result<(), GpuError> {
+        self.adam_steps += 1;
+        let t = self.adam_steps as i32;
+        let step_size = adam.lr / (1.0 - adam.beta1.powi(t));
+        let bc2_sqrt = (1.0 - adam.beta2.powi(t)).sqrt();
+        let (coupled, shrink) =
+            if adam.decoupled { (0.0, 1.0 - adam.lr * adam.weight_decay) } else { (adam.weight_decay, 1.0) };
+        let scalars = [adam.beta1, adam.beta2, adam.eps, coupled, shrink, step_size, bc2_sqrt];
+        for t in &mut self.tensors {
+            self.dev.adam_step(scalars, &mut t.value, &t.grad, &mut t.m, &mut t.v)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,328 @@
+//! The host-side description of a model for the device path, built in every configuration so
+//! its tests run without a GPU: which parameter tensors each layer uses (from the CPU
+//! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
+//! as one weighted CSR with the self term folded in as a diagonal entry.
+
+use crate::dropout::DropoutSite;
+use crate::graph::AggGraph;
+use crate::model::{ConvKind, Model};
+use crate::params::ParamSlot;
+
+/// Why a model or graph cannot go to the device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the device path does not support {0} yet; train this model with --device cpu")]
+    Unsupported(&'static str),
+    #[error("model layout has no parameter `{0}`")]
+    MissingParam(String),
+    #[error("parameter vector has {got} values, the model has {expected}")]
+    ParamLength { got: usize, expected: usize },
+    #[error("the device path trains on a whole graph held by one process; this graph has {halo} halo rows")]
+    NotWholeGraph { halo: usize },
+}
+
+/// The tensors and shape of one convolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerPlan {
+    pub in_dim: usize,
+    pub out_dim: usize,
+    /// Index into [`DevicePlan::tensors`] of the weight (GraphSAGE: the neighbour weight).
+    pub weight: usize,
+    /// GraphSAGE's root weight.
+    pub self_weight: Option<usize>,
+    /// GAT's attention vectors (source, destination), `heads x head_dim` each.
+    pub attention: Option<(usize, usize)>,
+    pub bias: usize,
+    /// GAT: heads and channels per head; 1 and `out_dim` otherwise.
+    pub heads: usize,
+    pub head_dim: usize,
+    /// GAT: heads concatenated (hidden layers) rather than averaged (output layer).
+    pub concat: bool,
+    /// Followed by activation and dropout (every layer but the last).
+    pub hidden: bool,
+}
+
+/// A model as the device holds it: one buffer per parameter tensor, in layout order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DevicePlan {
+    pub kind: ConvKind,
+    /// Name and place in the CPU model's flat buffer of each tensor.
+    pub tensors: Vec<(String, ParamSlot)>,
+    pub layers: Vec<LayerPlan>,
+    num_params: usize,
+}
+
+impl DevicePlan {
+    /// The plan of `model`'s architecture; LayerNorm is not on the device yet.
+    pub fn of(model: &Model) -> Result<Self, PlanError> {
+        let cfg = model.config();
+        if cfg.layer_norm {
+            return Err(PlanError::Unsupported("LayerNorm (layer_norm = true)"));
+        }
+        let tensors: Vec<(String, ParamSlot)> = model.param_info().iter().map(|p| (p.name.clone(), p.slot)).collect();
+        let find = |name: String| tensors.iter().position(|(n, _)| *n == name).ok_or(PlanError::MissingParam(name));
+        let layers = model
+            .convs()
+            .enumerate()
+            .map(|(l, conv)| {
+                let hidden = l + 1 < cfg.layers;
+                let p = |suffix: &str| find(format!("conv{l}.{suffix}"));
+                let (weight, self_weight, attention) = match cfg.kind {
+                    ConvKind::Gcn => (p("weight")?, None, None),
+                    ConvKind::Sage => (p("weight_neigh")?, Some(p("weight_self")?), None),
+                    ConvKind::Gat => (p("weight")?, None, Some((p("att_src")?, p("att_dst")?))),
+                };
+                let (heads, head_dim) = match attention {
+                    Some((src, _)) => (tensors[src].1.rows, tensors[src].1.cols),
+                    None => (1, conv.out_dim()),
+                };
+                Ok(LayerPlan {
+                    in_dim: conv.in_dim(),
+                    out_dim: conv.out_dim(),
+                    weight,
+                    self_weight,
+                    attention,
+                    bias: p("bias")?,
+                    heads,
+                    head_dim,
+                    concat: cfg.kind == ConvKind::Gat && hidden,
+                    hidden,
+                })
+            })
+            .collect::<Result<_, PlanError>>()?;
+        Ok(Self { kind: cfg.kind, tensors, layers, num_params: model.num_params() })
+    }
+
+    /// The flat parameter (or gradient) vector cut into the device's per-tensor buffers.
+    pub fn split<'a>(&self, flat: &'a [f32]) -> Result<Vec<&'a [f32]>, PlanError> {
+        if flat.len() != self.num_params {
+            return Err(PlanError::ParamLength { got: flat.len(), expected: self.num_params });
+        }
+        Ok(self.tensors.iter().map(|(_, slot)| slot.slice(flat)).collect())
+    }
+
+    /// The inverse of [`DevicePlan::split`]: per-tensor values back into one flat vector.
+    pub fn join(&self, parts: &[Vec<f32>]) -> Result<Vec<f32>, PlanError> {
+        let mut flat = vec![0.0; self.num_params];
+        for ((_, slot), part) in self.tensors.iter().zip(parts) {
+            if part.len() != slot.len() {
+                return Err(PlanError::ParamLength { got: part.len(), expected: slot.len() });
+            }
+            slot.slice_mut(&mut flat).copy_from_slice(part);
+        }
+        if parts.len() != self.tensors.len() {
+            return Err(PlanError::ParamLength { got: parts.len(), expected: self.tensors.len() });
+        }
+        Ok(flat)
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.num_params
+    }
+}
+
+/// A CSR with one value per entry; row `v` lists the sources aggregated into `v`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedCsr {
+    pub indptr: Vec<u64>,
+    pub indices: Vec<u32>,
+    pub vals: Vec<f32>,
+}
+
+/// The aggregation of a `kind` convolution on `graph` as one weighted CSR: GCN's symmetric
+/// coefficients with the self loop as each row's first entry, GraphSAGE's mean (no self
+/// entry: its root term has its own weight), GAT's edges plus a leading self loop (values 1;
+/// attention replaces them). The graph must be whole (no halo rows).
+pub fn aggregation(graph: &AggGraph, kind: ConvKind) -> Result<WeightedCsr, PlanError> {
+    let n = graph.num_local();
+    if graph.num_primary() != n {
+        return Err(PlanError::NotWholeGraph { halo: n - graph.num_primary() });
+    }
+    let (fwd, norms) = (graph.fwd(), graph.norms());
+    let self_entry = kind != ConvKind::Sage;
+    let mut out = WeightedCsr {
+        indptr: Vec::with_capacity(n + 1),
+        indices: Vec::with_capacity(fwd.num_edges() + if self_entry { n } else { 0 }),
+        vals: Vec::with_capacity(fwd.num_edges() + if self_entry { n } else { 0 }),
+    };
+    out.indptr.push(0);
+    for v in 0..n {
+        if self_entry {
+            out.indices.push(v as u32);
+            out.vals.push(if kind == ConvKind::Gcn { norms.gcn_self[v] } else { 1.0 });
+        }
+        for &u in fwd.neighbors(v) {
+            out.indices.push(u);
+            out.vals.push(match kind {
+                ConvKind::Gcn => norms.gcn_dst[v] * norms.gcn_src[u as usize],
+                ConvKind::Sage => norms.mean[v],
+                ConvKind::Gat => 1.0,
+            });
+        }
+        out.indptr.push(out.indices.len() as u64);
+    }
+    Ok(out)
+}
+
+/// Attention-dropout keep flags of every entry of [`aggregation`]`(graph, Gat)` and head,
+/// keyed as the CPU's `GatConv` keys them (global source, global destination).
+pub fn attention_keep(graph: &AggGraph, csr: &WeightedCsr, site: &DropoutSite, heads: usize) -> Vec<u8> {
+    let gids = graph.global_ids();
+    let mut keep = vec![0u8; csr.indices.len() * heads];
+    for v in 0..csr.indptr.len() - 1 {
+        for k in csr.indptr[v] as usize..csr.indptr[v + 1] as usize {
+            let src = gids[csr.indices[k] as usize];
+            site.edge_keep(src, gids[v], &mut keep[k * heads..][..heads]);
+        }
+    }
+    keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exchange::NoExchange;
+    use crate::layers::ForwardCtx;
+    use crate::model::ModelConfig;
+    use crate::testkit::{random_array, random_graph};
+    use ndarray::Array2;
+
+    fn spmm(csr: &WeightedCsr, x: &Array2<f32>) -> Array2<f32> {
+        let mut out = Array2::zeros(x.dim());
+        for v in 0..csr.indptr.len() - 1 {
+            for k in csr.indptr[v] as usize..csr.indptr[v + 1] as usize {
+                let row = x.row(csr.indices[k] as usize).to_owned() * csr.vals[k];
+                let mut o = out.row_mut(v);
+                o += &row;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn parameters_round_trip_through_the_per_tensor_buffers() {
+        for cfg in [ModelConfig::gcn(6, 5, 3), ModelConfig::sage(6, 5, 3), ModelConfig::gat(6, 2, 3)] {
+            let model = Model::new(cfg.clone()).unwrap();
+            let plan = DevicePlan::of(&model).unwrap();
+            let parts: Vec<Vec<f32>> = plan.split(model.params()).unwrap().into_iter().map(<[f32]>::to_vec).collect();
+            assert_eq!(parts.len(), model.param_info().len());
+            assert_eq!(plan.join(&parts).unwrap(), model.params(), "{:?}", cfg.kind);
+            let widths: Vec<(usize, usize)> = plan.layers.iter().map(|l| (l.in_dim, l.out_dim)).collect();
+            let expect = if cfg.kind == ConvKind::Gat { [(6, 16), (16, 3)] } else { [(6, 5), (5, 3)] };
+            assert_eq!(widths, expect);
+            assert_eq!(plan.layers.iter().map(|l| l.hidden).collect::<Vec<_>>(), [true, false]);
+        }
+        let model = Model::new(ModelConfig::sage(6, 5, 3)).unwrap();
+        let plan = DevicePlan::of(&model).unwrap();
+        assert_eq!(plan.split(&[0.0; 3]).unwrap_err(), PlanError::ParamLength { got: 3, expected: plan.num_params() });
+        let gat = DevicePlan::of(&Model::new(ModelConfig::gat(6, 2, 3)).unwrap()).unwrap();
+        assert_eq!((gat.layers[0].heads, gat.layers[0].head_dim, gat.layers[0].concat), (8, 2, true));
+        assert_eq!((gat.layers[1].heads, gat.layers[1].head_dim, gat.layers[1].concat), (1, 3, false));
+    }
+
+    #[test]
+    fn layer_norm_is_refused_by_name() {
+        let cfg = ModelConfig { layer_norm: true, ..ModelConfig::gcn(6, 5, 3) };
+        let err = DevicePlan::of(&Model::new(cfg).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("LayerNorm"), "{err}");
+    }
+
+    /// A one-layer GCN or GraphSAGE with identity weights and zero bias outputs its
+    /// aggregation: the folded CSR must reproduce it.
+    #[test]
+    fn the_folded_aggregation_matches_the_cpu_layers() {
+        let graph = random_graph(12, 40, 3);
+        let x = random_array(12, 4, 1.0, 5);
+        for kind in [ConvKind::Gcn, ConvKind::Sage] {
+            let cfg = ModelConfig { kind, layers: 1, dropout: 0.0, input_dropout: 0.0, ..ModelConfig::gcn(4, 4, 4) };
+            let mut model = Model::new(cfg).unwrap();
+            let mut params = vec![0.0; model.num_params()];
+            let eye = |slot: &ParamSlot, p: &mut [f32]| (0..4).for_each(|i| p[slot.offset + i * 4 + i] = 1.0);
+            let plan = DevicePlan::of(&model).unwrap();
+            eye(&plan.tensors[plan.layers[0].weight].1, &mut params);
+            model.set_params(&params).unwrap();
+            let got = model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap().clone();
+            // GraphSAGE's root weight stays zero, so its output is the mean alone.
+            let want = spmm(&aggregation(&graph, kind).unwrap(), &x);
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-5, "{kind:?}: {a} vs {b}");
+            }
+        }
+        let gat = aggregation(&graph, ConvKind::Gat).unwrap();
+        assert_eq!(gat.indices.len(), graph.fwd().num_edges() + 12);
+        assert!((0..12).all(|v| gat.indices[gat.indptr[v] as usize] == v as u32));
+    }
+
+    #[test]
+    fn head_expansion_is_a_permutation_of_the_entries() {
+        let graph = random_graph(9, 25, 4);
+        let csr = aggregation(&graph, ConvKind::Gat).unwrap();
+        let x = expand_heads(&csr, 3);
+        assert_eq!((x.indptr.len(), x.indices.len()), (9 * 3 + 1, csr.indices.len() * 3));
+        for (i, &p) in x.perm.iter().enumerate() {
+            assert_eq!(x.inv[p as usize] as usize, i);
+            let (e, k) = (p as usize / 3, p as usize % 3);
+            assert_eq!(x.indices[i], csr.indices[e] * 3 + k as u32);
+        }
+        for r in 0..27 {
+            let (v, k) = (r / 3, r % 3);
+            let row = &x.indices[x.indptr[r] as usize..x.indptr[r + 1] as usize];
+            let want: Vec<u32> = graph_row(&csr, v).iter().map(|&u| u * 3 + k as u32).collect();
+            assert_eq!(row, want);
+        }
+        assert_eq!(expand_heads(&csr, 1).indices, csr.indices);
+    }
+
+    fn graph_row(csr: &WeightedCsr, v: usize) -> &[u32] {
+        &csr.indices[csr.indptr[v] as usize..csr.indptr[v + 1] as usize]
+    }
+
+    #[test]
+    fn attention_keep_flags_follow_the_cpu_keys() {
+        let graph = random_graph(8, 20, 1);
+        let csr = aggregation(&graph, ConvKind::Gat).unwrap();
+        let site = DropoutSite::new(0.5, 3, 2, 1);
+        let keep = attention_keep(&graph, &csr, &site, 2);
+        let gids = graph.global_ids();
+        let mut expect = [0u8; 2];
+        site.edge_keep(gids[0], gids[0], &mut expect);
+        assert_eq!(keep[..2], expect);
+        assert!(keep.contains(&0) && keep.contains(&1));
+    }
+}
+
+/// A GAT aggregation with `heads` heads as one single-head CSR over `n * heads` rows: row
+/// `v * heads + k` gathers head `k` of row `v`'s sources (`u * heads + k`), so one SpMM with
+/// per-entry weights aggregates every head of `h` (`n x heads*head_dim`, which is
+/// `n*heads x head_dim`). Attention values are laid out per entry then head (`e * heads + k`);
+/// `perm[i]` is the value of expanded entry `i`, `inv` its inverse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadExpanded {
+    pub indptr: Vec<u64>,
+    pub indices: Vec<u32>,
+    pub perm: Vec<u32>,
+    pub inv: Vec<u32>,
+}
+
+pub fn expand_heads(csr: &WeightedCsr, heads: usize) -> HeadExpanded {
+    let (n, nnz) = (csr.indptr.len() - 1, csr.indices.len());
+    let mut out = HeadExpanded {
+        indptr: Vec::with_capacity(n * heads + 1),
+        indices: Vec::with_capacity(nnz * heads),
+        perm: Vec::with_capacity(nnz * heads),
+        inv: vec![0; nnz * heads],
+    };
+    out.indptr.push(0);
+    for v in 0..n {
+        let entries = csr.indptr[v] as usize..csr.indptr[v + 1] as usize;
+        for k in 0..heads {
+            for e in entries.clone() {
+                out.inv[e * heads + k] = out.indices.len() as u32;
+                out.indices.push(csr.indices[e] * heads as u32 + k as u32);
+                out.perm.push((e * heads + k) as u32);
+            }
+            out.indptr.push(out.indices.len() as u64);
+        }
+    }
+    out
+}

@@ -1,0 +1,67 @@
+//! The device training path against the CPU one: 20 epochs on Cora (public split, row-normalised
+//! features, the settings) must give the same per-epoch training loss within 1e-3 and
+//! the same accuracies within one vertex per split. The parameters start equal (initialised on
+//! the CPU, uploaded) and dropout uses the same keyed masks, so the curves differ only by
+//! floating-point summation order. They need a GPU, so `cargo test` skips them;
+//! `cargo xtask gpu-test` runs them.
+#![cfg(feature = "cuda")]
+
+use std::path::Path;
+
+use gnn_core::ConvKind;
+use trainer::config::{Device, FeatureNorm, TrainConfig};
+
+const EPOCHS: usize = 20;
+
+fn cora(model: ConvKind) -> TrainConfig {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/cora");
+    let base = TrainConfig {
+        dataset: Some(dir.display().to_string()),
+        model,
+        feature_norm: FeatureNorm::Row,
+        epochs: EPOCHS,
+        ..TrainConfig::default()
+    };
+    match model {
+        ConvKind::Gat => TrainConfig { hidden: 8, heads: 8, dropout: 0.6, lr: 0.005, ..base },
+        ConvKind::Gcn | ConvKind::Sage => base,
+    }
+}
+
+fn curves_match(model: ConvKind) {
+    let cpu = cora(model);
+    let dataset = trainer::data::prepare_dataset(&cpu, Path::new("datasets"), &Default::default()).expect("Cora loads");
+    let run = |config: &TrainConfig| trainer::single::run("single", config, &dataset, &mut ()).expect("training runs");
+    let on_cpu = run(&cpu);
+    let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu.clone() });
+    assert_eq!(on_gpu.epochs.len(), EPOCHS);
+    let sizes = &on_cpu.split_sizes;
+    for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
+        assert!((c.loss - g.loss).abs() <= 1e-3, "{model} epoch {}: loss CPU {} GPU {}", c.epoch, c.loss, g.loss);
+        for (what, a, b, n) in [
+            ("train", c.train_acc, g.train_acc, sizes.train),
+            ("val", c.val_acc, g.val_acc, sizes.valid),
+            ("test", c.test_acc, g.test_acc, sizes.test),
+        ] {
+            assert!((a - b).abs() * n as f64 <= 1.0 + 1e-9, "{model} epoch {}: {what} acc CPU {a} GPU {b}", c.epoch);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(ConvKind::Gcn);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sage_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(ConvKind::Sage);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(ConvKind::Gat);
+}

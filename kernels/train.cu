@@ -1,0 +1,51 @@
+// The two steps of a device training epoch that the layer kernels do not cover: softmax
+// cross-entropy over the labelled rows (loss, gradient and arg-max hit per row) and Adam.
+#include "halo_common.cuh"
+
+// One thread per labelled row i (logits row rows[i], class labels[i]): writes the row's
+// loss to loss[i], whether its arg-max (first on ties) is the label to hit[i], and
+// (softmax - onehot) * grad_scale into dlogits (whose other rows the caller zeroed), as
+// gnn_core::loss::softmax_cross_entropy and count_correct.
+extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict__ rows,
+                                        const u32* __restrict__ labels, const float* __restrict__ logits,
+                                        float grad_scale, float* __restrict__ dlogits, float* __restrict__ loss,
+                                        float* __restrict__ hit) {
+    u64 i = halo_tid();
+    if (i >= count) return;
+    const float* x = logits + (u64)rows[i] * c;
+    float* g = dlogits + (u64)rows[i] * c;
+    u32 label = labels[i];
+    float mx = x[0];
+    u32 best = 0;
+    for (u32 j = 1; j < c; ++j) {
+        if (x[j] > mx) {
+            mx = x[j];
+            best = j;
+        }
+    }
+    double sum = 0.0;
+    for (u32 j = 0; j < c; ++j) sum += exp((double)(x[j] - mx));
+    loss[i] = (float)(log(sum) - (double)(x[label] - mx));
+    hit[i] = best == label ? 1.0f : 0.0f;
+    for (u32 j = 0; j < c; ++j) {
+        float p = (float)(exp((double)(x[j] - mx)) / sum);
+        g[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
+    }
+}
+
+// One Adam / AdamW step over len values, as gnn_core::optim::Adam::step: coupled is the L2
+// weight added to the gradient, shrink the decoupled decay factor, step_size lr / (1 - b1^t),
+// bc2_sqrt sqrt(1 - b2^t).
+extern "C" __global__ void adam_step(u64 len, float beta1, float beta2, float eps, float coupled, float shrink,
+                                     float step_size, float bc2_sqrt, float* __restrict__ p,
+                                     const float* __restrict__ grad, float* __restrict__ m, float* __restrict__ v) {
+    u64 t = halo_tid();
+    if (t >= len) return;
+    float g = grad[t] + coupled * p[t];
+    float pv = p[t] * shrink;
+    float mv = m[t] + (1.0f - beta1) * (g - m[t]);
+    float vv = beta2 * v[t] + (1.0f - beta2) * g * g;
+    m[t] = mv;
+    v[t] = vv;
+    p[t] = pv - step_size * mv / (sqrtf(vv) / bc2_sqrt + eps);
+}
