@@ -66,7 +66,7 @@ fn plot_first_seed(table: &Table, out: &Path) -> anyhow::Result<PathBuf> {
         report.label.clone_from(&row.variant);
     }
     let path = out.join(PLOT_SVG);
-    let (panels, _) = plot::panels(&loaded);
+    let (panels, _) = plot::panels(&loaded, &[]);
     plot::draw(&path, &loaded, &panels, "--out")?;
     Ok(path)
 }

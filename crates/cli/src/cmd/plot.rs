@@ -21,14 +21,23 @@ pub struct Args {
     /// The picture: `.svg` or `.png`.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
+    /// Method fields to draw, by a part of their dotted name (`controller.eps`,
+    /// `codec.total.rows_sent_fraction`); repeatable [default: the first ones found].
+    #[arg(long = "field", value_name = "NAME")]
+    fields: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let reports = reports::load(&args.reports)?;
-    let (panels, left_out) = panels(&reports);
+    let (panels, left_out) = panels(&reports, &args.fields);
     draw(&args.out, &reports, &panels, "--out")?;
     if !left_out.is_empty() {
-        eprintln!("not drawn (at most {MAX_METHOD_PANELS} method fields): {}", left_out.join(", "));
+        let some: Vec<&str> = left_out.iter().take(5).map(String::as_str).collect();
+        eprintln!(
+            "{} method fields not drawn (at most {MAX_METHOD_PANELS}; pick them with --field), e.g. {}",
+            left_out.len(),
+            some.join(", ")
+        );
     }
     println!("wrote {}", args.out.display());
     Ok(())
@@ -73,8 +82,9 @@ fn series(epochs: &[Value], value: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, 
 }
 
 /// The fixed panels, then one per numeric method field (in first-seen order over the reports);
-/// also the fields left out past [`MAX_METHOD_PANELS`].
-pub fn panels(reports: &[LoadedReport]) -> (Vec<Panel>, Vec<String>) {
+/// also the fields left out past [`MAX_METHOD_PANELS`]. Non-empty `wanted` keeps only the
+/// fields whose dotted name contains one of its entries.
+pub fn panels(reports: &[LoadedReport], wanted: &[String]) -> (Vec<Panel>, Vec<String>) {
     let mut out = vec![
         panel(reports, "training loss", "/loss", None),
         panel(reports, "train accuracy", "/train_acc", None),
@@ -93,6 +103,9 @@ pub fn panels(reports: &[LoadedReport]) -> (Vec<Panel>, Vec<String>) {
         for e in r.epochs() {
             numeric_leaves(&e["method"], &mut Vec::new(), &mut fields);
         }
+    }
+    if !wanted.is_empty() {
+        fields.retain(|path| wanted.iter().any(|w| path.join(".").contains(w.as_str())));
     }
     let left_out = fields.split_off(fields.len().min(MAX_METHOD_PANELS));
     for path in fields {
@@ -260,11 +273,14 @@ mod tests {
     #[test]
     fn method_fields_get_a_panel_each_and_every_report_a_line() {
         let dir = tempfile::tempdir().unwrap();
-        let (panels, left_out) = panels(&loaded(dir.path()));
+        let (panels, left_out) = panels(&loaded(dir.path()), &[]);
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
         assert_eq!(titles[6..], ["method: eps", "method: rows.fwd/0"]);
         assert_eq!(panels[7].lines.len(), 2, "a key holding `/` is found");
         assert!(left_out.is_empty());
+        let (picked, _) = super::panels(&loaded(dir.path()), &["rows".to_string()]);
+        assert_eq!(picked.last().map(|p| p.title.as_str()), Some("method: rows.fwd/0"));
+        assert_eq!(picked.len(), 7, "the fixed panels and the one field asked for");
         let bytes = &panels[4];
         assert_eq!(bytes.lines.len(), 4, "intra and inter per report");
         assert_eq!(bytes.lines[1].points, vec![(1.0, 1000.0), (2.0, 1000.0), (3.0, 1000.0)]);
@@ -276,7 +292,7 @@ mod tests {
     fn svg_and_png_are_written_and_other_extensions_refused() {
         let dir = tempfile::tempdir().unwrap();
         let reports = loaded(dir.path());
-        let (panels, _) = panels(&reports);
+        let (panels, _) = panels(&reports, &[]);
         for name in ["runs.svg", "runs.png"] {
             let path = dir.path().join(name);
             draw(&path, &reports, &panels, "--out").unwrap();
