@@ -9,6 +9,7 @@ use graph_partition::sample::{
     BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, Remainder, Share, Step, StepKey,
 };
 
+use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
@@ -35,6 +36,7 @@ pub(crate) struct BatchTrainer<'a> {
     objective: Objective<'a>,
     model: Model,
     optimizer: Adam,
+    lr: LrSchedule,
     sampling: Sampling,
     seed: u64,
 }
@@ -90,8 +92,9 @@ impl<'a> BatchTrainer<'a> {
         degrees: GraphDegrees,
         workers: usize,
     ) -> Result<Self, TrainError> {
-        let mut optimizer = config.optimizer();
-        optimizer.lr *= sampling.lr_scaling.factor(workers);
+        let optimizer = config.optimizer();
+        let scaled = optimizer.lr * sampling.lr_scaling.factor(workers);
+        let lr = LrSchedule::new(optimizer.lr, scaled, sampling.lr_warmup_epochs);
         Ok(Self {
             dataset,
             keys,
@@ -99,14 +102,15 @@ impl<'a> BatchTrainer<'a> {
             objective: Objective::new(&dataset.labels),
             model: Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?,
             optimizer,
+            lr,
             sampling: sampling.clone(),
             seed: config.seed,
         })
     }
 
-    /// The learning rate in use (after scaling).
+    /// The learning rate after scaling (and after any warm-up).
     pub(crate) fn lr(&self) -> f32 {
-        self.optimizer.lr
+        self.lr.scaled()
     }
 
     /// Layers of the model (one block each).
@@ -154,6 +158,7 @@ impl<'a> BatchTrainer<'a> {
                     self.train_batch(epoch, step, &batch, steps[step].global_rows, &mut totals)?;
                 }
                 let sync_s = sync(self.model.grads_mut())?;
+                self.optimizer.lr = self.lr.at(epoch, step, steps.len());
                 // The gradients are global after the sync, so every worker stops at one step.
                 let lr = self.optimizer.lr;
                 guard::check_grads(epoch, &self.model, lr)?;
