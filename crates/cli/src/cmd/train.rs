@@ -148,6 +148,10 @@ pub struct Args {
     /// [default: none for data-parallel, linear for adgraph].
     #[arg(long, value_enum)]
     lr_scaling: Option<LrScaling>,
+    /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
+    /// over the first N epochs (`--lr-scaling linear`'s warm-up) [default: 0].
+    #[arg(long, value_name = "N")]
+    lr_warmup: Option<usize>,
     /// Compute threads [default: all cores].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     threads: Option<usize>,
@@ -256,6 +260,7 @@ impl Args {
         set(&mut c.minibatch.eval_batch_size, &self.eval_batch_size);
         set(&mut c.method.data_parallel.lr_scaling, &self.lr_scaling);
         set(&mut c.method.adgraph.lr_scaling, &self.lr_scaling);
+        set(&mut c.minibatch.lr_warmup_epochs, &self.lr_warmup);
         self.adgraph.apply(&mut c);
         set_opt(&mut c.threads, &self.threads);
         set_opt(&mut c.patience, &self.patience);
@@ -402,6 +407,11 @@ mod tests {
         assert_eq!(c.minibatch.fanouts, Some("10,25".parse().unwrap()));
         assert_eq!((c.minibatch.gcn_norm, c.minibatch.eval_batch_size), (GcnNorm::Sampled, 100));
         assert_eq!(c.method.data_parallel.lr_scaling, LrScaling::Linear);
+        assert_eq!(c.minibatch.lr_warmup_epochs, 0);
+        let c = parse(&[&argv[..], &["--lr-warmup", "5"]].concat()).resolve().unwrap();
+        assert_eq!(c.minibatch.lr_warmup_epochs, 5);
+        let err = parse(&["--lr-warmup", "5"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`lr-warmup-epochs`"), "{err:#}");
         let err = parse(&["--batch-size", "8", "--fanouts", "10,25,5"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`fanouts`") && format!("{err:#}").contains("2 layers"), "{err:#}");
         let cli = Cli::try_parse_from(["train", "--fanouts", "10,0"]).err().expect("fanout 0 is refused");

@@ -1,5 +1,5 @@
 //! Mini-batch settings (`[minibatch]` in the TOML config; `--batch-size`, `--fanouts`,
-//! `--gcn-norm` and `--eval-batch-size` on the command line).
+//! `--gcn-norm`, `--eval-batch-size` and `--lr-warmup` on the command line).
 //!
 //! Training is mini-batch when `batch-size` is set: each step samples the neighbourhoods of
 //! `batch-size` training vertices (per worker, for data-parallel training), one fanout per layer.
@@ -26,11 +26,21 @@ pub struct MiniBatchConfig {
     pub gcn_norm: GcnNorm,
     /// Destination vertices per batch of layer-wise evaluation.
     pub eval_batch_size: usize,
+    /// Epochs over which a scaled learning rate rises linearly, step by step, from the rate as
+    /// given to the scaled rate (Goyal et al.'s gradual warm-up for the linear scaling rule);
+    /// 0 starts at the scaled rate. Only a method that scales the rate (`lr-scaling`) uses it.
+    pub lr_warmup_epochs: usize,
 }
 
 impl Default for MiniBatchConfig {
     fn default() -> Self {
-        Self { batch_size: None, fanouts: None, gcn_norm: GcnNorm::default(), eval_batch_size: 4096 }
+        Self {
+            batch_size: None,
+            fanouts: None,
+            gcn_norm: GcnNorm::default(),
+            eval_batch_size: 4096,
+            lr_warmup_epochs: 0,
+        }
     }
 }
 
@@ -43,6 +53,9 @@ impl MiniBatchConfig {
         }
         if self.eval_batch_size == 0 {
             return invalid("eval-batch-size", "must be at least 1, got 0".to_string());
+        }
+        if self.lr_warmup_epochs > 0 && self.batch_size.is_none() {
+            return invalid("lr-warmup-epochs", "applies to mini-batch training only: set batch-size too".to_string());
         }
         if let Some(fanouts) = &self.fanouts {
             if self.batch_size.is_none() {
@@ -96,11 +109,12 @@ mod tests {
 
     #[test]
     fn reads_the_table_and_round_trips() {
-        let text = "layers = 3\n[minibatch]\nbatch-size = 1024\nfanouts = \"15,10,5\"\ngcn-norm = \"sampled\"\n";
+        let text = "layers = 3\n[minibatch]\nbatch-size = 1024\nfanouts = \"15,10,5\"\ngcn-norm = \"sampled\"\nlr-warmup-epochs = 5\n";
         let c = TrainConfig::from_toml_str(text, "m.toml").unwrap();
         assert_eq!(c.minibatch.batch_size, Some(1024));
         assert_eq!(c.minibatch.fanouts, Some("15,10,5".parse().unwrap()));
         assert_eq!(c.minibatch.gcn_norm, GcnNorm::Sampled);
+        assert_eq!(c.minibatch.lr_warmup_epochs, 5);
         assert_eq!(TrainConfig::from_toml_str(&toml::to_string(&c).unwrap(), "round-trip").unwrap(), c);
         assert_eq!(TrainConfig::default().minibatch, MiniBatchConfig::default());
         // Reports carry the configuration as JSON, where an absent value is null.
@@ -118,7 +132,10 @@ mod tests {
         assert_eq!(key_of(&MiniBatchConfig { eval_batch_size: 0, ..sized.clone() }, 2), "eval-batch-size");
         let fanouts = Some("10,25".parse().unwrap());
         assert_eq!(key_of(&MiniBatchConfig { fanouts: fanouts.clone(), ..MiniBatchConfig::default() }, 2), "fanouts");
-        assert_eq!(key_of(&MiniBatchConfig { fanouts, ..sized }, 3), "fanouts");
+        assert_eq!(key_of(&MiniBatchConfig { fanouts, ..sized.clone() }, 3), "fanouts");
+        let warm = MiniBatchConfig { lr_warmup_epochs: 5, ..MiniBatchConfig::default() };
+        assert_eq!(key_of(&warm, 2), "lr-warmup-epochs");
+        assert!(MiniBatchConfig { lr_warmup_epochs: 5, ..sized }.validate(2).is_ok());
         let msg = TrainConfig::from_toml_str("[minibatch]\nfanouts = \"10,x\"\n", "m.toml").unwrap_err().to_string();
         assert!(msg.starts_with("m.toml:2: key `fanouts`") && msg.contains("not an integer"), "{msg}");
     }

@@ -84,6 +84,8 @@ pub struct Sampling {
     pub eval_batch_size: usize,
     /// How the learning rate follows the number of workers (the global batch).
     pub lr_scaling: LrScaling,
+    /// Epochs of linear warm-up from the rate as given to the scaled rate.
+    pub lr_warmup_epochs: usize,
 }
 
 impl Sampling {
@@ -98,6 +100,7 @@ impl Sampling {
             gcn_norm: mb.gcn_norm,
             eval_batch_size: mb.eval_batch_size,
             lr_scaling: LrScaling::None,
+            lr_warmup_epochs: mb.lr_warmup_epochs,
         })
     }
 }

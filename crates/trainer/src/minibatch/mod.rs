@@ -20,6 +20,7 @@
 
 pub(crate) mod adgraph;
 pub(crate) mod data_parallel;
+mod lr_schedule;
 pub mod single;
 mod stats;
 #[cfg(test)]

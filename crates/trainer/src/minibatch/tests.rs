@@ -28,7 +28,18 @@ pub(crate) fn config(model: ConvKind) -> TrainConfig {
 }
 
 pub(crate) fn sampling(batch_size: usize, lr_scaling: LrScaling) -> Sampling {
-    Sampling { batch_size, fanouts: "4,3".parse().unwrap(), gcn_norm: GcnNorm::Global, eval_batch_size: 64, lr_scaling }
+    warmed(batch_size, lr_scaling, 0)
+}
+
+fn warmed(batch_size: usize, lr_scaling: LrScaling, lr_warmup_epochs: usize) -> Sampling {
+    Sampling {
+        batch_size,
+        fanouts: "4,3".parse().unwrap(),
+        gcn_norm: GcnNorm::Global,
+        eval_batch_size: 64,
+        lr_scaling,
+        lr_warmup_epochs,
+    }
 }
 
 /// Parameters after each epoch of one process on global batches of `WORKERS x BATCH`.
@@ -45,9 +56,18 @@ pub(crate) fn single_process(config: &TrainConfig, dataset: &Dataset) -> Vec<Vec
 
 /// Parameters after each epoch of every one of `WORKERS` data-parallel workers.
 fn data_parallel(config: &TrainConfig, dataset: &Dataset, lr_scaling: LrScaling) -> Vec<Vec<Vec<f32>>> {
+    data_parallel_warmed(config, dataset, lr_scaling, 0)
+}
+
+fn data_parallel_warmed(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    lr_scaling: LrScaling,
+    warmup: usize,
+) -> Vec<Vec<Vec<f32>>> {
     let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
     LocalCluster::run(&topology, |comm| {
-        let mut trainer = BatchTrainer::new(config, &sampling(BATCH, lr_scaling), dataset, WORKERS)?;
+        let mut trainer = BatchTrainer::new(config, &warmed(BATCH, lr_scaling, warmup), dataset, WORKERS)?;
         let share = Share::new(comm.rank(), comm.size())?;
         let mut sync = SyncOnly::new(|grads: &mut [f32]| {
             comm.all_reduce_sum_f32("grads", grads).map_err(crate::distributed::DistError::from)?;
@@ -96,4 +116,20 @@ fn linear_lr_scaling_multiplies_the_rate_by_the_workers() {
     let workers = data_parallel(&config, &dataset, LrScaling::Linear);
     let unscaled = data_parallel(&config, &dataset, LrScaling::None);
     assert_ne!(workers[0][0], unscaled[0][0], "a larger rate takes larger steps");
+}
+
+#[test]
+fn lr_warmup_changes_only_a_scaled_rate_and_only_during_the_warmup() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    // Without scaling there is nothing to warm up: bit for bit the run without a warm-up.
+    let unscaled = data_parallel(&config, &dataset, LrScaling::None);
+    assert_eq!(data_parallel_warmed(&config, &dataset, LrScaling::None, 2), unscaled);
+    // With scaling the warm-up's rates lie between the two, so its run is neither.
+    let warm = data_parallel_warmed(&config, &dataset, LrScaling::Linear, 2);
+    let linear = data_parallel(&config, &dataset, LrScaling::Linear);
+    assert_ne!(warm[0][0], linear[0][0]);
+    assert_ne!(warm[0][0], unscaled[0][0]);
+    let trainer = BatchTrainer::new(&config, &warmed(BATCH, LrScaling::Linear, 2), &dataset, WORKERS).unwrap();
+    assert_eq!(trainer.lr(), config.lr * WORKERS as f32, "the rate after the warm-up");
 }

@@ -10,6 +10,7 @@ use graph_partition::sample::{
 };
 use ndarray::Array2;
 
+use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
@@ -62,6 +63,7 @@ pub(crate) struct BatchTrainer<'a> {
     objective: Objective<'a>,
     model: Model,
     optimizer: Adam,
+    lr: LrSchedule,
     sampling: Sampling,
     seed: u64,
 }
@@ -117,8 +119,9 @@ impl<'a> BatchTrainer<'a> {
         degrees: GraphDegrees,
         workers: usize,
     ) -> Result<Self, TrainError> {
-        let mut optimizer = config.optimizer();
-        optimizer.lr *= sampling.lr_scaling.factor(workers);
+        let optimizer = config.optimizer();
+        let scaled = optimizer.lr * sampling.lr_scaling.factor(workers);
+        let lr = LrSchedule::new(optimizer.lr, scaled, sampling.lr_warmup_epochs);
         Ok(Self {
             dataset,
             keys,
@@ -126,14 +129,15 @@ impl<'a> BatchTrainer<'a> {
             objective: Objective::new(&dataset.labels),
             model: Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?,
             optimizer,
+            lr,
             sampling: sampling.clone(),
             seed: config.seed,
         })
     }
 
-    /// The learning rate in use (after scaling).
+    /// The learning rate after scaling (and after any warm-up).
     pub(crate) fn lr(&self) -> f32 {
-        self.optimizer.lr
+        self.lr.scaled()
     }
 
     pub(crate) fn model_mut(&mut self) -> &mut Model {
@@ -201,6 +205,7 @@ impl<'a> BatchTrainer<'a> {
                     loss = self.train_batch(epoch, step, &batch, inputs, steps[step].global_rows, &mut totals)?;
                 }
                 let sync_s = hooks.sync(self.model.grads_mut(), loss)?;
+                self.optimizer.lr = self.lr.at(epoch, step, steps.len());
                 // The gradients are global after the sync, so every worker stops at one step.
                 let lr = self.optimizer.lr;
                 guard::check_grads(epoch, &self.model, lr)?;

@@ -32,7 +32,14 @@ fn config(model: ConvKind) -> TrainConfig {
 
 fn sampling(fanouts: &str) -> Sampling {
     let fanouts = fanouts.parse().unwrap();
-    Sampling { batch_size: BATCH, fanouts, gcn_norm: GcnNorm::Global, eval_batch_size: 64, lr_scaling: LrScaling::None }
+    Sampling {
+        batch_size: BATCH,
+        fanouts,
+        gcn_norm: GcnNorm::Global,
+        eval_batch_size: 64,
+        lr_scaling: LrScaling::None,
+        lr_warmup_epochs: 0,
+    }
 }
 
 fn parts(dataset: &Dataset, hops: usize) -> Vec<PartData> {
