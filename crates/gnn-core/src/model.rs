@@ -537,7 +537,7 @@ impl Model {
             let mut own = head_mut(out, m);
             self.cfg.activation.forward_in_place(&mut own);
             if let Some(site) = site.filter(|_| !dropout_first) {
-                site.apply_rows(&mut own, graph.global_ids(), mask.as_deref_mut());
+                site.apply_rows(&mut own, graph.global_ids(), mask);
             }
         }
         Ok(())
