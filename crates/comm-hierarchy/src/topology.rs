@@ -95,6 +95,13 @@ impl Default for LinkModel {
 }
 
 impl LinkModel {
+    /// Both link classes with their bandwidth multiplied by `factor` (latencies kept): a
+    /// preset's cluster made slower or faster, e.g. to study a communication-bound regime.
+    pub fn with_bandwidth_scale(self, factor: f64) -> Self {
+        let scale = |l: LinkSpec| LinkSpec { bandwidth_bytes_per_s: l.bandwidth_bytes_per_s * factor, ..l };
+        Self { intra: scale(self.intra), inter: scale(self.inter) }
+    }
+
     /// The spec of one link class.
     pub fn get(&self, class: LinkClass) -> &LinkSpec {
         match class {

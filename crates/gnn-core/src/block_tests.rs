@@ -12,7 +12,7 @@ use crate::exchange::NoExchange;
 use crate::graph::GraphDegrees;
 use crate::layers::ForwardCtx;
 use crate::loss::softmax_cross_entropy;
-use crate::model::{ConvKind, Model, ModelConfig, ModelError};
+use crate::model::{ConvKind, LayerOrder, Model, ModelConfig, ModelError};
 use crate::testkit::{check_gradient, random_array, random_graph};
 
 const KINDS: [(ConvKind, GcnNorm); 4] = [
@@ -39,6 +39,8 @@ fn config(kind: ConvKind, layer_norm: bool, wide: bool) -> ModelConfig {
         layer_norm,
         // Smooth at 0 (alpha 1), so finite differences never straddle a kink.
         activation: Activation::Elu { alpha: 1.0 },
+        // The LayerNorm case also covers AdaQP's order (dropout before LayerNorm).
+        layer_order: if layer_norm { LayerOrder::DropoutFirst } else { LayerOrder::DropoutLast },
         seed: 5,
     }
 }

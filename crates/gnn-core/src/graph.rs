@@ -105,7 +105,8 @@ pub struct AggGraph {
     num_primary: usize,
     computed: usize,
     input: usize,
-    central: usize,
+    /// Per local row: reads no copy (halo or mirror) row.
+    central: Vec<bool>,
     global_ids: Vec<u32>,
     in_degree: Vec<f32>,
     out_degree: Vec<f32>,
@@ -160,7 +161,7 @@ impl AggGraph {
         }
         let (bwd, perm) = csr.transpose_with_perm();
         let norms = norms(&in_degree, &out_degree);
-        let central = (0..n).find(|&v| csr.neighbors(v).iter().any(|&u| u as usize >= num_primary)).unwrap_or(n);
+        let central = (0..n).map(|v| csr.neighbors(v).iter().all(|&u| (u as usize) < num_primary)).collect();
         Ok(Self {
             fwd: csr,
             bwd,
@@ -185,7 +186,6 @@ impl AggGraph {
         }
         self.computed = self.num_primary;
         self.input = self.num_primary;
-        self.central = self.central.min(self.computed);
         Ok(self)
     }
 
@@ -197,7 +197,6 @@ impl AggGraph {
             return Err(GraphError::HaloInEdges { row });
         }
         self.computed = self.num_primary;
-        self.central = self.central.min(self.computed);
         Ok(self)
     }
 
@@ -251,11 +250,16 @@ impl AggGraph {
         self.input
     }
 
-    /// How many leading rows read no copy (halo or mirror) row, at most the computed rows: they
-    /// can be aggregated while the halo is still in flight. A partition book that orders its
-    /// primaries central first makes this every central vertex.
+    /// How many computed rows read no copy (halo or mirror) row: they can be aggregated while
+    /// the halo is still in flight, wherever they sit among the primaries.
     pub fn central_rows(&self) -> usize {
-        self.central
+        self.central[..self.computed].iter().filter(|&&c| c).count()
+    }
+
+    /// Per local row, whether it reads no copy (halo or mirror) row ([`AggGraph::central_rows`]
+    /// counts the computed ones).
+    pub fn is_central(&self) -> &[bool] {
+        &self.central
     }
 
     /// Global id of every local vertex.

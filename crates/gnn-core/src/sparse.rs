@@ -67,6 +67,29 @@ pub(crate) fn aggregate<W>(
 ) where
     W: Fn(usize, usize, usize, usize) -> f32 + Sync,
 {
+    aggregate_selected(csr, rows, |_| true, x, x_cols, out, out_cols, heads, head_width, write, weight);
+}
+
+/// [`aggregate`] over the rows `v` of `rows` with `select(v)` only; the others are left as
+/// they are. Lets a layer aggregate every row that reads no halo row while the halo is in
+/// flight, wherever those rows sit, and the rest after.
+#[allow(clippy::too_many_arguments)] // a kernel signature: buffers, layouts and the weight.
+pub(crate) fn aggregate_selected<W, S>(
+    csr: &Csr,
+    rows: Range<usize>,
+    select: S,
+    x: &[f32],
+    x_cols: Cols,
+    out: &mut [f32],
+    out_cols: Cols,
+    heads: usize,
+    head_width: usize,
+    write: Write,
+    weight: W,
+) where
+    W: Fn(usize, usize, usize, usize) -> f32 + Sync,
+    S: Fn(usize) -> bool + Sync,
+{
     let width = heads * head_width;
     if width == 0 || out_cols.stride == 0 {
         return;
@@ -78,6 +101,9 @@ pub(crate) fn aggregate<W>(
     let out = &mut out[rows.start * out_cols.stride..rows.end * out_cols.stride];
     out.par_chunks_mut(out_cols.stride).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(i, row)| {
         let v = first + i;
+        if !select(v) {
+            return;
+        }
         let o = &mut row[out_cols.offset..out_cols.offset + width];
         if write == Write::Overwrite {
             o.fill(0.0);

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
 
 use gnn_core::{
-    Activation, Adam, AggGraph, ConvKind, Exchange, ExchangeError, ForwardCtx, Model, ModelConfig, NoExchange, Tag,
-    softmax_cross_entropy,
+    Activation, Adam, AggGraph, ConvKind, Exchange, ExchangeError, ForwardCtx, LayerOrder, Model, ModelConfig,
+    NoExchange, Tag, softmax_cross_entropy,
 };
 use graph_partition::rng::SplitMix64;
 use graph_partition::{Csr, EdgeListOptions};
@@ -454,6 +454,8 @@ fn deep(kind: ConvKind) -> ModelConfig {
         attn_dropout: 0.3,
         layer_norm: true,
         activation: Activation::Elu { alpha: 1.0 },
+        // AdaQP's order: its split exchange runs under this model.
+        layer_order: LayerOrder::DropoutFirst,
         seed: 4,
     }
 }

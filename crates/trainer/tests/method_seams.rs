@@ -285,6 +285,10 @@ fn overlapped_exchanges_train_identically_and_model_no_longer_epochs() {
         };
         assert_eq!(b.modeled_epoch_s, without(b), "nothing overlaps in blocking runs");
         assert!(s.modeled_epoch_s <= without(s), "overlap never lengthens the modeled epoch");
+        // The bar: at most the blocking epoch minus half of sum_k min(central compute,
+        // marginal communication), per split call.
+        let bound = s.method.as_ref().unwrap()["overlap"]["bound_s"].as_f64().unwrap();
+        assert!(bound > 0.0 && s.modeled_epoch_s <= without(s) - 0.5 * bound, "bound {bound}");
         assert!(s.method.as_ref().unwrap()["overlapped_compute_s_sum"].as_f64().unwrap() > 0.0);
     }
 }

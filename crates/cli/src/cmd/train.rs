@@ -119,6 +119,10 @@ pub struct Args {
     /// adgraph (the papers' clusters) [default: cdfgnn].
     #[arg(long, value_name = "NAME")]
     topology: Option<Preset>,
+    /// Distributed methods: multiply the topology's link bandwidths (latencies kept)
+    /// [default: 1].
+    #[arg(long, value_name = "F")]
+    bandwidth_scale: Option<f64>,
     /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
     #[arg(long)]
     overlap: bool,
@@ -194,6 +198,7 @@ impl Args {
             ("--hosts", self.hosts.is_some()),
             ("--backend", self.backend.is_some()),
             ("--topology", self.topology.is_some()),
+            ("--bandwidth-scale", self.bandwidth_scale.is_some()),
             ("--overlap", self.overlap),
             ("--lossy-eval", self.lossy_eval),
             ("--skip-repeats", self.skip_repeats),
@@ -251,6 +256,7 @@ impl Args {
         set(&mut c.distributed.hosts, &self.hosts);
         set(&mut c.distributed.backend, &self.backend);
         set(&mut c.distributed.topology, &self.topology);
+        set(&mut c.distributed.bandwidth_scale, &self.bandwidth_scale);
         c.distributed.overlap |= self.overlap;
         c.distributed.lossy_eval |= self.lossy_eval;
         c.method.vanilla.skip_repeats |= self.skip_repeats;

@@ -19,7 +19,7 @@ use crate::dense::{
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
 use crate::graph::AggGraph;
 use crate::params::{Init, ParamLayout, ParamSlot};
-use crate::sparse::{Cols, Write, aggregate};
+use crate::sparse::{Cols, Write, aggregate, aggregate_selected};
 
 /// Which fixed-coefficient convolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl AggConv {
     }
 
     /// `out (+)= A x` over the forward edges with this layer's coefficients, for the destination
-    /// rows `rows` (halo rows have no in-edges).
+    /// rows `v` of `rows` with `select(v)` (halo rows have no in-edges).
     fn aggregate_fwd(
         &self,
         graph: &AggGraph,
@@ -79,6 +79,7 @@ impl AggConv {
         out: &mut Array2<f32>,
         write: Write,
         rows: Range<usize>,
+        select: impl Fn(usize) -> bool + Sync,
     ) {
         let cols = Cols::full(x.ncols());
         let (xs, os, f) = (slice(x), out.as_slice_mut().expect("standard layout"), x.ncols());
@@ -86,11 +87,13 @@ impl AggConv {
         match self.kind {
             AggKind::Gcn => {
                 let (src, dst) = (&norms.gcn_src, &norms.gcn_dst);
-                aggregate(graph.fwd(), rows, xs, cols, os, cols, 1, f, write, |v, _, u, _| dst[v] * src[u]);
+                let weight = |v, _, u, _| dst[v] * src[u];
+                aggregate_selected(graph.fwd(), rows, select, xs, cols, os, cols, 1, f, write, weight);
             }
             AggKind::SageMean => {
                 let mean = &norms.mean;
-                aggregate(graph.fwd(), rows, xs, cols, os, cols, 1, f, write, |v, _, _, _| mean[v]);
+                let weight = |v, _, _, _| mean[v];
+                aggregate_selected(graph.fwd(), rows, select, xs, cols, os, cols, 1, f, write, weight);
             }
         }
     }
@@ -123,8 +126,8 @@ impl AggConv {
 
 impl AggConv {
     /// Pulls the halo rows of `x` and overwrites the computed rows of `out` with `A x`. When the
-    /// exchange overlaps, the central rows (no halo in-neighbour) are aggregated while the halo
-    /// is in flight.
+    /// exchange overlaps, every central row (no halo in-neighbour) is aggregated while the halo
+    /// is in flight, then the marginal rows.
     fn pull_and_aggregate(
         &self,
         graph: &AggGraph,
@@ -135,14 +138,14 @@ impl AggConv {
     ) -> Result<(), ExchangeError> {
         let m = graph.computed_rows();
         if exchange.overlaps() {
-            let central = graph.central_rows();
+            let central = graph.is_central();
             exchange.start_pull(tag, x)?;
-            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..central);
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |v| central[v]);
             exchange.finish_pull(tag, x)?;
-            self.aggregate_fwd(graph, x, out, Write::Overwrite, central..m);
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |v| !central[v]);
         } else {
             exchange.pull_halo(tag, x)?;
-            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m);
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |_| true);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap` and
 //! `--lossy-eval` on the command line).
 
-use comm_hierarchy::Preset;
+use comm_hierarchy::{LinkModel, Preset};
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,8 @@ pub struct DistributedConfig {
     pub backend: Backend,
     /// The modeled cluster's links: a paper's preset (the default is CDFGNN's).
     pub topology: Preset,
+    /// Multiplies both link classes' bandwidth of the topology (latencies kept); 1 is the preset.
+    pub bandwidth_scale: f64,
     /// Split halo exchanges and compute the rows that need no halo row while they are in flight.
     pub overlap: bool,
     /// Evaluate through the method's codecs (advancing their state) instead of exactly.
@@ -67,6 +69,7 @@ impl Default for DistributedConfig {
             hosts: 1,
             backend: Backend::Local,
             topology: Preset::default(),
+            bandwidth_scale: 1.0,
             overlap: false,
             lossy_eval: false,
         }
@@ -74,6 +77,11 @@ impl Default for DistributedConfig {
 }
 
 impl DistributedConfig {
+    /// The modeled cluster's links: the topology preset's, bandwidth scaled.
+    pub fn links(&self) -> LinkModel {
+        self.topology.links().with_bandwidth_scale(self.bandwidth_scale)
+    }
+
     /// The partitioner to run for a `cut`: the given one, else METIS for edge-cuts and EBV for
     /// vertex-cuts.
     pub fn algorithm_for(&self, cut: CutKind) -> Algorithm {
@@ -94,6 +102,9 @@ impl DistributedConfig {
                 "hosts",
                 format!("must be at least 1 and divide workers = {}, got {}", self.workers, self.hosts),
             );
+        }
+        if !(self.bandwidth_scale.is_finite() && self.bandwidth_scale > 0.0) {
+            return invalid("bandwidth-scale", format!("must be finite and > 0, got {}", self.bandwidth_scale));
         }
         if self.cut == CutKind::FeatureCut {
             return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
@@ -136,6 +147,9 @@ mod tests {
         assert_eq!(key_of(&DistributedConfig { hosts: 3, ..ok.clone() }), "hosts");
         assert_eq!(key_of(&DistributedConfig { hosts: 0, ..ok.clone() }), "hosts");
         assert_eq!(key_of(&DistributedConfig { cut: CutKind::FeatureCut, ..ok.clone() }), "cut");
+        for scale in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(key_of(&DistributedConfig { bandwidth_scale: scale, ..ok.clone() }), "bandwidth-scale");
+        }
         let mismatch = DistributedConfig { cut: CutKind::VertexCut, partitioner: Some(Algorithm::Metis), ..ok };
         assert_eq!(key_of(&mismatch), "partitioner");
         assert!(mismatch.validate().unwrap_err().to_string().contains("`metis` does not make a vertex-cut"));
@@ -145,7 +159,7 @@ mod tests {
     fn toml_spells_keys_like_the_flags() {
         let c: DistributedConfig = toml::from_str(
             "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
-             topology = \"ecgraph\"\noverlap = true\nlossy-eval = true\n",
+             topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n",
         )
         .unwrap();
         let expected = DistributedConfig {
@@ -156,10 +170,15 @@ mod tests {
             hosts: 2,
             backend: Backend::Mpi,
             topology: Preset::Ecgraph,
+            bandwidth_scale: 0.01,
             overlap: true,
             lossy_eval: true,
         };
         assert_eq!(c, expected);
+        let (preset, scaled) = (Preset::Ecgraph.links(), c.links());
+        assert_eq!(scaled.inter.bandwidth_bytes_per_s, preset.inter.bandwidth_bytes_per_s * 0.01);
+        assert_eq!(scaled.intra.bandwidth_bytes_per_s, preset.intra.bandwidth_bytes_per_s * 0.01);
+        assert_eq!(scaled.inter.latency_s, preset.inter.latency_s);
         assert!(toml::from_str::<DistributedConfig>("parts = 2\n").is_err());
     }
 

@@ -15,7 +15,7 @@ mod minibatch;
 
 use std::path::{Path, PathBuf};
 
-use gnn_core::{Activation, Adam, ConvKind, ModelConfig};
+use gnn_core::{Activation, Adam, ConvKind, LayerOrder, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
@@ -64,6 +64,10 @@ pub struct TrainConfig {
     pub dropout: f32,
     /// LayerNorm after every hidden conv, before its activation.
     pub layer_norm: bool,
+    /// Where each hidden layer's dropout sits (`dropout-last`: conv, LayerNorm, activation,
+    /// dropout; `dropout-first`: conv, dropout, LayerNorm, activation); `None` takes the method's
+    /// order (`dropout-first` for adaqp, as in its paper; `dropout-last` otherwise).
+    pub layer_order: Option<LayerOrder>,
     /// Seed of parameter initialisation, dropout masks and the built-in synthetic graph.
     pub seed: u64,
     /// Feature normalisation applied after loading.
@@ -103,6 +107,7 @@ impl Default for TrainConfig {
             weight_decay: 5e-4,
             dropout: 0.5,
             layer_norm: false,
+            layer_order: None,
             seed: 0,
             feature_norm: FeatureNorm::None,
             split: None,
@@ -238,8 +243,17 @@ impl TrainConfig {
             attn_dropout,
             layer_norm: self.layer_norm,
             activation,
+            layer_order: self.layer_order(),
             seed: self.seed,
         }
+    }
+
+    /// The hidden layers' order: the configured one, else the method's.
+    pub fn layer_order(&self) -> LayerOrder {
+        self.layer_order.unwrap_or(match self.method.name {
+            Method::Adaqp => LayerOrder::DropoutFirst,
+            _ => LayerOrder::DropoutLast,
+        })
     }
 
     /// The optimizer: Adam with L2 weight decay coupled into the gradient (`torch.optim.Adam`).
@@ -293,6 +307,7 @@ epochs = 50
 lr = 0.005
 weight-decay = 0.0
 dropout = 0.6
+layer-order = "dropout-first"
 seed = 7
 feature-norm = "row"
 split = "public"
@@ -313,6 +328,7 @@ report = "out.json"
             weight_decay: 0.0,
             dropout: 0.6,
             layer_norm: false,
+            layer_order: Some(LayerOrder::DropoutFirst),
             seed: 7,
             feature_norm: FeatureNorm::Row,
             split: Some("public".into()),

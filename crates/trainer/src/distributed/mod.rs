@@ -207,7 +207,7 @@ where
     F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
 {
     let dist = &config.distributed;
-    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.topology.links()).map_err(DistError::from)?;
+    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.links()).map_err(DistError::from)?;
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
     let work = &work;
     let outcome = std::thread::scope(|scope| {
@@ -245,7 +245,7 @@ where
 {
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
     let dist = &config.distributed;
-    let options = MpiOptions { hosts: Some(dist.hosts), links: dist.topology.links(), ..MpiOptions::default() };
+    let options = MpiOptions { hosts: Some(dist.hosts), links: dist.links(), ..MpiOptions::default() };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
         work(&comm, observer)
@@ -330,6 +330,7 @@ fn run_worker(
     method["backend"] = json!(job.backend.as_str());
     method["codec"] = json!(codec);
     method["topology"] = json!(config.distributed.topology.as_str());
+    method["bandwidth_scale"] = json!(config.distributed.bandwidth_scale);
     method["cost_model"] = json!(comm_hierarchy::cost::MODEL);
     method["overlap"] = json!(config.distributed.overlap);
     method["held_bytes_max"] = json!(table.chunks_exact(FIELDS).map(|w| w[3] as u64).max());

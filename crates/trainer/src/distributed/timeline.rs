@@ -30,6 +30,22 @@ pub(crate) fn modeled_step_s(calls: &[f64], workers: &[WorkerStep]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Per call that some worker overlapped, `(c_k, central_k)`: its modeled seconds and the
+/// compute every worker did while it was in flight (the least over workers: the central
+/// aggregation of a split pull, or the primaries' gradients of a split push).
+pub(crate) fn overlapped_calls(calls: &[f64], workers: &[WorkerStep]) -> Vec<(f64, f64)> {
+    let least =
+        |k: usize| workers.iter().map(|w| w.overlaps.get(k).copied().unwrap_or(0.0)).fold(f64::INFINITY, f64::min);
+    let any = |k: usize| workers.iter().any(|w| w.overlaps.get(k).is_some_and(|&o| o > 0.0));
+    calls.iter().enumerate().filter(|&(k, _)| any(k)).map(|(k, &c)| (c, least(k))).collect()
+}
+
+/// `sum_k min(c_k, central_k)` over [`overlapped_calls`]: every worker hides at least this much
+/// communication, so the overlapped step is at most the blocking step minus it.
+pub(crate) fn overlap_bound_s(calls: &[f64], workers: &[WorkerStep]) -> f64 {
+    overlapped_calls(calls, workers).iter().map(|&(c, o)| c.min(o)).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +76,16 @@ mod tests {
     fn calls_without_an_overlap_record_cost_in_full() {
         assert_eq!(modeled_step_s(&[0.5, 0.5], &[worker(1.0, &[0.25])]), 1.75);
         assert_eq!(modeled_step_s(&[], &[worker(1.0, &[])]), 1.0);
+    }
+
+    #[test]
+    fn the_overlapped_step_saves_at_least_the_least_overlap_of_each_call() {
+        let calls = [0.4, 0.2, 0.5];
+        let workers = [worker(1.0, &[0.0, 0.1, 0.3]), worker(1.2, &[0.0, 0.3, 0.6]), worker(0.9, &[0.0, 0.0, 0.2])];
+        assert_eq!(overlapped_calls(&calls, &workers), [(0.2, 0.0), (0.5, 0.2)]);
+        let bound = overlap_bound_s(&calls, &workers);
+        assert!((bound - 0.2).abs() < 1e-12, "{bound}");
+        let blocking: Vec<WorkerStep> = workers.iter().map(|w| worker(w.compute_s, &[])).collect();
+        assert!(modeled_step_s(&calls, &workers) <= modeled_step_s(&calls, &blocking) - bound + 1e-12);
     }
 }

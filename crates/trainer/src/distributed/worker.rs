@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::DistError;
 use super::clock::CommClock;
 use super::setup::WorkerShare;
-use super::timeline::{WorkerStep, modeled_step_s};
+use super::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
@@ -164,6 +164,7 @@ impl<'a> Worker<'a> {
         let max = per_worker.iter().copied().fold(0.0, f64::max);
         let mut stats = CommStats::default();
         let mut no_overlap_s = None;
+        let mut overlap = Value::Null;
         if let Some(merged) = merged {
             let totals = merged.totals();
             stats.bytes_intra = totals.bytes_intra;
@@ -179,12 +180,19 @@ impl<'a> Worker<'a> {
             let credited = if seconds.len() == calls { &workers } else { &blocking };
             stats.modeled_epoch_s = Some(modeled_step_s(&seconds, credited));
             no_overlap_s = Some(modeled_step_s(&seconds, &blocking));
+            let split = overlapped_calls(&seconds, credited);
+            overlap = json!({
+                "comm_s_per_call": split.iter().map(|c| c.0).collect::<Vec<_>>(),
+                "central_compute_s_per_call": split.iter().map(|c| c.1).collect::<Vec<_>>(),
+                "bound_s": overlap_bound_s(&seconds, credited),
+            });
             for phase in merged.phases() {
                 stats.bytes_by_phase.insert(phase.to_string(), merged.phase_totals(phase).bytes());
             }
         }
         let method = json!({
             "modeled_epoch_s_no_overlap": no_overlap_s,
+            "overlap": overlap,
             "overlapped_compute_s_sum": overlapped,
             "compute_s_max": max,
             "compute_s_sum": per_worker.iter().sum::<f64>(),

@@ -1,9 +1,11 @@
-//! `halo train` flags of the `adaqp` method (`[method.adaqp]`), and `--layer-norm`, which the
-//! paper's model uses.
+//! `halo train` flags of the `adaqp` method (`[method.adaqp]`), and `--layer-norm` and
+//! `--layer-order`, which the paper's model uses.
 
+use gnn_core::LayerOrder;
 use trainer::config::{Beta, Bits, TrainConfig};
 
-/// Flags of `--method adaqp` (any `[method.adaqp]` key) and the model's `--layer-norm`.
+/// Flags of `--method adaqp` (any `[method.adaqp]` key) and the model's `--layer-norm` and
+/// `--layer-order`.
 #[derive(Debug, clap::Args)]
 pub struct AdaqpFlags {
     /// adaqp: bits per quantized row: 2, 4, 8, adaptive (problem (12) per group of rows), or
@@ -27,9 +29,13 @@ pub struct AdaqpFlags {
     /// adaqp: seconds the MILP solver may take per layer and direction [default: 10].
     #[arg(long, value_name = "S")]
     solver_time_limit: Option<f64>,
-    /// LayerNorm after every hidden conv (conv, LayerNorm, activation, dropout) [default: off].
+    /// LayerNorm after every hidden conv, before its activation [default: off].
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     layer_norm: Option<bool>,
+    /// Hidden layer order: dropout-last (conv, LayerNorm, activation, dropout) or dropout-first
+    /// (conv, dropout, LayerNorm, activation) [default: dropout-first for adaqp, else dropout-last].
+    #[arg(long, value_name = "ORDER")]
+    layer_order: Option<LayerOrder>,
 }
 
 fn on_off(text: &str) -> Result<bool, String> {
@@ -64,11 +70,13 @@ impl AdaqpFlags {
         settings.beta = self.beta.unwrap_or(settings.beta);
         settings.solver_time_limit = self.solver_time_limit.unwrap_or(settings.solver_time_limit);
         config.layer_norm = self.layer_norm.unwrap_or(config.layer_norm);
+        config.layer_order = self.layer_order.or(config.layer_order);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use gnn_core::LayerOrder;
     use trainer::config::{Beta, Bits, Method};
 
     use crate::cmd::train::config_from_flags;
@@ -86,6 +94,12 @@ mod tests {
         let s = &c.method.adaqp;
         assert_eq!((c.method.name, s.bits, s.group_size, s.assign_period), (Method::Adaqp, Bits::Four, 10, 5));
         assert_eq!((s.lambda, s.beta, c.layer_norm), (0.25, Beta::SquareOfSum, true));
+        assert_eq!(c.layer_order(), LayerOrder::DropoutFirst, "adaqp's default order");
+        let c = flags(&["--method", "adaqp", "--layer-order", "dropout-last"]).unwrap();
+        assert_eq!(c.layer_order(), LayerOrder::DropoutLast);
+        assert_eq!(flags(&["--method", "vanilla"]).unwrap().layer_order(), LayerOrder::DropoutLast);
+        let err = flags(&["--layer-order", "paper"]).unwrap_err();
+        assert!(format!("{err:#}").contains("--layer-order"), "{err:#}");
         let err = flags(&["--method", "adaqp", "--lambda", "2"]).unwrap_err();
         assert!(format!("{err:#}").contains("`lambda`"), "{err:#}");
         let err = flags(&["--bits", "3"]).unwrap_err();
