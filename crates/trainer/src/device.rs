@@ -22,7 +22,7 @@ pub fn run(
     _ordinal: usize,
     _observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    Err(gnn_core::gpu::GpuError::NotBuilt.into())
+    Err(TrainError::NoCuda)
 }
 
 #[cfg(feature = "cuda")]

@@ -9,9 +9,13 @@ use crate::data::DataError;
 /// Why a training run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    /// The device path (`device = "cuda"`) failed or is not in this build.
+    /// The device path (`device = "cuda"`) failed.
     #[error("device: {0}")]
     Device(#[from] gnn_core::gpu::GpuError),
+    /// `device = "cuda"` in a trainer built without its `cuda` feature (whatever gnn-core's
+    /// features are: the device strategy itself is compiled out).
+    #[error("device: this halo was built without CUDA support: rebuild with `--features cuda` to use a GPU")]
+    NoCuda,
     /// The model or data cannot go to the device yet.
     #[error("device: {0}")]
     DevicePlan(#[from] gnn_core::gpu::plan::PlanError),
