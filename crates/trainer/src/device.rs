@@ -1,5 +1,5 @@
 //! `device = "cuda[:N]"`: single-process full-batch training with the model, its gradients, Adam
-//! moments and activations resident on one GPU ([`gnn_core::gpu::DeviceModel`]). The parameters
+//! moments and activations resident on one GPU (`gnn_core::gpu::DeviceModel`). The parameters
 //! are initialised on the CPU from the same seed and uploaded, so a run starts where the CPU
 //! path starts. Only single-label (softmax) objectives are on the device.
 

@@ -2,7 +2,7 @@
 //! its worker stores; mirrors send their partial rows to the master, which combines them with
 //! its own and scatters the result back, so every replica continues with the full value. With
 //! [`ExchangeOptions::replica_cache`] the sum goes through CDFGNN's adaptive cache (Alg. 2,
-//! [`super::cached_sync`]) instead.
+//! `cached_sync`) instead.
 
 use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;

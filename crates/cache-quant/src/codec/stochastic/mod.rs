@@ -3,7 +3,7 @@
 //! A row of `D` values at `b` bits travels as its zero point `z = min` and scale
 //! `S = (max - min) / (2^b - 1)` (two little-endian `f32`, 8 bytes) followed by `D` codes
 //! `q = clamp(floor((x - z) / S + u), 0, 2^b - 1)` packed `ceil(D b / 8)` bytes (see
-//! [`pack`]), `u` uniform in `[0, 1)`; the receiver decodes `q S + z`. `E[q S + z] = x`, and
+//! `pack`), `u` uniform in `[0, 1)`; the receiver decodes `q S + z`. `E[q S + z] = x`, and
 //! the error's variance is `S^2 f (1 - f)` per value, `f` the fractional part of `(x - z) / S`:
 //! `D S^2 / 6` per row when fractional parts are uniform, at most `D S^2 / 4`.
 //!
