@@ -9,6 +9,8 @@
 //! `outer(inner)`, so a report names the whole stack.
 
 mod bank;
+pub mod bucket;
+pub mod ecgraph;
 mod identity;
 mod le;
 mod linear;
@@ -18,6 +20,7 @@ mod stats;
 pub mod stochastic;
 
 pub use bank::{CodecBank, CodecFactory};
+pub use bucket::{BUCKET_BITS, BucketCodec};
 pub use identity::IdentityCodec;
 pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
 pub use skip_repeats::SkipRepeats;

@@ -1,0 +1,258 @@
+//! EC-Graph's bucket compression (§IV-A): the minimum and maximum over the *whole* block of a
+//! message, `2^B` buckets of equal width between them, each value sent as its bucket's id and
+//! decoded to the bucket's midpoint.
+//!
+//! Side information: the paper ships the table of `2^B` bucket values with every message
+//! (256 KiB at `B = 16`); midpoints are a function of the minimum, the maximum and `B`, so a
+//! block here carries a 9-byte header instead: `B` (one byte, so a receiver decodes whatever
+//! width the sender's bit tuner chose) and the minimum and maximum (two little-endian `f32`),
+//! then the ids packed least significant bit first. A block of `n` values therefore costs
+//! `9 + ceil(n B / 8)` bytes ([`block_len`]), and every value decodes within half a bucket,
+//! `(max - min) / 2^(B + 1)`, of itself.
+//!
+//! The reference implementation splits the range at zero and decodes negative values one bucket
+//! low; here the id is `floor((v - min) / width)` over the whole range, whatever the sign.
+
+use super::le::{extend_le, read_le};
+use super::{Codec, CodecError, CodecStats, row_count};
+use crate::knob::Knob;
+use crate::stream::Pass;
+
+const NAME: &str = "bucket";
+
+/// The bucket id widths a block may use.
+pub const BUCKET_BITS: [u8; 5] = [1, 2, 4, 8, 16];
+
+/// Bytes of a block header: `B`, minimum, maximum.
+pub const HEADER_BYTES: usize = 9;
+
+/// Bytes of a block of `count` values at `bits` bits.
+pub fn block_len(bits: u8, count: usize) -> usize {
+    HEADER_BYTES + (count * usize::from(bits)).div_ceil(8)
+}
+
+/// The minimum and maximum of `values` (`(+inf, -inf)` when empty).
+pub fn bounds(values: impl IntoIterator<Item = f32>) -> (f32, f32) {
+    values.into_iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+/// The bucket scale of one block: its bounds and width. Encoder and decoder derive it from the
+/// same header, so both compute the same midpoints bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Buckets {
+    pub bits: u8,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+impl Buckets {
+    /// The scale of `bits`-bit buckets between `lo` and `hi`.
+    pub fn new(bits: u8, lo: f32, hi: f32) -> Self {
+        Self { bits, lo, hi }
+    }
+
+    fn count(&self) -> u32 {
+        1u32 << self.bits
+    }
+
+    /// The bucket of `v`; a flat or non-finite range puts every value in bucket 0.
+    pub fn id(&self, v: f32) -> u32 {
+        let range = f64::from(self.hi) - f64::from(self.lo);
+        if !(range > 0.0 && range.is_finite()) {
+            return 0;
+        }
+        let top = f64::from(self.count() - 1);
+        ((f64::from(v) - f64::from(self.lo)) / range * f64::from(self.count())).floor().clamp(0.0, top) as u32
+    }
+
+    /// The midpoint of bucket `id`.
+    pub fn midpoint(&self, id: u32) -> f32 {
+        let width = (self.hi - self.lo) / self.count() as f32;
+        self.lo + (id as f32 + 0.5) * width
+    }
+
+    /// `v` through its bucket.
+    pub fn round_trip(&self, v: f32) -> f32 {
+        self.midpoint(self.id(v))
+    }
+}
+
+/// Appends a block of `values` at `scale` (header and packed ids) to `out`.
+pub fn encode_block(scale: Buckets, values: impl Iterator<Item = f32>, out: &mut Vec<u8>) {
+    out.push(scale.bits);
+    extend_le(out, &[scale.lo, scale.hi]);
+    let bits = u32::from(scale.bits);
+    let (mut acc, mut filled) = (0u64, 0u32);
+    for v in values {
+        acc |= u64::from(scale.id(v)) << filled;
+        filled += bits;
+        while filled >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            filled -= 8;
+        }
+    }
+    if filled > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// Decodes a block of exactly `out.len()` values from the front of `bytes`; returns its scale
+/// and the number of bytes it took.
+pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Result<(Buckets, usize), CodecError> {
+    let malformed = |detail: String| CodecError::Malformed { codec, detail };
+    let (&bits, rest) = bytes.split_first().ok_or_else(|| malformed("empty bucket block".to_string()))?;
+    if !BUCKET_BITS.contains(&bits) {
+        return Err(malformed(format!("bucket block of {bits} bits (expected 1, 2, 4, 8 or 16)")));
+    }
+    let len = block_len(bits, out.len());
+    if bytes.len() < len {
+        return Err(malformed(format!("bucket block of {} values needs {len} bytes, has {}", out.len(), bytes.len())));
+    }
+    let mut lohi = [0.0f32; 2];
+    read_le(&rest[..8], &mut lohi);
+    let scale = Buckets::new(bits, lohi[0], lohi[1]);
+    let packed = &rest[8..len - 1];
+    let (b, mask) = (usize::from(bits), (1u64 << bits) - 1);
+    for (i, v) in out.iter_mut().enumerate() {
+        let (bit, mut acc, mut got) = (i * b, 0u64, 0usize);
+        while got < b {
+            let at = bit + got;
+            acc |= u64::from(packed[at / 8] >> (at % 8)) << got;
+            got += 8 - at % 8;
+        }
+        *v = scale.midpoint((acc & mask) as u32);
+    }
+    Ok((scale, len))
+}
+
+/// Checks that `bits` is a bucket width.
+pub fn check_bits(bits: u8) -> Result<u8, BucketBitsError> {
+    if BUCKET_BITS.contains(&bits) { Ok(bits) } else { Err(BucketBitsError(bits)) }
+}
+
+/// A bucket width outside [`BUCKET_BITS`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bucket compression takes 1, 2, 4, 8 or 16 bits, got {0}")]
+pub struct BucketBitsError(pub u8);
+
+/// Stateless bucket compression of whole messages at the width a [`Knob`] holds when a message
+/// is encoded (the width travels in the header, so the decoder needs no knob).
+#[derive(Debug, Clone)]
+pub struct BucketCodec {
+    bits: Knob<u8>,
+    stats: CodecStats,
+}
+
+impl BucketCodec {
+    /// A codec at the width `bits` holds (one of [`BUCKET_BITS`]).
+    pub fn new(bits: Knob<u8>) -> Self {
+        Self { bits, stats: CodecStats::default() }
+    }
+}
+
+impl Codec for BucketCodec {
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let n = row_count(NAME, rows.len(), width)?;
+        let bits =
+            check_bits(self.bits.get()).map_err(|e| CodecError::Malformed { codec: NAME, detail: e.to_string() })?;
+        let (lo, hi) = bounds(rows.iter().copied());
+        let scale = Buckets::new(bits, lo, hi);
+        encode_block(scale, rows.iter().copied(), out);
+        self.stats.bits[usize::from(bits)] += n as u64;
+        for &v in rows {
+            self.stats.err_sq += f64::from(scale.round_trip(v) - v).powi(2);
+            self.stats.ref_sq += f64::from(v).powi(2);
+        }
+        Ok(())
+    }
+
+    fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        let (_, used) = decode_block(NAME, bytes, out)?;
+        if used != bytes.len() {
+            return Err(CodecError::Malformed {
+                codec: NAME,
+                detail: format!("{} bytes after the block", bytes.len() - used),
+            });
+        }
+        Ok(())
+    }
+
+    fn take_stats(&mut self) -> CodecStats {
+        std::mem::take(&mut self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const P: Pass = Pass { mode: crate::Mode::Train, epoch: 1, step: 0 };
+
+    fn round_trip(bits: u8, values: &[f32], width: usize) -> (Vec<u8>, Vec<f32>) {
+        let mut codec = BucketCodec::new(Knob::new(bits));
+        let mut bytes = Vec::new();
+        codec.encode(P, values, width, &mut bytes).unwrap();
+        let mut back = vec![0.0; values.len()];
+        BucketCodec::new(Knob::new(1)).decode(P, &bytes, width, &mut back).unwrap();
+        (bytes, back)
+    }
+
+    #[test]
+    fn negative_values_decode_in_their_own_bucket() {
+        // Range [-1, 1] at 2 bits: buckets of width 0.5, midpoints -0.75, -0.25, 0.25, 0.75.
+        let (bytes, back) = round_trip(2, &[-1.0, -0.3, 0.1, 1.0], 2);
+        assert_eq!(back, [-0.75, -0.25, 0.25, 0.75]);
+        // Header (B, min, max) and 4 ids of 2 bits.
+        assert_eq!(bytes.len(), HEADER_BYTES + 1);
+        assert_eq!(bytes[0], 2);
+        assert_eq!(bytes[9], 0b11_10_01_00);
+    }
+
+    #[test]
+    fn flat_blocks_are_exact_and_bad_input_is_an_error() {
+        assert_eq!(round_trip(1, &[3.5; 6], 3).1, [3.5; 6]);
+        let mut codec = BucketCodec::new(Knob::new(3));
+        let err = codec.encode(P, &[1.0], 1, &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("got 3"), "{err}");
+        let err = codec.decode(P, &[5, 0, 0, 0, 0, 0, 0, 0, 0, 0], 1, &mut [0.0]).unwrap_err();
+        assert!(err.to_string().contains("5 bits"), "{err}");
+        let err = codec.decode(P, &[8, 0, 0, 0, 0, 0, 0, 0, 0], 1, &mut [0.0]).unwrap_err();
+        assert!(err.to_string().contains("needs 10 bytes"), "{err}");
+        assert_eq!(check_bits(16), Ok(16));
+        assert_eq!(check_bits(0).unwrap_err().to_string(), "bucket compression takes 1, 2, 4, 8 or 16 bits, got 0");
+    }
+
+    proptest! {
+        /// Every value decodes within (max - min) / 2^(B + 1) of itself, and a block costs the
+        /// analytic count.
+        #[test]
+        fn error_is_at_most_half_a_bucket_and_bytes_are_analytic(
+            bits in prop::sample::select(BUCKET_BITS.to_vec()),
+            rows in prop::collection::vec(prop::collection::vec(-1e3f32..1e3, 3), 1..20),
+        ) {
+            let flat: Vec<f32> = rows.concat();
+            let (bytes, back) = round_trip(bits, &flat, 3);
+            prop_assert_eq!(bytes.len(), block_len(bits, flat.len()));
+            prop_assert_eq!(bytes.len(), 9 + (flat.len() * usize::from(bits)).div_ceil(8));
+            let (lo, hi) = bounds(flat.iter().copied());
+            let bound = (f64::from(hi) - f64::from(lo)) / f64::from(1u32 << (bits + 1));
+            // Float rounding of the midpoint: a few ulps of the block's magnitude.
+            let slack = 8.0 * f64::from(f32::EPSILON) * f64::from(lo.abs().max(hi.abs()));
+            for (v, g) in flat.iter().zip(&back) {
+                prop_assert!(f64::from((v - g).abs()) <= bound + slack, "{} vs {} (bound {})", v, g, bound);
+            }
+            // Decoding is a pure function of the bytes: the encoder's own view is the receiver's.
+            let scale = Buckets::new(bits, lo, hi);
+            for (v, g) in flat.iter().zip(&back) {
+                prop_assert_eq!(scale.round_trip(*v).to_bits(), g.to_bits());
+            }
+        }
+    }
+}
