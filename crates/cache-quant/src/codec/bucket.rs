@@ -126,6 +126,15 @@ pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Resul
     Ok((scale, len))
 }
 
+/// The decode of a message for no rows: it must be empty.
+pub fn expect_empty(codec: &'static str, bytes: &[u8]) -> Result<(), CodecError> {
+    if bytes.is_empty() {
+        Ok(())
+    } else {
+        Err(CodecError::Malformed { codec, detail: format!("{} bytes for no rows", bytes.len()) })
+    }
+}
+
 /// Checks that `bits` is a bucket width.
 pub fn check_bits(bits: u8) -> Result<u8, BucketBitsError> {
     if BUCKET_BITS.contains(&bits) { Ok(bits) } else { Err(BucketBitsError(bits)) }
@@ -157,6 +166,10 @@ impl Codec for BucketCodec {
     }
 
     fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if rows.is_empty() {
+            // A peer that reads none of our rows gets an empty message, as without a codec.
+            return Ok(());
+        }
         let n = row_count(NAME, rows.len(), width)?;
         let bits =
             check_bits(self.bits.get()).map_err(|e| CodecError::Malformed { codec: NAME, detail: e.to_string() })?;
@@ -172,6 +185,9 @@ impl Codec for BucketCodec {
     }
 
     fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        if out.is_empty() {
+            return expect_empty(NAME, bytes);
+        }
         let (_, used) = decode_block(NAME, bytes, out)?;
         if used != bytes.len() {
             return Err(CodecError::Malformed {

@@ -16,7 +16,9 @@
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, FeatpartSettings, MiniBatchConfig};
+use super::{
+    AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, EcgraphSettings, FeatpartSettings, MiniBatchConfig,
+};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -44,6 +46,9 @@ pub enum Method {
     /// Feature-only partition: every worker holds the structure and a block of feature columns,
     /// and fetches the other columns every tau iterations (needs `[minibatch] batch-size`).
     Featpart,
+    /// Distributed full-batch edge-cut training with EC-Graph's bucket compression, ReqEC-FP,
+    /// ResEC-BP and bit tuner (`[method.ecgraph]`).
+    Ecgraph,
 }
 
 impl Method {
@@ -57,6 +62,7 @@ impl Method {
             Method::Adgraph => "adgraph",
             Method::Cdfgnn => "cdfgnn",
             Method::Featpart => "featpart",
+            Method::Ecgraph => "ecgraph",
         }
     }
 }
@@ -119,6 +125,8 @@ pub struct MethodConfig {
     pub cdfgnn: CdfgnnSettings,
     /// Settings of `featpart`.
     pub featpart: FeatpartSettings,
+    /// Settings of `ecgraph`.
+    pub ecgraph: EcgraphSettings,
 }
 
 impl MethodConfig {
@@ -135,12 +143,13 @@ impl MethodConfig {
             (Method::DataParallel, None) => {
                 invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
-            (Method::Vanilla | Method::Adaqp | Method::Cdfgnn, Some(_)) => invalid(&format!(
+            (Method::Vanilla | Method::Adaqp | Method::Cdfgnn | Method::Ecgraph, Some(_)) => invalid(&format!(
                 "{} trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
                 self.name.as_str()
             )),
             (Method::Adaqp, None) => self.adaqp.validate(),
             (Method::Cdfgnn, None) => self.cdfgnn.validate(),
+            (Method::Ecgraph, None) => self.ecgraph.validate(),
             (Method::Adgraph, None) => {
                 invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
             }
@@ -171,7 +180,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str(
-                "a method name (single, vanilla, data-parallel, adaqp, adgraph, cdfgnn, featpart) or a [method] table",
+                "a method name (single, vanilla, data-parallel, adaqp, adgraph, cdfgnn, featpart, ecgraph) or a [method] table",
             )
         }
 

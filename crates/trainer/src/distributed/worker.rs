@@ -275,7 +275,12 @@ impl Strategy for Worker<'_> {
         let total = self.codec_totals.total();
         // Rows sent over the rows the exact exchange sends, over the run.
         let rows_sent_fraction = (total.rows > 0).then(|| (total.rows - total.rows_skipped) as f64 / total.rows as f64);
-        Some(json!({ "codec_stats": stats_json(&self.codec_totals), "rows_sent_fraction": rows_sent_fraction }))
+        let mut fields =
+            json!({ "codec_stats": stats_json(&self.codec_totals), "rows_sent_fraction": rows_sent_fraction });
+        if let Some(controller) = self.controller.as_mut().and_then(|c| c.final_fields()) {
+            fields["controller"] = controller;
+        }
+        Some(fields)
     }
 
     fn model(&self) -> Option<&Model> {

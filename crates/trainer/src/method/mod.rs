@@ -15,6 +15,7 @@ mod adaqp;
 mod adgraph;
 mod cdfgnn;
 mod data_parallel;
+mod ecgraph;
 pub(crate) mod featpart;
 mod single;
 mod vanilla;
@@ -152,6 +153,11 @@ pub trait Controller: Send {
     /// identical on every rank): a controller that follows accuracy sets its knobs here for
     /// the next step.
     fn after_eval(&mut self, _eval: &EvalStats) {}
+
+    /// Fields for `final.method.controller` after the last epoch (run totals).
+    fn final_fields(&mut self) -> Option<Value> {
+        None
+    }
 }
 
 /// A worker's view a controller may act on between steps: its communicator (every rank calls
@@ -198,5 +204,6 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Adgraph => &adgraph::Adgraph,
         Method::Cdfgnn => &cdfgnn::Cdfgnn,
         Method::Featpart => &featpart::Featpart,
+        Method::Ecgraph => &ecgraph::Ecgraph,
     }
 }

@@ -41,6 +41,10 @@ impl Codec for ResEc {
     }
 
     fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if rows.is_empty() {
+            // A peer that reads none of our rows gets an empty message, as without a codec.
+            return Ok(());
+        }
         let n = row_count(NAME, rows.len(), width)?;
         let bits = bucket::check_bits(self.bits.get())
             .map_err(|e| CodecError::Malformed { codec: NAME, detail: e.to_string() })?;
@@ -68,6 +72,9 @@ impl Codec for ResEc {
     }
 
     fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        if out.is_empty() {
+            return bucket::expect_empty(NAME, bytes);
+        }
         let (_, used) = bucket::decode_block(NAME, bytes, out)?;
         if used != bytes.len() {
             return Err(CodecError::Malformed {
