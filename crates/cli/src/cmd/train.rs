@@ -11,6 +11,7 @@ mod adaqp_flags;
 mod adgraph_flags;
 mod cdfgnn_flags;
 mod device_flags;
+mod ecgraph_flags;
 mod featpart_flags;
 mod keeper;
 mod launch;
@@ -35,6 +36,7 @@ use adaqp_flags::AdaqpFlags;
 use adgraph_flags::AdgraphFlags;
 use cdfgnn_flags::CdfgnnFlags;
 use device_flags::DeviceFlags;
+use ecgraph_flags::EcgraphFlags;
 use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
@@ -179,6 +181,8 @@ pub struct Args {
     #[command(flatten)]
     featpart: FeatpartFlags,
     #[command(flatten)]
+    ecgraph: EcgraphFlags,
+    #[command(flatten)]
     device: DeviceFlags,
     #[command(flatten)]
     load: LoadArgs,
@@ -209,6 +213,7 @@ impl Args {
         flags.extend(self.adgraph.given());
         flags.extend(self.cdfgnn.given());
         flags.extend(self.featpart.given());
+        flags.extend(self.ecgraph.given());
         flags
     }
 
@@ -274,6 +279,7 @@ impl Args {
         set_opt(&mut c.report, &self.report);
         self.adaqp.apply(&mut c);
         self.cdfgnn.apply(&mut c);
+        self.ecgraph.apply(&mut c);
         self.device.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)

@@ -38,7 +38,8 @@ pub struct AdaqpFlags {
     layer_order: Option<LayerOrder>,
 }
 
-fn on_off(text: &str) -> Result<bool, String> {
+/// Parses `on` / `off` (shared by the flags of several methods).
+pub(super) fn on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" => Ok(true),
         "off" => Ok(false),
