@@ -113,8 +113,17 @@ pub fn run_method(
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
     config.validate()?;
-    let parts = method.parts(config);
+    let mut parts = method.parts(config);
     let name = method.name();
+    if let Some(servers) = config.distributed.param_servers() {
+        if !matches!((parts.data, &parts.batches), (DataPlan::Cut(_), BatchSource::FullBatch)) {
+            return Err(TrainError::Parts {
+                method: name.to_string(),
+                detail: "param-sync = \"ps\" is implemented for full-batch partitioned training".to_string(),
+            });
+        }
+        parts.sync = method::GradSync::ParamServers { servers };
+    }
     match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;

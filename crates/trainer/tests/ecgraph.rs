@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
-use trainer::config::{DistributedConfig, EcgraphSettings, Method, MethodConfig, TrainConfig};
+use trainer::config::{DistributedConfig, EcgraphSettings, Method, MethodConfig, ParamSync, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -101,4 +101,26 @@ fn full_rounds_cost_a_byte_per_message_and_compressed_rounds_the_bucket_bytes() 
     assert!((total - 1.0).abs() < 1e-9, "{shares}");
     let totals = &reqec.final_.method.as_ref().unwrap()["controller"];
     assert_eq!(totals["fwd_bits_epochs"][0]["2"], 3);
+}
+
+#[test]
+fn parameter_servers_equal_all_reduce() {
+    let reference = run(&config(Method::Ecgraph, exact(), 5));
+    for servers in [1, 2, 4] {
+        let mut c = config(Method::Ecgraph, exact(), 5);
+        c.distributed.param_sync = ParamSync::Ps;
+        c.distributed.servers = Some(servers);
+        let ps = run(&c);
+        for (a, p) in reference.epochs.iter().zip(&ps.epochs) {
+            let tol = 1e-6 * a.loss.abs().max(1.0);
+            assert!((a.loss - p.loss).abs() <= tol, "M = {servers}, epoch {}: {} vs {}", a.epoch, a.loss, p.loss);
+            assert!((a.val_acc - p.val_acc).abs() <= 1e-6, "M = {servers}, epoch {}", a.epoch);
+            assert!(!p.bytes_by_phase.contains_key("grads"), "no all-reduce of the gradients");
+            // Each worker pushes the slices it does not serve and pulls them back.
+            let (push, pull) = (p.bytes_by_phase["ps/push"], p.bytes_by_phase["ps/pull"]);
+            assert_eq!(push, pull, "M = {servers}: every pushed value comes back");
+        }
+        let grads = reference.epochs[0].bytes_by_phase["grads"];
+        assert!(ps.final_.bytes_grad_sync > 0 && grads > 0);
+    }
 }

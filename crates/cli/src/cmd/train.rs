@@ -28,7 +28,7 @@ use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use graph_partition::sample::Fanouts;
 use trainer::Source;
-use trainer::config::{Backend, FeatureNorm, LrScaling, Method, TrainConfig};
+use trainer::config::{Backend, FeatureNorm, LrScaling, Method, ParamSync, TrainConfig};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
@@ -132,6 +132,15 @@ pub struct Args {
     /// instead of exactly.
     #[arg(long)]
     lossy_eval: bool,
+    /// Full-batch distributed methods: agree on the update by an all-reduce of the gradients,
+    /// or through parameter servers holding contiguous slices (push gradients, pull slices)
+    /// [default: allreduce].
+    #[arg(long, value_enum)]
+    param_sync: Option<ParamSync>,
+    /// --param-sync ps: parameter servers, co-located with the first workers [default: one per
+    /// worker].
+    #[arg(long, value_name = "M")]
+    servers: Option<usize>,
     /// vanilla: send only the rows a receiver does not already hold (lossless).
     #[arg(long)]
     skip_repeats: bool,
@@ -205,6 +214,8 @@ impl Args {
             ("--bandwidth-scale", self.bandwidth_scale.is_some()),
             ("--overlap", self.overlap),
             ("--lossy-eval", self.lossy_eval),
+            ("--param-sync", self.param_sync.is_some()),
+            ("--servers", self.servers.is_some()),
             ("--skip-repeats", self.skip_repeats),
         ];
         let mut flags: Vec<&'static str> =
@@ -264,6 +275,8 @@ impl Args {
         set(&mut c.distributed.bandwidth_scale, &self.bandwidth_scale);
         c.distributed.overlap |= self.overlap;
         c.distributed.lossy_eval |= self.lossy_eval;
+        set(&mut c.distributed.param_sync, &self.param_sync);
+        set_opt(&mut c.distributed.servers, &self.servers);
         c.method.vanilla.skip_repeats |= self.skip_repeats;
         set_opt(&mut c.minibatch.batch_size, &self.batch_size);
         set_opt(&mut c.minibatch.fanouts, &self.fanouts);

@@ -57,6 +57,25 @@ pub struct DistributedConfig {
     pub overlap: bool,
     /// Evaluate through the method's codecs (advancing their state) instead of exactly.
     pub lossy_eval: bool,
+    /// How full-batch partitioned training agrees on the update: all-reduce, or parameter
+    /// servers.
+    pub param_sync: ParamSync,
+    /// Parameter servers (`param-sync = "ps"`), co-located with the first workers; `None`: one
+    /// per worker.
+    pub servers: Option<usize>,
+}
+
+/// How workers agree on the parameter update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum ParamSync {
+    /// Gradients summed by an all-reduce; every worker runs the optimizer.
+    #[default]
+    Allreduce,
+    /// Gradients pushed to parameter servers holding contiguous slices, which run the optimizer
+    /// and serve the slices back.
+    Ps,
 }
 
 impl Default for DistributedConfig {
@@ -72,6 +91,8 @@ impl Default for DistributedConfig {
             bandwidth_scale: 1.0,
             overlap: false,
             lossy_eval: false,
+            param_sync: ParamSync::Allreduce,
+            servers: None,
         }
     }
 }
@@ -91,9 +112,22 @@ impl DistributedConfig {
         })
     }
 
+    /// The number of parameter servers under `param-sync = "ps"`, else `None`.
+    pub fn param_servers(&self) -> Option<usize> {
+        (self.param_sync == ParamSync::Ps).then(|| self.servers.unwrap_or(self.workers))
+    }
+
     /// Checks the settings; the error names the key (= flag) at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, message| Err(ConfigError::Invalid { key, message });
+        if let Some(m) = self.servers {
+            if self.param_sync != ParamSync::Ps {
+                return invalid("servers", "needs param-sync = \"ps\"".to_string());
+            }
+            if m == 0 || m > self.workers {
+                return invalid("servers", format!("must be in 1..={} (the workers), got {m}", self.workers));
+            }
+        }
         if self.workers == 0 {
             return invalid("workers", "must be at least 1, got 0".to_string());
         }
@@ -159,7 +193,8 @@ mod tests {
     fn toml_spells_keys_like_the_flags() {
         let c: DistributedConfig = toml::from_str(
             "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
-             topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n",
+             topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n\
+             param-sync = \"ps\"\nservers = 3\n",
         )
         .unwrap();
         let expected = DistributedConfig {
@@ -173,8 +208,15 @@ mod tests {
             bandwidth_scale: 0.01,
             overlap: true,
             lossy_eval: true,
+            param_sync: ParamSync::Ps,
+            servers: Some(3),
         };
         assert_eq!(c, expected);
+        assert_eq!(c.param_servers(), Some(3));
+        assert_eq!(key_of(&DistributedConfig { servers: Some(9), ..c.clone() }), "servers");
+        let all_reduce = DistributedConfig { param_sync: ParamSync::Allreduce, ..c.clone() };
+        assert_eq!(key_of(&all_reduce), "servers");
+        assert_eq!(DistributedConfig { servers: None, ..c.clone() }.param_servers(), Some(8));
         let (preset, scaled) = (Preset::Ecgraph.links(), c.links());
         assert_eq!(scaled.inter.bandwidth_bytes_per_s, preset.inter.bandwidth_bytes_per_s * 0.01);
         assert_eq!(scaled.intra.bandwidth_bytes_per_s, preset.intra.bandwidth_bytes_per_s * 0.01);

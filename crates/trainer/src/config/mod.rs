@@ -23,7 +23,7 @@ pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
 pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use device::{Device, UnknownDevice};
-pub use distributed::{Backend, DistributedConfig};
+pub use distributed::{Backend, DistributedConfig, ParamSync};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{FeatpartSettings, Tau, TauError};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};

@@ -30,6 +30,7 @@
 //! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
 
 pub(crate) mod clock;
+mod param_server;
 mod setup;
 mod timeline;
 mod worker;
@@ -89,6 +90,9 @@ pub enum DistError {
     /// A communicator call failed (a peer failed, timed out or sent garbage).
     #[error("communication: {0}")]
     Comm(#[from] CommError),
+    /// A parameter server's message holds another number of values than its slice.
+    #[error("{phase}: rank {rank} sent {got} values, expected {expected}")]
+    ParamSlice { phase: &'static str, rank: usize, got: usize, expected: usize },
     /// A worker failed; the run stopped.
     #[error("distributed run failed: {0}")]
     Worker(#[from] ClusterError),

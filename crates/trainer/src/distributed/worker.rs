@@ -17,12 +17,13 @@ use serde_json::{Value, json};
 
 use super::DistError;
 use super::clock::CommClock;
+use super::param_server::ParamServers;
 use super::setup::WorkerShare;
 use super::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
-use crate::method::{ControlCtx, Controller, Parts};
+use crate::method::{ControlCtx, Controller, GradSync, Parts};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
@@ -47,6 +48,8 @@ pub(crate) struct Worker<'a> {
     /// Codec stats summed over workers and epochs.
     codec_totals: StatsTable,
     optimizer: Adam,
+    /// `Some` under parameter servers: the update runs there instead of on every worker.
+    servers: Option<ParamServers>,
     lr: f32,
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
@@ -95,6 +98,10 @@ impl<'a> Worker<'a> {
             controller,
             codec_totals: StatsTable::default(),
             optimizer: config.optimizer(),
+            servers: match parts.sync {
+                GradSync::AllReduce => None,
+                GradSync::ParamServers { servers } => Some(ParamServers::new(servers, comm.rank(), config.optimizer())),
+            },
             lr: config.lr,
             layers: config.layers,
             seed: config.seed,
@@ -116,14 +123,22 @@ impl<'a> Worker<'a> {
         dlogits /= self.global_terms as f32;
         self.model.backward(&self.graph, dlogits, self.exchange.as_mut())?;
         let (comm, grads) = (self.comm, self.model.grads_mut());
-        self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+        if self.servers.is_none() {
+            self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+        }
         let mut loss = [loss_sum];
         self.clock.call(|| comm.all_reduce_sum_f64(LOSS, &mut loss)).map_err(DistError::from)?;
         let loss = loss[0] / self.global_terms;
-        // The loss and gradients are global here and the update identical, so every worker
-        // stops at the same step.
+        // The loss is global here (and under all-reduce the gradients), and the update
+        // identical, so every worker stops at the same step.
         guard::check_loss_and_grads(epoch, loss, layer, &self.model, self.lr)?;
-        self.model.step(&mut self.optimizer)?;
+        match self.servers.as_mut() {
+            None => self.model.step(&mut self.optimizer)?,
+            Some(servers) => {
+                let (params, grads) = self.model.params_and_grads_mut();
+                servers.step(comm, self.clock, params, grads)?;
+            }
+        }
         guard::check_params(epoch, &self.model, self.lr)?;
         Ok(loss)
     }

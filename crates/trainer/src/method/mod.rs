@@ -111,6 +111,10 @@ impl Sampling {
 pub enum GradSync {
     /// Gradients summed by a deterministic all-reduce; every worker applies the same step.
     AllReduce,
+    /// Gradients pushed to this many parameter servers holding contiguous slices of the
+    /// parameters, which apply the step and serve the slices back (`[distributed] param-sync =
+    /// "ps"`; full-batch partitioned training).
+    ParamServers { servers: usize },
 }
 
 /// One worker's codec stack: the codecs its exchange sends rows through (one per stream) and
