@@ -3,12 +3,15 @@
 
     python3 experiments/ecgraph_summary.py results/ecgraph-cora [results/ecgraph-cora-b4 ...]
 
-Per variant, over its seeds (mean, and for accuracy the standard error and the paired difference
+Per variant (`none` is the baseline), over its finished seeds (mean, and for accuracy the standard error and the paired difference
 from the baseline of the same seed): test accuracy at the best validation epoch; forward bytes
 (the `fwd/<l>` phases of `bytes_by_phase`, summed over epochs) over the baseline's; exchange bytes
 over the baseline's; selector shares and the forward-width histogram (`final.method.controller`);
-modeled time to the best validation accuracy (the sum of `modeled_epoch_s` up to the best epoch,
-and its communication part, the sum of `modeled_comm_s`), and the baseline's communication share.
+modeled communication to the best validation epoch (the sum of `modeled_comm_s` up to it) and
+modeled time to it: that communication plus the best epoch times one compute time per epoch for
+every variant, the baseline's median measured compute (`modeled_epoch_s - modeled_comm_s`), since
+the measured compute of each run on a shared, loaded machine is noise; and the baseline's
+communication share of that modeled epoch.
 """
 import json
 import math
@@ -35,9 +38,9 @@ def run_figures(report):
         "test": fin["test_acc_at_best_val"],
         "fwd": fwd,
         "exchange": fin["bytes_exchange"],
-        "t_best": sum(e["modeled_epoch_s"] for e in upto),
         "comm_best": sum(e["modeled_comm_s"] for e in upto),
-        "comm_share": sum(e["modeled_comm_s"] for e in epochs) / sum(e["modeled_epoch_s"] for e in epochs),
+        "comm_epoch": sum(e["modeled_comm_s"] for e in epochs) / len(epochs),
+        "compute": sorted(e["modeled_epoch_s"] - e["modeled_comm_s"] for e in epochs),
         "best_epoch": best,
         "shares": ctrl.get("selector_shares"),
         "bits": ctrl.get("fwd_bits_epochs"),
@@ -46,24 +49,30 @@ def run_figures(report):
 
 def main(dirs):
     for d in map(Path, dirs):
-        results = json.loads((d / "results.json").read_text())
-        baseline = results["baseline"]
-        runs = {}
-        for r in results["runs"]:
-            runs.setdefault(r["variant"], {})[r["seed"]] = run_figures(json.loads((d / r["report"]).read_text()))
+        # The finished runs (a grid still running is summarised as far as it got).
+        baseline, runs = "none", {}
+        for path in sorted((d / "runs").glob("*-seed*.json")):
+            variant, seed = path.stem.rsplit("-seed", 1)
+            runs.setdefault(variant, {})[int(seed)] = run_figures(json.loads(path.read_text()))
         base = runs[baseline]
-        print(f"## {results['experiment']} (baseline {baseline})\n")
+        print(f"## {d.name} (baseline {baseline}; seeds per variant: "
+              f"{', '.join(f'{v} {len(s)}' for v, s in runs.items())})\n")
         print("| variant | test acc | diff vs baseline | fwd bytes / baseline | exchange bytes / baseline "
-              "| best epoch | modeled time to best val (s) | its comm part (s) | speedup | selector shares (c/p/a, layer 0) | fwd B epochs (layer 0) |")
+              "| best epoch | modeled comm to best val (s) | modeled time to best val (s) | speedup "
+              "| selector shares (c/p/a, layer 0) | fwd B epochs (layer 0) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
-        bt = mean_se([f["t_best"] for f in base.values()])[0]
+        computes = sorted(c for f in base.values() for c in f["compute"])
+        compute = computes[len(computes) // 2]
+        def t_best(f):
+            return f["best_epoch"] * compute + f["comm_best"]
+        bt = mean_se([t_best(f) for f in base.values()])[0]
         for name, seeds in runs.items():
             acc = mean_se([f["test"] * 100 for f in seeds.values()])
             diff = mean_se([(seeds[s]["test"] - base[s]["test"]) * 100 for s in seeds if s in base])
             fwd = mean_se([f["fwd"] for f in seeds.values()])[0] / mean_se([f["fwd"] for f in base.values()])[0]
             exch = mean_se([f["exchange"] for f in seeds.values()])[0] / mean_se(
                 [f["exchange"] for f in base.values()])[0]
-            t = mean_se([f["t_best"] for f in seeds.values()])[0]
+            t = mean_se([t_best(f) for f in seeds.values()])[0]
             c = mean_se([f["comm_best"] for f in seeds.values()])[0]
             be = mean_se([f["best_epoch"] for f in seeds.values()])[0]
             first = next(iter(seeds.values()))
@@ -76,17 +85,19 @@ def main(dirs):
                     for k, key in enumerate(["compressed", "predicted", "average"]):
                         tot[k] += s[key] / sel / len(seeds) if sel else 0.0
                 shares = "/".join(f"{x:.2f}" for x in tot)
+            # Without ReqEC-FP the width never changes (its flags give it).
             bits = "-"
-            if first["bits"]:
+            if first["bits"] and shares != "-" and any(float(x) > 0 for x in shares.split("/")):
                 hist = {}
                 for f in seeds.values():
                     for b, n in f["bits"][0].items():
                         hist[int(b)] = hist.get(int(b), 0) + n
                 bits = " ".join(f"{b}:{n}" for b, n in sorted(hist.items()))
             print(f"| {name} | {acc[0]:.2f} ± {acc[1]:.2f} | {diff[0]:+.2f} ± {diff[1]:.2f} | {fwd:.3f} | {exch:.3f} "
-                  f"| {be:.0f} | {t:.3f} | {c:.4f} | {bt / t:.2f}x | {shares} | {bits} |")
-        share = mean_se([f["comm_share"] for f in base.values()])[0]
-        print(f"\nBaseline communication share of the modeled epoch: {share * 100:.1f}%\n")
+                  f"| {be:.0f} | {c:.4f} | {t:.3f} | {bt / t:.2f}x | {shares} | {bits} |")
+        comm = mean_se([f["comm_epoch"] for f in base.values()])[0]
+        print(f"\nCompute per epoch (baseline median): {compute * 1e3:.1f} ms; baseline modeled communication "
+              f"per epoch: {comm * 1e3:.2f} ms, {comm / (comm + compute) * 100:.1f}% of its modeled epoch\n")
 
 
 if __name__ == "__main__":

@@ -73,14 +73,14 @@ pub(super) struct BitTuner {
     tally: SelectorTally,
     /// Selector counts per layer over the run.
     totals: Vec<[u64; 4]>,
-    /// Per layer, training epochs spent at each forward width (index = bits).
-    epochs_at: Vec<[u64; 17]>,
+    /// Per layer, training epochs spent at each forward width (index = bits; 32: exact).
+    epochs_at: Vec<[u64; 33]>,
 }
 
 impl BitTuner {
     fn new(settings: EcgraphSettings, fwd_bits: Vec<Knob<u8>>, tally: SelectorTally) -> Self {
         let layers = fwd_bits.len();
-        Self { settings, fwd_bits, tally, totals: vec![[0; 4]; layers], epochs_at: vec![[0; 17]; layers] }
+        Self { settings, fwd_bits, tally, totals: vec![[0; 4]; layers], epochs_at: vec![[0; 33]; layers] }
     }
 
     /// The next width of a layer at `bits` whose predicted share is `share`.
@@ -119,7 +119,7 @@ impl Controller for BitTuner {
             let counts: [u64; 4] = std::array::from_fn(|k| summed[4 * l + k] as u64);
             self.totals[l].iter_mut().zip(counts).for_each(|(a, b)| *a += b);
             let bits = knob.get();
-            self.epochs_at[l][usize::from(bits.min(16))] += 1;
+            self.epochs_at[l][usize::from(bits.min(32))] += 1;
             let selective: u64 = counts[1..].iter().sum();
             let after = if self.settings.bit_tuner && selective > 0 {
                 self.tune(bits, counts[2] as f64 / selective as f64)
