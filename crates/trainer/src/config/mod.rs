@@ -23,7 +23,7 @@ pub use adgraph::AdgraphSettings;
 pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig};
-pub use featpart::{FeatpartSettings, Tau, TauError};
+pub use featpart::{FeatpartSettings, Tau, TauError, TauRule};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 
