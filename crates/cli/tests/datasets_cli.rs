@@ -143,7 +143,7 @@ type SynthCase<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str]
 fn synth_flags_are_validated_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().to_str().unwrap();
-    let cases: [SynthCase; 7] = [
+    let cases: [SynthCase; 9] = [
         ("0", "2", "4", "2", "0.8", &[], "--nodes"),
         ("10", "1", "4", "2", "0.8", &[], "--classes"),
         ("10", "2", "0", "2", "0.8", &[], "--features"),
@@ -151,6 +151,8 @@ fn synth_flags_are_validated_by_name() {
         ("2", "2", "4", "5", "0.8", &[], "--avg-degree"),
         ("10", "2", "4", "2", "1.5", &[], "--intra"),
         ("10", "2", "4", "2", "0.8", &["--communities", "11"], "--communities"),
+        ("10", "2", "4", "2", "0.8", &["--signal-blocks", "5"], "--signal-blocks"),
+        ("10", "2", "4", "2", "0.8", &["--signal-blocks", "0"], "--signal-blocks"),
     ];
     for (nodes, classes, features, degree, intra, extra, flag) in cases {
         let mut args: Vec<String> =

@@ -37,6 +37,7 @@ fn hierarchical_ebv_cuts_outer_connections_on_communities() {
         homophily: 1.0,
         communities: Some(1000),
         intra_community: 0.8,
+        signal_blocks: None,
         seed: 5,
     };
     let graph = synth.generate().unwrap().graph;

@@ -59,6 +59,10 @@ struct SynthArgs {
     /// Fraction of edges joining nodes of the same class.
     #[arg(long, value_name = "H", default_value_t = SynthConfig::default().homophily, value_parser = fraction)]
     homophily: f64,
+    /// Put each class's feature signal in one of B contiguous column blocks (class c in block
+    /// c mod B; the blocks of a feature cut into B parts) instead of every column.
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
+    signal_blocks: Option<u64>,
     /// Random seed.
     #[arg(long, value_name = "S", default_value_t = 0)]
     seed: u64,
@@ -106,6 +110,11 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
     if args.avg_degree > (args.nodes - 1) as f64 {
         bail!("--avg-degree ({}) must be at most --nodes - 1 ({})", args.avg_degree, args.nodes - 1);
     }
+    if let Some(b) = args.signal_blocks
+        && b > args.features
+    {
+        bail!("--signal-blocks ({b}) must not exceed --features ({})", args.features);
+    }
     if args.classes > args.nodes {
         bail!("--classes ({}) must not exceed --nodes ({})", args.classes, args.nodes);
     }
@@ -117,6 +126,7 @@ fn run_synth(args: SynthArgs) -> anyhow::Result<()> {
         communities: args.communities.map(|k| k as usize),
         intra_community: args.intra,
         homophily: args.homophily,
+        signal_blocks: args.signal_blocks.map(|b| b as usize),
         seed: args.seed,
     };
     let dataset = config.generate().context("invalid synthetic dataset parameters")?;

@@ -5,6 +5,7 @@ use ndarray::Array2;
 use rayon::prelude::*;
 
 use super::{FEATURE_SEPARATION, SynthConfig};
+use crate::partition::feature_cut;
 use crate::rng::{SplitMix64, hash_key};
 
 /// Domain-separation tags so each use of the seed draws an independent stream.
@@ -59,11 +60,28 @@ fn fill_normal(out: &mut [f32], rng: &mut SplitMix64) {
 /// Row `v` = centroid of `classes[v]` + N(0, 1) noise per feature.
 pub(super) fn class_features(cfg: &SynthConfig, classes: &[u32]) -> Array2<f32> {
     let width = cfg.features;
-    // Two centroids with i.i.d. N(0, s^2) coordinates lie s * sqrt(2 * width) apart on average.
-    let spread = (FEATURE_SEPARATION / (2.0 * width as f64).sqrt()) as f32;
     let mut centroids = vec![0.0f32; cfg.classes * width];
     fill_normal(&mut centroids, &mut SplitMix64::new(hash_key(&[cfg.seed, CENTROID_TAG])));
-    centroids.iter_mut().for_each(|c| *c *= spread);
+    match cfg.signal_blocks {
+        None => {
+            // Two centroids with i.i.d. N(0, s^2) coordinates lie s * sqrt(2 * width) apart on
+            // average.
+            let spread = (FEATURE_SEPARATION / (2.0 * width as f64).sqrt()) as f32;
+            centroids.iter_mut().for_each(|c| *c *= spread);
+        }
+        Some(blocks) => {
+            let cut = feature_cut(width, blocks).expect("validated: 1 <= signal_blocks <= features");
+            for (class, centroid) in centroids.chunks_exact_mut(width).enumerate() {
+                let block = &cut[class % blocks];
+                // Centroids in disjoint blocks of widths a and b lie s * sqrt(a + b) apart, in
+                // one block of width a s * sqrt(2a): the block's own width keeps the separation.
+                let spread = (FEATURE_SEPARATION / (2.0 * block.len() as f64).sqrt()) as f32;
+                for (column, c) in centroid.iter_mut().enumerate() {
+                    *c = if block.contains(&column) { *c * spread } else { 0.0 };
+                }
+            }
+        }
+    }
     let mut features = Array2::<f32>::zeros((cfg.nodes, width));
     features.as_slice_mut().expect("fresh array is contiguous").par_chunks_mut(width).enumerate().for_each(
         |(v, row)| {

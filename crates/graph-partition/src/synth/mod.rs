@@ -19,7 +19,12 @@
 //!   community, the rest leaves it; homophily applies within both.
 //! - **Features**: class centroid plus unit Gaussian noise; centroids are Gaussian with
 //!   spread chosen so two class centroids lie [`FEATURE_SEPARATION`] noise deviations apart
-//!   whatever the width: features alone classify noisily, neighbours sharpen it.
+//!   whatever the width: features alone classify noisily, neighbours sharpen it. With
+//!   `signal_blocks = Some(b)` the columns are cut into `b` contiguous blocks (the
+//!   [`crate::partition::feature_cut`] of `b` parts) and class `c`'s centroid is zero outside
+//!   block `c mod b`: the class signal lives in column blocks, so a worker of a feature cut
+//!   that holds one block cannot tell apart the classes whose signal lies elsewhere (a signal
+//!   spread over every column would let each block classify alone).
 //! - **Split** `random`: 60% train, 20% valid, 20% test, each sorted.
 //!
 //! Constraints that cannot be met (a different class when a community holds one class, a
@@ -51,6 +56,9 @@ pub struct SynthConfig {
     pub intra_community: f64,
     /// Fraction of edges joining nodes of the same class.
     pub homophily: f64,
+    /// Put each class's feature signal in one of this many column blocks; `None`: in every
+    /// column.
+    pub signal_blocks: Option<usize>,
     pub seed: u64,
 }
 
@@ -64,6 +72,7 @@ impl Default for SynthConfig {
             communities: None,
             intra_community: 0.8,
             homophily: 0.8,
+            signal_blocks: None,
             seed: 0,
         }
     }
@@ -98,6 +107,11 @@ impl SynthConfig {
             && (k == 0 || k > self.nodes)
         {
             return fail("communities", format!("{k} is not in 1..={} (nodes)", self.nodes));
+        }
+        if let Some(b) = self.signal_blocks
+            && (b == 0 || b > self.features)
+        {
+            return fail("signal_blocks", format!("{b} is not in 1..={} (features)", self.features));
         }
         for (field, value) in [("intra_community", self.intra_community), ("homophily", self.homophily)] {
             if !(0.0..=1.0).contains(&value) {

@@ -92,14 +92,11 @@ fn degrees_are_heavy_tailed() {
     assert!(stats.median < 0.8 * stats.mean, "median {} vs mean {}", stats.median, stats.mean);
 }
 
-#[test]
-fn features_carry_the_class() {
-    // Nearest class mean (estimated on the training nodes) must beat chance by a wide margin.
-    let cfg = SynthConfig { nodes: 4000, features: 32, classes: 4, ..SynthConfig::default() };
-    let d = cfg.generate().unwrap();
-    let y = classes(&d);
-    let mut means = ndarray::Array2::<f64>::zeros((cfg.classes, cfg.features));
-    let mut counts = vec![0.0; cfg.classes];
+/// Per-class feature means over the training nodes.
+fn class_means(d: &Dataset) -> ndarray::Array2<f64> {
+    let y = classes(d);
+    let mut means = ndarray::Array2::<f64>::zeros((d.num_classes, d.num_features()));
+    let mut counts = vec![0.0; d.num_classes];
     for &v in &d.splits.train {
         let c = y[v as usize] as usize;
         counts[c] += 1.0;
@@ -108,6 +105,12 @@ fn features_carry_the_class() {
     for (c, mut row) in means.rows_mut().into_iter().enumerate() {
         row /= counts[c];
     }
+    means
+}
+
+/// Test accuracy of the nearest class mean (estimated on the training nodes).
+fn nearest_mean_accuracy(d: &Dataset) -> f64 {
+    let (y, means) = (classes(d), class_means(d));
     let correct = d
         .splits
         .test
@@ -115,12 +118,44 @@ fn features_carry_the_class() {
         .filter(|&&v| {
             let x = d.features.row(v as usize);
             let dist = |c: usize| means.row(c).iter().zip(x).map(|(m, &x)| (m - x as f64).powi(2)).sum::<f64>();
-            let best = (0..cfg.classes).min_by(|&a, &b| dist(a).total_cmp(&dist(b))).unwrap();
+            let best = (0..d.num_classes).min_by(|&a, &b| dist(a).total_cmp(&dist(b))).unwrap();
             best == y[v as usize] as usize
         })
         .count();
-    let accuracy = correct as f64 / d.splits.test.len() as f64;
+    correct as f64 / d.splits.test.len() as f64
+}
+
+#[test]
+fn features_carry_the_class() {
+    // Nearest class mean must beat chance by a wide margin.
+    let d = SynthConfig { nodes: 4000, features: 32, classes: 4, ..SynthConfig::default() }.generate().unwrap();
+    let accuracy = nearest_mean_accuracy(&d);
     assert!(accuracy > 0.6, "nearest-mean accuracy {accuracy}");
+}
+
+#[test]
+fn block_signal_lies_in_the_class_block_only() {
+    let cfg = SynthConfig { nodes: 8000, features: 30, classes: 8, signal_blocks: Some(4), ..SynthConfig::default() };
+    let d = cfg.generate().unwrap();
+    let accuracy = nearest_mean_accuracy(&d);
+    assert!(accuracy > 0.6, "the full rows still classify: nearest-mean accuracy {accuracy}");
+    // Blocks of 8, 8, 7, 7 columns, as the feature cut of 4 parts; class c's signal in block c % 4.
+    let cut = crate::partition::feature_cut(30, 4).unwrap();
+    let means = class_means(&d);
+    for (c, mean) in means.rows().into_iter().enumerate() {
+        let block = &cut[c % 4];
+        // About 1000 training nodes per class: noise of a mean about 0.03.
+        let outside = mean.iter().enumerate().filter(|(j, _)| !block.contains(j)).map(|(_, m)| m.abs());
+        assert!(outside.clone().all(|m| m < 0.15), "class {c}: signal outside block {block:?}: {mean}");
+        // The centroid keeps the separation: its squared norm in the block is about 3^2 / 2.
+        let inside: f64 = block.clone().map(|j| mean[j].powi(2)).sum();
+        assert!((1.0..10.0).contains(&inside), "class {c}: squared centroid norm {inside} in {block:?}");
+    }
+    // Block 0 alone cannot tell apart the classes whose signal lies elsewhere (1, 2, 3, 5, 6, 7).
+    let block0 = |c: usize| means.row(c).slice(ndarray::s![cut[0].clone()]).to_owned();
+    let gap = (&block0(1) - &block0(2)).mapv(|x| x * x).sum();
+    assert!(gap < 0.1, "classes 1 and 2 differ in block 0 by {gap}");
+    assert!((&block0(0) - &block0(4)).mapv(|x| x * x).sum() > 1.0, "classes 0 and 4 both live in block 0");
 }
 
 #[test]
@@ -149,6 +184,8 @@ fn invalid_configs_name_the_field() {
         (SynthConfig { communities: Some(1001), ..SynthConfig::default() }, "communities"),
         (SynthConfig { intra_community: 1.5, ..SynthConfig::default() }, "intra_community"),
         (SynthConfig { homophily: -0.1, ..SynthConfig::default() }, "homophily"),
+        (SynthConfig { signal_blocks: Some(0), ..SynthConfig::default() }, "signal_blocks"),
+        (SynthConfig { signal_blocks: Some(33), ..SynthConfig::default() }, "signal_blocks"),
     ];
     for (cfg, field) in cases {
         let err = cfg.generate().unwrap_err();

@@ -6,6 +6,7 @@
 //! [method.featpart]
 //! tau = "auto"      # or "inf", or a number of local iterations between fetches
 //! tau-max = 32
+//! tau-rule = "eq20"  # or "non-increasing": each decision at most the one before
 //! target-acc = 0.78
 //! trials = 8
 //! ```
@@ -94,6 +95,20 @@ impl<'de> Deserialize<'de> for Tau {
     }
 }
 
+/// How `tau = auto` turns eq. 20 into the tau in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum TauRule {
+    /// tau* of eq. 20 as it comes at every fetch (Alg. 1).
+    #[default]
+    Eq20,
+    /// The smaller of eq. 20 and the tau before: Remark 2's decreasing tau as a rule. Eq. 20
+    /// decreases only while the gradient norm does; where it grows (Cora from its initial
+    /// parameters) eq. 20 climbs.
+    NonIncreasing,
+}
+
 /// `[method.featpart]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -102,8 +117,10 @@ pub struct FeatpartSettings {
     pub tau: Tau,
     /// The cap on tau* (eq. 20 is derived for SGD and its terms are unbounded under Adam).
     pub tau_max: usize,
+    /// How eq. 20 sets the tau in force (`tau = auto`).
+    pub tau_rule: TauRule,
     /// Test accuracy whose modeled time the report gives (the paper's rule: at or above it,
-    /// with a variance below 1e-4 over 30 consecutive evaluations).
+    /// with a variance below 1e-4 over 30 consecutive iterations, evaluated once per epoch).
     pub target_acc: Option<f64>,
     /// Trial iterations before training that estimate Remark 1's terms (`tau = auto`).
     pub trials: usize,
@@ -111,7 +128,7 @@ pub struct FeatpartSettings {
 
 impl Default for FeatpartSettings {
     fn default() -> Self {
-        Self { tau: Tau::Auto, tau_max: 32, target_acc: None, trials: 8 }
+        Self { tau: Tau::Auto, tau_max: 32, tau_rule: TauRule::Eq20, target_acc: None, trials: 8 }
     }
 }
 
@@ -153,6 +170,10 @@ mod tests {
         assert_eq!(back, c);
         let text = "[method]\nname = \"featpart\"\n[method.featpart]\ntau = \"inf\"\n[minibatch]\nbatch-size = 8\n";
         assert_eq!(TrainConfig::from_toml_str(text, "f.toml").unwrap().method.featpart.tau, Tau::Never);
+        let text = "[method]\nname = \"featpart\"\n[method.featpart]\ntau-rule = \"non-increasing\"\n\
+                    [minibatch]\nbatch-size = 8\n";
+        let c = TrainConfig::from_toml_str(text, "f.toml").unwrap();
+        assert_eq!(c.method.featpart.tau_rule, TauRule::NonIncreasing);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
-pub use featpart::{FeatpartSettings, Tau, TauError};
+pub use featpart::{FeatpartSettings, Tau, TauError, TauRule};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 

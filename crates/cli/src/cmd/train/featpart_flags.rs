@@ -1,6 +1,6 @@
 //! `--method featpart`'s flags: the fetch plan and the target accuracy.
 
-use trainer::config::{Tau, TrainConfig};
+use trainer::config::{Tau, TauRule, TrainConfig};
 
 /// Flags of `[method.featpart]`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -12,8 +12,13 @@ pub struct FeatpartFlags {
     /// featpart: the cap on tau* [default: 32].
     #[arg(long, value_name = "N")]
     tau_max: Option<usize>,
-    /// featpart: report the modeled time to this test accuracy (held 30 evaluations with
-    /// variance below 1e-4).
+    /// featpart: how tau = auto applies eq. 20: eq20 (as it comes at every fetch) or
+    /// non-increasing (at most the tau before: Remark 2's decreasing tau as a rule)
+    /// [default: eq20].
+    #[arg(long, value_name = "RULE")]
+    tau_rule: Option<TauRule>,
+    /// featpart: report the modeled time to this test accuracy (held with variance below 1e-4
+    /// over the epochs that cover 30 iterations).
     #[arg(long, value_name = "F")]
     target_acc: Option<f64>,
     /// featpart: trial iterations before training that estimate eq. 20's terms [default: 8].
@@ -31,6 +36,9 @@ impl FeatpartFlags {
         if let Some(n) = self.tau_max {
             s.tau_max = n;
         }
+        if let Some(rule) = self.tau_rule {
+            s.tau_rule = rule;
+        }
         if self.target_acc.is_some() {
             s.target_acc = self.target_acc;
         }
@@ -44,6 +52,7 @@ impl FeatpartFlags {
         let given = [
             ("--tau", self.tau.is_some()),
             ("--tau-max", self.tau_max.is_some()),
+            ("--tau-rule", self.tau_rule.is_some()),
             ("--target-acc", self.target_acc.is_some()),
             ("--fetch-trials", self.fetch_trials.is_some()),
         ];
@@ -54,7 +63,7 @@ impl FeatpartFlags {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use trainer::config::Tau;
+    use trainer::config::{Tau, TauRule};
 
     use super::*;
 
@@ -70,8 +79,14 @@ mod tests {
         let mut c = TrainConfig::default();
         cli.flags.apply(&mut c);
         let s = &c.method.featpart;
-        assert_eq!((s.tau, s.tau_max, s.target_acc, s.trials), (Tau::Never, 12, Some(0.7), 8));
+        assert_eq!(
+            (s.tau, s.tau_max, s.tau_rule, s.target_acc, s.trials),
+            (Tau::Never, 12, TauRule::Eq20, Some(0.7), 8)
+        );
         assert_eq!(cli.flags.given(), ["--tau", "--tau-max", "--target-acc"]);
+        let cli = Cli::try_parse_from(["t", "--tau-rule", "non-increasing"]).unwrap();
+        cli.flags.apply(&mut c);
+        assert_eq!((c.method.featpart.tau_rule, cli.flags.given()), (TauRule::NonIncreasing, vec!["--tau-rule"]));
         let err = Cli::try_parse_from(["t", "--tau", "often"]).err().unwrap().to_string();
         assert!(err.contains("often") && err.contains("auto"), "{err}");
     }

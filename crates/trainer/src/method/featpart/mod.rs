@@ -29,7 +29,7 @@ use self::columns::ColumnShard;
 use self::estimate::{TrialCost, Trials};
 use self::plan::{Estimates, FetchPlan, median};
 use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
-use crate::config::{Tau, TrainConfig};
+use crate::config::{Tau, TauRule, TrainConfig};
 use crate::distributed::DistError;
 use crate::distributed::clock::CommClock;
 use crate::error::TrainError;
@@ -45,6 +45,7 @@ const FETCH_LOSS: &str = "fetch/loss";
 pub struct FetchSpec {
     pub tau: Tau,
     pub tau_max: usize,
+    pub tau_rule: TauRule,
     /// Trial iterations before training (`auto` only).
     pub trials: usize,
 }
@@ -60,7 +61,12 @@ impl MethodDef for Featpart {
         let sampling = Sampling::from_config(config).expect("validated: featpart has a batch size");
         let s = &config.method.featpart;
         Parts {
-            data: DataPlan::Columns(FetchSpec { tau: s.tau, tau_max: s.tau_max, trials: s.trials }),
+            data: DataPlan::Columns(FetchSpec {
+                tau: s.tau,
+                tau_max: s.tau_max,
+                tau_rule: s.tau_rule,
+                trials: s.trials,
+            }),
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,
@@ -95,7 +101,7 @@ impl HooksFactory for ColumnFactory {
         Ok(Box::new(ColumnHooks {
             grads: AllReduce { comm, clock },
             shard: ColumnShard::new(&dataset.features, comm.rank(), comm.size())?,
-            plan: FetchPlan::new(self.spec.tau, self.spec.tau_max),
+            plan: FetchPlan::new(self.spec.tau, self.spec.tau_max, self.spec.tau_rule),
             spec: self.spec,
             target_acc: self.target_acc,
             structure_bytes: (graph.indptr().len() * 8 + graph.indices().len() * 4) as u64,
@@ -168,7 +174,7 @@ impl WorkerHooks for ColumnHooks<'_> {
 
     fn epoch_fields(&mut self) -> Option<Value> {
         let (fetches, locals, decided) = self.reported;
-        let taus: Vec<usize> = self.plan.decisions()[decided..].iter().map(|d| d.terms.tau).collect();
+        let taus: Vec<usize> = self.plan.decisions()[decided..].iter().map(|d| d.applied).collect();
         self.reported = (self.plan.fetches(), self.plan.locals(), self.plan.decisions().len());
         Some(json!({
             "fetch_iterations": self.plan.fetches() - fetches,
@@ -193,9 +199,11 @@ impl WorkerHooks for ColumnHooks<'_> {
         let compute_s: f64 = epochs.iter().map(|e| e.compute_s).sum();
         let comm_s: f64 = epochs.iter().map(|e| e.modeled_comm_s).sum();
         let before_s = self.trials.map_or(0.0, |t| t.modeled_s());
+        let window = target::window(iterations.checked_div(epochs.len()).unwrap_or(0));
         Some(json!({
             "tau": self.spec.tau.to_string(),
             "tau_max": self.spec.tau_max,
+            "tau_rule": self.spec.tau_rule,
             "fetch_iterations": self.plan.fetches(),
             "local_iterations": self.plan.locals(),
             "tau_schedule": self.plan.decisions(),
@@ -212,7 +220,8 @@ impl WorkerHooks for ColumnHooks<'_> {
                 "features_replicated": self.nodes * self.shard.columns().last().map_or(0, |c| c.end) as u64 * 4,
             },
             "target_acc": self.target_acc,
-            "time_to_target": self.target_acc.and_then(|t| target::time_to_target(epochs, t, before_s)),
+            "target_window_epochs": window,
+            "time_to_target": self.target_acc.and_then(|t| target::time_to_target(epochs, t, window, before_s)),
         }))
     }
 }

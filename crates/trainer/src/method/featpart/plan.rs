@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::config::Tau;
+use crate::config::{Tau, TauRule};
 
 /// Remark 1's terms, estimated in trial iterations before training (identical on every rank).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -58,6 +58,9 @@ pub(crate) struct Decision {
     pub grad_sq: f64,
     #[serde(flatten)]
     pub terms: TauTerms,
+    /// The tau in force from this fetch: eq. 20's under `eq20`, at most the one before under
+    /// `non-increasing`.
+    pub applied: usize,
 }
 
 /// Which iterations fetch: a fetch, then tau local iterations, then a fetch, ... (Alg. 1).
@@ -65,6 +68,7 @@ pub(crate) struct Decision {
 pub(crate) struct FetchPlan {
     tau: Tau,
     tau_max: usize,
+    rule: TauRule,
     /// Local iterations left before the next fetch; `None`: the next iteration fetches.
     remaining: Option<usize>,
     iteration: usize,
@@ -76,12 +80,22 @@ pub(crate) struct FetchPlan {
 }
 
 impl FetchPlan {
-    pub(crate) fn new(tau: Tau, tau_max: usize) -> Self {
+    pub(crate) fn new(tau: Tau, tau_max: usize, rule: TauRule) -> Self {
         let remaining = match tau {
             Tau::Never => Some(usize::MAX),
             Tau::Auto | Tau::Fixed(_) => None,
         };
-        Self { tau, tau_max, remaining, iteration: 0, taus: Vec::new(), decisions: Vec::new(), fetches: 0, locals: 0 }
+        Self {
+            tau,
+            tau_max,
+            rule,
+            remaining,
+            iteration: 0,
+            taus: Vec::new(),
+            decisions: Vec::new(),
+            fetches: 0,
+            locals: 0,
+        }
     }
 
     /// Whether the coming iteration fetches; advances the plan by one iteration.
@@ -111,10 +125,14 @@ impl FetchPlan {
     /// Sets tau after the fetch iteration just taken, from eq. 20 (`auto` only).
     pub(crate) fn decide(&mut self, est: &Estimates, lr: f64, loss: f64, grad_sq: f64) {
         let terms = tau_star(est, lr, loss, grad_sq, self.tau_max);
-        self.decisions.push(Decision { iteration: self.iteration - 1, loss, grad_sq, terms });
-        self.remaining = (terms.tau > 0).then_some(terms.tau);
+        let applied = match (self.rule, self.decisions.last()) {
+            (TauRule::NonIncreasing, Some(before)) => terms.tau.min(before.applied),
+            _ => terms.tau,
+        };
+        self.decisions.push(Decision { iteration: self.iteration - 1, loss, grad_sq, terms, applied });
+        self.remaining = (applied > 0).then_some(applied);
         if let Some(last) = self.taus.last_mut() {
-            *last = terms.tau;
+            *last = applied;
         }
     }
 
@@ -122,7 +140,7 @@ impl FetchPlan {
     /// for never).
     fn current_tau(&self) -> usize {
         match self.tau {
-            Tau::Auto => self.decisions.last().map_or(0, |d| d.terms.tau),
+            Tau::Auto => self.decisions.last().map_or(0, |d| d.applied),
             Tau::Fixed(n) => n,
             Tau::Never => usize::MAX,
         }
@@ -190,7 +208,7 @@ mod tests {
     #[test]
     fn fixed_plans_fetch_every_tau_plus_one_iterations() {
         let pattern = |tau: Tau, n: usize| {
-            let mut plan = FetchPlan::new(tau, 32);
+            let mut plan = FetchPlan::new(tau, 32, TauRule::Eq20);
             (0..n).map(|_| plan.next_fetches()).collect::<Vec<_>>()
         };
         assert_eq!(pattern(Tau::Fixed(0), 3), [true, true, true]);
@@ -200,7 +218,7 @@ mod tests {
 
     #[test]
     fn auto_follows_each_decision() {
-        let mut plan = FetchPlan::new(Tau::Auto, 32);
+        let mut plan = FetchPlan::new(Tau::Auto, 32, TauRule::Eq20);
         assert!(plan.next_fetches());
         plan.decide(&estimates(), 0.01, 1.0, 2.0);
         let taken: Vec<bool> = (0..10).map(|_| plan.next_fetches()).collect();
@@ -212,5 +230,22 @@ mod tests {
         assert_eq!(plan.decisions().len(), 2);
         assert_eq!(median(&[5, 1, 3, 2]), Some(2));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn non_increasing_keeps_each_tau_at_most_the_one_before() {
+        // Gradients growing then shrinking: eq. 20 gives 4, 9, 13, 2 (convergence term 4.5 G).
+        let grads = [1.0, 2.0, 3.0, 0.5];
+        let applied = |rule| {
+            let mut plan = FetchPlan::new(Tau::Auto, 32, rule);
+            for g in grads {
+                while !plan.next_fetches() {}
+                plan.decide(&estimates(), 0.01, 1.0, g);
+            }
+            let eq20: Vec<usize> = plan.decisions().iter().map(|d| d.terms.tau).collect();
+            (eq20, plan.decisions().iter().map(|d| d.applied).collect::<Vec<_>>())
+        };
+        assert_eq!(applied(TauRule::Eq20), (vec![4, 9, 13, 2], vec![4, 9, 13, 2]));
+        assert_eq!(applied(TauRule::NonIncreasing), (vec![4, 9, 13, 2], vec![4, 4, 4, 2]));
     }
 }

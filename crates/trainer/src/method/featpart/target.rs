@@ -1,12 +1,16 @@
 //! Time to a target accuracy by the paper's rule: the first evaluation at or above the target
-//! that starts a run of 30 consecutive evaluations whose variance is below 1e-4.
+//! that starts 30 consecutive iterations whose accuracy variance is below 1e-4. Halo evaluates
+//! once per epoch, so the window is the evaluations that cover 30 iterations (at least
+//! [`MIN_EVALUATIONS`]).
 
 use serde::Serialize;
 
 use crate::report::EpochRecord;
 
-/// Consecutive evaluations the accuracy must stay steady over.
-pub(crate) const WINDOW: usize = 30;
+/// Consecutive iterations the accuracy must stay steady over.
+pub(crate) const WINDOW_ITERATIONS: usize = 30;
+/// The fewest evaluations a window holds (a variance of one or two values says little).
+pub(crate) const MIN_EVALUATIONS: usize = 3;
 /// The largest variance of a steady window.
 pub(crate) const MAX_VARIANCE: f64 = 1e-4;
 
@@ -20,12 +24,19 @@ pub(crate) struct TargetHit {
     pub wall_s: f64,
 }
 
-/// The first epoch whose test accuracy is at least `target` and starts a steady window, with
-/// the modeled time to it (`before_s` added: work before the first epoch, e.g. trials).
-pub(crate) fn time_to_target(epochs: &[EpochRecord], target: f64, before_s: f64) -> Option<TargetHit> {
+/// The evaluations (one per epoch) a window of [`WINDOW_ITERATIONS`] spans at
+/// `iterations_per_epoch`.
+pub(crate) fn window(iterations_per_epoch: usize) -> usize {
+    WINDOW_ITERATIONS.div_ceil(iterations_per_epoch.max(1)).max(MIN_EVALUATIONS)
+}
+
+/// The first epoch whose test accuracy is at least `target` and starts a steady window of
+/// `window` evaluations, with the modeled time to it (`before_s` added: work before the first
+/// epoch, e.g. trials).
+pub(crate) fn time_to_target(epochs: &[EpochRecord], target: f64, window: usize, before_s: f64) -> Option<TargetHit> {
     let accs: Vec<f64> = epochs.iter().map(|e| e.test_acc).collect();
-    let hit = (0..accs.len().saturating_sub(WINDOW - 1))
-        .find(|&i| accs[i] >= target && variance(&accs[i..i + WINDOW]) < MAX_VARIANCE)?;
+    let hit = (0..accs.len().saturating_sub(window - 1))
+        .find(|&i| accs[i] >= target && variance(&accs[i..i + window]) < MAX_VARIANCE)?;
     let upto = &epochs[..=hit];
     Some(TargetHit {
         epoch: epochs[hit].epoch,
@@ -70,13 +81,16 @@ mod tests {
     #[test]
     fn the_target_counts_once_the_accuracy_holds_steady_from_there() {
         // A spike to 0.8 at epoch 3 drops back; from epoch 6 on the accuracy holds at 0.8.
+        // Two iterations per epoch: 15 evaluations cover 30 iterations.
+        let w = window(2);
+        assert_eq!((w, window(7), window(100)), (15, 5, MIN_EVALUATIONS));
         let mut accs = vec![0.5, 0.6, 0.8, 0.6, 0.7];
-        accs.extend(std::iter::repeat_n(0.8, WINDOW));
-        let hit = time_to_target(&epochs(&accs), 0.79, 2.0).unwrap();
+        accs.extend(std::iter::repeat_n(0.8, w));
+        let hit = time_to_target(&epochs(&accs), 0.79, w, 2.0).unwrap();
         assert_eq!(hit, TargetHit { epoch: 6, modeled_s: 2.0 + 6.0 * 0.5, wall_s: 6.0 });
-        assert_eq!(time_to_target(&epochs(&accs), 0.81, 0.0), None, "never reached");
-        assert_eq!(time_to_target(&epochs(&accs[..WINDOW]), 0.79, 0.0), None, "no full window after it");
+        assert_eq!(time_to_target(&epochs(&accs), 0.81, w, 0.0), None, "never reached");
+        assert_eq!(time_to_target(&epochs(&accs[..w]), 0.79, w, 0.0), None, "no full window after it");
         let noisy: Vec<f64> = (0..40).map(|i| if i % 2 == 0 { 0.9 } else { 0.85 }).collect();
-        assert_eq!(time_to_target(&epochs(&noisy), 0.8, 0.0), None, "variance 6.25e-4 is not steady");
+        assert_eq!(time_to_target(&epochs(&noisy), 0.8, w, 0.0), None, "variance 6.25e-4 is not steady");
     }
 }

@@ -9,7 +9,7 @@ use graph_partition::sample::Share;
 
 use super::columns::{FETCH_COLUMNS, FETCH_IDS};
 use super::{ColumnFactory, FetchSpec};
-use crate::config::{LrScaling, Tau, TrainConfig};
+use crate::config::{LrScaling, Tau, TauRule, TrainConfig};
 use crate::distributed::clock::CommClock;
 use crate::minibatch::data_parallel::HooksFactory;
 use crate::minibatch::tests::{BATCH, EPOCHS, WORKERS, assert_close, config, dataset, sampling, single_process};
@@ -20,7 +20,8 @@ type WorkerRun = (Vec<Vec<f32>>, serde_json::Value, LedgerSnapshot);
 
 fn featpart(config: &TrainConfig, dataset: &Dataset, tau: Tau) -> Vec<WorkerRun> {
     let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
-    let factory = ColumnFactory { spec: FetchSpec { tau, tau_max: 4, trials: 3 }, target_acc: None };
+    let factory =
+        ColumnFactory { spec: FetchSpec { tau, tau_max: 4, tau_rule: TauRule::Eq20, trials: 3 }, target_acc: None };
     LocalCluster::run(&topology, |comm| {
         let clock = CommClock::new(None);
         let mut trainer = BatchTrainer::new(config, &sampling(BATCH, LrScaling::None), dataset, WORKERS)?;
