@@ -4,6 +4,7 @@
 //! Continuous `Z_r`: round `r`'s duration, at least every pair of the round's
 //! `theta * MB + gamma`. Minimised: `lambda / span_V * sum W_g x / (2^b - 1)^2 +
 //! (1 - lambda) / span_T * sum Z_r` (problem (12)'s objective less its constant offsets).
+//! With a byte budget, the bytes of every pair together are at most the budget.
 
 use good_lp::solvers::microlp::microlp;
 use good_lp::{
@@ -28,7 +29,7 @@ pub struct Solved {
     pub optimal: bool,
 }
 
-/// Minimises [`Problem::objective`] over every assignment.
+/// Minimises [`Problem::objective`] over every assignment (within the budget, if any).
 pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
     if problem.pairs.is_empty() {
         return Ok(Solved { assignment: Vec::new(), optimal: true });
@@ -52,16 +53,24 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
     }
     rounds.iter().for_each(|&z| objective.add_mul(lt, z));
     let mut model = vars.minimise(objective).using(microlp).with_time_limit(time_limit_s);
+    let mut total_bytes = Expression::default();
     for (p, xp) in problem.pairs.iter().zip(&x) {
         let mut megabytes = Expression::default();
         for (group, xg) in p.groups.iter().zip(xp) {
             model.add_constraint(xg.iter().copied().sum::<Expression>().eq(1.0));
             for (k, &b) in WIDTHS.iter().enumerate() {
-                megabytes.add_mul((group.len() * row_bytes(p.width, b)) as f64 * 1e-6, xg[k]);
+                let bytes = (group.len() * row_bytes(p.width, b)) as f64;
+                megabytes.add_mul(bytes * 1e-6, xg[k]);
+                total_bytes.add_mul(bytes, xg[k]);
             }
         }
         let seconds = megabytes * p.time.theta_s_per_mb + p.time.gamma_s;
         model.add_constraint(Expression::from(rounds[problem.round(p)]).geq(seconds));
+    }
+    if let Some(budget) = problem.budget_bytes {
+        // Bytes are integers: half a byte of slack absorbs the solver's tolerance without
+        // admitting one byte more.
+        model.add_constraint(total_bytes.leq(budget as f64 + 0.5));
     }
     let solution = model.solve()?;
     let optimal = matches!(solution.status(), SolutionStatus::Optimal);

@@ -32,15 +32,25 @@ pub enum Bits {
     #[serde(rename = "random")]
     #[cfg_attr(feature = "clap", value(name = "random"))]
     Random,
+    /// As adaptive, but each problem moves at most the bytes of the widths `random` draws at
+    /// the same step (Table 6's comparison at no more bytes).
+    #[serde(rename = "adaptive-random-budget")]
+    #[cfg_attr(feature = "clap", value(name = "adaptive-random-budget"))]
+    AdaptiveRandomBudget,
 }
 
 impl Bits {
+    /// Whether the widths are reassigned every `assign-period` epochs.
+    pub fn assigned(self) -> bool {
+        matches!(self, Bits::Adaptive | Bits::Random | Bits::AdaptiveRandomBudget)
+    }
+
     /// The width every row travels at before (or without) an assignment.
     pub fn initial(self) -> u8 {
         match self {
             Bits::Two => 2,
             Bits::Four => 4,
-            Bits::Eight | Bits::Adaptive | Bits::Random => 8,
+            Bits::Eight | Bits::Adaptive | Bits::Random | Bits::AdaptiveRandomBudget => 8,
         }
     }
 
@@ -52,6 +62,7 @@ impl Bits {
             Bits::Eight => "8",
             Bits::Adaptive => "adaptive",
             Bits::Random => "random",
+            Bits::AdaptiveRandomBudget => "adaptive-random-budget",
         }
     }
 }

@@ -9,7 +9,8 @@ use trainer::config::{Beta, Bits, TrainConfig};
 #[derive(Debug, clap::Args)]
 pub struct AdaqpFlags {
     /// adaqp: bits per quantized row: 2, 4, 8, adaptive (problem (12) per group of rows), or
-    /// random (a random width per group) [default: adaptive].
+    /// random (a random width per group), or adaptive-random-budget (adaptive within the bytes
+    /// of random's widths) [default: adaptive].
     #[arg(long, value_enum)]
     bits: Option<Bits>,
     /// adaqp: rows per group of the bit-width assignment [default: 20].

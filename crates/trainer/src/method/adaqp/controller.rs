@@ -5,7 +5,8 @@
 //! from its local graph ([`RowWeights`]: only the receiver knows who reads a halo row, also on a
 //! directed graph) and sends the weights to rank 0 (`gather`). Rank 0 builds problem (12) per
 //! layer and direction with each pair's time model from the topology ([`time_models`]), solves
-//! it (or draws random widths for `--bits random`), and broadcasts the per-row widths with the
+//! it (or draws random widths for `--bits random`, or solves it within the random widths' bytes
+//! for `--bits adaptive-random-budget`), and broadcasts the per-row widths with the
 //! assignment's report; every worker then sets the widths of the streams it encodes and decodes
 //! in its [`BitTable`], so both ends of a stream read the same widths from the next step on.
 
@@ -130,11 +131,14 @@ impl AdaqpController {
                     PairGroups::new(r.src, *dst, r.width, time, &r.weights, self.settings.group_size)
                 })
                 .collect();
-            let problem = Problem { workers: comm.size(), lambda: self.settings.lambda, pairs };
+            let mut problem = Problem { workers: comm.size(), lambda: self.settings.lambda, pairs, budget_bytes: None };
             let start = Instant::now();
             let (assignment, optimal) = match self.settings.bits {
                 Bits::Random => (self.random(epoch, layer, backward, &problem), None),
-                _ => {
+                bits => {
+                    if bits == Bits::AdaptiveRandomBudget {
+                        problem.budget_bytes = Some(problem.bytes(&self.random(epoch, layer, backward, &problem)));
+                    }
                     let solved = solve(&problem, self.settings.solver_time_limit)?;
                     (solved.assignment, Some(solved.optimal))
                 }
@@ -151,7 +155,8 @@ impl AdaqpController {
     }
 
     /// Widths drawn uniformly from {2, 4, 8} per group, keyed by (seed, epoch, layer,
-    /// direction, pair, group).
+    /// direction, pair, group): the same draw in a `random` run and in the budget of an
+    /// `adaptive-random-budget` run of the same seed (the groups depend on the partition only).
     fn random(&self, epoch: usize, layer: usize, backward: bool, problem: &Problem) -> Assignment {
         let key = |p: &PairGroups, g: usize| {
             hash_key(&[
@@ -227,6 +232,8 @@ fn report(
         "groups": problem.pairs.iter().map(|p| p.groups.len()).sum::<usize>(),
         "objective": problem.objective(assignment),
         "objective_uniform_8": problem.objective(&problem.uniform(8)),
+        "bytes": problem.bytes(assignment),
+        "budget_bytes": problem.budget_bytes,
         "variance": costs.variance,
         "modeled_s": costs.seconds,
         "mean_bits": if rows > 0 { bit_rows as f64 / rows as f64 } else { 0.0 },
@@ -249,8 +256,7 @@ impl Controller for AdaqpController {
             "beta": self.settings.beta.as_str(),
             "quant_s_per_worker": quant[0] / ctx.comm.size() as f64,
         });
-        let adaptive = matches!(self.settings.bits, Bits::Adaptive | Bits::Random);
-        if adaptive && epoch.is_multiple_of(self.settings.assign_period) {
+        if self.settings.bits.assigned() && epoch.is_multiple_of(self.settings.assign_period) {
             let assignment = self.assign(epoch, ctx).map_err(|e| TrainError::Controller(Box::new(e)))?;
             fields["assignment"] = assignment;
         }
