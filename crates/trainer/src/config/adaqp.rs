@@ -1,5 +1,5 @@
 //! `[method.adaqp]`: AdaQP's message quantization (`--bits`, `--group-size`, `--lambda`,
-//! `--assign-period`, `--beta`, `--solver-time-limit`); the overlap of central compute with
+//! `--assign-period`, `--beta`, `--solver-time-limit`, `--time-fit`); the overlap of central compute with
 //! marginal communication is `[distributed] overlap`.
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,9 @@ pub struct AdaqpSettings {
     /// Seconds the MILP solver may take per layer and direction before it returns its best
     /// assignment so far.
     pub solver_time_limit: f64,
+    /// The report of `halo bench comm --backend mpi --report FILE`: its per-pair fits
+    /// (`link_fits`) replace the topology's links in the time model (MPI runs only).
+    pub time_fit: Option<std::path::PathBuf>,
 }
 
 impl Default for AdaqpSettings {
@@ -116,6 +119,7 @@ impl Default for AdaqpSettings {
             assign_period: 50,
             beta: Beta::default(),
             solver_time_limit: 10.0,
+            time_fit: None,
         }
     }
 }

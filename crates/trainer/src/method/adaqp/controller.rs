@@ -4,7 +4,8 @@
 //! assignment (its codecs' [`QuantProbe`]); it weighs each row by its aggregation weight `beta`
 //! from its local graph ([`RowWeights`]: only the receiver knows who reads a halo row, also on a
 //! directed graph) and sends the weights to rank 0 (`gather`). Rank 0 builds problem (12) per
-//! layer and direction with each pair's time model from the topology ([`time_models`]), solves
+//! layer and direction with each pair's time model from the topology, or from `time-fit`'s MPI
+//! measurements ([`time_models`]), solves
 //! it (or draws random widths for `--bits random`, or solves it within the random widths' bytes
 //! for `--bits adaptive-random-budget`), and broadcasts the per-row widths with the
 //! assignment's report; every worker then sets the widths of the streams it encodes and decodes
@@ -23,6 +24,7 @@ use graph_partition::rng::hash_key;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::fit::{FitError, MeasuredFits};
 use super::weights::{RowWeights, route_of, time_models};
 use crate::config::{AdaqpSettings, Bits};
 use crate::error::TrainError;
@@ -68,6 +70,8 @@ enum AssignError {
     Solve(#[from] cache_quant::assign::SolveError),
     #[error("adaqp assignment: unreadable message from a worker: {0}")]
     Message(#[from] serde_json::Error),
+    #[error(transparent)]
+    Fit(#[from] FitError),
 }
 
 pub(super) struct AdaqpController {
@@ -76,6 +80,8 @@ pub(super) struct AdaqpController {
     kind: ConvKind,
     bits: Knob<Arc<BitTable>>,
     probe: QuantProbe,
+    /// `time-fit`'s fits, read by rank 0 at its first assignment.
+    measured: Option<MeasuredFits>,
 }
 
 impl AdaqpController {
@@ -86,7 +92,7 @@ impl AdaqpController {
         bits: Knob<Arc<BitTable>>,
         probe: QuantProbe,
     ) -> Self {
-        Self { settings, seed, kind, bits, probe }
+        Self { settings, seed, kind, bits, probe, measured: None }
     }
 
     /// This worker's received rows, weighted.
@@ -111,7 +117,7 @@ impl AdaqpController {
 
     /// Rank 0's part: problem (12) per layer and direction from every worker's rows.
     fn decide(
-        &self,
+        &mut self,
         epoch: usize,
         comm: &dyn Communicator,
         all: Vec<(usize, Received)>,
@@ -123,7 +129,10 @@ impl AdaqpController {
         let (mut decisions, mut reports, mut solve_s) = (Vec::new(), Vec::new(), 0.0);
         for ((layer, backward), rows) in problems {
             let ends: Vec<(usize, usize)> = rows.iter().map(|(dst, r)| (r.src, *dst)).collect();
-            let times = time_models(comm.topology(), &ends);
+            if let (Some(path), None) = (&self.settings.time_fit, &self.measured) {
+                self.measured = Some(MeasuredFits::load(path)?);
+            }
+            let times = time_models(comm.topology(), &ends, self.measured.as_ref())?;
             let pairs = rows
                 .iter()
                 .zip(times)
@@ -173,7 +182,7 @@ impl AdaqpController {
     }
 
     /// Gathers the rows at rank 0, decides there, broadcasts, and sets this worker's widths.
-    fn assign(&self, epoch: usize, ctx: &ControlCtx<'_>) -> Result<Value, AssignError> {
+    fn assign(&mut self, epoch: usize, ctx: &ControlCtx<'_>) -> Result<Value, AssignError> {
         let start = Instant::now();
         let comm = ctx.comm;
         let mine = serde_json::to_vec(&self.received(ctx))?;
@@ -202,6 +211,7 @@ impl AdaqpController {
         Ok(json!({
             "time_s": start.elapsed().as_secs_f64(),
             "solve_s": outcome.solve_s,
+            "time_fit": self.settings.time_fit,
             "objective": outcome.problems.iter().filter_map(|p| p["objective"].as_f64()).sum::<f64>(),
             "problems": outcome.problems,
         }))
