@@ -22,7 +22,8 @@ use crate::codec::stochastic::{WIDTHS, row_bytes};
 pub struct SolveError(#[from] ResolutionError);
 
 /// The solved assignment and whether the solver proved it optimal (else it stopped at
-/// `time_limit_s` with its best assignment).
+/// `time_limit_s` with its best assignment, or with the best uniform width within the budget
+/// where it had found none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solved {
     pub assignment: Assignment,
@@ -72,7 +73,15 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
         // admitting one byte more.
         model.add_constraint(total_bytes.leq(budget as f64 + 0.5));
     }
-    let solution = model.solve()?;
+    let solution = match model.solve() {
+        Ok(solution) => solution,
+        // good_lp's one signal that microlp's time ran out before any integer-feasible point
+        // (large problems, loaded machines): a uniform width is always feasible.
+        Err(ResolutionError::Other(message)) if message.starts_with("Time limit") => {
+            return Ok(Solved { assignment: best_uniform(problem), optimal: false });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let optimal = matches!(solution.status(), SolutionStatus::Optimal);
     let assignment = x
         .iter()
@@ -86,4 +95,15 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
         })
         .collect();
     Ok(Solved { assignment, optimal })
+}
+
+/// The uniform width with the least objective among those within the budget (all-2-bit when
+/// none is: the tightest a budget can feasibly be).
+fn best_uniform(problem: &Problem) -> Assignment {
+    WIDTHS
+        .iter()
+        .map(|&b| problem.uniform(b))
+        .filter(|a| problem.budget_bytes.is_none_or(|budget| problem.bytes(a) <= budget))
+        .min_by(|a, b| problem.objective(a).total_cmp(&problem.objective(b)))
+        .unwrap_or_else(|| problem.uniform(WIDTHS[0]))
 }

@@ -122,6 +122,24 @@ fn a_budget_below_all_two_bits_is_an_error() {
     assert!(solve(&problem, 60.0).is_err());
 }
 
+#[test]
+fn a_time_limit_before_any_feasible_point_gives_the_best_uniform_width_within_the_budget() {
+    let mut problem = random_problem(5, 4, &[5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5], 0.5);
+    let (low, high) = (problem.bytes(&problem.uniform(2)), problem.bytes(&problem.uniform(8)));
+    for budget in [None, Some((low + high) / 2)] {
+        problem.budget_bytes = budget;
+        let solved = solve(&problem, 1e-9).expect("a time limit is not an error");
+        let uniform = WIDTHS
+            .iter()
+            .map(|&b| problem.uniform(b))
+            .filter(|a| budget.is_none_or(|cap| problem.bytes(a) <= cap))
+            .map(|a| problem.objective(&a))
+            .fold(f64::INFINITY, f64::min);
+        assert!(problem.objective(&solved.assignment) <= uniform + 1e-9);
+        assert!(budget.is_none_or(|cap| problem.bytes(&solved.assignment) <= cap));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
