@@ -1,6 +1,7 @@
 //! AdaQP end to end on Cora: uniform 8-bit rows cost exactly `D + 8` bytes where vanilla's cost
 //! `4 D`, and the adaptive assignment changes both ends of every stream together (a width the
-//! decoder did not expect fails the run) without doing worse than uniform 8-bit on problem (12).
+//! decoder did not expect fails the run) without doing worse than uniform 8-bit on problem (12);
+//! within random widths' bytes it moves no more bytes than they do, problem by problem.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -85,4 +86,20 @@ fn random_widths_run_with_the_same_protocol() {
     let bits = method["codec"]["total"]["bits"].as_object().unwrap();
     assert_eq!(bits.len(), 3, "random widths use 2, 4 and 8: {bits:?}");
     assert_eq!(method["controller"]["bits"], "random");
+}
+
+#[test]
+fn adaptive_within_random_bytes_moves_no_more_than_random() {
+    let problems = |bits| {
+        let report = run(&config(Method::Adaqp, bits, 1));
+        report.epochs[0].method.as_ref().unwrap()["controller"]["assignment"]["problems"].as_array().unwrap().clone()
+    };
+    let (random, capped) = (problems(Bits::Random), problems(Bits::AdaptiveRandomBudget));
+    assert_eq!(random.len(), capped.len());
+    for (r, c) in random.iter().zip(&capped) {
+        assert_eq!((&r["layer"], &r["dir"]), (&c["layer"], &c["dir"]));
+        assert_eq!(c["budget_bytes"], r["bytes"], "the budget is random's draw: {c}");
+        assert!(c["bytes"].as_u64().unwrap() <= r["bytes"].as_u64().unwrap(), "{c} vs {r}");
+        assert!(c["objective"].as_f64().unwrap() <= r["objective"].as_f64().unwrap() + 1e-9, "{c} vs {r}");
+    }
 }

@@ -4,6 +4,7 @@
 //! Continuous `Z_r`: round `r`'s duration, at least every pair of the round's
 //! `theta * MB + gamma`. Minimised: `lambda / span_V * sum W_g x / (2^b - 1)^2 +
 //! (1 - lambda) / span_T * sum Z_r` (problem (12)'s objective less its constant offsets).
+//! With a byte budget, the bytes of every pair together are at most the budget.
 
 use good_lp::solvers::microlp::microlp;
 use good_lp::{
@@ -21,14 +22,15 @@ use crate::codec::stochastic::{WIDTHS, row_bytes};
 pub struct SolveError(#[from] ResolutionError);
 
 /// The solved assignment and whether the solver proved it optimal (else it stopped at
-/// `time_limit_s` with its best assignment).
+/// `time_limit_s` with its best assignment, or with the best uniform width within the budget
+/// where it had found none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solved {
     pub assignment: Assignment,
     pub optimal: bool,
 }
 
-/// Minimises [`Problem::objective`] over every assignment.
+/// Minimises [`Problem::objective`] over every assignment (within the budget, if any).
 pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
     if problem.pairs.is_empty() {
         return Ok(Solved { assignment: Vec::new(), optimal: true });
@@ -52,18 +54,34 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
     }
     rounds.iter().for_each(|&z| objective.add_mul(lt, z));
     let mut model = vars.minimise(objective).using(microlp).with_time_limit(time_limit_s);
+    let mut total_bytes = Expression::default();
     for (p, xp) in problem.pairs.iter().zip(&x) {
         let mut megabytes = Expression::default();
         for (group, xg) in p.groups.iter().zip(xp) {
             model.add_constraint(xg.iter().copied().sum::<Expression>().eq(1.0));
             for (k, &b) in WIDTHS.iter().enumerate() {
-                megabytes.add_mul((group.len() * row_bytes(p.width, b)) as f64 * 1e-6, xg[k]);
+                let bytes = (group.len() * row_bytes(p.width, b)) as f64;
+                megabytes.add_mul(bytes * 1e-6, xg[k]);
+                total_bytes.add_mul(bytes, xg[k]);
             }
         }
         let seconds = megabytes * p.time.theta_s_per_mb + p.time.gamma_s;
         model.add_constraint(Expression::from(rounds[problem.round(p)]).geq(seconds));
     }
-    let solution = model.solve()?;
+    if let Some(budget) = problem.budget_bytes {
+        // Bytes are integers: half a byte of slack absorbs the solver's tolerance without
+        // admitting one byte more.
+        model.add_constraint(total_bytes.leq(budget as f64 + 0.5));
+    }
+    let solution = match model.solve() {
+        Ok(solution) => solution,
+        // good_lp's one signal that microlp's time ran out before any integer-feasible point
+        // (large problems, loaded machines): a uniform width is always feasible.
+        Err(ResolutionError::Other(message)) if message.starts_with("Time limit") => {
+            return Ok(Solved { assignment: best_uniform(problem), optimal: false });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let optimal = matches!(solution.status(), SolutionStatus::Optimal);
     let assignment = x
         .iter()
@@ -77,4 +95,15 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
         })
         .collect();
     Ok(Solved { assignment, optimal })
+}
+
+/// The uniform width with the least objective among those within the budget (all-2-bit when
+/// none is: the tightest a budget can feasibly be).
+fn best_uniform(problem: &Problem) -> Assignment {
+    WIDTHS
+        .iter()
+        .map(|&b| problem.uniform(b))
+        .filter(|a| problem.budget_bytes.is_none_or(|budget| problem.bytes(a) <= budget))
+        .min_by(|a, b| problem.objective(a).total_cmp(&problem.objective(b)))
+        .unwrap_or_else(|| problem.uniform(WIDTHS[0]))
 }

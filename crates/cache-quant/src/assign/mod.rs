@@ -7,7 +7,8 @@
 //! `t = theta * MB + gamma`; the all-to-all runs in ring rounds (round `r` sends `s -> s + r`),
 //! a round lasts as long as its slowest pair, and the time objective is the sum of the rounds.
 //! Both objectives are normalised between the all-2-bit and all-8-bit extremes and weighted by
-//! `lambda` (variance) and `1 - lambda` (time); [`solve`] minimises their sum exactly as a MILP.
+//! `lambda` (variance) and `1 - lambda` (time); [`solve`] minimises their sum exactly as a MILP,
+//! optionally under a cap on the problem's bytes ([`Problem::budget_bytes`]).
 
 mod milp;
 
@@ -61,10 +62,14 @@ impl PairGroups {
         self.groups.iter().map(Vec::len).sum()
     }
 
+    /// Bytes of the message (rows and their headers) when group `g` travels at `bits[g]`.
+    pub fn bytes(&self, bits: &[u8]) -> usize {
+        self.groups.iter().zip(bits).map(|(g, &b)| g.len() * row_bytes(self.width, b)).sum()
+    }
+
     /// Modeled seconds of the message when group `g` travels at `bits[g]`.
     fn seconds(&self, bits: &[u8]) -> f64 {
-        let bytes: usize = self.groups.iter().zip(bits).map(|(g, &b)| g.len() * row_bytes(self.width, b)).sum();
-        self.time.seconds(bytes as f64)
+        self.time.seconds(self.bytes(bits) as f64)
     }
 
     /// The width of every row in message order, from one width per group.
@@ -91,6 +96,10 @@ pub struct Problem {
     pub lambda: f64,
     /// Pairs with at least one row.
     pub pairs: Vec<PairGroups>,
+    /// At most this many bytes over all pairs (the paper's Table 6 compares widths at equal
+    /// traffic); `None` leaves the bytes to the time objective alone. A cap below the all-2-bit
+    /// bytes is infeasible.
+    pub budget_bytes: Option<usize>,
 }
 
 /// One width per group of every pair, in [`Problem::pairs`] order.
@@ -109,6 +118,11 @@ impl Problem {
     /// Every group at `bits`.
     pub fn uniform(&self, bits: u8) -> Assignment {
         self.pairs.iter().map(|p| vec![bits; p.groups.len()]).collect()
+    }
+
+    /// Bytes of `assignment` over all pairs.
+    pub fn bytes(&self, assignment: &Assignment) -> usize {
+        self.pairs.iter().zip(assignment).map(|(p, bits)| p.bytes(bits)).sum()
     }
 
     /// The ring round of a pair.

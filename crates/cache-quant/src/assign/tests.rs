@@ -3,7 +3,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// Every assignment of `problem`, by enumeration (3^groups).
+/// The best assignment of `problem` within its budget, by enumeration (3^groups).
 fn brute_force(problem: &Problem) -> (Assignment, f64) {
     let sizes: Vec<usize> = problem.pairs.iter().map(|p| p.groups.len()).collect();
     let total: usize = sizes.iter().sum();
@@ -23,7 +23,8 @@ fn brute_force(problem: &Problem) -> (Assignment, f64) {
             })
             .collect();
         let value = problem.objective(&assignment);
-        if value < best.1 {
+        let within = problem.budget_bytes.is_none_or(|budget| problem.bytes(&assignment) <= budget);
+        if within && value < best.1 {
             best = (assignment, value);
         }
     }
@@ -46,7 +47,12 @@ fn random_problem(seed: u64, workers: usize, groups: &[usize], lambda: f64) -> P
             PairGroups::new(src, dst, 64 + rng.below(1400) as usize, time, &weights, size)
         })
         .collect();
-    Problem { workers, lambda, pairs }
+    Problem { workers, lambda, pairs, budget_bytes: None }
+}
+
+/// One width drawn uniformly from {2, 4, 8} per group.
+fn random_assignment(problem: &Problem, rng: &mut SplitMix64) -> Assignment {
+    problem.pairs.iter().map(|p| p.groups.iter().map(|_| WIDTHS[rng.below(3) as usize]).collect()).collect()
 }
 
 #[test]
@@ -85,6 +91,55 @@ fn milp_matches_brute_force_up_to_eight_groups() {
     }
 }
 
+#[test]
+fn milp_under_a_byte_budget_matches_brute_force() {
+    let shapes: [&[usize]; 3] = [&[3, 2], &[2, 2, 2, 2], &[1, 1, 1, 1, 1, 1, 1, 1]];
+    for (seed, groups) in shapes.iter().enumerate() {
+        for lambda in [0.25, 0.5, 1.0] {
+            let workers = if groups.len() > 6 { 4 } else { 3 };
+            let mut problem = random_problem(seed as u64 + 10, workers, groups, lambda);
+            let (low, high) = (problem.bytes(&problem.uniform(2)), problem.bytes(&problem.uniform(8)));
+            for budget in [low, (2 * low + high) / 3, (low + 2 * high) / 3] {
+                problem.budget_bytes = Some(budget);
+                let solved = solve(&problem, 60.0).unwrap();
+                assert!(solved.optimal);
+                assert!(problem.bytes(&solved.assignment) <= budget, "shape {groups:?} budget {budget}");
+                let (_, best) = brute_force(&problem);
+                let got = problem.objective(&solved.assignment);
+                assert!(
+                    (got - best).abs() <= 1e-9 * best.abs().max(1.0),
+                    "shape {groups:?} lambda {lambda} budget {budget}: {got} vs {best}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_budget_below_all_two_bits_is_an_error() {
+    let mut problem = random_problem(4, 3, &[2, 1], 0.5);
+    problem.budget_bytes = Some(problem.bytes(&problem.uniform(2)) - 1);
+    assert!(solve(&problem, 60.0).is_err());
+}
+
+#[test]
+fn a_time_limit_before_any_feasible_point_gives_the_best_uniform_width_within_the_budget() {
+    let mut problem = random_problem(5, 4, &[5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5], 0.5);
+    let (low, high) = (problem.bytes(&problem.uniform(2)), problem.bytes(&problem.uniform(8)));
+    for budget in [None, Some((low + high) / 2)] {
+        problem.budget_bytes = budget;
+        let solved = solve(&problem, 1e-9).expect("a time limit is not an error");
+        let uniform = WIDTHS
+            .iter()
+            .map(|&b| problem.uniform(b))
+            .filter(|a| budget.is_none_or(|cap| problem.bytes(a) <= cap))
+            .map(|a| problem.objective(&a))
+            .fold(f64::INFINITY, f64::min);
+        assert!(problem.objective(&solved.assignment) <= uniform + 1e-9);
+        assert!(budget.is_none_or(|cap| problem.bytes(&solved.assignment) <= cap));
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
@@ -101,12 +156,23 @@ proptest! {
         }
         let mut rng = SplitMix64::new(seed ^ 1);
         for _ in 0..20 {
-            let random: Assignment = problem
-                .pairs
-                .iter()
-                .map(|p| p.groups.iter().map(|_| WIDTHS[rng.below(3) as usize]).collect())
-                .collect();
-            prop_assert!(got <= problem.objective(&random) + 1e-9);
+            prop_assert!(got <= problem.objective(&random_assignment(&problem, &mut rng)) + 1e-9);
         }
+    }
+
+    /// Table 6's setting: given a random assignment's bytes as its budget, the MILP moves no
+    /// more bytes and is never worse on the objective.
+    #[test]
+    fn milp_within_a_random_assignments_bytes_is_never_worse_than_it(
+        seed in any::<u64>(),
+        groups in prop::collection::vec(0usize..5, 6),
+        lambda in 0.0f64..=1.0,
+    ) {
+        let mut problem = random_problem(seed, 3, &groups, lambda);
+        let random = random_assignment(&problem, &mut SplitMix64::new(seed ^ 2));
+        problem.budget_bytes = Some(problem.bytes(&random));
+        let solved = solve(&problem, 60.0).unwrap();
+        prop_assert!(problem.bytes(&solved.assignment) <= problem.bytes(&random));
+        prop_assert!(problem.objective(&solved.assignment) <= problem.objective(&random) + 1e-9);
     }
 }

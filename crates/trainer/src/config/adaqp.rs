@@ -1,5 +1,5 @@
 //! `[method.adaqp]`: AdaQP's message quantization (`--bits`, `--group-size`, `--lambda`,
-//! `--assign-period`, `--beta`, `--solver-time-limit`); the overlap of central compute with
+//! `--assign-period`, `--beta`, `--solver-time-limit`, `--time-fit`); the overlap of central compute with
 //! marginal communication is `[distributed] overlap`.
 
 use serde::{Deserialize, Serialize};
@@ -32,15 +32,25 @@ pub enum Bits {
     #[serde(rename = "random")]
     #[cfg_attr(feature = "clap", value(name = "random"))]
     Random,
+    /// As adaptive, but each problem moves at most the bytes of the widths `random` draws at
+    /// the same step (Table 6's comparison at no more bytes).
+    #[serde(rename = "adaptive-random-budget")]
+    #[cfg_attr(feature = "clap", value(name = "adaptive-random-budget"))]
+    AdaptiveRandomBudget,
 }
 
 impl Bits {
+    /// Whether the widths are reassigned every `assign-period` epochs.
+    pub fn assigned(self) -> bool {
+        matches!(self, Bits::Adaptive | Bits::Random | Bits::AdaptiveRandomBudget)
+    }
+
     /// The width every row travels at before (or without) an assignment.
     pub fn initial(self) -> u8 {
         match self {
             Bits::Two => 2,
             Bits::Four => 4,
-            Bits::Eight | Bits::Adaptive | Bits::Random => 8,
+            Bits::Eight | Bits::Adaptive | Bits::Random | Bits::AdaptiveRandomBudget => 8,
         }
     }
 
@@ -52,6 +62,7 @@ impl Bits {
             Bits::Eight => "8",
             Bits::Adaptive => "adaptive",
             Bits::Random => "random",
+            Bits::AdaptiveRandomBudget => "adaptive-random-budget",
         }
     }
 }
@@ -94,6 +105,9 @@ pub struct AdaqpSettings {
     /// Seconds the MILP solver may take per layer and direction before it returns its best
     /// assignment so far.
     pub solver_time_limit: f64,
+    /// The report of `halo bench comm --backend mpi --report FILE`: its per-pair fits
+    /// (`link_fits`) replace the topology's links in the time model (MPI runs only).
+    pub time_fit: Option<std::path::PathBuf>,
 }
 
 impl Default for AdaqpSettings {
@@ -105,6 +119,7 @@ impl Default for AdaqpSettings {
             assign_period: 50,
             beta: Beta::default(),
             solver_time_limit: 10.0,
+            time_fit: None,
         }
     }
 }

@@ -215,6 +215,14 @@ impl TrainConfig {
             return invalid("dataset", "must not be empty".to_string());
         }
         self.distributed.validate()?;
+        if self.method.adaqp.time_fit.is_some() && self.distributed.backend != Backend::Mpi {
+            return invalid(
+                "time-fit",
+                "needs backend mpi (a fit measured on the in-memory backend means nothing; the local backend's \
+                 time model comes from the topology)"
+                    .to_string(),
+            );
+        }
         self.minibatch.validate(self.layers)?;
         self.method.validate(&self.minibatch)?;
         self.device.validate(self.method.name, &self.minibatch)

@@ -9,7 +9,8 @@ use trainer::config::{Beta, Bits, TrainConfig};
 #[derive(Debug, clap::Args)]
 pub struct AdaqpFlags {
     /// adaqp: bits per quantized row: 2, 4, 8, adaptive (problem (12) per group of rows), or
-    /// random (a random width per group) [default: adaptive].
+    /// random (a random width per group), or adaptive-random-budget (adaptive within the bytes
+    /// of random's widths) [default: adaptive].
     #[arg(long, value_enum)]
     bits: Option<Bits>,
     /// adaqp: rows per group of the bit-width assignment [default: 20].
@@ -29,6 +30,10 @@ pub struct AdaqpFlags {
     /// adaqp: seconds the MILP solver may take per layer and direction [default: 10].
     #[arg(long, value_name = "S")]
     solver_time_limit: Option<f64>,
+    /// adaqp: the report of `halo bench comm --backend mpi --report FILE.json`, whose per-pair
+    /// fits replace the topology's links in the time model (MPI runs only).
+    #[arg(long, value_name = "FILE.json")]
+    time_fit: Option<std::path::PathBuf>,
     /// LayerNorm after every hidden conv, before its activation [default: off].
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     layer_norm: Option<bool>,
@@ -57,6 +62,7 @@ impl AdaqpFlags {
             ("--assign-period", self.assign_period.is_some()),
             ("--beta", self.beta.is_some()),
             ("--solver-time-limit", self.solver_time_limit.is_some()),
+            ("--time-fit", self.time_fit.is_some()),
         ];
         given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
     }
@@ -70,6 +76,7 @@ impl AdaqpFlags {
         settings.assign_period = self.assign_period.unwrap_or(settings.assign_period);
         settings.beta = self.beta.unwrap_or(settings.beta);
         settings.solver_time_limit = self.solver_time_limit.unwrap_or(settings.solver_time_limit);
+        settings.time_fit = self.time_fit.clone().or(settings.time_fit.take());
         config.layer_norm = self.layer_norm.unwrap_or(config.layer_norm);
         config.layer_order = self.layer_order.or(config.layer_order);
     }
@@ -103,6 +110,10 @@ mod tests {
         assert!(format!("{err:#}").contains("--layer-order"), "{err:#}");
         let err = flags(&["--method", "adaqp", "--lambda", "2"]).unwrap_err();
         assert!(format!("{err:#}").contains("`lambda`"), "{err:#}");
+        let err = flags(&["--method", "adaqp", "--time-fit", "fit.json"]).unwrap_err();
+        assert!(format!("{err:#}").contains("`time-fit`") && format!("{err:#}").contains("mpi"), "{err:#}");
+        let c = flags(&["--method", "adaqp", "--backend", "mpi", "--time-fit", "fit.json"]).unwrap();
+        assert_eq!(c.method.adaqp.time_fit.as_deref(), Some(std::path::Path::new("fit.json")));
         let err = flags(&["--bits", "3"]).unwrap_err();
         assert!(err.to_string().contains("--bits"), "{err}");
     }

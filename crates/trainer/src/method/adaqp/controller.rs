@@ -4,8 +4,10 @@
 //! assignment (its codecs' [`QuantProbe`]); it weighs each row by its aggregation weight `beta`
 //! from its local graph ([`RowWeights`]: only the receiver knows who reads a halo row, also on a
 //! directed graph) and sends the weights to rank 0 (`gather`). Rank 0 builds problem (12) per
-//! layer and direction with each pair's time model from the topology ([`time_models`]), solves
-//! it (or draws random widths for `--bits random`), and broadcasts the per-row widths with the
+//! layer and direction with each pair's time model from the topology, or from `time-fit`'s MPI
+//! measurements ([`time_models`]), solves
+//! it (or draws random widths for `--bits random`, or solves it within the random widths' bytes
+//! for `--bits adaptive-random-budget`), and broadcasts the per-row widths with the
 //! assignment's report; every worker then sets the widths of the streams it encodes and decodes
 //! in its [`BitTable`], so both ends of a stream read the same widths from the next step on.
 
@@ -22,6 +24,7 @@ use graph_partition::rng::hash_key;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::fit::{FitError, MeasuredFits};
 use super::weights::{RowWeights, route_of, time_models};
 use crate::config::{AdaqpSettings, Bits};
 use crate::error::TrainError;
@@ -67,6 +70,8 @@ enum AssignError {
     Solve(#[from] cache_quant::assign::SolveError),
     #[error("adaqp assignment: unreadable message from a worker: {0}")]
     Message(#[from] serde_json::Error),
+    #[error(transparent)]
+    Fit(#[from] FitError),
 }
 
 pub(super) struct AdaqpController {
@@ -75,6 +80,8 @@ pub(super) struct AdaqpController {
     kind: ConvKind,
     bits: Knob<Arc<BitTable>>,
     probe: QuantProbe,
+    /// `time-fit`'s fits, read by rank 0 at its first assignment.
+    measured: Option<MeasuredFits>,
 }
 
 impl AdaqpController {
@@ -85,7 +92,7 @@ impl AdaqpController {
         bits: Knob<Arc<BitTable>>,
         probe: QuantProbe,
     ) -> Self {
-        Self { settings, seed, kind, bits, probe }
+        Self { settings, seed, kind, bits, probe, measured: None }
     }
 
     /// This worker's received rows, weighted.
@@ -110,7 +117,7 @@ impl AdaqpController {
 
     /// Rank 0's part: problem (12) per layer and direction from every worker's rows.
     fn decide(
-        &self,
+        &mut self,
         epoch: usize,
         comm: &dyn Communicator,
         all: Vec<(usize, Received)>,
@@ -122,7 +129,10 @@ impl AdaqpController {
         let (mut decisions, mut reports, mut solve_s) = (Vec::new(), Vec::new(), 0.0);
         for ((layer, backward), rows) in problems {
             let ends: Vec<(usize, usize)> = rows.iter().map(|(dst, r)| (r.src, *dst)).collect();
-            let times = time_models(comm.topology(), &ends);
+            if let (Some(path), None) = (&self.settings.time_fit, &self.measured) {
+                self.measured = Some(MeasuredFits::load(path)?);
+            }
+            let times = time_models(comm.topology(), &ends, self.measured.as_ref())?;
             let pairs = rows
                 .iter()
                 .zip(times)
@@ -130,11 +140,14 @@ impl AdaqpController {
                     PairGroups::new(r.src, *dst, r.width, time, &r.weights, self.settings.group_size)
                 })
                 .collect();
-            let problem = Problem { workers: comm.size(), lambda: self.settings.lambda, pairs };
+            let mut problem = Problem { workers: comm.size(), lambda: self.settings.lambda, pairs, budget_bytes: None };
             let start = Instant::now();
             let (assignment, optimal) = match self.settings.bits {
                 Bits::Random => (self.random(epoch, layer, backward, &problem), None),
-                _ => {
+                bits => {
+                    if bits == Bits::AdaptiveRandomBudget {
+                        problem.budget_bytes = Some(problem.bytes(&self.random(epoch, layer, backward, &problem)));
+                    }
                     let solved = solve(&problem, self.settings.solver_time_limit)?;
                     (solved.assignment, Some(solved.optimal))
                 }
@@ -151,7 +164,8 @@ impl AdaqpController {
     }
 
     /// Widths drawn uniformly from {2, 4, 8} per group, keyed by (seed, epoch, layer,
-    /// direction, pair, group).
+    /// direction, pair, group): the same draw in a `random` run and in the budget of an
+    /// `adaptive-random-budget` run of the same seed (the groups depend on the partition only).
     fn random(&self, epoch: usize, layer: usize, backward: bool, problem: &Problem) -> Assignment {
         let key = |p: &PairGroups, g: usize| {
             hash_key(&[
@@ -168,7 +182,7 @@ impl AdaqpController {
     }
 
     /// Gathers the rows at rank 0, decides there, broadcasts, and sets this worker's widths.
-    fn assign(&self, epoch: usize, ctx: &ControlCtx<'_>) -> Result<Value, AssignError> {
+    fn assign(&mut self, epoch: usize, ctx: &ControlCtx<'_>) -> Result<Value, AssignError> {
         let start = Instant::now();
         let comm = ctx.comm;
         let mine = serde_json::to_vec(&self.received(ctx))?;
@@ -197,6 +211,7 @@ impl AdaqpController {
         Ok(json!({
             "time_s": start.elapsed().as_secs_f64(),
             "solve_s": outcome.solve_s,
+            "time_fit": self.settings.time_fit,
             "objective": outcome.problems.iter().filter_map(|p| p["objective"].as_f64()).sum::<f64>(),
             "problems": outcome.problems,
         }))
@@ -227,6 +242,8 @@ fn report(
         "groups": problem.pairs.iter().map(|p| p.groups.len()).sum::<usize>(),
         "objective": problem.objective(assignment),
         "objective_uniform_8": problem.objective(&problem.uniform(8)),
+        "bytes": problem.bytes(assignment),
+        "budget_bytes": problem.budget_bytes,
         "variance": costs.variance,
         "modeled_s": costs.seconds,
         "mean_bits": if rows > 0 { bit_rows as f64 / rows as f64 } else { 0.0 },
@@ -249,8 +266,7 @@ impl Controller for AdaqpController {
             "beta": self.settings.beta.as_str(),
             "quant_s_per_worker": quant[0] / ctx.comm.size() as f64,
         });
-        let adaptive = matches!(self.settings.bits, Bits::Adaptive | Bits::Random);
-        if adaptive && epoch.is_multiple_of(self.settings.assign_period) {
+        if self.settings.bits.assigned() && epoch.is_multiple_of(self.settings.assign_period) {
             let assignment = self.assign(epoch, ctx).map_err(|e| TrainError::Controller(Box::new(e)))?;
             fields["assignment"] = assignment;
         }

@@ -5,6 +5,7 @@
 //! while the marginal rows' messages are in flight.
 
 mod controller;
+mod fit;
 mod weights;
 
 use std::sync::Arc;

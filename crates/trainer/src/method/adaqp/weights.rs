@@ -1,5 +1,6 @@
 //! The inputs of problem (12) a worker derives: each received row's aggregation weight `beta`
-//! (from the local graph), and each directed pair's time model (from the topology's links).
+//! (from the local graph), and each directed pair's time model (from the topology's links, or
+//! from fits measured under MPI).
 
 use std::collections::HashMap;
 
@@ -9,6 +10,7 @@ use comm_hierarchy::Topology;
 use comm_hierarchy::topology::LinkClass;
 use gnn_core::{AggGraph, ConvKind};
 
+use super::fit::{FitError, MeasuredFits};
 use crate::config::Beta;
 
 /// Aggregation weights of received rows on one worker.
@@ -65,10 +67,16 @@ pub(super) fn route_of(dir: Direction) -> Route {
     }
 }
 
-/// `t = theta * MB + gamma` of each pair in `pairs` (src, dst), from the topology's links as the
+/// `t = theta * MB + gamma` of each pair in `pairs` (src, dst). From the topology's links as the
 /// cost model charges them: `gamma` is the link's latency, `theta` its seconds per MB times the
-/// number of messages of the same ring round that share the pair's host uplink or downlink.
-pub(super) fn time_models(topology: &Topology, pairs: &[(usize, usize)]) -> Vec<TimeModel> {
+/// number of messages of the same ring round that share the pair's host uplink or downlink. With
+/// `measured` fits (each timed on an idle link), the pair's fitted `gamma` and its fitted `theta`
+/// times the same sharing.
+pub(super) fn time_models(
+    topology: &Topology,
+    pairs: &[(usize, usize)],
+    measured: Option<&MeasuredFits>,
+) -> Result<Vec<TimeModel>, FitError> {
     let p = topology.workers();
     let round = |&(s, d): &(usize, usize)| (d + p - s) % p;
     let crosses = |&(s, d): &(usize, usize)| topology.link_class(s, d) == Some(LinkClass::Inter);
@@ -76,7 +84,11 @@ pub(super) fn time_models(topology: &Topology, pairs: &[(usize, usize)]) -> Vec<
         .iter()
         .map(|pair @ &(src, dst)| {
             let Some(link) = topology.link(src, dst) else {
-                return TimeModel { theta_s_per_mb: 0.0, gamma_s: 0.0 };
+                return Ok(TimeModel { theta_s_per_mb: 0.0, gamma_s: 0.0 });
+            };
+            let alone = match measured {
+                Some(fits) => fits.pair(src, dst)?,
+                None => TimeModel { theta_s_per_mb: 1e6 / link.bandwidth_bytes_per_s, gamma_s: link.latency_s },
             };
             let sharing = if crosses(pair) {
                 let same_round = pairs.iter().filter(|q| round(q) == round(pair) && crosses(q));
@@ -89,7 +101,7 @@ pub(super) fn time_models(topology: &Topology, pairs: &[(usize, usize)]) -> Vec<
             } else {
                 1
             };
-            TimeModel { theta_s_per_mb: sharing as f64 * 1e6 / link.bandwidth_bytes_per_s, gamma_s: link.latency_s }
+            Ok(TimeModel { theta_s_per_mb: sharing as f64 * alone.theta_s_per_mb, gamma_s: alone.gamma_s })
         })
         .collect()
 }
@@ -104,14 +116,34 @@ mod tests {
     fn pairs_crossing_hosts_in_one_round_share_the_uplink() {
         let topology = Topology::for_workers(4, 2, Preset::Adaqp.links()).unwrap();
         // Round 2 sends every rank across hosts: two messages leave each host.
-        let crossing = time_models(&topology, &[(0, 2), (1, 3), (2, 0), (3, 1)]);
-        let alone = time_models(&topology, &[(0, 2)]);
+        let models = |pairs: &[(usize, usize)]| time_models(&topology, pairs, None).unwrap();
+        let crossing = models(&[(0, 2), (1, 3), (2, 0), (3, 1)]);
+        let alone = models(&[(0, 2)]);
         assert!((crossing[0].theta_s_per_mb - 2.0 * alone[0].theta_s_per_mb).abs() < 1e-15);
         assert!((alone[0].theta_s_per_mb - 1e6 / 12.5e9).abs() < 1e-15);
         // Inside a host: PCIe, not shared.
-        let inside = time_models(&topology, &[(0, 1), (2, 3)]);
+        let inside = models(&[(0, 1), (2, 3)]);
         assert!((inside[0].theta_s_per_mb - 1e6 / 22.7e9).abs() < 1e-12);
         assert!(inside[0].gamma_s > 0.0 && inside[0].gamma_s < crossing[0].gamma_s + 1.0);
+    }
+
+    #[test]
+    fn measured_fits_replace_the_links_and_share_the_uplink_alike() {
+        let topology = Topology::for_workers(4, 2, Preset::Adaqp.links()).unwrap();
+        let entry = |s: usize, d: usize| {
+            format!(
+                r#"{{"src": {s}, "dst": {d}, "link": "inter", "fit": {{"theta_s_per_mb": {}, "gamma_s": 3e-5, "r_squared": 1.0}}, "samples": 21}}"#,
+                0.1 * (s + 1) as f64
+            )
+        };
+        let text = format!(r#"{{"link_fits": [{}, {}]}}"#, entry(0, 2), entry(1, 3));
+        let fits = MeasuredFits::parse(std::path::Path::new("fit.json"), text.as_bytes()).unwrap();
+        let models = time_models(&topology, &[(0, 2), (1, 3)], Some(&fits)).unwrap();
+        // Both cross hosts in round 2: two messages share host 0's uplink.
+        assert_eq!(models[0], TimeModel { theta_s_per_mb: 2.0 * 0.1, gamma_s: 3e-5 });
+        assert_eq!(models[1], TimeModel { theta_s_per_mb: 2.0 * 0.2, gamma_s: 3e-5 });
+        let err = time_models(&topology, &[(2, 0)], Some(&fits)).unwrap_err().to_string();
+        assert!(err.contains("no fit for the pair 2 -> 0"), "{err}");
     }
 
     #[test]
