@@ -12,6 +12,7 @@ mod distributed;
 mod featpart;
 mod method;
 mod minibatch;
+mod reliability;
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,7 @@ pub use distributed::{Backend, DistributedConfig};
 pub use featpart::{FeatpartSettings, Tau, TauError};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
+pub use reliability::ReliabilityConfig;
 
 /// How input features are normalised before training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -92,6 +94,8 @@ pub struct TrainConfig {
     pub minibatch: MiniBatchConfig,
     /// Where to compute: `cpu` or `cuda[:N]` (single-process full-batch only for now).
     pub device: Device,
+    /// Checkpoints, resumption and the communication timeout.
+    pub reliability: ReliabilityConfig,
 }
 
 impl Default for TrainConfig {
@@ -118,6 +122,7 @@ impl Default for TrainConfig {
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
+            reliability: ReliabilityConfig::default(),
         }
     }
 }
@@ -213,6 +218,7 @@ impl TrainConfig {
             return invalid("dataset", "must not be empty".to_string());
         }
         self.distributed.validate()?;
+        self.reliability.validate()?;
         self.minibatch.validate(self.layers)?;
         self.method.validate(&self.minibatch)?;
         self.device.validate(self.method.name, &self.minibatch)
@@ -339,6 +345,7 @@ report = "out.json"
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
+            reliability: ReliabilityConfig::default(),
         };
         assert_eq!(c, expected);
     }
