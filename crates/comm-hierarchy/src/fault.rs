@@ -7,11 +7,13 @@
 //!   `checkpoint` (between writing a checkpoint's shard and committing its manifest).
 //! - KIND: `error` (the call returns an error), `panic`, `hang` (the rank stops answering),
 //!   `abort` (the process aborts), `kill` (the process sends itself SIGKILL).
+//! - An optional fourth field `:N` fires at the N-th time the rank reaches the point (default
+//!   1), e.g. at the third epoch's all-reduce or the second checkpoint.
 //!
 //! A point is recognised by the ledger phase of the call that reaches it ([`Point::of_phase`]),
 //! so a fault armed on a communicator ([`crate::Endpoint::with_fault`], the backends' options)
 //! needs nothing from the caller; a process with no communicator (single-process training)
-//! calls [`Fault::hit`] itself. The fault fires the first time its rank reaches its point.
+//! calls [`Fault::hit`] itself. The fault fires the N-th time its rank reaches its point.
 
 use std::cell::Cell;
 use std::fmt;
@@ -115,17 +117,19 @@ pub struct FaultSpecError {
     pub detail: String,
 }
 
-/// One injected fault: `rank` fails at `point` as `kind` says.
+/// One injected fault: `rank` fails at the `nth` time it reaches `point`, as `kind` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fault {
     pub rank: usize,
     pub point: Point,
     pub kind: Kind,
+    /// 1-based.
+    pub nth: u32,
 }
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.rank, self.point, self.kind)
+        write!(f, "{}:{}:{}:{}", self.rank, self.point, self.kind, self.nth)
     }
 }
 
@@ -135,9 +139,13 @@ impl FromStr for Fault {
     fn from_str(value: &str) -> Result<Self, FaultSpecError> {
         let err = |detail: String| FaultSpecError { value: value.to_string(), detail };
         let fields: Vec<&str> = value.trim().split(':').collect();
-        let [rank, point, kind] = fields[..] else {
-            return Err(err(format!("{} fields", fields.len())));
+        let (rank, point, kind, nth) = match fields[..] {
+            [rank, point, kind] => (rank, point, kind, "1"),
+            [rank, point, kind, nth] => (rank, point, kind, nth),
+            _ => return Err(err(format!("{} fields", fields.len()))),
         };
+        let nth =
+            nth.parse().ok().filter(|&n: &u32| n >= 1).ok_or_else(|| err(format!("N `{nth}` is not 1 or more")))?;
         let rank = rank.parse().map_err(|_| err(format!("rank `{rank}` is not a number")))?;
         let point = Point::ALL
             .into_iter()
@@ -145,7 +153,7 @@ impl FromStr for Fault {
             .ok_or_else(|| err(format!("unknown point `{point}`")))?;
         let kind =
             Kind::ALL.into_iter().find(|k| k.as_str() == kind).ok_or_else(|| err(format!("unknown kind `{kind}`")))?;
-        Ok(Fault { rank, point, kind })
+        Ok(Fault { rank, point, kind, nth })
     }
 }
 
@@ -163,11 +171,11 @@ impl Fault {
         CommError::Injected { rank: self.rank, point: self.point.as_str().to_string() }
     }
 
-    /// Fires the fault on a rank with no peers (single-process training) when `rank` and
-    /// `point` are its own. A hang there has nobody to notice it, so it waits `hang_for` and
-    /// then fails as an error would.
-    pub fn hit(&self, rank: usize, point: Point, hang_for: std::time::Duration) -> Result<(), CommError> {
-        if (rank, point) != (self.rank, self.point) {
+    /// Fires the fault on a rank with no peers (single-process training) when `rank`, `point`
+    /// and the `nth` time it is reached are its own. A hang there has nobody to notice it, so
+    /// it waits `hang_for` and then fails as an error would.
+    pub fn hit(&self, rank: usize, point: Point, nth: u32, hang_for: std::time::Duration) -> Result<(), CommError> {
+        if (rank, point, nth) != (self.rank, self.point, self.nth) {
             return Ok(());
         }
         if self.kind == Kind::Hang {
@@ -211,19 +219,20 @@ fn kill_self() -> ! {
 }
 
 /// A fault armed on one rank's communicator ([`crate::Endpoint::with_fault`]): it fires the
-/// first time its rank makes a call under a phase of its point.
+/// N-th time its rank makes a call under a phase of its point.
 #[derive(Debug)]
 pub(crate) struct Armed {
     fault: Fault,
-    fired: Cell<bool>,
+    /// Times the rank reached the point so far.
+    reached: Cell<u32>,
 }
 
 impl Armed {
     pub(crate) fn new(fault: Fault) -> Self {
-        Self { fault, fired: Cell::new(false) }
+        Self { fault, reached: Cell::new(0) }
     }
 
-    /// Fires the fault if `rank`'s call under `phase` is the first to reach its point. A hang
+    /// Fires the fault if `rank`'s call under `phase` is the N-th to reach its point. A hang
     /// calls `wait_forever`, which blocks on a message no peer sends until a peer gives up on
     /// this rank (its receive times out and the run fails, naming this rank and the phase);
     /// `wait_forever` returns the error that released it. A rank with no peers has nobody to
@@ -235,7 +244,12 @@ impl Armed {
         phase: &str,
         wait_forever: impl FnOnce() -> CommError,
     ) -> Result<(), CommError> {
-        if rank != self.fault.rank || Point::of_phase(phase) != Some(self.fault.point) || self.fired.replace(true) {
+        if rank != self.fault.rank || Point::of_phase(phase) != Some(self.fault.point) {
+            return Ok(());
+        }
+        let reached = self.reached.get().saturating_add(1);
+        self.reached.set(reached);
+        if reached != self.fault.nth {
             return Ok(());
         }
         if self.fault.kind == Kind::Hang && size > 1 {
@@ -264,8 +278,10 @@ mod tests {
     #[test]
     fn specs_parse_and_refusals_name_the_field() {
         let f: Fault = "2:all-reduce:hang".parse().unwrap();
-        assert_eq!(f, Fault { rank: 2, point: Point::AllReduce, kind: Kind::Hang });
-        assert_eq!(f.to_string(), "2:all-reduce:hang");
+        assert_eq!(f, Fault { rank: 2, point: Point::AllReduce, kind: Kind::Hang, nth: 1 });
+        assert_eq!(f.to_string(), "2:all-reduce:hang:1");
+        assert_eq!("0:checkpoint:kill:3".parse::<Fault>().unwrap().nth, 3);
+        assert!("0:checkpoint:kill:0".parse::<Fault>().unwrap_err().to_string().contains("N `0`"));
         for (bad, says) in
             [("x:setup:error", "rank `x`"), ("0:nowhere:error", "point `nowhere`"), ("0:setup:boom", "kind `boom`")]
         {
@@ -298,7 +314,7 @@ mod tests {
     #[test]
     fn error_and_panic_end_the_run_naming_rank_and_point() {
         for kind in [Kind::Error, Kind::Panic] {
-            let fault = Fault { rank: 1, point: Point::AllReduce, kind };
+            let fault = Fault { rank: 1, point: Point::AllReduce, kind, nth: 2 };
             let err = run_with(fault, Duration::from_secs(30)).unwrap_err();
             assert_eq!(err.failed_rank(), Some(1));
             let text = err.to_string();
@@ -308,7 +324,7 @@ mod tests {
 
     #[test]
     fn a_hang_is_noticed_by_its_peers_within_the_timeout() {
-        let fault = Fault { rank: 1, point: Point::AllReduce, kind: Kind::Hang };
+        let fault = Fault { rank: 1, point: Point::AllReduce, kind: Kind::Hang, nth: 1 };
         let start = Instant::now();
         let err = run_with(fault, Duration::from_millis(300)).unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(10));
@@ -318,13 +334,15 @@ mod tests {
 
     #[test]
     fn other_ranks_and_points_pass_through() {
-        let fault = Fault { rank: 1, point: Point::Setup, kind: Kind::Panic };
+        let fault = Fault { rank: 1, point: Point::Setup, kind: Kind::Panic, nth: 1 };
         assert!(run_with(fault, Duration::from_secs(30)).is_ok());
-        assert!(fault.hit(0, Point::Setup, Duration::ZERO).is_ok());
-        let err = fault.hit(1, Point::Checkpoint, Duration::ZERO);
-        assert!(err.is_ok());
-        let hang = Fault { rank: 0, point: Point::Checkpoint, kind: Kind::Hang };
-        let text = hang.hit(0, Point::Checkpoint, Duration::from_millis(10)).unwrap_err().to_string();
+        let third = Fault { rank: 1, point: Point::AllReduce, kind: Kind::Panic, nth: 3 };
+        assert!(run_with(third, Duration::from_secs(30)).is_ok(), "two all-reduces: the third is never reached");
+        assert!(fault.hit(0, Point::Setup, 1, Duration::ZERO).is_ok());
+        assert!(fault.hit(1, Point::Checkpoint, 1, Duration::ZERO).is_ok());
+        let hang = Fault { rank: 0, point: Point::Checkpoint, kind: Kind::Hang, nth: 2 };
+        assert!(hang.hit(0, Point::Checkpoint, 1, Duration::ZERO).is_ok());
+        let text = hang.hit(0, Point::Checkpoint, 2, Duration::from_millis(10)).unwrap_err().to_string();
         assert!(text.contains("rank 0") && text.contains("checkpoint"), "{text}");
     }
 }

@@ -109,7 +109,7 @@ pub fn run(
     let fault = Fault::from_env()?;
     let hang_for = config.reliability.timeout();
     if let Some(fault) = fault {
-        fault.hit(0, Point::Setup, hang_for).map_err(TrainError::Injected)?;
+        fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
     }
     let mut strategy = SingleProcess::new(config, dataset)?;
     let id = RunIdentity { method, config, rank: 0, world: 1, fingerprint: dataset.graph.fingerprint() };

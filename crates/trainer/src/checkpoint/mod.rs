@@ -141,6 +141,8 @@ pub struct Checkpointer<'a> {
     world: usize,
     fingerprint: u64,
     agreement: Agreement<'a>,
+    /// Checkpoints this writer started (the N of a `checkpoint` fault's `:N`).
+    started: std::cell::Cell<u32>,
 }
 
 /// What a run resumes from.
@@ -187,6 +189,7 @@ impl<'a> Checkpoints<'a> {
             world: id.world,
             fingerprint: id.fingerprint,
             agreement,
+            started: std::cell::Cell::new(0),
         });
         Ok(Self { writer, resume })
     }
@@ -229,10 +232,11 @@ impl Checkpointer<'_> {
         store::write_durably(&dir.join(store::shard_name(self.rank)), &bytes)?;
         let mut sizes = vec![0.0f64; self.world];
         sizes[self.rank] = bytes.len() as f64;
+        self.started.set(self.started.get() + 1);
         match &self.agreement {
             Agreement::Alone { fault, hang_for } => {
                 if let Some(fault) = fault {
-                    fault.hit(self.rank, Point::Checkpoint, *hang_for)?;
+                    fault.hit(self.rank, Point::Checkpoint, self.started.get(), *hang_for)?;
                 }
             }
             Agreement::Cluster(comm) => comm.all_reduce_sum_f64("checkpoint", &mut sizes)?,

@@ -111,7 +111,7 @@ fn a_fault_between_shard_and_manifest_leaves_the_previous_checkpoint_newest() {
     let mut c = checkpointed(dir.path(), 2);
     c.method = MethodConfig::named(Method::Single);
     run(&c, &data).unwrap();
-    let fault = Fault { rank: 0, point: Point::Checkpoint, kind: Kind::Error };
+    let fault = Fault { rank: 0, point: Point::Checkpoint, kind: Kind::Error, nth: 1 };
     let id = RunIdentity { method: "single", config: &c, rank: 0, world: 1, fingerprint: data.graph.fingerprint() };
     let checkpoints = Checkpoints::for_run(&id, Agreement::Alone { fault: Some(fault), hang_for: Duration::ZERO });
     let writer = checkpoints.unwrap().writer.unwrap();
