@@ -9,6 +9,8 @@
 //! `outer(inner)`, so a report names the whole stack.
 
 mod bank;
+#[cfg(test)]
+mod fuzz;
 mod identity;
 mod le;
 mod linear;

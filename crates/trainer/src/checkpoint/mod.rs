@@ -348,8 +348,8 @@ pub fn fingerprint_part(part: &graph_partition::book::LocalGraph) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&ids) ^ part.csr().fingerprint().rotate_left(1)
 }
 
-/// The number of generated inputs per fuzz target: 5k, or `HALO_FUZZ_CASES` (the opt-in long
-/// run sets 100k).
+/// The number of generated inputs per fuzz target of this crate: 5k, or `HALO_FUZZ_CASES`
+/// (the opt-in long run sets 100k).
 #[cfg(test)]
 pub(crate) fn fuzz_cases() -> u32 {
     std::env::var("HALO_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)

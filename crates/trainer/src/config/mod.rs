@@ -10,6 +10,8 @@ mod cdfgnn;
 mod device;
 mod distributed;
 mod featpart;
+#[cfg(test)]
+mod fuzz;
 mod method;
 mod minibatch;
 mod reliability;
