@@ -93,11 +93,6 @@ impl Kind {
             Kind::Kill => "kill",
         }
     }
-
-    /// Whether the fault ends the whole process (every in-process worker with it).
-    pub fn ends_process(self) -> bool {
-        matches!(self, Kind::Abort | Kind::Kill)
-    }
 }
 
 impl fmt::Display for Kind {

@@ -165,11 +165,6 @@ pub struct Checkpoints<'a> {
 }
 
 impl<'a> Checkpoints<'a> {
-    /// No checkpoints.
-    pub fn none() -> Self {
-        Self { writer: None, resume: None }
-    }
-
     /// What `id.config`'s `[reliability]` asks for: a writer under `checkpoint-dir`, and the
     /// newest complete checkpoint under `resume`, checked against this run.
     pub fn for_run(id: &RunIdentity<'_>, agreement: Agreement<'a>) -> Result<Self, CheckpointError> {

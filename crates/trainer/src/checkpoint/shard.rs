@@ -43,7 +43,11 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 impl Shard {
     /// The file's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + 4 * self.params.len() * 4 + self.method.len());
+        let floats = self.params.len()
+            + self.best_params.as_ref().map_or(0, Vec::len)
+            + self.optimizer.m.len()
+            + self.optimizer.v.len();
+        let mut out = Vec::with_capacity(80 + 4 * floats + self.method.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&self.rank.to_le_bytes());

@@ -218,7 +218,7 @@ where
             LocalCluster::run_with_options(&topology, options, |comm| {
                 let mut forward = Forward(sender.clone());
                 let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
-                work(comm, observer)
+                work(comm, observer).map_err(WithCauses)
             })
         });
         // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
@@ -229,6 +229,28 @@ where
     });
     let reports = outcome.map_err(DistError::from)?;
     Ok(reports.into_iter().next().flatten().expect("rank 0 always returns the report"))
+}
+
+/// A worker's error as the run reports it: a failure crosses threads (or processes) as text,
+/// so the text carries every cause the message does not already quote (an exchange's
+/// "communication failed" and the communicator's reason for it).
+struct WithCauses(TrainError);
+
+impl std::fmt::Display for WithCauses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut previous = self.0.to_string();
+        f.write_str(&previous)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(err) = cause {
+            let message = err.to_string();
+            if !previous.contains(&message) {
+                write!(f, ": {message}")?;
+            }
+            previous = message;
+            cause = err.source();
+        }
+        Ok(())
+    }
 }
 
 /// Hands rank 0's epochs to the observer on the thread that started the run.
@@ -256,7 +278,7 @@ where
     };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
-        work(&comm, observer)
+        work(&comm, observer).map_err(WithCauses)
     });
     Ok(outcome.map_err(DistError::from)?)
 }
