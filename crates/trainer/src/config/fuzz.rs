@@ -31,8 +31,7 @@ hosts = 2
 topology = "adaqp"
 
 [minibatch]
-batch-size = 64
-fanouts = "10,5,5"
+eval-batch-size = 512
 
 [reliability]
 checkpoint-dir = "ck"
