@@ -94,7 +94,7 @@ fn random_faults_end_runs_cleanly_and_leave_a_loadable_checkpoint() {
     let mut tally = Tally::default();
     for trial in 0..trials {
         // The first trials cover every kind once in CI; the rest are drawn at random.
-        let kind = if trial < KINDS.len() { KINDS[trial] } else { KINDS[next(&mut rng) as usize % KINDS.len()] };
+        let kind = KINDS.get(trial).copied().unwrap_or_else(|| KINDS[next(&mut rng) as usize % KINDS.len()]);
         let rank = next(&mut rng) as usize % WORKERS;
         let point = POINTS[next(&mut rng) as usize % POINTS.len()];
         let nth = 1 + next(&mut rng) % 3;

@@ -193,7 +193,7 @@ impl<'a> Checkpoints<'a> {
 impl Checkpointer<'_> {
     /// Whether a checkpoint follows `epoch`.
     pub fn due(&self, epoch: usize) -> bool {
-        epoch % self.every == 0
+        epoch.is_multiple_of(self.every)
     }
 
     /// The refusal for a method whose strategy cannot give its state.
