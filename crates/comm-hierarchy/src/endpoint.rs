@@ -7,6 +7,7 @@ use std::ops::Range;
 
 use crate::communicator::{Communicator, PendingAllToAll};
 use crate::error::CommError;
+use crate::fault::{Armed, Fault};
 use crate::ledger::{CollectiveKind, Ledger, LedgerMark, LedgerSnapshot, RecordId};
 use crate::topology::{Topology, TopologyError};
 use crate::transport::{Op, Tag, Transport};
@@ -18,6 +19,8 @@ pub struct Endpoint<T: Transport> {
     size: usize,
     topology: Topology,
     state: RefCell<State<T>>,
+    /// `HALO_FAULT`'s fault, when it names this rank ([`crate::fault`]).
+    fault: Option<Armed>,
 }
 
 /// Mutable per-rank state. Calls take `&self` (so a pending all-to-all can coexist with other
@@ -52,7 +55,13 @@ impl<T: Transport> Endpoint<T> {
             p2p_received: vec![0; size],
             ledger: Ledger::new(rank),
         };
-        Ok(Self { rank, size, topology, state: RefCell::new(state) })
+        Ok(Self { rank, size, topology, state: RefCell::new(state), fault: None })
+    }
+
+    /// Arms `fault` on this endpoint: its rank fails at its point as its kind says.
+    pub fn with_fault(mut self, fault: Option<Fault>) -> Self {
+        self.fault = fault.filter(|f| f.rank == self.rank).map(Armed::new);
+        self
     }
 
     /// Gives the transport back (e.g. to shut a backend down in order).
@@ -60,13 +69,37 @@ impl<T: Transport> Endpoint<T> {
         self.state.into_inner().transport
     }
 
-    /// Opens a numbered collective call; `accounted` calls get a ledger record.
-    fn open(&self, phase: &str, kind: CollectiveKind, payload_bytes: usize, accounted: bool) -> Call {
+    /// Opens a numbered collective call; `accounted` calls get a ledger record. An armed fault
+    /// whose point this call reaches fires here.
+    fn open(
+        &self,
+        phase: &str,
+        kind: CollectiveKind,
+        payload_bytes: usize,
+        accounted: bool,
+    ) -> Result<Call, CommError> {
+        if let Some(armed) = &self.fault {
+            armed.reach(self.rank, self.size, phase, || self.hang(phase))?;
+        }
         let mut st = self.state.borrow_mut();
         let seq = st.next_seq;
         st.next_seq += 1;
         let record = accounted.then(|| st.ledger.open(Some(seq), kind, phase, payload_bytes as u64));
-        Call { phase: phase.to_owned(), seq, record }
+        Ok(Call { phase: phase.to_owned(), seq, record })
+    }
+
+    /// An injected hang: waits for a message no peer sends until a peer gives up on this rank,
+    /// and returns the error that ended the wait.
+    fn hang(&self, phase: &str) -> CommError {
+        let peer = (self.rank + 1) % self.size;
+        let never = Tag { op: Op::PointToPoint, seq: u64::MAX };
+        loop {
+            match self.state.borrow_mut().transport.recv(peer, never, phase) {
+                // This rank's own wait ran out first: keep hanging until a peer's does.
+                Ok(_) | Err(CommError::Timeout { .. }) => continue,
+                Err(e) => return e,
+            }
+        }
     }
 
     fn post(&self, call: &Call, op: Op, dst: usize, bytes: Vec<u8>) -> Result<(), CommError> {
@@ -141,7 +174,7 @@ impl<T: Transport> Endpoint<T> {
     /// Each rank moves `2 (P - 1)` chunks, as a ring all-reduce does, and the result is the
     /// serial rank-order sum on every rank, bit for bit.
     fn all_reduce_sum<E: Element>(&self, phase: &str, data: &mut [E]) -> Result<(), CommError> {
-        let call = self.open(phase, CollectiveKind::AllReduce, std::mem::size_of_val(data), true);
+        let call = self.open(phase, CollectiveKind::AllReduce, std::mem::size_of_val(data), true)?;
         if self.size == 1 {
             return Ok(());
         }
@@ -188,7 +221,7 @@ impl<T: Transport> Endpoint<T> {
         accounted: bool,
     ) -> Result<Option<Vec<Vec<u8>>>, CommError> {
         self.check_rank(phase, "root", root)?;
-        let call = self.open(phase, CollectiveKind::Gather, data.len(), accounted);
+        let call = self.open(phase, CollectiveKind::Gather, data.len(), accounted)?;
         if self.rank != root {
             self.post(&call, Op::Gather, root, data)?;
             return Ok(None);
@@ -237,7 +270,7 @@ impl<T: Transport> Communicator for Endpoint<T> {
     fn start_all_to_all_v(&self, phase: &str, send: Vec<Vec<u8>>) -> Result<PendingAllToAll<'_>, CommError> {
         self.check_per_rank(phase, send.len())?;
         let payload = send.iter().enumerate().filter(|&(p, _)| p != self.rank).map(|(_, b)| b.len()).sum();
-        let call = self.open(phase, CollectiveKind::AllToAll, payload, true);
+        let call = self.open(phase, CollectiveKind::AllToAll, payload, true)?;
         let own = self.post_ring(&call, Op::AllToAll, send)?;
         Ok(PendingAllToAll::new(move || self.recv_ring(&call, Op::AllToAll, own)))
     }
@@ -253,7 +286,7 @@ impl<T: Transport> Communicator for Endpoint<T> {
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError> {
         self.check_rank(phase, "root", root)?;
         let payload = if self.rank == root { data.len() } else { 0 };
-        let call = self.open(phase, CollectiveKind::Broadcast, payload, true);
+        let call = self.open(phase, CollectiveKind::Broadcast, payload, true)?;
         if self.rank == root {
             for round in 1..self.size {
                 self.post(&call, Op::Broadcast, (root + round) % self.size, data.clone())?;
@@ -271,7 +304,7 @@ impl<T: Transport> Communicator for Endpoint<T> {
     fn scatter(&self, phase: &str, root: usize, data: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>, CommError> {
         self.check_rank(phase, "root", root)?;
         if self.rank != root {
-            let call = self.open(phase, CollectiveKind::Scatter, 0, true);
+            let call = self.open(phase, CollectiveKind::Scatter, 0, true)?;
             return self.recv_from(&call, Op::Scatter, root);
         }
         let Some(mut parts) = data else {
@@ -279,7 +312,7 @@ impl<T: Transport> Communicator for Endpoint<T> {
         };
         self.check_per_rank(phase, parts.len())?;
         let payload = parts.iter().enumerate().filter(|&(p, _)| p != root).map(|(_, b)| b.len()).sum();
-        let call = self.open(phase, CollectiveKind::Scatter, payload, true);
+        let call = self.open(phase, CollectiveKind::Scatter, payload, true)?;
         for round in 1..self.size {
             let dst = (root + round) % self.size;
             self.post(&call, Op::Scatter, dst, std::mem::take(&mut parts[dst]))?;
@@ -288,7 +321,7 @@ impl<T: Transport> Communicator for Endpoint<T> {
     }
 
     fn barrier(&self, phase: &str) -> Result<(), CommError> {
-        let call = self.open(phase, CollectiveKind::Barrier, 0, true);
+        let call = self.open(phase, CollectiveKind::Barrier, 0, true)?;
         self.exchange(&call, Op::Barrier, vec![Vec::new(); self.size]).map(drop)
     }
 

@@ -19,8 +19,11 @@ pub enum CommError {
     PeerExited { rank: usize, observer: usize, phase: String },
     /// Nothing arrived from `peer` within the timeout: the peer is stuck, or the workers called
     /// different collectives.
-    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer} in `{phase}`")]
+    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer} in `{phase}`{}", crate::fault::point_suffix(.phase))]
     Timeout { observer: usize, peer: usize, phase: String, timeout: Duration },
+    /// `HALO_FAULT` made this rank fail here ([`crate::fault`]).
+    #[error("rank {rank}: injected fault at point {point}")]
+    Injected { rank: usize, point: String },
     /// The caller passed arguments that do not fit the communicator (wrong buffer count, rank
     /// out of range, ...).
     #[error("`{phase}`: {detail}")]

@@ -34,6 +34,7 @@ pub mod communicator;
 pub mod cost;
 pub mod endpoint;
 pub mod error;
+pub mod fault;
 pub mod ledger;
 pub mod local;
 #[cfg(feature = "mpi")]
@@ -51,7 +52,7 @@ pub use cost::{LinearFit, ModeledTime, fit_linear, model};
 pub use endpoint::Endpoint;
 pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};
 pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
-pub use local::{LocalCluster, LocalCommunicator};
+pub use local::{ClusterOptions, LocalCluster, LocalCommunicator};
 pub use preset::{Preset, UnknownPreset};
 pub use probe::{PairFit, probe_links};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};

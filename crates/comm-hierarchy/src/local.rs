@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::endpoint::Endpoint;
 use crate::error::{ClusterError, CommError, FailureKind, WorkerFailure};
+use crate::fault::Fault;
 use crate::topology::Topology;
 use crate::transport::{Tag, Transport};
 
@@ -20,6 +21,21 @@ use crate::transport::{Tag, Transport};
 /// enough for a peer that is still computing (evaluation, a slow layer); a failed peer is
 /// noticed at once, not after this.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How a [`LocalCluster`] runs: the receive timeout, and a fault to inject
+/// ([`crate::fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// How long a call waits for a peer that neither sends nor fails.
+    pub timeout: Duration,
+    pub fault: Option<Fault>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self { timeout: DEFAULT_TIMEOUT, fault: None }
+    }
+}
 
 /// The communicator a [`LocalCluster`] worker receives.
 pub type LocalCommunicator = Endpoint<LocalTransport>;
@@ -49,6 +65,21 @@ impl LocalCluster {
         T: Send,
         E: Display,
     {
+        Self::run_with_options(topology, ClusterOptions { timeout, fault: None }, work)
+    }
+
+    /// [`LocalCluster::run`] with a chosen receive timeout and an injected fault.
+    pub fn run_with_options<T, E, F>(
+        topology: &Topology,
+        options: ClusterOptions,
+        work: F,
+    ) -> Result<Vec<T>, ClusterError>
+    where
+        F: Fn(&LocalCommunicator) -> Result<T, E> + Sync,
+        T: Send,
+        E: Display,
+    {
+        let ClusterOptions { timeout, fault } = options;
         let size = topology.workers();
         let fabric = Arc::new(Fabric::new(size));
         let outcomes: Vec<Result<T, WorkerFailure>> = thread::scope(|scope| {
@@ -58,7 +89,7 @@ impl LocalCluster {
                 let work = &work;
                 let spawned = thread::Builder::new()
                     .name(format!("halo-rank-{rank}"))
-                    .spawn_scoped(scope, move || run_worker(topology.clone(), transport, work));
+                    .spawn_scoped(scope, move || run_worker(topology.clone(), transport, fault, work));
                 match spawned {
                     Ok(handle) => handles.push(handle),
                     Err(e) => {
@@ -95,14 +126,19 @@ impl LocalCluster {
     }
 }
 
-fn run_worker<T, E, F>(topology: Topology, transport: LocalTransport, work: &F) -> Result<T, WorkerFailure>
+fn run_worker<T, E, F>(
+    topology: Topology,
+    transport: LocalTransport,
+    fault: Option<Fault>,
+    work: &F,
+) -> Result<T, WorkerFailure>
 where
     F: Fn(&LocalCommunicator) -> Result<T, E>,
     E: Display,
 {
     let rank = transport.rank;
     let fabric = Arc::clone(&transport.fabric);
-    let outcome = match Endpoint::new(topology, transport) {
+    let outcome = match Endpoint::new(topology, transport).map(|e| e.with_fault(fault)) {
         Ok(comm) => match catch_unwind(AssertUnwindSafe(|| work(&comm))) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(WorkerFailure { rank, kind: FailureKind::Error, reason: e.to_string() }),

@@ -82,6 +82,17 @@ impl Adam {
     pub fn steps(&self) -> u64 {
         self.t
     }
+
+    /// The first and second moments and the step count: what a checkpoint keeps.
+    pub fn moments(&self) -> (&[f32], &[f32], u64) {
+        (&self.m, &self.v, self.t)
+    }
+
+    /// Puts back moments and a step count [`Adam::moments`] returned (the next step checks
+    /// their length against the parameters).
+    pub fn set_moments(&mut self, m: Vec<f32>, v: Vec<f32>, t: u64) {
+        (self.m, self.v, self.t) = (m, v, t);
+    }
 }
 
 impl Optimizer for Adam {

@@ -21,6 +21,8 @@
 pub mod book;
 pub mod csr;
 pub mod dataset;
+#[cfg(test)]
+mod fuzz;
 pub mod metrics;
 pub mod partition;
 pub mod rng;

@@ -65,6 +65,15 @@ pub enum TrainError {
     /// A method's controller failed between steps.
     #[error("method controller: {0}")]
     Controller(Box<dyn std::error::Error + Send + Sync>),
+    /// A checkpoint could not be written, or the run could not resume from one.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    /// `HALO_FAULT` does not name a fault.
+    #[error(transparent)]
+    FaultSpec(#[from] comm_hierarchy::fault::FaultSpecError),
+    /// `HALO_FAULT` failed this single-process run where it said.
+    #[error("{0}")]
+    Injected(comm_hierarchy::CommError),
     /// A method's parts do not go together (a method definition's mistake, not the user's).
     #[error("method `{method}`: {detail}")]
     Parts {

@@ -26,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod device;
@@ -103,6 +104,23 @@ pub fn run_on(
     Ok(report.expect("in-process runs report on the calling thread"))
 }
 
+/// Refuses checkpoint settings for the runners that do not write or read checkpoints yet
+/// (mini-batch runners, the GPU path), before any work.
+fn check_checkpoints(name: &str, parts: &method::Parts, config: &TrainConfig) -> Result<(), TrainError> {
+    let covered = matches!(
+        (parts.data, &parts.batches, config.device),
+        (DataPlan::Whole, BatchSource::FullBatch, config::Device::Cpu) | (DataPlan::Cut(_), BatchSource::FullBatch, _)
+    );
+    if config.reliability.uses_checkpoints() && !covered {
+        let detail = "checkpoints cover full-batch training on the CPU (single and the cut methods); \
+                      mini-batch runners and the GPU path do not write them yet";
+        return Err(
+            checkpoint::CheckpointError::Unsupported { method: name.to_string(), detail: detail.to_string() }.into()
+        );
+    }
+    Ok(())
+}
+
 /// Trains `method` (a built-in one, or any other [`MethodDef`]) on `source` as `config` says.
 /// `options` matter for in-process measurements only.
 pub fn run_method(
@@ -124,6 +142,7 @@ pub fn run_method(
         }
         parts.sync = method::GradSync::ParamServers { servers };
     }
+    check_checkpoints(name, &parts, config)?;
     match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;

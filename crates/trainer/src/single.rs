@@ -4,12 +4,15 @@ use gnn_core::{Adam, AggGraph, ForwardCtx, Model, NoExchange};
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
+use comm_hierarchy::fault::{Fault, Point};
+
+use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
 use crate::objective::{Hits, Objective};
 use crate::report::{Report, SplitSizes};
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop};
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -71,6 +74,14 @@ impl Strategy for SingleProcess<'_> {
     fn model(&self) -> Option<&Model> {
         Some(&self.model)
     }
+
+    fn checkpoint_state(&self) -> Option<WorkerState> {
+        Some(WorkerState::of(&self.model, &self.optimizer, Vec::new()))
+    }
+
+    fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
+        state.restore(&mut self.model, &mut self.optimizer).map(drop)
+    }
 }
 
 /// Accuracies of `logits` (one row per vertex) on the three splits.
@@ -94,9 +105,17 @@ pub fn run(
     if let crate::config::Device::Cuda(ordinal) = config.device {
         return crate::device::run(method, config, dataset, ordinal, observer);
     }
+    // One process has no communicator: the `setup` and `checkpoint` faults fire here.
+    let fault = Fault::from_env()?;
+    let hang_for = config.reliability.timeout();
+    if let Some(fault) = fault {
+        fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
+    }
     let mut strategy = SingleProcess::new(config, dataset)?;
-    let outcome =
-        train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+    let id = RunIdentity { method, config, rank: 0, world: 1, fingerprint: dataset.graph.fingerprint() };
+    let checkpoints = Checkpoints::for_run(&id, Agreement::Alone { fault, hang_for })?;
+    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
+    let outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
     Ok(report(method, config, dataset, outcome))
 }
 

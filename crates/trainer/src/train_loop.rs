@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use gnn_core::Model;
+use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{CheckpointError, Checkpoints, WorkerState};
 use crate::export::TrainedModel;
 use crate::report::{EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
 
@@ -71,10 +73,21 @@ pub trait Strategy {
     fn model(&self) -> Option<&Model> {
         None
     }
+    /// This worker's state for a checkpoint: parameters, optimizer and the method's own state
+    /// (its controller's settings, caches, ...); `None`: the strategy cannot be checkpointed
+    /// (yet), and a run that asks for checkpoints is refused before its first epoch.
+    fn checkpoint_state(&self) -> Option<WorkerState> {
+        None
+    }
+    /// Puts back a state [`Strategy::checkpoint_state`] returned; the error says what does
+    /// not fit.
+    fn restore_state(&mut self, _state: WorkerState) -> Result<(), String> {
+        Err("this training strategy keeps no checkpoint state".to_string())
+    }
 }
 
 /// The best validation epoch so far.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Best {
     /// Highest validation accuracy.
     pub val_acc: f64,
@@ -128,11 +141,74 @@ pub fn train_loop<S: Strategy>(
     opts: LoopOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<LoopOutcome, S::Error> {
-    let mut epochs = Vec::with_capacity(opts.epochs);
-    let mut best: Option<Best> = None;
+    run_epochs(strategy, opts, observer, Start::default(), |_, _, _, _, _| Ok(()))
+}
+
+/// [`train_loop`] that starts from `checkpoints.resume` when there is one and writes a
+/// checkpoint through `checkpoints.writer` after every epoch it is due.
+pub fn train_loop_with<S: Strategy>(
+    strategy: &mut S,
+    opts: LoopOptions,
+    observer: &mut dyn EpochObserver,
+    checkpoints: Checkpoints<'_>,
+) -> Result<LoopOutcome, S::Error>
+where
+    S::Error: From<CheckpointError>,
+{
+    let Checkpoints { writer, resume } = checkpoints;
+    if let Some(writer) = &writer
+        && strategy.checkpoint_state().is_none()
+    {
+        return Err(writer.unsupported("its training strategy does not expose its state").into());
+    }
+    let mut start = Start::default();
+    if let Some(resume) = resume {
+        let corrupt = |detail: String| CheckpointError::Corrupt { path: resume.shard.clone(), detail };
+        strategy.restore_state(resume.state).map_err(corrupt)?;
+        start.trained = match (resume.best, resume.best_params, strategy.model()) {
+            (Some(best), Some(params), Some(model)) => {
+                Some(TrainedModel { config: model.config().clone(), params, epoch: best.epoch })
+            }
+            _ => None,
+        };
+        start.epochs = resume.epochs;
+        start.best = resume.best;
+    }
+    run_epochs(strategy, opts, observer, start, |strategy, epoch, epochs, best, trained| {
+        let Some(writer) = writer.as_ref().filter(|w| w.due(epoch)) else {
+            return Ok(());
+        };
+        let state = strategy.checkpoint_state().ok_or_else(|| writer.unsupported("its state went away"))?;
+        let best_params = trained.map(|t| t.params.clone());
+        Ok(writer.save(epoch, state, best_params, epochs, Some(best))?)
+    })
+}
+
+/// Where a loop starts: nothing run yet, or the state of a checkpoint.
+#[derive(Default)]
+struct Start {
+    epochs: Vec<EpochRecord>,
+    best: Option<Best>,
+    trained: Option<TrainedModel>,
+}
+
+/// The loop itself; `after_epoch` runs once each epoch is recorded (the checkpoint hook).
+fn run_epochs<S, H>(
+    strategy: &mut S,
+    opts: LoopOptions,
+    observer: &mut dyn EpochObserver,
+    start: Start,
+    mut after_epoch: H,
+) -> Result<LoopOutcome, S::Error>
+where
+    S: Strategy,
+    H: FnMut(&mut S, usize, &[EpochRecord], Best, Option<&TrainedModel>) -> Result<(), S::Error>,
+{
+    let Start { mut epochs, mut best, mut trained } = start;
+    let first = epochs.len() + 1;
+    epochs.reserve(opts.epochs.saturating_sub(epochs.len()));
     let mut stopped_early = false;
-    let mut trained = None;
-    for epoch in 1..=opts.epochs {
+    for epoch in first..=opts.epochs {
         let start = Instant::now();
         let step = strategy.train_step(epoch)?;
         let wall_s = start.elapsed().as_secs_f64();
@@ -167,6 +243,7 @@ pub fn train_loop<S: Strategy>(
         }
         observer.on_epoch(&record, &current);
         epochs.push(record);
+        after_epoch(strategy, epoch, &epochs, current, trained.as_ref())?;
         if opts.patience.is_some_and(|p| epoch - current.epoch >= p) && epoch < opts.epochs {
             stopped_early = true;
             break;

@@ -11,6 +11,8 @@
 mod bank;
 pub mod bucket;
 pub mod ecgraph;
+#[cfg(test)]
+mod fuzz;
 mod identity;
 mod le;
 mod linear;

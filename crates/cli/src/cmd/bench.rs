@@ -122,7 +122,7 @@ fn run_local(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Re
 fn run_mpi(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Result<()> {
     use comm_hierarchy::mpi_backend::{self, MpiOptions};
 
-    let options = MpiOptions { hosts: args.hosts, links, timeout };
+    let options = MpiOptions { hosts: args.hosts, links, timeout, fault: None };
     let plan = Plan { backend: Backend::Mpi, bytes: args.bytes, iterations: args.iterations };
     mpi_backend::run(&options, |comm| -> anyhow::Result<()> {
         if let Some(workers) = args.workers {

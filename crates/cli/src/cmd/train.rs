@@ -16,6 +16,7 @@ mod featpart_flags;
 mod keeper;
 mod launch;
 mod progress;
+mod reliability_flags;
 mod summary;
 
 use std::io::IsTerminal;
@@ -41,6 +42,7 @@ use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
 use progress::Progress;
+use reliability_flags::ReliabilityFlags;
 use summary::summary;
 
 /// `--backend`'s help, which says whether this build can run under mpirun.
@@ -194,6 +196,8 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceFlags,
     #[command(flatten)]
+    reliability: ReliabilityFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -294,6 +298,7 @@ impl Args {
         self.cdfgnn.apply(&mut c);
         self.ecgraph.apply(&mut c);
         self.device.apply(&mut c);
+        self.reliability.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }

@@ -58,11 +58,13 @@ pub struct MpiOptions {
     pub links: LinkModel,
     /// How long a call waits for a peer before failing.
     pub timeout: Duration,
+    /// A fault to inject ([`crate::fault`]).
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl Default for MpiOptions {
     fn default() -> Self {
-        Self { hosts: None, links: LinkModel::default(), timeout: DEFAULT_TIMEOUT }
+        Self { hosts: None, links: LinkModel::default(), timeout: DEFAULT_TIMEOUT, fault: None }
     }
 }
 
@@ -88,7 +90,7 @@ where
     let rank = world.rank() as usize;
     let topology = discover_topology(&world, options)?;
     let transport = MpiTransport::new(world, options.timeout);
-    let comm = Endpoint::new(topology, transport)?;
+    let comm = Endpoint::new(topology, transport)?.with_fault(options.fault);
     let failure = match catch_unwind(AssertUnwindSafe(|| work(comm))) {
         Ok(Ok(value)) => return Ok(value),
         Ok(Err(e)) => WorkerFailure { rank, kind: FailureKind::Error, reason: e.to_string() },

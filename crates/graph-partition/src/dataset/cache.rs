@@ -2,9 +2,9 @@
 //! configured cache directory), so a second load reads raw little-endian arrays instead of
 //! parsing gzip CSV.
 //!
-//! Format: magic `HALOCSH\0`, format version (u32), header length (u64), a bincode header
-//! (the size and xxh3 content hash of every source file, array sizes, per-array checksums,
-//! whether any feature is non-finite), then the arrays: `indptr` (u64), `indices` (u32),
+//! Format (version 3): magic `HALOCSH\0`, format version (u32), header length (u64), a bincode
+//! header (the size and xxh3 content hash of every source file, array sizes, per-array
+//! checksums, whether any feature is non-finite) and its xxh3 (u64), then the arrays: `indptr` (u64), `indices` (u32),
 //! features (f32, row-major), labels (u32 classes or f32 rows). A cache whose sources changed
 //! is silently rebuilt; one that is truncated, fails a checksum or holds an invalid graph is
 //! reported with `tracing::warn` and rebuilt. The split is not cached: split files are small
@@ -30,7 +30,8 @@ use crate::rng::mix64;
 /// Where the cache lives by default, relative to the dataset directory.
 pub(crate) const CACHE_FILE: &str = "processed/halo-cache-v2.bin";
 const MAGIC: [u8; 8] = *b"HALOCSH\0";
-const VERSION: u32 = 2;
+/// 3: the header carries its own checksum (the name and class count were unchecked in 2).
+const VERSION: u32 = 3;
 const MAX_HEADER_BYTES: u64 = 1 << 20;
 /// Elements converted per I/O call.
 const CHUNK: usize = 1 << 16;
@@ -159,14 +160,18 @@ fn read(path: &Path, stamps: &[SourceStamp]) -> Result<Option<(GraphData, bool)>
     }
     let mut header_bytes = vec![0u8; header_len as usize];
     read_or_truncated(&mut r, &mut header_bytes)?;
-    let (header, _): (Header, usize) = bincode::decode_from_slice(&header_bytes, bincode::config::standard())
-        .map_err(|e| CacheError::Corrupt(format!("header: {e}")))?;
+    let mut header_sum = [0u8; 8];
+    read_or_truncated(&mut r, &mut header_sum)?;
+    verify(xxh3_64(&header_bytes), u64::from_le_bytes(header_sum), "header")?;
+    let config = bincode::config::standard().with_limit::<{ MAX_HEADER_BYTES as usize }>();
+    let (header, _): (Header, usize) =
+        bincode::decode_from_slice(&header_bytes, config).map_err(|e| CacheError::Corrupt(format!("header: {e}")))?;
     if header.sources != stamps {
         return Ok(None);
     }
     let expected = header
         .payload_bytes()
-        .and_then(|p| p.checked_add(20 + header_len))
+        .and_then(|p| p.checked_add(28 + header_len))
         .ok_or_else(|| CacheError::Corrupt("array sizes overflow".into()))?;
     if file_len != expected {
         return Err(CacheError::Corrupt(format!("{file_len} bytes, expected {expected} (truncated or overwritten)")));
@@ -267,6 +272,7 @@ fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<()
     w.write_all(&VERSION.to_le_bytes())?;
     w.write_all(&(header_bytes.len() as u64).to_le_bytes())?;
     w.write_all(&header_bytes)?;
+    w.write_all(&xxh3_64(&header_bytes).to_le_bytes())?;
     write_array(&mut w, data.graph.indptr())?;
     write_array(&mut w, data.graph.indices())?;
     write_array(&mut w, features)?;

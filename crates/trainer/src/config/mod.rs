@@ -11,8 +11,11 @@ mod device;
 mod distributed;
 mod ecgraph;
 mod featpart;
+#[cfg(test)]
+mod fuzz;
 mod method;
 mod minibatch;
+mod reliability;
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +31,7 @@ pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{FeatpartSettings, Tau, TauError, TauRule};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
+pub use reliability::ReliabilityConfig;
 
 /// How input features are normalised before training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -94,6 +98,8 @@ pub struct TrainConfig {
     pub minibatch: MiniBatchConfig,
     /// Where to compute: `cpu` or `cuda[:N]` (single-process full-batch only for now).
     pub device: Device,
+    /// Checkpoints, resumption and the communication timeout.
+    pub reliability: ReliabilityConfig,
 }
 
 impl Default for TrainConfig {
@@ -120,6 +126,7 @@ impl Default for TrainConfig {
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
+            reliability: ReliabilityConfig::default(),
         }
     }
 }
@@ -223,6 +230,7 @@ impl TrainConfig {
                     .to_string(),
             );
         }
+        self.reliability.validate()?;
         self.minibatch.validate(self.layers)?;
         self.method.validate(&self.minibatch)?;
         self.device.validate(self.method.name, &self.minibatch)
@@ -349,6 +357,7 @@ report = "out.json"
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
+            reliability: ReliabilityConfig::default(),
         };
         assert_eq!(c, expected);
     }

@@ -35,7 +35,8 @@ mod setup;
 mod timeline;
 mod worker;
 
-use comm_hierarchy::{ClusterError, CommError, Communicator, LocalCluster, Topology, TopologyError};
+use comm_hierarchy::fault::Fault;
+use comm_hierarchy::{ClusterError, ClusterOptions, CommError, Communicator, LocalCluster, Topology, TopologyError};
 use graph_partition::book::CutKind;
 use graph_partition::partition::{Algorithm, PartitionError};
 use serde_json::json;
@@ -47,11 +48,12 @@ use graph_partition::partition::PartitionConfig;
 pub use clock::ComputeGate;
 
 use crate::Source;
+use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, fingerprint_part};
 use crate::config::{Backend, TrainConfig};
 use crate::error::TrainError;
 use crate::method::Parts;
 use crate::report::{EpochRecord, Report};
-use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop};
+use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop_with};
 use clock::CommClock;
 use worker::Worker;
 
@@ -212,14 +214,15 @@ where
 {
     let dist = &config.distributed;
     let topology = Topology::for_workers(dist.workers, dist.hosts, dist.links()).map_err(DistError::from)?;
+    let options = ClusterOptions { timeout: config.reliability.timeout(), fault: Fault::from_env()? };
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
     let work = &work;
     let outcome = std::thread::scope(|scope| {
         let cluster = scope.spawn(move || {
-            LocalCluster::run(&topology, |comm| {
+            LocalCluster::run_with_options(&topology, options, |comm| {
                 let mut forward = Forward(sender.clone());
                 let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
-                work(comm, observer)
+                work(comm, observer).map_err(WithCauses)
             })
         });
         // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
@@ -230,6 +233,28 @@ where
     });
     let reports = outcome.map_err(DistError::from)?;
     Ok(reports.into_iter().next().flatten().expect("rank 0 always returns the report"))
+}
+
+/// A worker's error as the run reports it: a failure crosses threads (or processes) as text,
+/// so the text carries every cause the message does not already quote (an exchange's
+/// "communication failed" and the communicator's reason for it).
+struct WithCauses(TrainError);
+
+impl std::fmt::Display for WithCauses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut previous = self.0.to_string();
+        f.write_str(&previous)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(err) = cause {
+            let message = err.to_string();
+            if !previous.contains(&message) {
+                write!(f, ": {message}")?;
+            }
+            previous = message;
+            cause = err.source();
+        }
+        Ok(())
+    }
 }
 
 /// Hands rank 0's epochs to the observer on the thread that started the run.
@@ -249,10 +274,15 @@ where
 {
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
     let dist = &config.distributed;
-    let options = MpiOptions { hosts: Some(dist.hosts), links: dist.links(), ..MpiOptions::default() };
+    let options = MpiOptions {
+        hosts: Some(dist.hosts),
+        links: dist.links(),
+        timeout: config.reliability.timeout(),
+        fault: comm_hierarchy::fault::Fault::from_env()?,
+    };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
-        work(&comm, observer)
+        work(&comm, observer).map_err(WithCauses)
     });
     Ok(outcome.map_err(DistError::from)?)
 }
@@ -290,7 +320,15 @@ fn run_worker(
     let share = setup::distribute(comm, &clock, shares)?;
     let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let mut outcome = train_loop(&mut worker, options, observer)?;
+    let id = RunIdentity {
+        method: job.method,
+        config,
+        rank: comm.rank(),
+        world: comm.size(),
+        fingerprint: fingerprint_part(&share.part),
+    };
+    let checkpoints = Checkpoints::for_run(&id, Agreement::Cluster(comm))?;
+    let mut outcome = train_loop_with(&mut worker, options, observer, checkpoints)?;
     let codec = worker.codec_name();
     drop(worker);
 

@@ -20,6 +20,7 @@ use super::clock::CommClock;
 use super::param_server::ParamServers;
 use super::setup::WorkerShare;
 use super::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
+use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
@@ -55,6 +56,8 @@ pub(crate) struct Worker<'a> {
     global_terms: f64,
     layers: usize,
     seed: u64,
+    /// Whether the exchange runs through a codec stack, whose state checkpoints do not cover yet.
+    stacked: bool,
 }
 
 impl<'a> Worker<'a> {
@@ -68,6 +71,7 @@ impl<'a> Worker<'a> {
         cut: CutKind,
         config: &TrainConfig,
     ) -> Result<Self, TrainError> {
+        let stacked = parts.exchange.is_some();
         let (codecs, controller, replica_cache) = match parts.exchange.as_ref().map(|make| make()) {
             Some(stack) => (Some(stack.codecs), stack.controller, stack.replica_cache),
             None => (None, None, None),
@@ -105,6 +109,7 @@ impl<'a> Worker<'a> {
             lr: config.lr,
             layers: config.layers,
             seed: config.seed,
+            stacked,
         })
     }
 
@@ -300,5 +305,16 @@ impl Strategy for Worker<'_> {
 
     fn model(&self) -> Option<&Model> {
         Some(&self.model)
+    }
+
+    fn checkpoint_state(&self) -> Option<WorkerState> {
+        // A codec stack keeps per-stream state (caches, residuals, bit tables) in the exchange
+        // and its controller, and parameter servers keep Adam's moments in their slices; until
+        // they can save it, such runs are refused.
+        (!self.stacked && self.servers.is_none()).then(|| WorkerState::of(&self.model, &self.optimizer, Vec::new()))
+    }
+
+    fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
+        state.restore(&mut self.model, &mut self.optimizer).map(drop)
     }
 }

@@ -1,0 +1,77 @@
+//! Fuzzing of every codec's decode side on stable Rust: proptest mutates valid messages (byte
+//! overwrites, then a cut) and decoding must return rows or an error naming the codec, never
+//! panic. 5k inputs per target; `HALO_FUZZ_CASES=100000` is the long run
+//! (`docs/RELIABILITY.md`).
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use super::*;
+use crate::knob::Knob;
+use crate::stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};
+
+const PASS: Pass = Pass { mode: Mode::Train, epoch: 1, step: 0 };
+
+fn cases() -> u32 {
+    std::env::var("HALO_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
+}
+
+fn stream(rows: usize, side: Side) -> Stream {
+    let id = StreamId { tag: Tag::new(0, Direction::Forward, Step::Halo), route: Route::ToCopies, peer: 1, side };
+    Stream { id, rows: (0..rows as u32).collect() }
+}
+
+/// The encoder and decoder of codec `which` for a stream of `rows` rows.
+fn pair(which: usize, rows: usize) -> (Box<dyn Codec>, Box<dyn Codec>) {
+    let stochastic = |bits: u8| -> Box<dyn Codec> {
+        let table = Knob::new(Arc::new(BitTable::uniform(bits).expect("a supported width")));
+        Box::new(StochasticCodec::new(3, &stream(rows, Side::Decode), table, QuantProbe::default()))
+    };
+    let make = |which: usize| -> Box<dyn Codec> {
+        match which {
+            0 => Box::new(IdentityCodec),
+            1..=4 => Box::new(LinearQuant::new(LINEAR_BITS[which - 1]).expect("a supported width")),
+            5..=7 => stochastic([2, 4, 8][which - 5]),
+            _ => Box::new(SkipRepeats::decoder(Box::new(LinearQuant::new(8).expect("8 bits")))),
+        }
+    };
+    if which == 8 {
+        let factory = SkipRepeats::over(Arc::new(|_: &Stream| Box::new(LinearQuant::new(8).expect("8 bits"))));
+        return (factory(&stream(rows, Side::Encode)), factory(&stream(rows, Side::Decode)));
+    }
+    (make(which), make(which))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_messages_decode_or_fail_naming_the_codec(
+        which in 0usize..9,
+        rows in 1usize..6,
+        width in 1usize..5,
+        values in proptest::collection::vec(-4.0f32..4.0, 30),
+        edits in proptest::collection::vec((any::<Index>(), any::<u8>()), 0..6),
+        cut in proptest::option::of(any::<Index>()),
+    ) {
+        let (mut enc, mut dec) = pair(which, rows);
+        let block = &values[..rows * width];
+        let mut bytes = Vec::new();
+        enc.encode(PASS, block, width, &mut bytes).unwrap();
+        if !bytes.is_empty() {
+            for (at, value) in &edits {
+                let i = at.index(bytes.len());
+                bytes[i] = *value;
+            }
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        let mut out = vec![0.0f32; block.len()];
+        if let Err(e) = dec.decode(PASS, &bytes, width, &mut out) {
+            prop_assert!(e.to_string().contains("codec") || e.to_string().contains(&dec.name()), "{e}");
+        }
+    }
+}

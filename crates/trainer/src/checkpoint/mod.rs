@@ -1,0 +1,351 @@
+//! Checkpoints and exact resumption (`--checkpoint-dir D --checkpoint-every N`, `--resume D`).
+//!
+//! A checkpoint after epoch `e` is what the next epoch depends on: the parameters, Adam's
+//! moments and step count, the epochs so far and the best validation epoch (with the
+//! parameters of that epoch, for `--save-model`), and a method's own state blob
+//! ([`crate::train_loop::Strategy::checkpoint_state`]). Every random draw of training is keyed
+//! by (seed, epoch, ...), so the epoch is the only RNG counter there is, and a resumed run
+//! repeats the uninterrupted one bit for bit.
+//!
+//! Every rank writes its own shard ([`shard`]), then the ranks agree that all shards are on
+//! disk (a `checkpoint` all-reduce that also carries their sizes) and rank 0 commits the set
+//! with the manifest ([`store`]). Resuming takes the newest checkpoint whose manifest was
+//! committed, and refuses, naming what differs, a different configuration (keys other than
+//! `epochs`, `patience`, `report`, `threads`, `[reliability]` and `backend`), world size,
+//! method, partition (each shard keeps a fingerprint of its rank's data) or a truncated or
+//! corrupt file.
+
+pub mod shard;
+pub mod store;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use comm_hierarchy::fault::{Fault, Point};
+use comm_hierarchy::{CommError, Communicator};
+use gnn_core::{Adam, Model};
+use serde_json::Value;
+
+use crate::config::TrainConfig;
+use crate::report::EpochRecord;
+use crate::train_loop::Best;
+use shard::Shard;
+use store::Manifest;
+
+/// Why a checkpoint could not be written or resumed from.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is truncated, corrupt or of another format.
+    #[error("{}: {detail}", path.display())]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("--resume {}: no complete checkpoint there (a directory epoch-N holding manifest.json)", dir.display())]
+    NoCheckpoint { dir: PathBuf },
+    /// The checkpoint was written by a different run.
+    #[error("--resume {}: {what}", path.display())]
+    Mismatch { path: PathBuf, what: String },
+    #[error("checkpoints do not cover method `{method}` yet: {detail}")]
+    Unsupported { method: String, detail: String },
+    /// The ranks could not agree that every shard is written.
+    #[error("checkpoint: {0}")]
+    Comm(#[from] CommError),
+}
+
+impl CheckpointError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        CheckpointError::Io { action, path: path.to_path_buf(), source }
+    }
+}
+
+/// Adam's state besides its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moments {
+    pub m: Vec<f32>,
+    pub v: Vec<f32>,
+    pub t: u64,
+}
+
+impl Moments {
+    pub fn of(adam: &Adam) -> Self {
+        let (m, v, t) = adam.moments();
+        Self { m: m.to_vec(), v: v.to_vec(), t }
+    }
+}
+
+/// One worker's state in a checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerState {
+    pub params: Vec<f32>,
+    pub optimizer: Moments,
+    /// The method's own state (a controller's settings, caches, ...); empty when it has none.
+    pub method: Vec<u8>,
+}
+
+impl WorkerState {
+    /// The state of a worker that trains `model` with `adam` and keeps `method` besides.
+    pub fn of(model: &Model, adam: &Adam, method: Vec<u8>) -> Self {
+        Self { params: model.params().to_vec(), optimizer: Moments::of(adam), method }
+    }
+
+    /// Puts the parameters and moments back into `model` and `adam`; returns the method blob.
+    pub fn restore(self, model: &mut Model, adam: &mut Adam) -> Result<Vec<u8>, String> {
+        let n = model.num_params();
+        if self.params.len() != n || self.optimizer.m.len() > n || self.optimizer.m.len() != self.optimizer.v.len() {
+            return Err(format!(
+                "{} parameters and {}/{} moments for a model of {n} parameters",
+                self.params.len(),
+                self.optimizer.m.len(),
+                self.optimizer.v.len()
+            ));
+        }
+        model.set_params(&self.params).map_err(|e| e.to_string())?;
+        adam.set_moments(self.optimizer.m, self.optimizer.v, self.optimizer.t);
+        Ok(self.method)
+    }
+}
+
+/// How the ranks agree that a checkpoint's shards are all written.
+pub enum Agreement<'a> {
+    /// One process: nothing to agree on; a `checkpoint` fault fires here.
+    Alone { fault: Option<Fault>, hang_for: Duration },
+    /// A `checkpoint` all-reduce over the job's communicator.
+    Cluster(&'a dyn Communicator),
+}
+
+/// Who this rank is and what it trains on, for writing and checking checkpoints.
+pub struct RunIdentity<'a> {
+    pub method: &'a str,
+    pub config: &'a TrainConfig,
+    pub rank: usize,
+    pub world: usize,
+    /// Hash of the data this rank trains on ([`fingerprint_part`], or the graph's).
+    pub fingerprint: u64,
+}
+
+/// Writes a checkpoint every `every` epochs.
+pub struct Checkpointer<'a> {
+    root: PathBuf,
+    every: usize,
+    keep: usize,
+    method: String,
+    config: Value,
+    rank: usize,
+    world: usize,
+    fingerprint: u64,
+    agreement: Agreement<'a>,
+    /// Checkpoints this writer started (the N of a `checkpoint` fault's `:N`).
+    started: std::cell::Cell<u32>,
+}
+
+/// What a run resumes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// The last epoch the checkpoint includes.
+    pub epoch: usize,
+    pub state: WorkerState,
+    pub best_params: Option<Vec<f32>>,
+    pub epochs: Vec<EpochRecord>,
+    pub best: Option<Best>,
+    /// The shard it came from (named in errors about its contents).
+    pub shard: PathBuf,
+}
+
+/// The checkpoint writer and the resumption point of a run, as its configuration says.
+pub struct Checkpoints<'a> {
+    pub writer: Option<Checkpointer<'a>>,
+    pub resume: Option<Resume>,
+}
+
+impl<'a> Checkpoints<'a> {
+    /// What `id.config`'s `[reliability]` asks for: a writer under `checkpoint-dir`, and the
+    /// newest complete checkpoint under `resume`, checked against this run.
+    pub fn for_run(id: &RunIdentity<'_>, agreement: Agreement<'a>) -> Result<Self, CheckpointError> {
+        let rel = &id.config.reliability;
+        let config = config_json(id.config);
+        let resume = match &rel.resume {
+            Some(root) => Some(load(root, id, &config)?),
+            None => None,
+        };
+        let writer = rel.checkpoint_dir.as_ref().map(|root| Checkpointer {
+            root: root.clone(),
+            every: rel.checkpoint_every,
+            keep: rel.checkpoint_keep,
+            method: id.method.to_string(),
+            config,
+            rank: id.rank,
+            world: id.world,
+            fingerprint: id.fingerprint,
+            agreement,
+            started: std::cell::Cell::new(0),
+        });
+        Ok(Self { writer, resume })
+    }
+}
+
+impl Checkpointer<'_> {
+    /// Whether a checkpoint follows `epoch`.
+    pub fn due(&self, epoch: usize) -> bool {
+        epoch.is_multiple_of(self.every)
+    }
+
+    /// The refusal for a method whose strategy cannot give its state.
+    pub fn unsupported(&self, detail: &str) -> CheckpointError {
+        CheckpointError::Unsupported { method: self.method.clone(), detail: detail.to_string() }
+    }
+
+    /// Writes this rank's shard of the checkpoint after `epoch`; rank 0 commits the set once
+    /// every rank has written its own, and deletes the checkpoints past `checkpoint-keep`.
+    pub fn save(
+        &self,
+        epoch: usize,
+        state: WorkerState,
+        best_params: Option<Vec<f32>>,
+        epochs: &[EpochRecord],
+        best: Option<Best>,
+    ) -> Result<(), CheckpointError> {
+        let dir = store::epoch_dir(&self.root, epoch);
+        store::create_dir(&dir)?;
+        let shard = Shard {
+            rank: self.rank as u32,
+            world: self.world as u32,
+            epoch: epoch as u64,
+            fingerprint: self.fingerprint,
+            params: state.params,
+            best_params,
+            optimizer: state.optimizer,
+            method: state.method,
+        };
+        let bytes = shard.encode();
+        store::write_durably(&dir.join(store::shard_name(self.rank)), &bytes)?;
+        let mut sizes = vec![0.0f64; self.world];
+        sizes[self.rank] = bytes.len() as f64;
+        self.started.set(self.started.get() + 1);
+        match &self.agreement {
+            Agreement::Alone { fault, hang_for } => {
+                if let Some(fault) = fault {
+                    fault.hit(self.rank, Point::Checkpoint, self.started.get(), *hang_for)?;
+                }
+            }
+            Agreement::Cluster(comm) => comm.all_reduce_sum_f64("checkpoint", &mut sizes)?,
+        }
+        if self.rank != 0 {
+            return Ok(());
+        }
+        let sizes: Vec<u64> = sizes.iter().map(|&s| s as u64).collect();
+        let manifest = Manifest::new(epoch, &self.method, self.config.clone(), &sizes, epochs.to_vec(), best);
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
+        store::write_durably(&dir.join(store::MANIFEST), &json)?;
+        store::prune(&self.root, epoch, self.keep)
+    }
+}
+
+/// The configuration as the manifest records it. Through text, so that f32 settings keep
+/// their shortest form (`0.01`, not the f64 widening `0.009999999776482582`).
+fn config_json(config: &TrainConfig) -> Value {
+    let text = serde_json::to_string(config).expect("a configuration serialises");
+    serde_json::from_str(&text).expect("serde_json reads its own output")
+}
+
+/// Keys that may change between a run and its resumption: they do not change the bits of an
+/// epoch (how long to train, where to write, how many threads, which backend moves the bytes).
+const MAY_DIFFER: [&str; 6] = ["epochs", "patience", "report", "threads", "reliability", "distributed.backend"];
+
+/// The dotted keys whose values differ between `saved` and `current`, with both values.
+fn config_diff(saved: &Value, current: &Value, prefix: &str, out: &mut Vec<String>) {
+    match (saved, current) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                if MAY_DIFFER.contains(&path.as_str()) {
+                    continue;
+                }
+                let none = Value::Null;
+                config_diff(a.get(key).unwrap_or(&none), b.get(key).unwrap_or(&none), &path, out);
+            }
+        }
+        (a, b) if a != b => out.push(format!("`{prefix}` is {a} in the checkpoint, {b} now")),
+        _ => {}
+    }
+}
+
+/// Reads this rank's part of the newest complete checkpoint under `root`, checked against the
+/// run `id` describes.
+fn load(root: &Path, id: &RunIdentity<'_>, config: &Value) -> Result<Resume, CheckpointError> {
+    let (dir, manifest) = store::newest_complete(root)?;
+    let manifest_path = dir.join(store::MANIFEST);
+    let mismatch = |what: String| CheckpointError::Mismatch { path: manifest_path.clone(), what };
+    if manifest.world_size != id.world {
+        return Err(mismatch(format!(
+            "world size: the checkpoint was written by {} workers, this run has {}",
+            manifest.world_size, id.world
+        )));
+    }
+    if manifest.method != id.method {
+        return Err(mismatch(format!(
+            "method: the checkpoint is of `{}`, this run is `{}`",
+            manifest.method, id.method
+        )));
+    }
+    let mut diff = Vec::new();
+    config_diff(&manifest.config, config, "", &mut diff);
+    if !diff.is_empty() {
+        return Err(mismatch(format!("the configuration differs: {}", diff.join("; "))));
+    }
+    let entry = &manifest.shards[id.rank];
+    let path = dir.join(&entry.file);
+    let bytes = std::fs::read(&path).map_err(|source| CheckpointError::io("read", &path, source))?;
+    let corrupt = |detail: String| CheckpointError::Corrupt { path: path.clone(), detail };
+    if bytes.len() as u64 != entry.bytes {
+        return Err(corrupt(format!(
+            "{} bytes, the manifest says {}: truncated or replaced",
+            bytes.len(),
+            entry.bytes
+        )));
+    }
+    let shard = Shard::decode(&path, &bytes)?;
+    if (shard.rank as usize, shard.world as usize, shard.epoch as usize) != (id.rank, id.world, manifest.epoch) {
+        return Err(corrupt(format!(
+            "holds rank {} of {} after epoch {}, the manifest expects rank {} of {} after epoch {}",
+            shard.rank, shard.world, shard.epoch, id.rank, id.world, manifest.epoch
+        )));
+    }
+    if shard.fingerprint != id.fingerprint {
+        return Err(CheckpointError::Mismatch {
+            path,
+            what: format!(
+                "rank {}'s data differs from the checkpoint's (another partition book, partitioner or dataset)",
+                id.rank
+            ),
+        });
+    }
+    Ok(Resume {
+        epoch: manifest.epoch,
+        state: WorkerState { params: shard.params, optimizer: shard.optimizer, method: shard.method },
+        best_params: shard.best_params,
+        epochs: manifest.epochs,
+        best: manifest.best,
+        shard: path,
+    })
+}
+
+/// A fingerprint of one worker's part: its vertices' global ids and its local structure.
+pub fn fingerprint_part(part: &graph_partition::book::LocalGraph) -> u64 {
+    let ids: Vec<u8> = part.local_to_global().iter().flat_map(|v| v.to_le_bytes()).collect();
+    xxhash_rust::xxh3::xxh3_64(&ids) ^ part.csr().fingerprint().rotate_left(1)
+}
+
+/// The number of generated inputs per fuzz target of this crate: 5k, or `HALO_FUZZ_CASES`
+/// (the opt-in long run sets 100k).
+#[cfg(test)]
+pub(crate) fn fuzz_cases() -> u32 {
+    std::env::var("HALO_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
+}

@@ -1,0 +1,159 @@
+//! Exact resumption (20 epochs = 10 + resume + 10, bit for bit), torn writes, and the
+//! refusals that name what differs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use comm_hierarchy::fault::{Fault, Kind, Point};
+use graph_partition::book::CutKind;
+use graph_partition::partition::Algorithm;
+use graph_partition::{Dataset, SynthConfig};
+
+use super::store::{self, MANIFEST};
+use super::*;
+use crate::config::{Method, MethodConfig};
+use crate::{LocalOptions, Report, run_on};
+
+fn dataset() -> Dataset {
+    SynthConfig { nodes: 240, avg_degree: 6.0, features: 12, classes: 4, seed: 3, ..SynthConfig::default() }
+        .generate()
+        .unwrap()
+}
+
+fn config(method: Method, cut: CutKind, epochs: usize) -> TrainConfig {
+    let mut c = TrainConfig { method: MethodConfig::named(method), epochs, hidden: 8, ..TrainConfig::default() };
+    c.distributed.workers = 3;
+    c.distributed.cut = cut;
+    c
+}
+
+fn run(c: &TrainConfig, data: &Dataset) -> Result<Report, crate::TrainError> {
+    run_on(c, data, LocalOptions::default(), &mut ())
+}
+
+/// Trains 20 epochs straight, and 10 with checkpoints then 10 more resumed; the two runs'
+/// every epoch loss and accuracy, and the kept model, are the same bits.
+fn assert_resume_is_exact(method: Method, cut: CutKind) {
+    let data = dataset();
+    let straight = run(&config(method, cut, 20), &data).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = config(method, cut, 10);
+    first.reliability.checkpoint_dir = Some(dir.path().to_path_buf());
+    first.reliability.checkpoint_every = 5;
+    run(&first, &data).unwrap();
+    let mut second = config(method, cut, 20);
+    second.reliability.resume = Some(dir.path().to_path_buf());
+    let resumed = run(&second, &data).unwrap();
+    let bits = |r: &Report| -> Vec<(usize, u64, u64)> {
+        r.epochs.iter().map(|e| (e.epoch, e.loss.to_bits(), e.val_acc.to_bits())).collect()
+    };
+    assert_eq!(bits(&resumed), bits(&straight), "{method:?} {cut:?}");
+    assert_eq!(resumed.final_.best_epoch, straight.final_.best_epoch);
+    assert_eq!(resumed.trained, straight.trained);
+}
+
+#[test]
+fn single_process_resumes_exactly() {
+    assert_resume_is_exact(Method::Single, CutKind::EdgeCut);
+}
+
+#[test]
+fn vanilla_edge_cut_resumes_exactly() {
+    assert_resume_is_exact(Method::Vanilla, CutKind::EdgeCut);
+}
+
+#[test]
+fn vanilla_vertex_cut_resumes_exactly() {
+    assert_resume_is_exact(Method::Vanilla, CutKind::VertexCut);
+}
+
+/// A run of `epochs` vanilla epochs on 3 workers that checkpoints every 2 into `dir`, keeping 3.
+fn checkpointed(dir: &Path, epochs: usize) -> TrainConfig {
+    let mut c = config(Method::Vanilla, CutKind::EdgeCut, epochs);
+    c.reliability.checkpoint_dir = Some(dir.to_path_buf());
+    c.reliability.checkpoint_every = 2;
+    c.reliability.checkpoint_keep = 3;
+    c
+}
+
+#[test]
+fn only_committed_checkpoints_are_read_and_old_ones_are_pruned() {
+    let data = dataset();
+    let dir = tempfile::tempdir().unwrap();
+    run(&checkpointed(dir.path(), 8), &data).unwrap();
+    let mut kept: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    kept.sort();
+    assert_eq!(kept, ["epoch-000004", "epoch-000006", "epoch-000008"]);
+    // A torn checkpoint after epoch 10: shards written, the manifest still a temporary file.
+    let torn = store::epoch_dir(dir.path(), 10);
+    std::fs::create_dir(&torn).unwrap();
+    std::fs::copy(store::epoch_dir(dir.path(), 8).join("rank-0000.bin"), torn.join("rank-0000.bin")).unwrap();
+    std::fs::write(torn.join(format!(".{MANIFEST}.tmp")), b"{\"format\": \"halo-che").unwrap();
+    let (picked, manifest) = store::newest_complete(dir.path()).unwrap();
+    assert_eq!((picked, manifest.epoch), (store::epoch_dir(dir.path(), 8), 8));
+    let mut resume = config(Method::Vanilla, CutKind::EdgeCut, 9);
+    resume.reliability.resume = Some(dir.path().to_path_buf());
+    let report = run(&resume, &data).unwrap();
+    assert_eq!(report.epochs.len(), 9);
+    // A committed shard cut short is an error naming it, not a silent fallback.
+    let shard = store::epoch_dir(dir.path(), 8).join("rank-0002.bin");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..bytes.len() / 2]).unwrap();
+    let err = run(&resume, &data).unwrap_err().to_string();
+    assert!(err.contains("rank-0002.bin") && err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn a_fault_between_shard_and_manifest_leaves_the_previous_checkpoint_newest() {
+    let data = dataset();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = checkpointed(dir.path(), 2);
+    c.method = MethodConfig::named(Method::Single);
+    run(&c, &data).unwrap();
+    let fault = Fault { rank: 0, point: Point::Checkpoint, kind: Kind::Error, nth: 1 };
+    let id = RunIdentity { method: "single", config: &c, rank: 0, world: 1, fingerprint: data.graph.fingerprint() };
+    let checkpoints = Checkpoints::for_run(&id, Agreement::Alone { fault: Some(fault), hang_for: Duration::ZERO });
+    let writer = checkpoints.unwrap().writer.unwrap();
+    let state = WorkerState { params: vec![1.0], optimizer: Moments { m: vec![], v: vec![], t: 0 }, method: vec![] };
+    let err = writer.save(4, state, None, &[], None).unwrap_err().to_string();
+    assert!(err.contains("rank 0") && err.contains("checkpoint"), "{err}");
+    assert!(store::epoch_dir(dir.path(), 4).join("rank-0000.bin").is_file());
+    assert_eq!(store::newest_complete(dir.path()).unwrap().1.epoch, 2);
+}
+
+#[test]
+fn resuming_a_different_run_names_what_differs() {
+    let data = dataset();
+    let dir = tempfile::tempdir().unwrap();
+    run(&checkpointed(dir.path(), 2), &data).unwrap();
+    let resume = |edit: &dyn Fn(&mut TrainConfig)| {
+        let mut c = config(Method::Vanilla, CutKind::EdgeCut, 4);
+        c.reliability.resume = Some(dir.path().to_path_buf());
+        edit(&mut c);
+        run(&c, &data).unwrap_err().to_string()
+    };
+    let err = resume(&|c| c.lr = 0.02);
+    assert!(err.contains("`lr` is 0.01") && err.contains("manifest.json"), "{err}");
+    let err = resume(&|c| c.distributed.workers = 2);
+    assert!(err.contains("world size") && err.contains("3 workers"), "{err}");
+    let err = resume(&|c| c.distributed.partitioner = Some(Algorithm::Hash));
+    assert!(err.contains("partitioner"), "{err}");
+    let err = resume(&|c| c.method = MethodConfig::named(Method::Single));
+    assert!(err.contains("world size") || err.contains("method"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let err = resume(&|c| c.reliability.resume = Some(empty.path().to_path_buf()));
+    assert!(err.contains("no complete checkpoint"), "{err}");
+}
+
+#[test]
+fn methods_whose_state_is_not_covered_are_refused_before_training() {
+    let data = dataset();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = checkpointed(dir.path(), 2);
+    c.method = MethodConfig::named(Method::Cdfgnn);
+    c.distributed.cut = CutKind::VertexCut;
+    let err = run(&c, &data).unwrap_err().to_string();
+    assert!(err.contains("checkpoints do not cover method `cdfgnn`"), "{err}");
+    assert!(store::newest_complete(dir.path()).is_err());
+}
