@@ -165,6 +165,30 @@ fn an_mpirun_data_parallel_job_reproduces_the_local_run() {
     assert_eq!(local["epochs"][0]["bytes_by_phase"], mpi["epochs"][0]["bytes_by_phase"]);
 }
 
+/// Under `mpirun`, every rank writing its own shard: 6 epochs straight equal 3 epochs, a
+/// checkpoint, and 3 more resumed from it, bit for bit, under both cuts.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpirun_job_resumes_exactly_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    for cut in ["edge", "vertex"] {
+        let ck = dir.path().join(format!("ck-{cut}")).display().to_string();
+        let straight_path = dir.path().join(format!("straight-{cut}.json"));
+        let straight = report_of(&mpirun_halo(2, &vanilla_args(cut, 6), &straight_path), &straight_path);
+        let first_path = dir.path().join(format!("first-{cut}.json"));
+        let first = [vanilla_args(cut, 3), vec!["--checkpoint-dir".into(), ck.clone()]].concat();
+        report_of(&mpirun_halo(2, &first, &first_path), &first_path);
+        let resumed_path = dir.path().join(format!("resumed-{cut}.json"));
+        let resumed = [vanilla_args(cut, 6), vec!["--resume".into(), ck]].concat();
+        let resumed = report_of(&mpirun_halo(2, &resumed, &resumed_path), &resumed_path);
+        let bits = |r: &Value| losses(r).iter().map(|l| l.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&straight), bits(&resumed), "{cut}-cut: losses of 6 straight epochs vs 3 + 3 resumed");
+        for key in ["best_epoch", "test_acc_at_best_val"] {
+            assert_eq!(straight["final"][key], resumed["final"][key], "{cut}-cut: {key}");
+        }
+    }
+}
+
 /// `mpirun -np NP halo train ARGS --backend mpi --report REPORT`, as root where need be.
 #[cfg(feature = "mpi")]
 fn mpirun_halo(np: usize, args: &[String], report: &Path) -> Output {

@@ -2,7 +2,8 @@
 //! vanilla run on in-process workers. Every run must end within its deadline with a non-zero
 //! exit and an error naming the rank and the point, and the newest complete checkpoint it
 //! leaves must resume to the end. CI runs a few trials; `HALO_FAULT_TRIALS=200` runs the long
-//! set (`docs/RELIABILITY.md`) and prints its figures.
+//! set (`docs/RELIABILITY.md`) and prints its figures. With the `mpi` feature the same trials
+//! run as `mpirun` jobs, one rank a process (`HALO_FAULT_MPI_TRIALS`, a few by default).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -17,21 +18,50 @@ const COMM_TIMEOUT_S: u64 = 2;
 /// Past this a run counts as hung and is killed.
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// How a trial's job starts: in-process workers in one `halo`, or one `halo` per `mpirun` rank.
+#[derive(Clone, Copy, PartialEq)]
+enum Launch {
+    Local,
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    Mpi,
+}
+
+impl Launch {
+    fn command(self) -> Command {
+        let halo = env!("CARGO_BIN_EXE_halo");
+        match self {
+            Launch::Local => Command::new(halo),
+            Launch::Mpi => {
+                let mut mpirun = Command::new("mpirun");
+                // `-x` hands the fault to every rank; a killed rank takes the job down at once.
+                mpirun
+                    .args(["-np", &WORKERS.to_string(), "--oversubscribe", "-x", "HALO_FAULT", halo])
+                    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                mpirun
+            }
+        }
+    }
+}
+
 /// Runs `halo train ARGS` in `cwd` with `env`, killing it at `DEADLINE`; `None` when it hung.
-fn halo(args: &[String], cwd: &Path, env: &[(&str, String)]) -> Option<(Output, Duration)> {
+fn halo(launch: Launch, args: &[String], cwd: &Path, env: &[(&str, String)]) -> Option<(Output, Duration)> {
     let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_halo"))
+    let mut child = launch
+        .command()
         .arg("train")
         .args(args)
+        .args(if launch == Launch::Mpi { &["--backend", "mpi"][..] } else { &[] })
         .current_dir(cwd)
+        .env("HALO_FAULT", "")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("halo starts");
+        .expect("the job starts");
     loop {
-        if child.try_wait().expect("wait on halo").is_some() {
-            return Some((child.wait_with_output().expect("halo's output"), start.elapsed()));
+        if child.try_wait().expect("wait on the job").is_some() {
+            return Some((child.wait_with_output().expect("the job's output"), start.elapsed()));
         }
         if start.elapsed() > DEADLINE {
             let _ = child.kill();
@@ -89,7 +119,19 @@ struct Tally {
 
 #[test]
 fn random_faults_end_runs_cleanly_and_leave_a_loadable_checkpoint() {
-    let trials: usize = std::env::var("HALO_FAULT_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    trials(Launch::Local, "HALO_FAULT_TRIALS");
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn random_faults_end_mpirun_jobs_cleanly_and_leave_a_loadable_checkpoint() {
+    trials(Launch::Mpi, "HALO_FAULT_MPI_TRIALS");
+}
+
+/// Runs as many random trials as the environment variable `count` says (6 when unset), and
+/// asserts the figures.
+fn trials(launch: Launch, count: &str) {
+    let trials: usize = std::env::var(count).ok().and_then(|v| v.parse().ok()).unwrap_or(6);
     let mut rng = 0x5EED_u64;
     let mut tally = Tally::default();
     for trial in 0..trials {
@@ -101,7 +143,8 @@ fn random_faults_end_runs_cleanly_and_leave_a_loadable_checkpoint() {
         let fault = format!("{rank}:{point}:{kind}:{nth}");
         let dir = tempfile::tempdir().unwrap();
         tally.trials += 1;
-        let Some((out, took)) = halo(&args(EPOCHS, "ck", false), dir.path(), &[("HALO_FAULT", fault.clone())]) else {
+        let Some((out, took)) = halo(launch, &args(EPOCHS, "ck", false), dir.path(), &[("HALO_FAULT", fault.clone())])
+        else {
             tally.hangs += 1;
             continue;
         };
@@ -128,7 +171,7 @@ fn random_faults_end_runs_cleanly_and_leave_a_loadable_checkpoint() {
         }
         // Whatever the fault left, the newest complete checkpoint (if any) resumes to the end.
         if dir.path().join("ck").is_dir() && std::fs::read_dir(dir.path().join("ck")).unwrap().count() > 0 {
-            match halo(&args(EPOCHS, "ck", true), dir.path(), &[]) {
+            match halo(launch, &args(EPOCHS, "ck", true), dir.path(), &[]) {
                 Some((out, _)) if out.status.success() => tally.resumed += 1,
                 Some((out, _)) => {
                     let log = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -142,7 +185,7 @@ fn random_faults_end_runs_cleanly_and_leave_a_loadable_checkpoint() {
         }
     }
     eprintln!(
-        "fault trials: {} run, {} fired, {} ended non-zero, {} hung, {} without rank and point, {} resumed, slowest {:.1} s",
+        "fault trials ({count}): {} run, {} fired, {} ended non-zero, {} hung, {} without rank and point, {} resumed, slowest {:.1} s",
         tally.trials,
         tally.fired,
         tally.failed_cleanly,
