@@ -126,6 +126,18 @@ pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Resul
     Ok((scale, len))
 }
 
+/// Decodes a message that is one block of all `out`'s values, or nothing when `out` is empty.
+pub fn decode_message(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Result<(), CodecError> {
+    if out.is_empty() {
+        return expect_empty(codec, bytes);
+    }
+    let (_, used) = decode_block(codec, bytes, out)?;
+    if used != bytes.len() {
+        return Err(CodecError::Malformed { codec, detail: format!("{} bytes after the block", bytes.len() - used) });
+    }
+    Ok(())
+}
+
 /// The decode of a message for no rows: it must be empty.
 pub fn expect_empty(codec: &'static str, bytes: &[u8]) -> Result<(), CodecError> {
     if bytes.is_empty() {
@@ -185,17 +197,7 @@ impl Codec for BucketCodec {
     }
 
     fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        if out.is_empty() {
-            return expect_empty(NAME, bytes);
-        }
-        let (_, used) = decode_block(NAME, bytes, out)?;
-        if used != bytes.len() {
-            return Err(CodecError::Malformed {
-                codec: NAME,
-                detail: format!("{} bytes after the block", bytes.len() - used),
-            });
-        }
-        Ok(())
+        decode_message(NAME, bytes, out)
     }
 
     fn take_stats(&mut self) -> CodecStats {

@@ -246,7 +246,7 @@ impl Codec for ReqEc {
 
     fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
         if out.is_empty() {
-            return super::super::bucket::expect_empty(NAME, bytes);
+            return bucket::expect_empty(NAME, bytes);
         }
         let n = row_count(NAME, out.len(), width)?;
         self.check_shape(out.len())?;

@@ -72,17 +72,7 @@ impl Codec for ResEc {
     }
 
     fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        if out.is_empty() {
-            return bucket::expect_empty(NAME, bytes);
-        }
-        let (_, used) = bucket::decode_block(NAME, bytes, out)?;
-        if used != bytes.len() {
-            return Err(CodecError::Malformed {
-                codec: NAME,
-                detail: format!("{} bytes after the block", bytes.len() - used),
-            });
-        }
-        Ok(())
+        bucket::decode_message(NAME, bytes, out)
     }
 
     fn take_stats(&mut self) -> CodecStats {
