@@ -157,3 +157,15 @@ fn methods_whose_state_is_not_covered_are_refused_before_training() {
     assert!(err.contains("checkpoints do not cover method `cdfgnn`"), "{err}");
     assert!(store::newest_complete(dir.path()).is_err());
 }
+
+#[test]
+fn parameter_servers_are_refused_before_training() {
+    // Adam's moments live in the servers' slices, which a worker's shard does not hold.
+    let data = dataset();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = checkpointed(dir.path(), 2);
+    c.distributed.param_sync = crate::config::ParamSync::Ps;
+    let err = run(&c, &data).unwrap_err().to_string();
+    assert!(err.contains("checkpoints do not cover method `vanilla`"), "{err}");
+    assert!(store::newest_complete(dir.path()).is_err());
+}
