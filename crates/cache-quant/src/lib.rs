@@ -24,6 +24,7 @@ pub mod assign;
 pub mod codec;
 pub mod knob;
 pub mod replica_cache;
+pub mod state;
 pub mod stream;
 
 pub use codec::{
@@ -32,4 +33,5 @@ pub use codec::{
 };
 pub use knob::Knob;
 pub use replica_cache::ReplicaCache;
+pub use state::{StateError, StateReader};
 pub use stream::{Direction, Mode, Pass, Route, Side, Step, Stream, StreamId, Tag};

@@ -24,6 +24,7 @@
 
 use crate::codec::mask::{read_mask, write_mask};
 use crate::codec::{Codec, CodecError, CodecStats};
+use crate::state::{StateError, StateReader, put_f32s};
 use crate::stream::Pass;
 
 const NAME: &str = "replica-cache";
@@ -60,6 +61,32 @@ impl ReplicaCache {
             picked: Vec::new(),
             scratch: Vec::new(),
         }
+    }
+
+    /// Appends the cached rows (between syncs nothing else is pending).
+    pub fn save_state(&self, out: &mut Vec<u8>) {
+        out.extend((self.width as u64).to_le_bytes());
+        for values in [&self.contributed, &self.held, &self.sum] {
+            put_f32s(out, values);
+        }
+    }
+
+    /// The cache of `rows` rows a [`ReplicaCache::save_state`] saved.
+    pub fn restored(rows: usize, bytes: &[u8]) -> Result<Self, StateError> {
+        let mut r = StateReader::new(NAME, bytes);
+        let width = r.u64("the row width")? as usize;
+        let contributed = r.f32s("the contributed partials")?;
+        // Checked against what was read before anything of that size is allocated.
+        if Some(contributed.len()) != rows.checked_mul(width) {
+            let detail = format!("{} values do not make {rows} rows of width {width}", contributed.len());
+            return Err(StateError(format!("the saved state of {NAME}: {detail}")));
+        }
+        let mut cache = Self::new(rows, width);
+        cache.held = r.f32s_of("the held sums", contributed.len())?;
+        cache.sum = r.f32s_of("the masters' sums", contributed.len())?;
+        cache.contributed = contributed;
+        r.finish()?;
+        Ok(cache)
     }
 
     /// Checks that `block` is a block of this cache's shape.

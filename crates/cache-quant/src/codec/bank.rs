@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Codec, CodecStats, IdentityCodec};
+use crate::state::{StateError, StateReader, put_bytes, put_stream};
 use crate::stream::{Stream, StreamId};
 
 /// Makes the codec of a new message stream; it learns the stream's tag, route, peer, side and
@@ -42,16 +43,61 @@ impl CodecBank {
         self.codecs.iter_mut().map(|(id, codec)| (*id, codec.take_stats()))
     }
 
+    /// A throw-away codec of the stack this bank makes.
+    fn probe(&self) -> Box<dyn Codec> {
+        let probe = crate::stream::Tag::new(0, crate::Direction::Forward, crate::Step::Halo);
+        let id = StreamId { tag: probe, route: crate::Route::ToCopies, peer: 0, side: crate::Side::Encode };
+        (self.factory)(&Stream { id, rows: Arc::from(Vec::new()) })
+    }
+
     /// Name of the codec stack this bank makes (of the streams seen so far, or of a fresh one).
     pub fn codec_name(&self) -> String {
         match self.codecs.values().next() {
             Some(codec) => codec.name(),
-            None => {
-                let probe = crate::stream::Tag::new(0, crate::Direction::Forward, crate::Step::Halo);
-                let id = StreamId { tag: probe, route: crate::Route::ToCopies, peer: 0, side: crate::Side::Encode };
-                (self.factory)(&Stream { id, rows: Arc::from(Vec::new()) }).name()
-            }
+            None => self.probe().name(),
         }
+    }
+
+    /// Appends every stream's codec state, streams in key order. Before the first message it
+    /// asks a fresh codec, so that a stack whose state cannot be saved is refused up front.
+    pub fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        if self.codecs.is_empty() {
+            self.probe().save_state(&mut Vec::new())?;
+        }
+        let mut ids: Vec<&StreamId> = self.codecs.keys().collect();
+        ids.sort();
+        out.extend((ids.len() as u64).to_le_bytes());
+        let mut state = Vec::new();
+        for id in ids {
+            put_stream(out, *id);
+            state.clear();
+            self.codecs[id].save_state(&mut state)?;
+            put_bytes(out, &state);
+        }
+        Ok(())
+    }
+
+    /// Replaces the bank's codecs with those a [`CodecBank::save_state`] saved, each made
+    /// afresh for its stream (whose rows `rows` gives, as on first use) and then restored.
+    pub fn restore_state(
+        &mut self,
+        bytes: &[u8],
+        mut rows: impl FnMut(StreamId) -> Result<Arc<[u32]>, StateError>,
+    ) -> Result<(), StateError> {
+        let mut r = StateReader::new("a codec bank", bytes);
+        let count = r.u64("the stream count")?;
+        let mut codecs = HashMap::new();
+        for _ in 0..count {
+            let id = r.stream()?;
+            let state = r.bytes("a codec state")?;
+            let mut codec = (self.factory)(&Stream { id, rows: rows(id)? });
+            let stream = |e: StateError| e.context(format_args!("stream {} {} peer {} {:?}", id.tag, id.route, id.peer, id.side));
+            codec.restore_state(state).map_err(stream)?;
+            codecs.insert(id, codec);
+        }
+        r.finish()?;
+        self.codecs = codecs;
+        Ok(())
     }
 
     /// Number of streams seen so far.

@@ -14,7 +14,7 @@ pub mod ecgraph;
 #[cfg(test)]
 mod fuzz;
 mod identity;
-mod le;
+pub(crate) mod le;
 mod linear;
 pub mod mask;
 mod skip_repeats;
@@ -31,6 +31,7 @@ pub use stochastic::{BitTable, QuantProbe, StochasticCodec};
 
 use thiserror::Error;
 
+use crate::state::{StateError, expect_empty};
 use crate::stream::Pass;
 
 /// Why a block of bytes could not be encoded or decoded.
@@ -72,6 +73,19 @@ pub trait Codec: Send {
     /// itself (skipped rows, bit-widths, error norms); the encoder side reports.
     fn take_stats(&mut self) -> CodecStats {
         CodecStats::default()
+    }
+
+    /// Appends the state the codec carries from one message to the next (caches, residuals,
+    /// histories) for a checkpoint between epochs; decorators append their inner codec's after
+    /// their own. Stateless codecs append nothing; a codec whose state cannot be saved refuses.
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// Puts back a state [`Codec::save_state`] wrote, into a codec freshly made for the same
+    /// stream; the error says what does not fit.
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        expect_empty(&self.name(), bytes)
     }
 }
 

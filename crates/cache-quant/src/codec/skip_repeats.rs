@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::mask::{read_mask, write_mask};
 use super::{Codec, CodecError, CodecFactory, CodecStats, row_count};
+use crate::state::{StateError, StateReader, put_bytes, put_f32s};
 use crate::stream::{Pass, Side, Stream};
 
 const NAME: &str = "skip-repeats";
@@ -123,6 +124,41 @@ impl Codec for SkipRepeats {
 
     fn take_stats(&mut self) -> CodecStats {
         std::mem::take(&mut self.stats)
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        out.push(self.held.is_some() as u8);
+        put_f32s(out, self.held.as_deref().unwrap_or_default());
+        let mut inner = Vec::new();
+        self.inner.save_state(&mut inner)?;
+        put_bytes(out, &inner);
+        out.push(self.shadow.is_some() as u8);
+        inner.clear();
+        if let Some(shadow) = &self.shadow {
+            shadow.save_state(&mut inner)?;
+        }
+        put_bytes(out, &inner);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new(NAME, bytes);
+        let has_held = r.u8("whether a block is held")? != 0;
+        let held = r.f32s("the held block")?;
+        self.held = has_held.then_some(held);
+        self.inner.restore_state(r.bytes("the inner codec's state")?)?;
+        let has_shadow = r.u8("whether the encoder's shadow decoder exists")? != 0;
+        let shadow = r.bytes("the shadow decoder's state")?;
+        match (&mut self.shadow, has_shadow) {
+            (Some(mine), true) => mine.restore_state(shadow)?,
+            (None, false) => {}
+            (mine, _) => {
+                let sides = |encoder: bool| if encoder { "an encoder" } else { "a decoder" };
+                let detail = format!("saved from {}, restored into {}", sides(has_shadow), sides(mine.is_some()));
+                return Err(StateError(format!("{NAME}: {detail}")));
+            }
+        }
+        r.finish()
     }
 }
 

@@ -23,6 +23,7 @@ use super::super::le::{extend_le, read_le};
 use super::super::{Codec, CodecError, CodecStats, row_count};
 use super::SelectorTally;
 use crate::knob::Knob;
+use crate::state::{StateError, StateReader, put_f32s};
 use crate::stream::{Mode, Pass};
 
 const NAME: &str = "reqec";
@@ -320,6 +321,26 @@ impl Codec for ReqEc {
 
     fn take_stats(&mut self) -> CodecStats {
         std::mem::take(&mut self.stats)
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        let TrendState { t, last, rate } = &self.state;
+        out.extend(t.to_le_bytes());
+        out.push(last.is_some() as u8);
+        put_f32s(out, last.as_deref().unwrap_or_default());
+        put_f32s(out, rate);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new(NAME, bytes);
+        let t = r.u64("the round counter")?;
+        let has_last = r.u8("whether a full round was seen")? != 0;
+        let last = r.f32s("the last full round")?;
+        let rate = r.f32s_of("the change rate", if has_last { last.len() } else { 0 })?;
+        r.finish()?;
+        self.state = TrendState { t, last: has_last.then_some(last), rate };
+        Ok(())
     }
 }
 

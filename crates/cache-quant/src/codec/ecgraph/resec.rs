@@ -11,6 +11,7 @@
 use super::super::bucket::{self, Buckets};
 use super::super::{Codec, CodecError, CodecStats, row_count};
 use crate::knob::Knob;
+use crate::state::{StateError, StateReader, put_f32s};
 use crate::stream::{Mode, Pass};
 
 const NAME: &str = "resec";
@@ -77,6 +78,17 @@ impl Codec for ResEc {
 
     fn take_stats(&mut self) -> CodecStats {
         std::mem::take(&mut self.stats)
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        put_f32s(out, &self.residual);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new(NAME, bytes);
+        self.residual = r.f32s("the residual")?;
+        r.finish()
     }
 }
 
