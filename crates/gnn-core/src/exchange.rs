@@ -20,7 +20,7 @@
 
 use ndarray::Array2;
 
-pub use cache_quant::{Direction, Mode, Pass, StatsTable, Step, Tag};
+pub use cache_quant::{Direction, Mode, Pass, StateError, StatsTable, Step, Tag};
 
 mod cached_sync;
 pub mod edge_cut;
@@ -108,6 +108,19 @@ pub trait Exchange {
     /// that has not used a stream yet builds a throw-away codec to learn the name).
     fn codec_name(&self) -> String {
         "identity".to_string()
+    }
+
+    /// Appends the state the exchange carries between training steps (each stream's codec
+    /// state, on both ends, and caches) for a checkpoint at an epoch boundary; an exchange
+    /// whose codecs cannot save theirs refuses.
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// Puts back a state [`Exchange::save_state`] wrote, into an exchange freshly built for
+    /// the same part and codecs; the error says what does not fit.
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        cache_quant::state::expect_empty("the exchange", bytes)
     }
 }
 

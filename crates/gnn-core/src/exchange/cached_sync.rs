@@ -11,11 +11,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cache_quant::{CodecBank, CodecError, CodecFactory, Knob, ReplicaCache, Route, Side, StatsKey, StreamId};
+use cache_quant::state::{put_bytes, put_tag};
+use cache_quant::{
+    CodecBank, CodecError, CodecFactory, Knob, ReplicaCache, Route, Side, StateError, StateReader, StatsKey, StreamId,
+};
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use super::replica_router::{ReplicaRouter, row_major};
+use super::replica_router::{ReplicaRouter, row_major, stream_rows};
 use super::{ExchangeError, Tag};
 
 /// The cache of every sync point of one worker.
@@ -49,6 +52,46 @@ impl CachedSync {
 
     pub(crate) fn codec_name(&self) -> String {
         format!("replica-cache({})", self.codecs.codec_name())
+    }
+
+    /// Appends both banks' codec states and every sync point's cache, in key order.
+    pub(crate) fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        let mut section = Vec::new();
+        for bank in [&self.codecs, &self.shadows] {
+            section.clear();
+            bank.save_state(&mut section)?;
+            put_bytes(out, &section);
+        }
+        let mut tags: Vec<&Tag> = self.caches.keys().collect();
+        tags.sort();
+        out.extend((tags.len() as u64).to_le_bytes());
+        for tag in tags {
+            put_tag(out, *tag);
+            section.clear();
+            self.caches[tag].save_state(&mut section);
+            put_bytes(out, &section);
+        }
+        Ok(())
+    }
+
+    /// Restores what [`CachedSync::save_state`] saved for the worker of `part`.
+    pub(crate) fn restore_state(&mut self, part: &LocalGraph, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the replica cache sync", bytes);
+        self.codecs.restore_state(r.bytes("the codecs")?, |id| stream_rows(part, id))?;
+        // A shadow is the receiver's decoder run on the rows this end encodes.
+        let encoded = |id: StreamId| stream_rows(part, StreamId { side: Side::Encode, ..id });
+        self.shadows.restore_state(r.bytes("the shadow decoders")?, encoded)?;
+        let count = r.u64("the sync point count")?;
+        let mut caches = HashMap::new();
+        for _ in 0..count {
+            let tag = r.tag()?;
+            let cache = ReplicaCache::restored(part.num_local(), r.bytes("a replica cache")?)
+                .map_err(|e| e.context(format_args!("sync point {tag}")))?;
+            caches.insert(tag, cache);
+        }
+        r.finish()?;
+        self.caches = caches;
+        Ok(())
     }
 
     /// Every replica of a vertex ends with the cached sum of all replicas' rows of `x`.

@@ -6,7 +6,7 @@ use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use cache_quant::{Pass, Route, StatsTable};
+use cache_quant::{Pass, Route, StateError, StatsTable};
 
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
 use super::{Exchange, ExchangeError, Tag};
@@ -74,6 +74,14 @@ impl Exchange for EdgeCutExchange<'_> {
 
     fn take_stats(&mut self) -> StatsTable {
         self.router.take_stats()
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        self.router.save_state(out)
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        self.router.restore_state(bytes)
     }
 
     fn codec_name(&self) -> String {

@@ -17,8 +17,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cache_quant::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, Knob, Mode, Pass, Route, Side, StatsKey,
-    StatsTable, StreamId,
+    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, Knob, Mode, Pass, Route, Side, StateError,
+    StatsKey, StatsTable, StreamId,
 };
 use comm_hierarchy::{Communicator, PendingAllToAll};
 use graph_partition::book::LocalGraph;
@@ -58,6 +58,21 @@ fn lists(route: Route) -> (RowList, RowList) {
         Route::ToPrimary => (LocalGraph::recv, LocalGraph::send),
         Route::ToCopies => (LocalGraph::send, LocalGraph::recv),
     }
+}
+
+/// The global ids of the rows stream `id` of `part` carries: the outgoing list of its route
+/// on the encode side, the incoming one on the decode side (as on first use).
+pub(crate) fn stream_rows(part: &LocalGraph, id: StreamId) -> Result<Arc<[u32]>, StateError> {
+    if id.peer >= part.num_parts() || id.peer == part.part() {
+        let detail = format!("a stream with peer {} in part {} of {} parts", id.peer, part.part(), part.num_parts());
+        return Err(StateError(format!("the saved exchange state names {detail}")));
+    }
+    let (outgoing, incoming) = lists(id.route);
+    let list = match id.side {
+        Side::Encode => outgoing(part, id.peer),
+        Side::Decode => incoming(part, id.peer),
+    };
+    Ok(list.iter().map(|&l| part.local_to_global()[l as usize]).collect())
 }
 
 /// What a communicator call is, for a [`CommWatch`].
@@ -171,6 +186,17 @@ impl<'a> ReplicaRouter<'a> {
     /// The codec stack's name.
     pub(crate) fn codec_name(&self) -> String {
         self.codecs.codec_name()
+    }
+
+    /// Appends the state of every stream's codec.
+    pub(crate) fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        self.codecs.save_state(out)
+    }
+
+    /// Restores what [`ReplicaRouter::save_state`] saved.
+    pub(crate) fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let part = self.part;
+        self.codecs.restore_state(bytes, |id| stream_rows(part, id))
     }
 
     /// Drains the codec stats of the training calls so far.

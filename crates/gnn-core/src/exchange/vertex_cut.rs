@@ -10,7 +10,8 @@ use ndarray::Array2;
 
 use std::sync::Arc;
 
-use cache_quant::{IdentityCodec, Pass, Route, StatsTable, Stream};
+use cache_quant::state::put_bytes;
+use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTable, Stream};
 
 use super::cached_sync::CachedSync;
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
@@ -54,6 +55,36 @@ impl Exchange for VertexCutExchange<'_> {
 
     fn take_stats(&mut self) -> StatsTable {
         self.router.take_stats()
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        let mut section = Vec::new();
+        self.router.save_state(&mut section)?;
+        put_bytes(out, &section);
+        out.push(self.cache.is_some() as u8);
+        section.clear();
+        if let Some(cache) = &self.cache {
+            cache.save_state(&mut section)?;
+        }
+        put_bytes(out, &section);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the vertex-cut exchange", bytes);
+        self.router.restore_state(r.bytes("the router's codecs")?)?;
+        let cached = r.u8("whether replicas sync through the cache")? != 0;
+        let state = r.bytes("the replica cache")?;
+        r.finish()?;
+        match (&mut self.cache, cached) {
+            (Some(cache), true) => cache.restore_state(self.router.part(), state),
+            (None, false) => Ok(()),
+            (mine, _) => {
+                let with = |c: bool| if c { "with" } else { "without" };
+                let detail = format!("saved {} the replica cache, restored {} it", with(cached), with(mine.is_some()));
+                Err(StateError(format!("the vertex-cut exchange: {detail}")))
+            }
+        }
     }
 
     fn codec_name(&self) -> String {
