@@ -46,6 +46,17 @@ pub fn put_f64s(out: &mut Vec<u8>, values: &[f64]) {
     out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
 }
 
+/// Appends one `f64`.
+pub fn put_f64(out: &mut Vec<u8>, value: f64) {
+    out.extend(value.to_le_bytes());
+}
+
+/// Appends an optional `f64`: a presence byte, then the value (zero when absent).
+pub fn put_opt_f64(out: &mut Vec<u8>, value: Option<f64>) {
+    out.push(value.is_some() as u8);
+    put_f64(out, value.unwrap_or_default());
+}
+
 /// Appends a stream's key.
 pub fn put_stream(out: &mut Vec<u8>, id: StreamId) {
     put_tag(out, id.tag);
@@ -104,6 +115,18 @@ impl<'a> StateReader<'a> {
             return Err(self.error(format!("{field} claims {n} items, more than the {} bytes left", self.bytes.len())));
         }
         Ok(n as usize)
+    }
+
+    /// A little-endian `f64`.
+    pub fn f64(&mut self, field: &str) -> Result<f64, StateError> {
+        Ok(f64::from_bits(self.u64(field)?))
+    }
+
+    /// What [`put_opt_f64`] wrote.
+    pub fn opt_f64(&mut self, field: &str) -> Result<Option<f64>, StateError> {
+        let present = self.u8(field)? != 0;
+        let value = self.f64(field)?;
+        Ok(present.then_some(value))
     }
 
     /// Length-prefixed bytes.

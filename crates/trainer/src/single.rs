@@ -75,8 +75,8 @@ impl Strategy for SingleProcess<'_> {
         Some(&self.model)
     }
 
-    fn checkpoint_state(&self) -> Option<WorkerState> {
-        Some(WorkerState::of(&self.model, &self.optimizer, Vec::new()))
+    fn checkpoint_state(&self) -> Result<WorkerState, String> {
+        Ok(WorkerState::of(&self.model, &self.optimizer, Vec::new()))
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {

@@ -74,10 +74,10 @@ pub trait Strategy {
         None
     }
     /// This worker's state for a checkpoint: parameters, optimizer and the method's own state
-    /// (its controller's settings, caches, ...); `None`: the strategy cannot be checkpointed
-    /// (yet), and a run that asks for checkpoints is refused before its first epoch.
-    fn checkpoint_state(&self) -> Option<WorkerState> {
-        None
+    /// (its controller's settings, caches, ...); an error says why the strategy cannot be
+    /// checkpointed (yet), and a run that asks for checkpoints is refused before its first epoch.
+    fn checkpoint_state(&self) -> Result<WorkerState, String> {
+        Err("its training strategy does not expose its state".to_string())
     }
     /// Puts back a state [`Strategy::checkpoint_state`] returned; the error says what does
     /// not fit.
@@ -157,9 +157,9 @@ where
 {
     let Checkpoints { writer, resume } = checkpoints;
     if let Some(writer) = &writer
-        && strategy.checkpoint_state().is_none()
+        && let Err(why) = strategy.checkpoint_state()
     {
-        return Err(writer.unsupported("its training strategy does not expose its state").into());
+        return Err(writer.unsupported(&why).into());
     }
     let mut start = Start::default();
     if let Some(resume) = resume {
@@ -178,7 +178,7 @@ where
         let Some(writer) = writer.as_ref().filter(|w| w.due(epoch)) else {
             return Ok(());
         };
-        let state = strategy.checkpoint_state().ok_or_else(|| writer.unsupported("its state went away"))?;
+        let state = strategy.checkpoint_state().map_err(|why| writer.unsupported(&why))?;
         let best_params = trained.map(|t| t.params.clone());
         Ok(writer.save(epoch, state, best_params, epochs, Some(best))?)
     })

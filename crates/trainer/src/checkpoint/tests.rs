@@ -34,14 +34,24 @@ fn run(c: &TrainConfig, data: &Dataset) -> Result<Report, crate::TrainError> {
 /// Trains 20 epochs straight, and 10 with checkpoints then 10 more resumed; the two runs'
 /// every epoch loss and accuracy, and the kept model, are the same bits.
 fn assert_resume_is_exact(method: Method, cut: CutKind) {
+    assert_resume_is_exact_with(method, cut, |_| {});
+}
+
+/// [`assert_resume_is_exact`] with the method's settings edited by `edit`.
+fn assert_resume_is_exact_with(method: Method, cut: CutKind, edit: impl Fn(&mut TrainConfig)) {
     let data = dataset();
-    let straight = run(&config(method, cut, 20), &data).unwrap();
+    let make = |epochs| {
+        let mut c = config(method, cut, epochs);
+        edit(&mut c);
+        c
+    };
+    let straight = run(&make(20), &data).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut first = config(method, cut, 10);
+    let mut first = make(10);
     first.reliability.checkpoint_dir = Some(dir.path().to_path_buf());
     first.reliability.checkpoint_every = 5;
     run(&first, &data).unwrap();
-    let mut second = config(method, cut, 20);
+    let mut second = make(20);
     second.reliability.resume = Some(dir.path().to_path_buf());
     let resumed = run(&second, &data).unwrap();
     let bits = |r: &Report| -> Vec<(usize, u64, u64)> {
@@ -65,6 +75,30 @@ fn vanilla_edge_cut_resumes_exactly() {
 #[test]
 fn vanilla_vertex_cut_resumes_exactly() {
     assert_resume_is_exact(Method::Vanilla, CutKind::VertexCut);
+}
+
+#[test]
+fn cdfgnn_resumes_exactly_with_its_caches_quantizer_and_eps_controller() {
+    // The default: the replica cache of deltas, 8-bit quantization and the prose eps rule.
+    assert_resume_is_exact(Method::Cdfgnn, CutKind::VertexCut);
+    // Eps follows the measured cache error, so it moves every epoch.
+    assert_resume_is_exact_with(Method::Cdfgnn, CutKind::VertexCut, |c| {
+        c.method.cdfgnn.eps_controller = crate::config::EpsRule::ErrorTarget;
+        c.method.cdfgnn.error_target = 0.01;
+    });
+}
+
+#[test]
+fn ecgraph_resumes_exactly_with_its_trends_residuals_and_bit_tuner() {
+    // A trend group of 3 puts the checkpoint (after epoch 5) inside a group.
+    assert_resume_is_exact_with(Method::Ecgraph, CutKind::EdgeCut, |c| c.method.ecgraph.trend = 3);
+}
+
+#[test]
+fn vanilla_with_skip_repeats_resumes_exactly_on_both_cuts() {
+    for cut in [CutKind::EdgeCut, CutKind::VertexCut] {
+        assert_resume_is_exact_with(Method::Vanilla, cut, |c| c.method.vanilla.skip_repeats = true);
+    }
 }
 
 /// A run of `epochs` vanilla epochs on 3 workers that checkpoints every 2 into `dir`, keeping 3.
@@ -151,10 +185,9 @@ fn methods_whose_state_is_not_covered_are_refused_before_training() {
     let data = dataset();
     let dir = tempfile::tempdir().unwrap();
     let mut c = checkpointed(dir.path(), 2);
-    c.method = MethodConfig::named(Method::Cdfgnn);
-    c.distributed.cut = CutKind::VertexCut;
+    c.method = MethodConfig::named(Method::Adaqp);
     let err = run(&c, &data).unwrap_err().to_string();
-    assert!(err.contains("checkpoints do not cover method `cdfgnn`"), "{err}");
+    assert!(err.contains("checkpoints do not cover method `adaqp`"), "{err}");
     assert!(store::newest_complete(dir.path()).is_err());
 }
 

@@ -5,7 +5,8 @@
 
 use std::time::Instant;
 
-use cache_quant::StatsTable;
+use cache_quant::state::put_bytes;
+use cache_quant::{StateError, StateReader, StatsTable};
 use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
@@ -56,8 +57,6 @@ pub(crate) struct Worker<'a> {
     global_terms: f64,
     layers: usize,
     seed: u64,
-    /// Whether the exchange runs through a codec stack, whose state checkpoints do not cover yet.
-    stacked: bool,
 }
 
 impl<'a> Worker<'a> {
@@ -71,7 +70,6 @@ impl<'a> Worker<'a> {
         cut: CutKind,
         config: &TrainConfig,
     ) -> Result<Self, TrainError> {
-        let stacked = parts.exchange.is_some();
         let (codecs, controller, replica_cache) = match parts.exchange.as_ref().map(|make| make()) {
             Some(stack) => (Some(stack.codecs), stack.controller, stack.replica_cache),
             None => (None, None, None),
@@ -109,7 +107,6 @@ impl<'a> Worker<'a> {
             lr: config.lr,
             layers: config.layers,
             seed: config.seed,
-            stacked,
         })
     }
 
@@ -146,6 +143,26 @@ impl<'a> Worker<'a> {
         }
         guard::check_params(epoch, &self.model, self.lr)?;
         Ok(loss)
+    }
+
+    /// Restores the method's state [`Strategy::checkpoint_state`] saved.
+    fn restore_method(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the method", bytes);
+        let exchange = r.bytes("the exchange")?;
+        let controlled = r.u8("whether a controller runs")? != 0;
+        let controller = r.bytes("the controller")?;
+        r.finish()?;
+        // The controller first: it sets the knobs that restored codecs may read.
+        match (self.controller.as_mut(), controlled) {
+            (Some(mine), true) => mine.restore_state(controller).map_err(|e| e.context("the controller"))?,
+            (None, false) => {}
+            (mine, _) => {
+                let with = |c: bool| if c { "with" } else { "without" };
+                let detail = format!("saved {} a controller, resumed {} one", with(controlled), with(mine.is_some()));
+                return Err(StateError(format!("the method: {detail}")));
+            }
+        }
+        self.exchange.restore_state(exchange).map_err(|e| e.context("the exchange"))
     }
 
     /// The codec stats of the step summed over all workers (identical on every rank).
@@ -307,14 +324,27 @@ impl Strategy for Worker<'_> {
         Some(&self.model)
     }
 
-    fn checkpoint_state(&self) -> Option<WorkerState> {
-        // A codec stack keeps per-stream state (caches, residuals, bit tables) in the exchange
-        // and its controller, and parameter servers keep Adam's moments in their slices; until
-        // they can save it, such runs are refused.
-        (!self.stacked && self.servers.is_none()).then(|| WorkerState::of(&self.model, &self.optimizer, Vec::new()))
+    fn checkpoint_state(&self) -> Result<WorkerState, String> {
+        if self.servers.is_some() {
+            return Err("parameter servers keep Adam's moments in their slices, which no worker's shard holds".into());
+        }
+        // The method's state: the exchange's (codecs of every stream on both ends, caches),
+        // then the controller's, each length-prefixed.
+        let mut method = Vec::new();
+        let mut section = Vec::new();
+        self.exchange.save_state(&mut section).map_err(|e| e.context("the exchange").to_string())?;
+        put_bytes(&mut method, &section);
+        section.clear();
+        method.push(self.controller.is_some() as u8);
+        if let Some(controller) = &self.controller {
+            controller.save_state(&mut section).map_err(|e| e.context("the controller").to_string())?;
+        }
+        put_bytes(&mut method, &section);
+        Ok(WorkerState::of(&self.model, &self.optimizer, method))
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
-        state.restore(&mut self.model, &mut self.optimizer).map(drop)
+        let method = state.restore(&mut self.model, &mut self.optimizer)?;
+        self.restore_method(&method).map_err(|e| e.to_string())
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cache_quant::codec::ecgraph::{Compression, EcGraphCodecs, SelectorTally};
-use cache_quant::{Knob, StatsTable};
+use cache_quant::{Knob, StateError, StateReader, StatsTable};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
@@ -137,6 +137,35 @@ impl Controller for BitTuner {
             "next_fwd_bits": next,
             "selector": selector,
         })))
+    }
+
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        // The selector tally is drained by every step, so between epochs it is empty.
+        out.extend((self.fwd_bits.len() as u64).to_le_bytes());
+        for ((knob, totals), at) in self.fwd_bits.iter().zip(&self.totals).zip(&self.epochs_at) {
+            out.push(knob.get());
+            out.extend(totals.iter().chain(at).flat_map(|n| n.to_le_bytes()));
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the bit tuner", bytes);
+        let layers = r.u64("the layer count")?;
+        if layers != self.fwd_bits.len() as u64 {
+            let detail = format!("saved for {layers} layers, this run has {}", self.fwd_bits.len());
+            return Err(StateError(format!("the bit tuner: {detail}")));
+        }
+        let mut bits = Vec::with_capacity(self.fwd_bits.len());
+        for l in 0..self.fwd_bits.len() {
+            bits.push(r.u8("a layer's forward width")?);
+            for n in self.totals[l].iter_mut().chain(self.epochs_at[l].iter_mut()) {
+                *n = r.u64("a selector or epoch count")?;
+            }
+        }
+        r.finish()?;
+        self.fwd_bits.iter().zip(bits).for_each(|(knob, b)| knob.set(b));
+        Ok(())
     }
 
     fn final_fields(&mut self) -> Option<Value> {

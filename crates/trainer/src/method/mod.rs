@@ -22,7 +22,7 @@ mod vanilla;
 
 use std::sync::Arc;
 
-use cache_quant::{CodecFactory, Knob, StatsTable};
+use cache_quant::{CodecFactory, Knob, StateError, StatsTable};
 use comm_hierarchy::Communicator;
 use gnn_core::{AggGraph, GcnNorm};
 use graph_partition::book::CutKind;
@@ -161,6 +161,18 @@ pub trait Controller: Send {
     /// Fields for `final.method.controller` after the last epoch (run totals).
     fn final_fields(&mut self) -> Option<Value> {
         None
+    }
+
+    /// Appends what the controller carries from one epoch to the next (its settings, moving
+    /// averages, tables) for a checkpoint; a stateless controller appends nothing.
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// Puts back a state [`Controller::save_state`] wrote, into a controller freshly made for
+    /// the same run, setting its knobs to match; the error says what does not fit.
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        cache_quant::state::expect_empty("the method's controller", bytes)
     }
 }
 

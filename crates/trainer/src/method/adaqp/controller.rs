@@ -253,6 +253,10 @@ fn report(
 }
 
 impl Controller for AdaqpController {
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), cache_quant::StateError> {
+        Err(cache_quant::StateError::unsupported("adaqp's bit-width table and variance traces"))
+    }
+
     fn after_step_in(
         &mut self,
         epoch: usize,

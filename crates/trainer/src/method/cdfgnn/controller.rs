@@ -9,7 +9,8 @@
 //! Accuracy is the training-set accuracy of the evaluation after each step (all-reduced, so
 //! identical on every rank, as is eps: every rank's cache reads the same threshold).
 
-use cache_quant::{Knob, Route, StatsTable};
+use cache_quant::state::{put_f64, put_opt_f64};
+use cache_quant::{Knob, Route, StateError, StateReader, StatsTable};
 use serde_json::{Value, json};
 
 use crate::config::{CdfgnnSettings, EpsRule};
@@ -93,6 +94,31 @@ fn cache_error(stats: &StatsTable) -> Option<f64> {
 }
 
 impl Controller for EpsController {
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        put_f64(out, self.eps);
+        put_opt_f64(out, self.mean_acc);
+        put_opt_f64(out, self.cache_error);
+        out.push(self.last as u8);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the eps controller", bytes);
+        let eps = r.f64("eps")?;
+        let mean_acc = r.opt_f64("the mean training accuracy")?;
+        let cache_error = r.opt_f64("the cache error")?;
+        let last = match r.u8("the last move")? {
+            0 => Move::Relax,
+            1 => Move::Tighten,
+            2 => Move::Hold,
+            m => return Err(StateError(format!("the eps controller's saved last move {m} names no move"))),
+        };
+        r.finish()?;
+        (self.eps, self.mean_acc, self.cache_error, self.last) = (eps, mean_acc, cache_error, last);
+        self.knob.set(eps as f32);
+        Ok(())
+    }
+
     fn after_step(&mut self, _epoch: usize, stats: &StatsTable) -> Option<Value> {
         let used = self.eps;
         self.cache_error = cache_error(stats);
