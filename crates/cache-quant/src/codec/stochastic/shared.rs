@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::state::{StateError, StateReader, put_bytes, put_f64s, put_stream};
 use crate::stream::StreamId;
 
 /// The bit-widths a row can travel at.
@@ -43,6 +44,35 @@ impl BitTable {
     /// The width of streams the table does not list.
     pub fn uniform_bits(&self) -> u8 {
         self.uniform
+    }
+
+    /// Appends the table for a checkpoint, streams in key order.
+    pub fn save_state(&self, out: &mut Vec<u8>) {
+        out.push(self.uniform);
+        let mut ids: Vec<&StreamId> = self.streams.keys().collect();
+        ids.sort();
+        out.extend((ids.len() as u64).to_le_bytes());
+        for id in ids {
+            put_stream(out, *id);
+            put_bytes(out, &self.streams[id]);
+        }
+    }
+
+    /// The table a [`BitTable::save_state`] saved.
+    pub fn restored(bytes: &[u8]) -> Result<Self, StateError> {
+        let mut r = StateReader::new("the bit-width table", bytes);
+        let uniform = r.u8("the uniform width")?;
+        let mut table = Self::uniform(uniform)
+            .ok_or_else(|| StateError(format!("the saved bit-width table: uniform width {uniform} is no codec width")))?;
+        for _ in 0..r.u64("the stream count")? {
+            let id = r.stream()?;
+            let bits = r.bytes("a stream's widths")?;
+            table.set_stream(id, Arc::from(bits)).ok_or_else(|| {
+                StateError(format!("the saved bit-width table: stream {} holds a width outside {WIDTHS:?}", id.tag))
+            })?;
+        }
+        r.finish()?;
+        Ok(table)
     }
 }
 
@@ -87,6 +117,44 @@ impl QuantProbe {
     /// The traces accumulated so far, per decode-side stream, and a fresh start.
     pub fn take_traces(&self) -> HashMap<StreamId, RowTraces> {
         std::mem::take(&mut *self.0.traces.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Appends the traces accumulated so far (streams in key order) for a checkpoint; the
+    /// quantizing time is a measurement, not state, and is left out.
+    pub fn save_state(&self, out: &mut Vec<u8>) {
+        let traces = self.0.traces.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ids: Vec<&StreamId> = traces.keys().collect();
+        ids.sort();
+        out.extend((ids.len() as u64).to_le_bytes());
+        for id in ids {
+            let t = &traces[id];
+            put_stream(out, *id);
+            out.extend((t.width as u64).to_le_bytes());
+            let rows: Vec<u8> = t.rows.iter().flat_map(|r| r.to_le_bytes()).collect();
+            put_bytes(out, &rows);
+            put_f64s(out, &t.traces);
+        }
+    }
+
+    /// Replaces the traces with those a [`QuantProbe::save_state`] saved.
+    pub fn restore_state(&self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the variance traces", bytes);
+        let mut restored = HashMap::new();
+        for _ in 0..r.u64("the stream count")? {
+            let id = r.stream()?;
+            let width = r.u64("a row width")? as usize;
+            let rows = r.bytes("a stream's rows")?;
+            let traces = r.f64s("a stream's traces")?;
+            if rows.len() % 4 != 0 || traces.len() != rows.len() / 4 {
+                let detail = format!("{} row bytes and {} traces for stream {}", rows.len(), traces.len(), id.tag);
+                return Err(StateError(format!("the saved variance traces: {detail}")));
+            }
+            let rows = rows.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            restored.insert(id, RowTraces { width, rows, traces });
+        }
+        r.finish()?;
+        *self.0.traces.lock().unwrap_or_else(PoisonError::into_inner) = restored;
+        Ok(())
     }
 
     /// Seconds spent quantizing and dequantizing since the last call.

@@ -17,7 +17,8 @@ use std::time::Instant;
 
 use cache_quant::assign::{Assignment, PairGroups, Problem, solve};
 use cache_quant::codec::stochastic::WIDTHS;
-use cache_quant::{BitTable, Direction, Knob, QuantProbe, Side, StatsTable, Step, StreamId, Tag};
+use cache_quant::state::put_bytes;
+use cache_quant::{BitTable, Direction, Knob, QuantProbe, Side, StateError, StateReader, StatsTable, Step, StreamId, Tag};
 use comm_hierarchy::{CommError, Communicator};
 use gnn_core::ConvKind;
 use graph_partition::rng::hash_key;
@@ -253,8 +254,25 @@ fn report(
 }
 
 impl Controller for AdaqpController {
-    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), cache_quant::StateError> {
-        Err(cache_quant::StateError::unsupported("adaqp's bit-width table and variance traces"))
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        // The assignment runs at epochs that are multiples of its period, so the table in force
+        // and the traces summed since the last assignment are all it carries.
+        let mut section = Vec::new();
+        self.bits.get().save_state(&mut section);
+        put_bytes(out, &section);
+        section.clear();
+        self.probe.save_state(&mut section);
+        put_bytes(out, &section);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("the adaqp controller", bytes);
+        let table = BitTable::restored(r.bytes("the bit-width table")?)?;
+        self.probe.restore_state(r.bytes("the variance traces")?)?;
+        r.finish()?;
+        self.bits.set(Arc::new(table));
+        Ok(())
     }
 
     fn after_step_in(
