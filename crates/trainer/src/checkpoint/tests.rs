@@ -57,7 +57,10 @@ fn assert_resume_is_exact_with(method: Method, cut: CutKind, edit: impl Fn(&mut 
     // Bytes too: a codec that restarts from an empty state may give the same values but send
     // more (skip-repeats resends every row).
     let bits = |r: &Report| -> Vec<(usize, u64, u64, u64)> {
-        r.epochs.iter().map(|e| (e.epoch, e.loss.to_bits(), e.val_acc.to_bits(), e.bytes_intra + e.bytes_inter)).collect()
+        r.epochs
+            .iter()
+            .map(|e| (e.epoch, e.loss.to_bits(), e.val_acc.to_bits(), e.bytes_intra + e.bytes_inter))
+            .collect()
     };
     assert_eq!(bits(&resumed), bits(&straight), "{method:?} {cut:?}");
     assert_eq!(resumed.final_.best_epoch, straight.final_.best_epoch);

@@ -62,8 +62,9 @@ impl BitTable {
     pub fn restored(bytes: &[u8]) -> Result<Self, StateError> {
         let mut r = StateReader::new("the bit-width table", bytes);
         let uniform = r.u8("the uniform width")?;
-        let mut table = Self::uniform(uniform)
-            .ok_or_else(|| StateError(format!("the saved bit-width table: uniform width {uniform} is no codec width")))?;
+        let mut table = Self::uniform(uniform).ok_or_else(|| {
+            StateError(format!("the saved bit-width table: uniform width {uniform} is no codec width"))
+        })?;
         for _ in 0..r.u64("the stream count")? {
             let id = r.stream()?;
             let bits = r.bytes("a stream's widths")?;

@@ -18,7 +18,9 @@ use std::time::Instant;
 use cache_quant::assign::{Assignment, PairGroups, Problem, solve};
 use cache_quant::codec::stochastic::WIDTHS;
 use cache_quant::state::put_bytes;
-use cache_quant::{BitTable, Direction, Knob, QuantProbe, Side, StateError, StateReader, StatsTable, Step, StreamId, Tag};
+use cache_quant::{
+    BitTable, Direction, Knob, QuantProbe, Side, StateError, StateReader, StatsTable, Step, StreamId, Tag,
+};
 use comm_hierarchy::{CommError, Communicator};
 use gnn_core::ConvKind;
 use graph_partition::rng::hash_key;
