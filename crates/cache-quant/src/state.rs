@@ -21,11 +21,6 @@ impl StateError {
     pub fn context(self, what: impl std::fmt::Display) -> Self {
         Self(format!("{what}: {}", self.0))
     }
-
-    /// The refusal of a part that keeps state it cannot save.
-    pub fn unsupported(what: impl std::fmt::Display) -> Self {
-        Self(format!("{what} keeps state that checkpoints do not cover yet"))
-    }
 }
 
 /// Appends a `u64` length prefix and `bytes`.

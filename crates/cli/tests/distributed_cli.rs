@@ -170,22 +170,51 @@ fn an_mpirun_data_parallel_job_reproduces_the_local_run() {
 #[cfg(feature = "mpi")]
 #[test]
 fn an_mpirun_job_resumes_exactly_from_its_checkpoint() {
-    let dir = tempfile::tempdir().unwrap();
     for cut in ["edge", "vertex"] {
-        let ck = dir.path().join(format!("ck-{cut}")).display().to_string();
-        let straight_path = dir.path().join(format!("straight-{cut}.json"));
-        let straight = report_of(&mpirun_halo(2, &vanilla_args(cut, 6), &straight_path), &straight_path);
-        let first_path = dir.path().join(format!("first-{cut}.json"));
-        let first = [vanilla_args(cut, 3), vec!["--checkpoint-dir".into(), ck.clone()]].concat();
-        report_of(&mpirun_halo(2, &first, &first_path), &first_path);
-        let resumed_path = dir.path().join(format!("resumed-{cut}.json"));
-        let resumed = [vanilla_args(cut, 6), vec!["--resume".into(), ck]].concat();
-        let resumed = report_of(&mpirun_halo(2, &resumed, &resumed_path), &resumed_path);
-        let bits = |r: &Value| losses(r).iter().map(|l| l.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&straight), bits(&resumed), "{cut}-cut: losses of 6 straight epochs vs 3 + 3 resumed");
-        for key in ["best_epoch", "test_acc_at_best_val"] {
-            assert_eq!(straight["final"][key], resumed["final"][key], "{cut}-cut: {key}");
-        }
+        assert_mpirun_resume_is_exact(&format!("{cut}-cut"), |epochs| vanilla_args(cut, epochs));
+    }
+}
+
+/// The methods whose exchange carries codec state (caches, residuals, trend histories, bit
+/// tables) and whose controllers carry theirs resume as exactly under `mpirun`.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpirun_jobs_of_the_codec_stack_methods_resume_exactly() {
+    let runs: [(&str, &[&str]); 4] = [
+        ("cdfgnn", &["--eps-controller", "error-target", "--cut", "vertex"]),
+        ("adaqp", &["--assign-period", "2"]),
+        ("ecgraph", &["--trend", "2"]),
+        ("vanilla", &["--skip-repeats", "--cut", "vertex"]),
+    ];
+    for (method, extra) in runs {
+        assert_mpirun_resume_is_exact(method, |epochs| {
+            let mut args = vanilla_args("edge", epochs);
+            args[4] = method.to_string();
+            // Each method's cut is in `extra` (edge-cut when none is given).
+            args.drain(5..7);
+            args.extend(extra.iter().map(|a| a.to_string()));
+            args
+        });
+    }
+}
+
+/// 6 epochs straight against 3 + checkpoint + 3 resumed, 2 ranks, losses and the best epoch.
+#[cfg(feature = "mpi")]
+fn assert_mpirun_resume_is_exact(name: &str, args: impl Fn(usize) -> Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck").display().to_string();
+    let straight_path = dir.path().join("straight.json");
+    let straight = report_of(&mpirun_halo(2, &args(6), &straight_path), &straight_path);
+    let first_path = dir.path().join("first.json");
+    let first = [args(3), vec!["--checkpoint-dir".into(), ck.clone()]].concat();
+    report_of(&mpirun_halo(2, &first, &first_path), &first_path);
+    let resumed_path = dir.path().join("resumed.json");
+    let resumed = [args(6), vec!["--resume".into(), ck]].concat();
+    let resumed = report_of(&mpirun_halo(2, &resumed, &resumed_path), &resumed_path);
+    let bits = |r: &Value| losses(r).iter().map(|l| l.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&straight), bits(&resumed), "{name}: losses of 6 straight epochs vs 3 + 3 resumed");
+    for key in ["best_epoch", "test_acc_at_best_val"] {
+        assert_eq!(straight["final"][key], resumed["final"][key], "{name}: {key}");
     }
 }
 
