@@ -37,6 +37,16 @@ impl ParamServers {
         Self { servers, optimizer: (rank < servers).then_some(optimizer) }
     }
 
+    /// The optimizer of this rank's slice (for checkpoints); `None` on ranks that serve none.
+    pub(crate) fn optimizer(&self) -> Option<&Adam> {
+        self.optimizer.as_ref()
+    }
+
+    /// The same, to restore.
+    pub(crate) fn optimizer_mut(&mut self) -> Option<&mut Adam> {
+        self.optimizer.as_mut()
+    }
+
     /// Pushes `grads`, updates the served slice, pulls every slice into `params`.
     pub(crate) fn step(
         &mut self,

@@ -325,9 +325,9 @@ impl Strategy for Worker<'_> {
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
-        if self.servers.is_some() {
-            return Err("parameter servers keep Adam's moments in their slices, which no worker's shard holds".into());
-        }
+        // Under parameter servers Adam runs on the servers: a server rank's shard holds the
+        // moments of its slice, the others' the worker's optimizer, which never steps.
+        let optimizer = self.servers.as_ref().and_then(ParamServers::optimizer).unwrap_or(&self.optimizer);
         // The method's state: the exchange's (codecs of every stream on both ends, caches),
         // then the controller's, each length-prefixed.
         let mut method = Vec::new();
@@ -340,11 +340,15 @@ impl Strategy for Worker<'_> {
             controller.save_state(&mut section).map_err(|e| e.context("the controller").to_string())?;
         }
         put_bytes(&mut method, &section);
-        Ok(WorkerState::of(&self.model, &self.optimizer, method))
+        Ok(WorkerState::of(&self.model, optimizer, method))
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
-        let method = state.restore(&mut self.model, &mut self.optimizer)?;
+        let optimizer = match self.servers.as_mut().and_then(ParamServers::optimizer_mut) {
+            Some(served) => served,
+            None => &mut self.optimizer,
+        };
+        let method = state.restore(&mut self.model, optimizer)?;
         self.restore_method(&method).map_err(|e| e.to_string())
     }
 }
