@@ -176,15 +176,17 @@ fn an_mpirun_job_resumes_exactly_from_its_checkpoint() {
 }
 
 /// The methods whose exchange carries codec state (caches, residuals, trend histories, bit
-/// tables) and whose controllers carry theirs resume as exactly under `mpirun`.
+/// tables) and whose controllers carry theirs, and parameter servers (Adam's moments in the
+/// servers' slices), resume as exactly under `mpirun`.
 #[cfg(feature = "mpi")]
 #[test]
 fn mpirun_jobs_of_the_codec_stack_methods_resume_exactly() {
-    let runs: [(&str, &[&str]); 4] = [
+    let runs: [(&str, &[&str]); 5] = [
         ("cdfgnn", &["--eps-controller", "error-target", "--cut", "vertex"]),
         ("adaqp", &["--assign-period", "2"]),
         ("ecgraph", &["--trend", "2"]),
         ("vanilla", &["--skip-repeats", "--cut", "vertex"]),
+        ("vanilla", &["--param-sync", "ps"]),
     ];
     for (method, extra) in runs {
         assert_mpirun_resume_is_exact(method, |epochs| {
