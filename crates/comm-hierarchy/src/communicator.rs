@@ -53,6 +53,17 @@ pub trait Communicator: Send {
     /// rank; the argument of other ranks is ignored.
     fn scatter(&self, phase: &str, root: usize, data: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>, CommError>;
 
+    /// [`Communicator::scatter`] with the root's buffers made one at a time: the root passes
+    /// `Some(next)`, and `next(p)` makes rank `p`'s buffer just before it is sent (the root's
+    /// own last), so the root never holds more than one outgoing buffer. An error of `next`
+    /// ends the call on the root. The ledger records it as one scatter, as `scatter` does.
+    fn scatter_with(
+        &self,
+        phase: &str,
+        root: usize,
+        next: Option<&mut dyn FnMut(usize) -> Result<Vec<u8>, CommError>>,
+    ) -> Result<Vec<u8>, CommError>;
+
     /// Returns once every rank has entered the barrier.
     fn barrier(&self, phase: &str) -> Result<(), CommError>;
 

@@ -302,22 +302,40 @@ impl<T: Transport> Communicator for Endpoint<T> {
     }
 
     fn scatter(&self, phase: &str, root: usize, data: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>, CommError> {
+        match data {
+            Some(mut parts) if self.rank == root => {
+                self.check_per_rank(phase, parts.len())?;
+                self.scatter_with(phase, root, Some(&mut |p| Ok(std::mem::take(&mut parts[p]))))
+            }
+            _ => self.scatter_with(phase, root, None),
+        }
+    }
+
+    fn scatter_with(
+        &self,
+        phase: &str,
+        root: usize,
+        next: Option<&mut dyn FnMut(usize) -> Result<Vec<u8>, CommError>>,
+    ) -> Result<Vec<u8>, CommError> {
         self.check_rank(phase, "root", root)?;
         if self.rank != root {
             let call = self.open(phase, CollectiveKind::Scatter, 0, true)?;
             return self.recv_from(&call, Op::Scatter, root);
         }
-        let Some(mut parts) = data else {
+        let Some(next) = next else {
             return Err(CommError::invalid(phase, format!("the root (rank {root}) must pass one buffer per rank")));
         };
-        self.check_per_rank(phase, parts.len())?;
-        let payload = parts.iter().enumerate().filter(|&(p, _)| p != root).map(|(_, b)| b.len()).sum();
-        let call = self.open(phase, CollectiveKind::Scatter, payload, true)?;
+        // The payload grows as the buffers are made; it ends as the bytes handed to the others.
+        let call = self.open(phase, CollectiveKind::Scatter, 0, true)?;
         for round in 1..self.size {
             let dst = (root + round) % self.size;
-            self.post(&call, Op::Scatter, dst, std::mem::take(&mut parts[dst]))?;
+            let bytes = next(dst)?;
+            if let Some(id) = call.record {
+                self.state.borrow_mut().ledger.add_payload(id, bytes.len() as u64);
+            }
+            self.post(&call, Op::Scatter, dst, bytes)?;
         }
-        Ok(std::mem::take(&mut parts[root]))
+        next(root)
     }
 
     fn barrier(&self, phase: &str) -> Result<(), CommError> {

@@ -304,6 +304,11 @@ impl Ledger {
         RecordId(self.collectives.len() - 1)
     }
 
+    /// Adds `bytes` to an open record's payload, for calls that learn it as they go.
+    pub(crate) fn add_payload(&mut self, id: RecordId, bytes: u64) {
+        self.collectives[id.0].payload_bytes += bytes;
+    }
+
     /// Counts one message of `bytes` from this rank to `dst` under the record's phase.
     pub(crate) fn record_send(&mut self, id: RecordId, dst: usize, link: LinkClass, bytes: u64) {
         let record = &mut self.collectives[id.0];

@@ -297,3 +297,47 @@ fn ledger_since_a_mark_equals_the_delta_of_two_snapshots() {
     })
     .unwrap();
 }
+
+/// `scatter_with` makes the root's buffers one at a time, its own last, and the ledger records
+/// the same call as `scatter` with those buffers; an error of the maker ends the root's call.
+#[test]
+fn streamed_scatter_makes_one_buffer_at_a_time_and_is_ledgered_like_scatter() {
+    let t = topology(4, 2);
+    let ledgers = |streamed: bool| {
+        LocalCluster::run(&t, |comm| {
+            let rank = comm.rank();
+            let got = if streamed && rank == 1 {
+                let mut made = Vec::new();
+                let mut next = |p: usize| {
+                    made.push(p);
+                    Ok(payload(1, p, p + 3))
+                };
+                let own = comm.scatter_with("setup", 1, Some(&mut next))?;
+                assert_eq!(made, [2, 3, 0, 1]);
+                own
+            } else if streamed {
+                comm.scatter_with("setup", 1, None)?
+            } else {
+                comm.scatter("setup", 1, (rank == 1).then(|| (0..4).map(|p| payload(1, p, p + 3)).collect()))?
+            };
+            assert_eq!(got, payload(1, rank, rank + 3));
+            Ok::<_, CommError>(comm.ledger())
+        })
+        .unwrap()
+    };
+    let (streamed, whole) = (ledgers(true), ledgers(false));
+    assert_eq!(streamed, whole);
+    let merged = LedgerSnapshot::merge_all(&streamed).unwrap();
+    assert_eq!(merged.phase_totals("setup").bytes(), 3 + 5 + 6);
+    assert_eq!(merged.collectives()[0].payload_bytes, 14);
+
+    let failed = LocalCluster::run(&topology(2, 1), |comm| {
+        if comm.rank() == 0 {
+            let mut next = |_: usize| Err(CommError::InvalidArgument { phase: "setup".into(), detail: "no".into() });
+            comm.scatter_with("setup", 0, Some(&mut next)).map(drop)
+        } else {
+            comm.scatter_with("setup", 0, None).map(drop)
+        }
+    });
+    assert!(failed.is_err());
+}

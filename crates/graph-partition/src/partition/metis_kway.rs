@@ -1,24 +1,43 @@
 //! METIS k-way partitioning (the real METIS, through the `metis` crate).
 
-use super::undirected::undirected_simple;
+use super::undirected::for_each_undirected_row;
 use super::{PartitionError, check_parts};
 use crate::Csr;
 
 /// k-way METIS: minimises the edge cut with vertex counts balanced (METIS' default
 /// tolerance, 3%). METIS needs an undirected graph without self-loops, so directed edges are
-/// symmetrised and self-loops dropped first. `seed` seeds METIS' own generator.
+/// symmetrised and self-loops dropped first. METIS gets no vertex or edge weights (unit
+/// weights are its default), and its input arrays are freed before this returns. `seed` seeds METIS' own generator.
 pub fn metis(graph: &Csr, parts: usize, seed: u64) -> Result<Vec<u32>, PartitionError> {
     check_parts(parts, graph.num_nodes())?;
     if parts == 1 {
         return Ok(vec![0; graph.num_nodes()]);
     }
-    let g = undirected_simple(graph);
-    let too_large = || PartitionError::Metis(format!("{} edges do not fit METIS' 32-bit indices", g.num_edges()));
-    let xadj =
-        g.indptr().iter().map(|&x| metis::Idx::try_from(x).map_err(|_| too_large())).collect::<Result<Vec<_>, _>>()?;
-    let adjncy =
-        g.indices().iter().map(|&x| metis::Idx::try_from(x).map_err(|_| too_large())).collect::<Result<Vec<_>, _>>()?;
-    let mut part = vec![0 as metis::Idx; g.num_nodes()];
+    // METIS' arrays are filled straight from the undirected rows: no undirected CSR (u64
+    // offsets, u32 ids) is built first to be converted, so its input is the only extra copy.
+    let n = graph.num_nodes();
+    let too_large = |what: String| PartitionError::Metis(format!("{what} do not fit METIS' 32-bit indices"));
+    if metis::Idx::try_from(n).is_err() {
+        return Err(too_large(format!("{n} vertices")));
+    }
+    let mut xadj: Vec<metis::Idx> = Vec::with_capacity(n + 1);
+    xadj.push(0);
+    let mut adjncy: Vec<metis::Idx> = Vec::with_capacity(graph.num_edges());
+    let mut fits = true;
+    for_each_undirected_row(graph, |row| {
+        if fits {
+            // Vertex ids are below `n`, which fits.
+            adjncy.extend(row.iter().map(|&u| u as metis::Idx));
+            match metis::Idx::try_from(adjncy.len()) {
+                Ok(end) => xadj.push(end),
+                Err(_) => fits = false,
+            }
+        }
+    });
+    if !fits {
+        return Err(too_large(format!("more than {} undirected edges", metis::Idx::MAX)));
+    }
+    let mut part = vec![0 as metis::Idx; n];
     // METIS takes a C int seed; fold the 64-bit seed into its non-negative range.
     let metis_seed = ((seed ^ (seed >> 31)) & 0x7fff_ffff) as metis::Idx;
     // GKlib keeps METIS' random generator in process-wide statics: concurrent calls would race

@@ -5,12 +5,32 @@ use crate::Csr;
 /// The union of `graph` and its reverse, without self-loops: every row lists each
 /// neighbour once, whichever way the edges point.
 pub(super) fn undirected_simple(graph: &Csr) -> Csr {
-    let rev = graph.reverse();
     let mut indptr = Vec::with_capacity(graph.num_nodes() + 1);
     indptr.push(0u64);
     let mut indices = Vec::with_capacity(graph.num_edges());
+    for_each_undirected_row(graph, |row| {
+        indices.extend_from_slice(row);
+        indptr.push(indices.len() as u64);
+    });
+    Csr::try_new(graph.num_nodes(), graph.num_nodes(), indptr, indices).expect("merging sorted rows keeps CSR valid")
+}
+
+/// Calls `row` with every vertex's row of [`undirected_simple`]'s view, in vertex order, so
+/// that a caller can store it in the form it needs without a copy of the view in between. A
+/// symmetric graph is its own reverse (datasets are symmetrised when loaded), so no reverse
+/// is built for it.
+pub(super) fn for_each_undirected_row(graph: &Csr, mut row: impl FnMut(&[u32])) {
+    let rev = (!is_symmetric_without_copy(graph)).then(|| graph.reverse());
+    let mut merged = Vec::new();
     for v in 0..graph.num_nodes() {
-        let (a, b) = (graph.neighbors(v), rev.neighbors(v));
+        merged.clear();
+        let a = graph.neighbors(v);
+        let Some(rev) = &rev else {
+            merged.extend(a.iter().copied().filter(|&u| u as usize != v));
+            row(&merged);
+            continue;
+        };
+        let b = rev.neighbors(v);
         let (mut i, mut j) = (0, 0);
         loop {
             let next = match (a.get(i), b.get(j)) {
@@ -31,12 +51,19 @@ pub(super) fn undirected_simple(graph: &Csr) -> Csr {
                 }
             };
             if next as usize != v {
-                indices.push(next);
+                merged.push(next);
             }
         }
-        indptr.push(indices.len() as u64);
+        row(&merged);
     }
-    Csr::try_new(graph.num_nodes(), graph.num_nodes(), indptr, indices).expect("merging sorted rows keeps CSR valid")
+}
+
+/// [`Csr::is_symmetric`] by a binary search of every entry's reverse in its sorted row,
+/// instead of comparing with a built reverse (a second copy of the graph).
+fn is_symmetric_without_copy(graph: &Csr) -> bool {
+    graph.num_rows() == graph.num_cols()
+        && (0..graph.num_nodes())
+            .all(|v| graph.neighbors(v).iter().all(|&u| graph.neighbors(u as usize).binary_search(&(v as u32)).is_ok()))
 }
 
 #[cfg(test)]
@@ -53,5 +80,20 @@ mod tests {
         assert_eq!(u.neighbors(1), &[0, 2]);
         assert_eq!(u.neighbors(2), &[1]);
         assert!(u.is_symmetric());
+        assert!(!is_symmetric_without_copy(&g));
+    }
+
+    /// A symmetric graph skips the reverse; its view is the graph without self-loops.
+    #[test]
+    fn symmetric_graphs_lose_only_their_loops() {
+        let opts = EdgeListOptions { symmetrize: true, remove_self_loops: false };
+        let g = Csr::from_edges(4, &[(0, 1), (1, 1), (2, 1), (3, 0), (2, 2)], opts).unwrap();
+        assert!(is_symmetric_without_copy(&g));
+        assert_eq!(is_symmetric_without_copy(&g), g.is_symmetric());
+        let u = undirected_simple(&g);
+        assert_eq!(u.neighbors(0), &[1, 3]);
+        assert_eq!(u.neighbors(1), &[0, 2]);
+        assert_eq!(u.neighbors(2), &[1]);
+        assert_eq!(u.neighbors(3), &[0]);
     }
 }

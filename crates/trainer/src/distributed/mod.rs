@@ -14,8 +14,9 @@
 //!   vertices, all-reduced and divided by the global training-set size.
 //! - Evaluation goes around the codecs (exact, their state untouched) unless `lossy-eval`.
 //!
-//! Rank 0 loads and partitions the dataset and scatters one share per worker (`setup`); a
-//! worker then holds only its part and its copies. Per epoch the report carries the step's
+//! Rank 0 loads and partitions the dataset and hands out one share per worker, cutting and
+//! sending one before the next (`setup`), then drops the dataset; a worker then holds only its
+//! part and its copies. Per epoch the report carries the step's
 //! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
 //! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
 //! communicator calls, `modeled_epoch_s` from `timeline`, and under `method`: every worker's
@@ -304,7 +305,7 @@ fn run_worker(
 ) -> Result<Option<Report>, TrainError> {
     let clock = CommClock::new(job.gate);
     let config = job.config;
-    let (root, shares) = if comm.rank() == 0 {
+    let (root, share) = if comm.rank() == 0 {
         let dataset = match job.root {
             Root::Source(source) => source.dataset(config, observer.shows_progress())?,
             Root::Taken(holder) => {
@@ -313,11 +314,13 @@ fn run_worker(
             }
         };
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
-        (Some((prepared.dataset, prepared.summary, prepared.split_sizes)), Some(prepared.shares))
+        let share = setup::hand_out(comm, &clock, &dataset, prepared.plan)?;
+        // An owned dataset is dropped here, before training: rank 0 keeps only its share.
+        drop(dataset);
+        (Some((prepared.dataset, prepared.summary, prepared.split_sizes)), share)
     } else {
-        (None, None)
+        (None, setup::receive(comm, &clock)?)
     };
-    let share = setup::distribute(comm, &clock, shares)?;
     let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let id = RunIdentity {

@@ -1,11 +1,11 @@
-//! Setting a job up: rank 0 partitions the dataset, cuts it into one [`WorkerShare`] per worker
-//! and scatters them; every worker then holds only its part of the graph (its primaries and
+//! Setting a job up: rank 0 partitions the dataset, then cuts one [`WorkerShare`] per worker
+//! and sends it before cutting the next (a streamed scatter); every worker then holds only its part of the graph (its primaries and
 //! their halo vertices or mirrors) and the rows of those vertices. Input features travel only
 //! for the rows a worker computes: an edge-cut worker pulls its halo rows from their owners at
 //! every layer, so it never needs their features. Rank 0 drops the whole dataset once the shares
 //! are sent (when it owns it).
 
-use comm_hierarchy::Communicator;
+use comm_hierarchy::{CommError, Communicator};
 use graph_partition::book::{LocalGraph, PartitionBook};
 use graph_partition::metrics::{PartitionMetrics, measure};
 use graph_partition::partition::{PartitionConfig, partition_graph};
@@ -138,8 +138,8 @@ impl WorkerShare {
 /// Rank 0's view of the job after partitioning.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    /// One share per rank.
-    pub shares: Vec<WorkerShare>,
+    /// What the shares are cut from, one worker at a time ([`hand_out`]).
+    pub plan: SharePlan,
     /// Partition quality and time, for the report.
     pub summary: PartitionSummary,
     /// The dataset's name, for the report.
@@ -148,8 +148,46 @@ pub(crate) struct Prepared {
     pub split_sizes: SplitSizes,
 }
 
-/// Partitions `dataset` with a `cut` into `workers` parts on `config.hosts` hosts and cuts it
-/// into shares.
+/// Every worker's part of the graph and split rows, before its features and labels are cut
+/// from the dataset: [`SharePlan::share`] makes one share at a time and frees its part.
+#[derive(Debug)]
+pub(crate) struct SharePlan {
+    cut: CutKind,
+    /// Indexed by part; taken as each share is made.
+    parts: Vec<Option<(LocalGraph, [Vec<u32>; 3])>>,
+}
+
+impl SharePlan {
+    /// Cuts part `p`'s share from `dataset` and drops the plan's copy of its part.
+    fn share(&mut self, p: usize, dataset: &Dataset) -> Result<WorkerShare, DistError> {
+        let (part, [train, valid, test]) = self.parts.get_mut(p).and_then(Option::take).ok_or_else(|| {
+            DistError::Setup { rank: 0, detail: format!("part {p} of {} was asked for twice", self.parts.len()) }
+        })?;
+        let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
+        let computed = match self.cut {
+            CutKind::EdgeCut => part.num_primary(),
+            CutKind::VertexCut | CutKind::FeatureCut => part.num_local(),
+        };
+        let labels = match &dataset.labels {
+            Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
+            Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
+        };
+        Ok(WorkerShare {
+            features: dataset.features.select(Axis(0), &rows[..computed]),
+            part,
+            labels,
+            num_classes: dataset.num_classes,
+            train,
+            valid,
+            test,
+            global_train: dataset.splits.train.len(),
+        })
+    }
+}
+
+/// Partitions `dataset` with a `cut` into `workers` parts on `config.hosts` hosts. The
+/// partitioner's temporaries and the book's cross-part tables are gone when this returns;
+/// what is left is every part's local graph, handed out by [`hand_out`].
 pub(crate) fn prepare(
     dataset: &Dataset,
     cut: CutKind,
@@ -190,33 +228,9 @@ pub(crate) fn prepare(
     };
     let parts = book.into_parts();
     let s = &dataset.splits;
-    let mut splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
-    let shares = parts
-        .into_iter()
-        .zip(splits.drain(..))
-        .map(|(part, [train, valid, test])| {
-            let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
-            let computed = match cut {
-                CutKind::EdgeCut => part.num_primary(),
-                CutKind::VertexCut | CutKind::FeatureCut => part.num_local(),
-            };
-            let labels = match &dataset.labels {
-                Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
-                Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
-            };
-            WorkerShare {
-                features: dataset.features.select(Axis(0), &rows[..computed]),
-                part,
-                labels,
-                num_classes: dataset.num_classes,
-                train,
-                valid,
-                test,
-                global_train: dataset.splits.train.len(),
-            }
-        })
-        .collect();
-    Ok(Prepared { shares, summary, dataset: dataset.name.clone(), split_sizes: SplitSizes::of(&dataset.splits) })
+    let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
+    let plan = SharePlan { cut, parts: parts.into_iter().zip(splits).map(Some).collect() };
+    Ok(Prepared { plan, summary, dataset: dataset.name.clone(), split_sizes: SplitSizes::of(&dataset.splits) })
 }
 
 /// For every part, the local ids of its primaries in each of `sets` (global ids below
@@ -241,26 +255,45 @@ fn split_rows(parts: &[LocalGraph], num_nodes: usize, sets: [&[u32]; 3]) -> Resu
     Ok(out)
 }
 
-/// Hands every rank its share: rank 0 passes `Some(prepared.shares)`, the others `None`.
-pub(crate) fn distribute(
+/// Rank 0 hands every other rank its share, one at a time: share `p` is cut from `dataset`,
+/// encoded, sent and dropped before share `p + 1` is made, so rank 0 holds at most one share
+/// in flight besides its own, which it returns. Every other rank calls [`receive`].
+pub(crate) fn hand_out(
     comm: &dyn Communicator,
     clock: &CommClock<'_>,
-    shares: Option<Vec<WorkerShare>>,
+    dataset: &Dataset,
+    mut plan: SharePlan,
 ) -> Result<WorkerShare, DistError> {
-    let config = bincode::config::standard();
-    let outgoing =
-        match shares {
-            Some(shares) => {
-                let encoded: Result<Vec<Vec<u8>>, _> =
-                    shares.into_iter().map(|s| bincode::encode_to_vec(s.into_wire(), config)).collect();
-                Some(encoded.map_err(|e| DistError::Setup {
-                    rank: comm.rank(),
-                    detail: format!("cannot encode a share: {e}"),
-                })?)
+    let root = comm.rank();
+    let mut own = None;
+    let mut failed = None;
+    let mut next = |p: usize| {
+        let made = plan.share(p, dataset).and_then(|share| {
+            if p == root {
+                own = Some(share);
+                return Ok(Vec::new());
             }
-            None => None,
-        };
-    let bytes = clock.call(|| comm.scatter(PHASE, 0, outgoing))?;
+            bincode::encode_to_vec(share.into_wire(), bincode::config::standard())
+                .map_err(|e| DistError::Setup { rank: root, detail: format!("cannot encode share {p}: {e}") })
+        });
+        made.map_err(|e| {
+            let detail = e.to_string();
+            failed = Some(e);
+            CommError::InvalidArgument { phase: PHASE.to_owned(), detail }
+        })
+    };
+    let sent = clock.call(|| comm.scatter_with(PHASE, root, Some(&mut next)));
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    sent?;
+    own.ok_or_else(|| DistError::Setup { rank: root, detail: "no share of its own was made".to_owned() })
+}
+
+/// Receives this rank's share from rank 0 ([`hand_out`]).
+pub(crate) fn receive(comm: &dyn Communicator, clock: &CommClock<'_>) -> Result<WorkerShare, DistError> {
+    let config = bincode::config::standard();
+    let bytes = clock.call(|| comm.scatter_with(PHASE, 0, None))?;
     let setup_error = |detail: String| DistError::Setup { rank: comm.rank(), detail };
     let (wire, used): (WireShare, usize) =
         bincode::decode_from_slice(&bytes, config).map_err(|e| setup_error(format!("cannot decode the share: {e}")))?;
