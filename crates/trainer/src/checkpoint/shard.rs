@@ -12,8 +12,9 @@ use std::path::Path;
 use super::{CheckpointError, Moments};
 
 const MAGIC: &[u8; 8] = b"HALOCKPT";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this build writes and reads (2: the method blob holds the exchange's and
+/// the controller's state, each with its length).
+pub const VERSION: u32 = 2;
 
 /// What a shard holds.
 #[derive(Debug, Clone, PartialEq)]
