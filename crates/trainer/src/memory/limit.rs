@@ -31,18 +31,18 @@ impl Limit {
         when: &'static str,
         breakdown: &str,
         suggestion: &str,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), Box<MemoryError>> {
         if estimate <= self.bytes {
             return Ok(());
         }
-        Err(MemoryError::OverLimit {
+        Err(Box::new(MemoryError::OverLimit {
             estimate: format_bytes(estimate),
             limit: format_bytes(self.bytes),
             source_: self.source,
             when,
             breakdown: breakdown.to_string(),
             suggestion: suggestion.to_string(),
-        })
+        }))
     }
 }
 
