@@ -91,3 +91,38 @@ pub(super) fn before_training(
     }
     Ok(MemoryReport::distributed(phases, limit))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{LocalOptions, TrainConfig};
+
+    fn config(text: &str) -> (TrainConfig, graph_partition::Dataset) {
+        let config = TrainConfig::from_toml_str(text, "test").unwrap();
+        let dataset =
+            crate::data::prepare_dataset(&config, std::path::Path::new("datasets"), &Default::default()).unwrap();
+        (config, dataset)
+    }
+
+    #[test]
+    fn a_vanilla_report_has_every_workers_estimate_and_both_phases() {
+        let (mut config, dataset) = config("method = \"vanilla\"\nepochs = 1\n");
+        config.distributed.workers = 3;
+        let report = crate::run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap();
+        let memory = report.final_.memory.expect("distributed runs report the estimate");
+        let per_worker = memory.per_worker.as_ref().unwrap();
+        assert_eq!(per_worker.len(), 3);
+        let training: u64 = memory.terms.iter().map(|t| t.bytes).sum();
+        assert_eq!(training, per_worker.iter().sum::<u64>(), "in-process training is the workers' sum");
+        let setup: u64 = memory.setup_terms.as_ref().unwrap().iter().map(|t| t.bytes).sum();
+        assert_eq!(memory.estimate_bytes, setup.max(training));
+        assert!(memory.terms.iter().any(|t| t.name == "exchange buffers" && t.bytes > 0), "{:?}", memory.terms);
+    }
+
+    #[test]
+    fn a_ceiling_below_the_estimate_stops_the_run_before_training() {
+        let (mut config, dataset) = config("method = \"vanilla\"\nepochs = 1\n[memory]\nmax-memory = 1024\n");
+        config.distributed.workers = 2;
+        let err = crate::run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap_err().to_string();
+        assert!(err.contains("before partitioning") && err.contains("--workers"), "{err}");
+    }
+}
