@@ -44,10 +44,14 @@ fn deserialize_size<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u64>, D::
         Bytes(u64),
         Text(String),
     }
-    match Raw::deserialize(de)? {
-        Raw::Bytes(0) => Err(serde::de::Error::custom("max-memory: 0 bytes; give a size above 0")),
-        Raw::Bytes(b) => Ok(Some(b)),
-        Raw::Text(t) => parse_size(&t).map(Some).map_err(|e| serde::de::Error::custom(format!("max-memory: {e}"))),
+    // `null` (a report's configuration read back) is the default.
+    match Option::<Raw>::deserialize(de)? {
+        None => Ok(None),
+        Some(Raw::Bytes(0)) => Err(serde::de::Error::custom("max-memory: 0 bytes; give a size above 0")),
+        Some(Raw::Bytes(b)) => Ok(Some(b)),
+        Some(Raw::Text(t)) => {
+            parse_size(&t).map(Some).map_err(|e| serde::de::Error::custom(format!("max-memory: {e}")))
+        }
     }
 }
 

@@ -114,44 +114,51 @@ pub struct Rows {
     pub edges: usize,
 }
 
-/// Per conv layer, the bytes [`Model::buffer_bytes`] reports after a training step on a graph
+/// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
 /// of `rows` (the input copy `acts[0]` counts with layer 0, the pooled backward buffers with
 /// the last layer, whose backward allocates them). Derived from what `gnn_core::model` and the
 /// convs allocate; a model is built (parameters only) to read each conv's widths and exchange
 /// point.
+///
+/// Every array is `local` rows tall, but arrays start zero-allocated (fresh pages the kernel
+/// backs only once written), and under edge-cut (`computed < local`) rows past the computed
+/// ones are written only where an exchange lands: a layer's input when it pulls its input, its
+/// cache when it pulls transformed rows, and the backward gradients (halo rows zeroed, then
+/// pushed). Those count `local` rows, the others `computed`. With every row computed (one
+/// process, vertex-cut) this is what [`Model::buffer_bytes`] reports.
 pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, ModelError> {
     let model = Model::new(cfg.clone())?;
     let Rows { local: n, computed: m, edges } = rows;
     let convs: Vec<_> = model.convs().collect();
     let layers = convs.len();
+    let pulls_input = |l: usize| convs.get(l).is_some_and(|c| c.exchange_point() == ExchangePoint::Input);
+    let input_rows = |l: usize| if pulls_input(l) { n } else { m };
     let mut out = Vec::with_capacity(layers);
     for (l, conv) in convs.iter().enumerate() {
         let (din, dout) = (conv.in_dim(), conv.out_dim());
         let hidden = l + 1 < layers;
         let mut b = BufferBytes {
-            // `acts[l + 1]`: the conv writes `num_local x out_dim`; layer 0 also keeps the
-            // input copy `acts[0]` (`num_local x in_dim`), which dropout overwrites in place.
-            activations: n * dout * 4 + if l == 0 { n * din * 4 } else { 0 },
+            // `acts[l + 1]`: the conv writes `local x out_dim`; layer 0 also keeps the input
+            // copy `acts[0]` (`local x in_dim`), which dropout overwrites in place.
+            activations: input_rows(l + 1) * dout * 4 + if l == 0 { input_rows(0) * din * 4 } else { 0 },
             // The LayerNorm input of a hidden layer, as wide as the conv's output.
-            pre_norm: if hidden && cfg.layer_norm { n * dout * 4 } else { 0 },
+            pre_norm: if hidden && cfg.layer_norm { m * dout * 4 } else { 0 },
             // One keep flag (u8) per computed value of a hidden layer's dropout.
             masks: if hidden && cfg.dropout > 0.0 { m * dout } else { 0 },
             conv_caches: match cfg.kind {
-                // One array: `x W` when the layer exchanges transformed rows (narrower output),
-                // else the aggregate `A x`; backward reuses it for the matching gradient.
-                ConvKind::Gcn | ConvKind::Sage => {
-                    let width = match conv.exchange_point() {
-                        ExchangePoint::Transformed => dout,
-                        ExchangePoint::Input => din,
-                    };
-                    n * width * 4
-                }
+                // One array: `x W` (pulled, then zeroed past the computed rows in backward)
+                // when the layer exchanges transformed rows (narrower output), else the
+                // aggregate `A x` of the computed rows; backward reuses it for the gradient.
+                ConvKind::Gcn | ConvKind::Sage => match conv.exchange_point() {
+                    ExchangePoint::Transformed => n * dout * 4,
+                    ExchangePoint::Input => m * din * 4,
+                },
                 ConvKind::Gat => gat_cache(cfg, hidden, n, edges),
             },
             backward_pool: 0,
         };
         if !hidden {
-            // Backward takes a `num_local x in_dim` gradient buffer per hidden layer it passes,
+            // Backward takes a `local x in_dim` gradient buffer per hidden layer it passes,
             // and returns each to the pool once the layer below has its own: two live at once
             // (three layers and up), one with two layers, plus LayerNorm's output gradient.
             let buffers = match layers {
