@@ -253,6 +253,36 @@ fn help_says_whether_this_build_has_mpi() {
 }
 
 #[test]
+fn over_the_memory_ceiling_fails_before_training_with_the_breakdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let cora = cora_dir().display().to_string();
+    let single = ["--dataset", &cora, "--no-cache", "--epochs", "2", "-q", "--max-memory", "1M"];
+    let distributed = [&single[..], &["--method", "vanilla", "--workers", "2"]].concat();
+    for (args, when) in [(&single[..], "before training"), (&distributed[..], "before partitioning")] {
+        let out = halo(&[args, &["--report", "run.json"]].concat(), dir.path());
+        assert!(!out.status.success(), "a 1 MiB ceiling must fail on Cora");
+        let err = stderr(&out);
+        for part in ["--max-memory", when, "dataset features", "layer 0 activations", "total", "--hidden"] {
+            assert!(err.contains(part), "error lacks `{part}`: {err}");
+        }
+        assert!(!err.contains("epoch 1/"), "no epoch may start: {err}");
+    }
+    let out = halo(&["--max-memory", "lots"], dir.path());
+    assert!(!out.status.success() && stderr(&out).contains("--max-memory"), "{}", stderr(&out));
+    // Under the default ceiling (the available memory) the report has the estimate.
+    let out = halo(&[&single[..6], &["--report", "ok.json"]].concat(), dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(&dir.path().join("ok.json"));
+    let memory = &report["final"]["memory"];
+    assert!(
+        memory["estimate_bytes"].as_u64().unwrap() > 0 && memory["terms"].as_array().unwrap().len() > 5,
+        "{memory}"
+    );
+    assert_eq!(memory["limit_source"], "MemAvailable");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(estimated "));
+}
+
+#[test]
 fn a_distributed_summary_names_traffic_and_partition() {
     let dir = tempfile::tempdir().unwrap();
     let cora = cora_dir().display().to_string();

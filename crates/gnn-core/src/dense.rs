@@ -80,6 +80,13 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
     *buf = Array2::from_shape_vec((rows, cols), data).expect("the length is rows x cols");
 }
 
+/// Bytes of `buf`'s values. ndarray does not expose its vector's capacity, which can exceed
+/// this after [`ensure_shape`] shrank the array; buffers reshaped to the same size every step
+/// (all of a training run's) hold exactly this.
+pub(crate) fn array_bytes(buf: &Array2<f32>) -> usize {
+    buf.len() * 4
+}
+
 /// Like [`ensure_shape`], but keeps `buf` as it is when it already has `cols` columns and at
 /// least `rows` rows: for input gradients, whose caller may hand in a taller buffer (a block's
 /// output rows are a prefix of the rows the previous layer computed).

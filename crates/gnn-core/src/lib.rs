@@ -54,7 +54,7 @@ pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
 pub use graph::{AggGraph, GraphDegrees, GraphError};
 pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
 pub use loss::{LossError, MultiLabelCounts, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
-pub use model::{ConvKind, LayerOrder, Model, ModelConfig, ModelError};
+pub use model::{BufferBytes, ConvKind, LayerOrder, Model, ModelConfig, ModelError};
 pub use norm::LayerNorm;
 pub use optim::{Adam, OptimError, Optimizer, Sgd};
 pub use params::{Init, ParamInfo, ParamLayout, ParamSlot};

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
 use crate::block::BlockGraphs;
-use crate::dense::{ensure_shape, head, head_mut, par_rows_mut, slice, zero_rows_from};
+use crate::dense::{array_bytes, ensure_shape, head, head_mut, par_rows_mut, slice, zero_rows_from};
 use crate::dropout::{DropoutSite, dropout_backward};
 use crate::exchange::{Exchange, ExchangeError};
 use crate::graph::{AggGraph, GraphError};
@@ -317,6 +317,10 @@ impl BufferPool {
 
     fn give(&mut self, buf: Array2<f32>) {
         self.0.push(buf);
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.iter().map(array_bytes).sum()
     }
 }
 
@@ -757,6 +761,30 @@ impl Model {
     pub fn num_params(&self) -> usize {
         self.params.len()
     }
+
+    /// Bytes of the per-vertex buffers the model keeps between passes, by kind: layer inputs
+    /// and logits, LayerNorm inputs, dropout masks, the layers' caches and the pooled backward
+    /// buffers. A memory estimate is checked against these.
+    pub fn buffer_bytes(&self) -> BufferBytes {
+        let arrays = |v: &[Array2<f32>]| v.iter().map(array_bytes).sum();
+        BufferBytes {
+            activations: arrays(&self.acts),
+            pre_norm: arrays(&self.pre_norm),
+            masks: self.masks.iter().map(Vec::len).sum(),
+            conv_caches: self.convs.iter().map(|c| c.buffer_bytes()).sum(),
+            backward_pool: self.pool.bytes(),
+        }
+    }
+}
+
+/// [`Model::buffer_bytes`]: bytes of each kind of per-vertex buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BufferBytes {
+    pub activations: usize,
+    pub pre_norm: usize,
+    pub masks: usize,
+    pub conv_caches: usize,
+    pub backward_pool: usize,
 }
 
 #[cfg(test)]

@@ -67,6 +67,9 @@ pub enum TrainError {
     Controller(Box<dyn std::error::Error + Send + Sync>),
     /// A checkpoint could not be written, or the run could not resume from one.
     #[error(transparent)]
+    Memory(#[from] Box<crate::memory::MemoryError>),
+
+    #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
     /// `HALO_FAULT` does not name a fault.
     #[error(transparent)]

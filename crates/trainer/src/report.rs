@@ -126,6 +126,9 @@ pub struct FinalRecord {
     pub modeled_train_s: f64,
     /// Peak resident memory of the process (`null` where the platform does not report it).
     pub peak_rss_bytes: Option<u64>,
+    /// The estimated peak and its breakdown, next to `peak_rss_bytes` (full-batch runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryReport>,
     /// Method-specific summary fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<serde_json::Value>,

@@ -10,6 +10,7 @@ use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
+use crate::memory::{Limit, MemoryReport, estimate};
 use crate::objective::{Hits, Objective};
 use crate::report::{Report, SplitSizes};
 use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with};
@@ -111,12 +112,28 @@ pub fn run(
     if let Some(fault) = fault {
         fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
     }
+    let memory = check_memory(config, dataset)?;
     let mut strategy = SingleProcess::new(config, dataset)?;
     let id = RunIdentity { method, config, rank: 0, world: 1, fingerprint: dataset.graph.fingerprint() };
     let checkpoints = Checkpoints::for_run(&id, Agreement::Alone { fault, hang_for })?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+    let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+    outcome.final_.memory = Some(memory);
     Ok(report(method, config, dataset, outcome))
+}
+
+/// Estimates the run's peak, logs the breakdown and checks it against the ceiling.
+fn check_memory(config: &TrainConfig, dataset: &Dataset) -> Result<MemoryReport, TrainError> {
+    let estimate = estimate::single(config, dataset)?;
+    let breakdown = estimate.breakdown();
+    tracing::info!("estimated peak memory:\n{breakdown}");
+    let limit = Limit::of(&config.memory);
+    if let Some(limit) = limit {
+        let suggestion = "lower --hidden or --layers, or train a distributed method (e.g. --method vanilla) on \
+                          MPI ranks spread over more machines";
+        limit.check(estimate.total(), "before training", &breakdown, suggestion)?;
+    }
+    Ok(MemoryReport::single(estimate, limit))
 }
 
 /// The report of a single-process run of `method` that ended with `outcome`.

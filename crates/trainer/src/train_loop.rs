@@ -264,6 +264,7 @@ where
         bytes_grad_sync: phase_bytes(&|p| GRAD_SYNC_PHASES.contains(&p)),
         modeled_train_s: epochs.iter().map(|e| e.modeled_epoch_s).sum(),
         peak_rss_bytes: crate::memory::peak_rss_bytes(),
+        memory: None,
         method: strategy.final_method(),
     };
     Ok(LoopOutcome { epochs, final_, stopped_early, trained })

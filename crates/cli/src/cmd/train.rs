@@ -15,6 +15,7 @@ mod ecgraph_flags;
 mod featpart_flags;
 mod keeper;
 mod launch;
+mod memory_flags;
 mod progress;
 mod reliability_flags;
 mod summary;
@@ -41,6 +42,7 @@ use ecgraph_flags::EcgraphFlags;
 use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
 use launch::MpiLaunch;
+use memory_flags::MemoryFlags;
 use progress::Progress;
 use reliability_flags::ReliabilityFlags;
 use summary::summary;
@@ -198,6 +200,8 @@ pub struct Args {
     #[command(flatten)]
     reliability: ReliabilityFlags,
     #[command(flatten)]
+    memory: MemoryFlags,
+    #[command(flatten)]
     load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
     #[arg(long, short)]
@@ -299,6 +303,7 @@ impl Args {
         self.ecgraph.apply(&mut c);
         self.device.apply(&mut c);
         self.reliability.apply(&mut c);
+        self.memory.apply(&mut c);
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }

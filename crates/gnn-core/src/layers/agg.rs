@@ -215,6 +215,10 @@ impl Conv for AggConv {
         self.point
     }
 
+    fn buffer_bytes(&self) -> usize {
+        crate::dense::array_bytes(&self.cache)
+    }
+
     fn forward(
         &mut self,
         params: &[f32],

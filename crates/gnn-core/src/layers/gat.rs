@@ -98,6 +98,16 @@ impl GatCache {
         }
     }
 
+    /// Bytes held by every buffer.
+    fn bytes(&self) -> usize {
+        let arrays = [&self.h, &self.max, &self.block, &self.dblock, &self.dh];
+        let floats = [&self.alpha_src, &self.alpha_dst, &self.weights, &self.self_weights, &self.dscores];
+        arrays.into_iter().map(crate::dense::array_bytes).sum::<usize>()
+            + floats.into_iter().chain([&self.dalpha_src, &self.dalpha_dst]).map(|v| v.len() * 4).sum::<usize>()
+            + self.keep.len()
+            + self.self_keep.len()
+    }
+
     /// Attention dropout factor of `keep[i]` (1 when dropout was off).
     fn factor(keep: &[u8], scale: f32, i: usize) -> f32 {
         if keep.is_empty() { 1.0 } else { f32::from(keep[i]) * scale }
@@ -209,6 +219,10 @@ impl Conv for GatConv {
 
     fn exchange_point(&self) -> ExchangePoint {
         self.point
+    }
+
+    fn buffer_bytes(&self) -> usize {
+        self.cache.bytes()
     }
 
     fn forward(

@@ -95,6 +95,10 @@ pub trait Conv: Send + std::fmt::Debug {
     /// Where this layer exchanges rows.
     fn exchange_point(&self) -> ExchangePoint;
 
+    /// Bytes of the buffers this layer keeps between calls (forward caches, backward scratch):
+    /// what a memory estimate must match.
+    fn buffer_bytes(&self) -> usize;
+
     /// `out <- conv(x)`. `x` has `in_dim` columns and at least one row per local vertex (rows
     /// past `num_local` are not read); only its rows before [`AggGraph::local_input_rows`] are
     /// read as they are, its halo rows are overwritten by `pull_halo` when the layer needs them.

@@ -13,6 +13,7 @@ mod ecgraph;
 mod featpart;
 #[cfg(test)]
 mod fuzz;
+mod memory;
 mod method;
 mod minibatch;
 mod reliability;
@@ -29,6 +30,7 @@ pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{FeatpartSettings, Tau, TauError, TauRule};
+pub use memory::{MemoryConfig, parse_size};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 pub use reliability::ReliabilityConfig;
@@ -100,6 +102,8 @@ pub struct TrainConfig {
     pub device: Device,
     /// Checkpoints, resumption and the communication timeout.
     pub reliability: ReliabilityConfig,
+    /// The memory ceiling checked against the estimated peak.
+    pub memory: MemoryConfig,
 }
 
 impl Default for TrainConfig {
@@ -127,6 +131,7 @@ impl Default for TrainConfig {
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
             reliability: ReliabilityConfig::default(),
+            memory: MemoryConfig::default(),
         }
     }
 }
@@ -358,6 +363,7 @@ report = "out.json"
             minibatch: MiniBatchConfig::default(),
             device: Device::Cpu,
             reliability: ReliabilityConfig::default(),
+            memory: MemoryConfig::default(),
         };
         assert_eq!(c, expected);
     }

@@ -30,6 +30,7 @@
 //! [`EdgeCutExchange`]: gnn_core::exchange::edge_cut::EdgeCutExchange
 //! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
 
+mod budget;
 pub(crate) mod clock;
 mod param_server;
 mod setup;
@@ -52,6 +53,7 @@ use crate::Source;
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, fingerprint_part};
 use crate::config::{Backend, TrainConfig};
 use crate::error::TrainError;
+use crate::memory::Limit;
 use crate::method::Parts;
 use crate::report::{EpochRecord, Report};
 use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop_with};
@@ -134,6 +136,8 @@ struct Job<'a> {
     gate: Option<&'a ComputeGate>,
     /// Where the workers actually run (for the report).
     backend: Backend,
+    /// The memory ceiling, read once for every worker.
+    limit: Option<Limit>,
 }
 
 /// Trains `parts` (whose data plan is `cut`) as `config` says with `config.distributed`'s
@@ -152,18 +156,22 @@ pub(crate) fn run(
     let backend = backend_of(source, config);
     let gate = ComputeGate::default();
     let gate = options.serialize_compute.then_some(&gate);
-    let job = Job { method, parts, cut, config, root: Root::Source(source), gate, backend };
+    let limit = Limit::of(&config.memory);
+    let job = Job { method, parts, cut, config, root: Root::Source(source), gate, backend, limit };
+    let workers = config.distributed.workers;
     // In-process workers: check the job against the dataset before starting a thread per
     // worker (too many workers would otherwise all start, and all fail alike).
     let holder: Mutex<Option<Dataset>>;
     let job = match (backend, source) {
         (Backend::Local, Source::Given(dataset)) => {
             check_workers(config, cut, dataset)?;
+            budget::before_partitioning(config, cut, dataset, workers, limit)?;
             job
         }
         (Backend::Local, Source::Load(..)) => {
             let dataset = source.dataset(config, observer.shows_progress())?.into_owned();
             check_workers(config, cut, &dataset)?;
+            budget::before_partitioning(config, cut, &dataset, workers, limit)?;
             holder = Mutex::new(Some(dataset));
             Job { root: Root::Taken(&holder), ..job }
         }
@@ -313,14 +321,28 @@ fn run_worker(
                 std::borrow::Cow::Owned(taken.expect("rank 0 takes the loaded dataset once"))
             }
         };
+        if job.backend == Backend::Mpi {
+            budget::before_partitioning(config, job.cut, &dataset, 1, job.limit)?;
+        }
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
-        let share = setup::hand_out(comm, &clock, &dataset, prepared.plan)?;
+        let (share, held) = setup::hand_out(comm, &clock, &dataset, prepared.plan)?;
+        // In process every worker keeps its share; an MPI rank 0 keeps its own.
+        let kept = if job.backend == Backend::Local { held } else { vec![share.held_bytes()] };
+        let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
         // An owned dataset is dropped here, before training: rank 0 keeps only its share.
         drop(dataset);
-        (Some((prepared.dataset, prepared.summary, prepared.split_sizes)), share)
+        (Some((prepared.dataset, prepared.summary, prepared.split_sizes, setup_memory)), share)
     } else {
         (None, setup::receive(comm, &clock)?)
     };
+    let (root, setup_memory) = match root {
+        Some((dataset, summary, split_sizes, setup_memory)) => {
+            (Some((dataset, summary, split_sizes)), Some(setup_memory))
+        }
+        None => (None, None),
+    };
+    let in_process = job.backend == Backend::Local;
+    let memory = budget::before_training(comm, &clock, config, job.cut, &share, setup_memory, job.limit, in_process)?;
     let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let id = RunIdentity {
@@ -381,6 +403,7 @@ fn run_worker(
     method["held_bytes_max"] = json!(table.chunks_exact(FIELDS).map(|w| w[3] as u64).max());
     method["workers"] = json!(workers);
     outcome.final_.method = Some(method);
+    outcome.final_.memory = Some(memory);
     Ok(Some(Report {
         dataset,
         model: config.model.as_str().to_string(),

@@ -257,18 +257,21 @@ fn split_rows(parts: &[LocalGraph], num_nodes: usize, sets: [&[u32]; 3]) -> Resu
 
 /// Rank 0 hands every other rank its share, one at a time: share `p` is cut from `dataset`,
 /// encoded, sent and dropped before share `p + 1` is made, so rank 0 holds at most one share
-/// in flight besides its own, which it returns. Every other rank calls [`receive`].
+/// in flight besides its own, which it returns with the `held_bytes` of every share (for the
+/// memory report). Every other rank calls [`receive`].
 pub(crate) fn hand_out(
     comm: &dyn Communicator,
     clock: &CommClock<'_>,
     dataset: &Dataset,
     mut plan: SharePlan,
-) -> Result<WorkerShare, DistError> {
+) -> Result<(WorkerShare, Vec<u64>), DistError> {
     let root = comm.rank();
     let mut own = None;
     let mut failed = None;
+    let mut held = Vec::with_capacity(comm.size());
     let mut next = |p: usize| {
         let made = plan.share(p, dataset).and_then(|share| {
+            held.push(share.held_bytes());
             if p == root {
                 own = Some(share);
                 return Ok(Vec::new());
@@ -287,7 +290,8 @@ pub(crate) fn hand_out(
         return Err(e);
     }
     sent?;
-    own.ok_or_else(|| DistError::Setup { rank: root, detail: "no share of its own was made".to_owned() })
+    let own = own.ok_or_else(|| DistError::Setup { rank: root, detail: "no share of its own was made".to_owned() })?;
+    Ok((own, held))
 }
 
 /// Receives this rank's share from rank 0 ([`hand_out`]).

@@ -47,7 +47,9 @@ pub fn summary(report: &Report) -> String {
         line += &format!("; {} {} parts, {quality}", partition.algorithm, partition.parts);
     }
     let rss = f.peak_rss_bytes.map_or("n/a".to_string(), |b| bytes(b as f64));
-    line + &format!("; peak RSS {rss}")
+    let estimate =
+        f.memory.as_ref().map_or(String::new(), |m| format!(" (estimated {})", bytes(m.estimate_bytes as f64)));
+    line + &format!("; peak RSS {rss}{estimate}")
 }
 
 /// The median of `values` (0 for none).

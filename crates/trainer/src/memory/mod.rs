@@ -1,4 +1,11 @@
-//! Peak resident memory of this process, and the CPU time of the calling thread.
+//! Peak resident memory of this process, the CPU time of the calling thread, the estimate of a
+//! run's peak ([`estimate`]) and the ceiling it is checked against ([`limit`]).
+
+pub mod estimate;
+pub mod limit;
+
+pub use estimate::{Estimate, MemoryReport, Phases, format_bytes};
+pub use limit::{Limit, MemoryError};
 
 /// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), or `None` where the
 /// platform does not have that clock. Unlike wall time it does not grow while the thread waits

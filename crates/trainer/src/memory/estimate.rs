@@ -1,0 +1,459 @@
+//! The expected peak memory of a run, from sizes only: vertex, edge, feature and class counts,
+//! the model's widths and, for distributed runs, each worker's owned, copy and edge counts.
+//!
+//! Every term is the size of an array the code allocates (the comment on each says which), so
+//! the estimate is checked against the buffers themselves (`tests` compares the model's terms
+//! with [`Model::buffer_bytes`] after a training step) and against the measured peak RSS
+//! (`docs/RELIABILITY.md`); no term is a fudge factor. Left out: the allocator's slack, the
+//! binary and thread stacks (tens of MB), transient temporaries shorter than a layer (a
+//! degree vector while a graph is built) and METIS' own work arrays.
+
+use gnn_core::{BufferBytes, ConvKind, ExchangePoint, Model, ModelConfig, ModelError};
+use graph_partition::book::{CutKind, LocalGraph};
+use graph_partition::{Dataset, Labels};
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+
+/// One named part of an estimate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Term {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// An estimated peak as a sum of named terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub terms: Vec<Term>,
+}
+
+impl Estimate {
+    fn add(&mut self, name: impl Into<String>, bytes: usize) {
+        self.terms.push(Term { name: name.into(), bytes: bytes as u64 });
+    }
+
+    pub fn total(&self) -> u64 {
+        self.terms.iter().map(|t| t.bytes).sum()
+    }
+
+    /// One line per term, then the total, for logs and error messages.
+    pub fn breakdown(&self) -> String {
+        let width = self.terms.iter().map(|t| t.name.len()).max().unwrap_or(0).max(5);
+        let mut text = String::new();
+        for t in &self.terms {
+            text.push_str(&format!("  {:<width$}  {:>10}\n", t.name, format_bytes(t.bytes)));
+        }
+        text.push_str(&format!("  {:<width$}  {:>10}", "total", format_bytes(self.total())));
+        text
+    }
+}
+
+/// `final.memory` of a report: the estimate next to the measured `final.peak_rss_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// The estimated peak of the process (distributed: the larger phase).
+    pub estimate_bytes: u64,
+    /// The estimate's terms (distributed: the training phase, summed over the process's workers).
+    pub terms: Vec<Term>,
+    /// Distributed runs: rank 0's setup phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_terms: Option<Vec<Term>>,
+    /// Distributed runs: each worker's training estimate, in rank order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_worker: Option<Vec<u64>>,
+    /// The ceiling checked, and where it came from (`--max-memory` or `MemAvailable`).
+    pub limit_bytes: Option<u64>,
+    pub limit_source: Option<String>,
+}
+
+impl MemoryReport {
+    pub fn single(estimate: Estimate, limit: Option<crate::memory::Limit>) -> Self {
+        Self {
+            estimate_bytes: estimate.total(),
+            terms: estimate.terms,
+            setup_terms: None,
+            per_worker: None,
+            limit_bytes: limit.map(|l| l.bytes),
+            limit_source: limit.map(|l| l.source.to_string()),
+        }
+    }
+
+    pub fn distributed(phases: Phases, limit: Option<crate::memory::Limit>) -> Self {
+        let estimate_bytes = phases.peak();
+        Self {
+            estimate_bytes,
+            terms: phases.training.terms,
+            setup_terms: Some(phases.setup.terms),
+            per_worker: Some(phases.per_worker),
+            ..Self::single(Estimate::default(), limit)
+        }
+    }
+}
+
+/// `bytes` in binary units with three significant digits (`1.23 GiB`).
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.2} {}", UNITS[unit]) }
+}
+
+/// What a model's per-vertex buffers depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rows {
+    /// Rows of every layer's arrays: local vertices (primaries and copies).
+    pub local: usize,
+    /// Rows the dense per-row work covers (dropout masks): primaries under edge-cut.
+    pub computed: usize,
+    /// Edges of the local graph (GAT keeps per-edge values).
+    pub edges: usize,
+}
+
+/// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
+/// of `rows` (the input copy `acts[0]` counts with layer 0, the pooled backward buffers with
+/// the last layer, whose backward allocates them). Derived from what `gnn_core::model` and the
+/// convs allocate; a model is built (parameters only) to read each conv's widths and exchange
+/// point.
+///
+/// Every array is `local` rows tall, but arrays start zero-allocated (fresh pages the kernel
+/// backs only once written), and under edge-cut (`computed < local`) rows past the computed
+/// ones are written only where an exchange lands: a layer's input when it pulls its input, its
+/// cache when it pulls transformed rows, and the backward gradients (halo rows zeroed, then
+/// pushed). Those count `local` rows, the others `computed`. With every row computed (one
+/// process, vertex-cut) this is what [`Model::buffer_bytes`] reports.
+pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, ModelError> {
+    let model = Model::new(cfg.clone())?;
+    let Rows { local: n, computed: m, edges } = rows;
+    let convs: Vec<_> = model.convs().collect();
+    let layers = convs.len();
+    let pulls_input = |l: usize| convs.get(l).is_some_and(|c| c.exchange_point() == ExchangePoint::Input);
+    let input_rows = |l: usize| if pulls_input(l) { n } else { m };
+    let mut out = Vec::with_capacity(layers);
+    for (l, conv) in convs.iter().enumerate() {
+        let (din, dout) = (conv.in_dim(), conv.out_dim());
+        let hidden = l + 1 < layers;
+        let mut b = BufferBytes {
+            // `acts[l + 1]`: the conv writes `local x out_dim`; layer 0 also keeps the input
+            // copy `acts[0]` (`local x in_dim`), which dropout overwrites in place.
+            activations: input_rows(l + 1) * dout * 4 + if l == 0 { input_rows(0) * din * 4 } else { 0 },
+            // The LayerNorm input of a hidden layer, as wide as the conv's output.
+            pre_norm: if hidden && cfg.layer_norm { m * dout * 4 } else { 0 },
+            // One keep flag (u8) per computed value of a hidden layer's dropout.
+            masks: if hidden && cfg.dropout > 0.0 { m * dout } else { 0 },
+            conv_caches: match cfg.kind {
+                // One array: `x W` (pulled, then zeroed past the computed rows in backward)
+                // when the layer exchanges transformed rows (narrower output), else the
+                // aggregate `A x` of the computed rows; backward reuses it for the gradient.
+                ConvKind::Gcn | ConvKind::Sage => match conv.exchange_point() {
+                    ExchangePoint::Transformed => n * dout * 4,
+                    ExchangePoint::Input => m * din * 4,
+                },
+                ConvKind::Gat => gat_cache(cfg, hidden, n, edges),
+            },
+            backward_pool: 0,
+        };
+        if !hidden {
+            // Backward takes a `local x in_dim` gradient buffer per hidden layer it passes,
+            // and returns each to the pool once the layer below has its own: two live at once
+            // (three layers and up), one with two layers, plus LayerNorm's output gradient.
+            let buffers = match layers {
+                1 => 0,
+                2 => 1 + usize::from(cfg.layer_norm),
+                _ => 2,
+            };
+            b.backward_pool = buffers * n * din * 4;
+        }
+        out.push(b);
+    }
+    Ok(out)
+}
+
+/// GAT's cache (`layers/gat.rs`, `GatCache`): per row `x W`, its two attention terms, the
+/// per-head maximum and self weight, the `[denominators | outputs]` block and its gradient,
+/// `d h` and the attention terms' gradients; per edge and head the softmax weights and their
+/// gradients, plus attention-dropout keep flags when that dropout is on.
+fn gat_cache(cfg: &ModelConfig, hidden: bool, n: usize, edges: usize) -> usize {
+    let (heads, head_dim) = if hidden { (cfg.heads, cfg.hidden) } else { (cfg.out_heads, cfg.out_dim) };
+    let width = heads * head_dim;
+    let per_row = 4 * width + 8 * heads;
+    let per_edge = 2 * heads;
+    let floats = n * per_row + edges * per_edge;
+    let keep = if cfg.attn_dropout > 0.0 { (edges + n) * heads } else { 0 };
+    floats * 4 + keep
+}
+
+/// Sum of a model's buffers over its layers.
+pub fn sum_buffers(layers: &[BufferBytes]) -> BufferBytes {
+    layers.iter().fold(BufferBytes::default(), |a, b| BufferBytes {
+        activations: a.activations + b.activations,
+        pre_norm: a.pre_norm + b.pre_norm,
+        masks: a.masks + b.masks,
+        conv_caches: a.conv_caches + b.conv_caches,
+        backward_pool: a.backward_pool + b.backward_pool,
+    })
+}
+
+fn buffer_total(b: &BufferBytes) -> usize {
+    b.activations + b.pre_norm + b.masks + b.conv_caches + b.backward_pool
+}
+
+/// A CSR as `graph_partition::Csr` stores it: u64 row pointers, u32 column ids.
+fn csr_bytes(rows: usize, edges: usize) -> usize {
+    (rows + 1) * 8 + edges * 4
+}
+
+/// The terms of training a model on a graph of `rows`: its `AggGraph`, parameters and
+/// optimizer state, each layer's buffers and the loss gradient.
+fn training_terms(
+    est: &mut Estimate,
+    model: &ModelConfig,
+    rows: Rows,
+    exchange: Option<usize>,
+) -> Result<(), ModelError> {
+    let Rows { local: n, edges, .. } = rows;
+    // `AggGraph::new` keeps a copy of the CSR, its transpose and the transpose's entry
+    // permutation (usize per edge).
+    est.add("aggregation graph (CSR copy, transpose, permutation)", 2 * csr_bytes(n, edges) + edges * 8);
+    // Per row: the `central` flag, global id, in and out degree, four normalisation values.
+    est.add("aggregation ids, degrees, norms", n * (1 + 4 + 2 * 4 + 4 * 4));
+    // Parameters, gradients, Adam's two moments and the best epoch's copy.
+    let params = Model::new(model.clone())?.num_params();
+    est.add("parameters, gradients, Adam moments, best copy", params * 4 * 5);
+    let layers = model_buffers(model, rows)?;
+    for (l, b) in layers.iter().enumerate() {
+        est.add(format!("layer {l} activations, caches, masks"), buffer_total(b) - b.backward_pool);
+    }
+    est.add("backward gradient buffers", layers.iter().map(|b| b.backward_pool).sum());
+    // The objective's logit gradient, alive while backward allocates its buffers.
+    est.add("loss gradient", n * model.out_dim * 4);
+    if let Some(bytes) = exchange {
+        est.add("exchange buffers", bytes);
+    }
+    Ok(())
+}
+
+/// Bytes of a dataset's labels and split lists.
+fn labels_bytes(dataset: &Dataset) -> usize {
+    let labels = match &dataset.labels {
+        Labels::Classes(c) => c.len() * 4,
+        Labels::MultiLabel(t) => t.len() * 4,
+    };
+    let s = &dataset.splits;
+    labels + (s.train.len() + s.valid.len() + s.test.len()) * 4
+}
+
+/// The dataset as loaded: its CSR, features, labels and splits.
+fn dataset_terms(est: &mut Estimate, dataset: &Dataset) {
+    est.add("dataset graph (CSR)", csr_bytes(dataset.num_nodes(), dataset.graph.num_edges()));
+    est.add("dataset features", dataset.features.len() * 4);
+    est.add("dataset labels and splits", labels_bytes(dataset));
+}
+
+/// Single-process full-batch training on `dataset`: the dataset, the whole-graph
+/// `AggGraph` and the model over every vertex.
+pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, ModelError> {
+    let mut est = Estimate::default();
+    dataset_terms(&mut est, dataset);
+    let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
+    let model = config.model_config(dataset.num_features(), dataset.num_classes);
+    training_terms(&mut est, &model, Rows { local: n, computed: n, edges }, None)?;
+    Ok(est)
+}
+
+/// One worker training on its part, which holds `held_bytes` (`WorkerShare::held_bytes`: the
+/// local graph, the features of its computed rows, labels, splits).
+pub fn worker(
+    config: &TrainConfig,
+    part: &LocalGraph,
+    cut: CutKind,
+    in_dim: usize,
+    classes: usize,
+    held_bytes: u64,
+) -> Result<Estimate, ModelError> {
+    let n = part.num_local();
+    let computed = if cut == CutKind::EdgeCut { part.num_primary() } else { n };
+    let rows = Rows { local: n, computed, edges: part.num_edges() };
+    let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
+    let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
+    worker_of(config, rows, in_dim, classes, held_bytes as usize, sent + 2 * received)
+}
+
+/// [`worker`] from counts: `exchange_rows` rows of the widest exchanged width live in the
+/// exchange's buffers.
+fn worker_of(
+    config: &TrainConfig,
+    rows: Rows,
+    in_dim: usize,
+    classes: usize,
+    held_bytes: usize,
+    exchange_rows: usize,
+) -> Result<Estimate, ModelError> {
+    let mut est = Estimate::default();
+    est.add("share (local graph, features, labels)", held_bytes);
+    let model = config.model_config(in_dim, classes);
+    let exchange = exchange_rows * exchange_width(&model)? * 4;
+    training_terms(&mut est, &model, rows, Some(exchange))?;
+    Ok(est)
+}
+
+/// The widest rows any layer exchanges: the replica router keeps one message per peer each way
+/// (identity-coded: 4 bytes a value) as spares across calls, and one call's decoded rows
+/// (`gnn_core::exchange::replica_router`), so its buffers hold the sent rows plus twice the
+/// received rows at this width.
+fn exchange_width(model: &ModelConfig) -> Result<usize, ModelError> {
+    let m = Model::new(model.clone())?;
+    Ok(m.convs()
+        .map(|c| match c.exchange_point() {
+            ExchangePoint::Transformed => c.out_dim(),
+            ExchangePoint::Input => c.in_dim(),
+        })
+        .max()
+        .unwrap_or(0))
+}
+
+/// A distributed run's two peaks: rank 0's setup and the workers' training.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Rank 0 while it partitions and hands out shares.
+    pub setup: Estimate,
+    /// Every worker of the process training, terms summed over the workers by name.
+    pub training: Estimate,
+    /// Each worker's training estimate, in rank order.
+    pub per_worker: Vec<u64>,
+}
+
+impl Phases {
+    /// The larger phase's total.
+    pub fn peak(&self) -> u64 {
+        self.setup.total().max(self.training.total())
+    }
+
+    pub fn breakdown(&self) -> String {
+        format!("setup (rank 0):\n{}\ntraining:\n{}", self.setup.breakdown(), self.training.breakdown())
+    }
+}
+
+/// A distributed run whose process holds the workers of `workers` (every in-process worker; an
+/// MPI rank's own), rank 0 included when `shares` is given (the `held_bytes` of the shares this
+/// process keeps: every worker's in process, rank 0's own under MPI).
+///
+/// Setup (rank 0, `distributed::setup`): the whole dataset and the partitioner's input (METIS
+/// gets a 32-bit copy of the symmetric CSR and an assignment; the others an assignment), freed
+/// before the shares are cut; then the shares are cut, encoded and sent one at a time, so the
+/// process holds the shares it keeps plus one encoded share in flight (the largest counts).
+/// The dataset is dropped after the hand-out. Training: the workers' estimates summed.
+pub fn distributed(dataset: Option<&Dataset>, metis: bool, shares: &[u64], workers: &[Estimate]) -> Phases {
+    let mut setup = Estimate::default();
+    if let Some(dataset) = dataset {
+        dataset_terms(&mut setup, dataset);
+        let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
+        let partitioner = if metis { (n + 1) * 4 + edges * 4 + n * 4 } else { n * 4 };
+        let kept = shares.iter().sum::<u64>() as usize;
+        let in_flight = shares.iter().copied().max().unwrap_or(0) as usize;
+        // The partitioner's input is freed before the shares are cut: the larger one counts.
+        if partitioner > kept + in_flight {
+            setup.add("partitioner input and assignment", partitioner);
+        } else {
+            setup.add("shares kept", kept);
+            setup.add("one encoded share in flight", in_flight);
+        }
+    }
+    let mut training = Estimate::default();
+    for w in workers {
+        for t in &w.terms {
+            match training.terms.iter_mut().find(|s| s.name == t.name) {
+                Some(s) => s.bytes += t.bytes,
+                None => training.terms.push(t.clone()),
+            }
+        }
+    }
+    Phases { setup, training, per_worker: workers.iter().map(Estimate::total).collect() }
+}
+
+/// [`distributed`] before partitioning, for `workers` workers in this process: each worker is
+/// taken to hold `1 / workers` of the vertices, edges and features and no halo rows or mirrors,
+/// so the training phase is a lower bound (the check after partitioning uses the real counts);
+/// shares are as large as the dataset's graph, features and labels.
+pub fn before_partitioning(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    metis: bool,
+    workers: usize,
+) -> Result<Phases, ModelError> {
+    let w = workers.max(1);
+    let (n, edges) = (dataset.num_nodes().div_ceil(w), dataset.graph.num_edges().div_ceil(w));
+    let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
+    let rows = Rows { local: n, computed: n, edges };
+    let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, 0)?;
+    let shares = vec![held as u64; w];
+    Ok(distributed(Some(dataset), metis, &shares, &vec![one; w]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gnn_core::{AggGraph, ForwardCtx, LayerOrder, NoExchange};
+    use graph_partition::{Csr, EdgeListOptions};
+    use ndarray::Array2;
+
+    fn ring_graph(n: usize) -> AggGraph {
+        let edges: Vec<(u32, u32)> =
+            (0..n as u32).flat_map(|v| [(v, (v + 1) % n as u32), (v, (v + 5) % n as u32)]).collect();
+        AggGraph::single(&Csr::from_edges(n, &edges, EdgeListOptions::default()).unwrap()).unwrap()
+    }
+
+    /// The estimate's model terms equal the bytes the model holds after a training step and an
+    /// evaluation, for every conv, depth, LayerNorm setting and layer order.
+    #[test]
+    fn model_terms_equal_the_buffers_a_training_step_leaves() {
+        let n = 37;
+        let graph = ring_graph(n);
+        let x = Array2::from_shape_fn((n, 9), |(i, j)| ((i * 7 + j * 3) % 11) as f32 / 11.0 - 0.4);
+        for kind in ConvKind::ALL {
+            for layers in 1..=4 {
+                for layer_norm in [false, true] {
+                    for order in LayerOrder::ALL {
+                        // Widths on both sides of the inputs, so both exchange points occur.
+                        let hidden = if layers % 2 == 0 { 6 } else { 13 };
+                        let mut cfg = match kind {
+                            ConvKind::Gcn => ModelConfig::gcn(9, hidden, 4),
+                            ConvKind::Sage => ModelConfig::sage(9, hidden, 4),
+                            ConvKind::Gat => ModelConfig { heads: 2, out_heads: 3, ..ModelConfig::gat(9, hidden, 4) },
+                        };
+                        cfg.layers = layers;
+                        cfg.layer_norm = layer_norm;
+                        cfg.layer_order = order;
+                        let mut model = Model::new(cfg.clone()).unwrap();
+                        let logits = model.forward(&graph, &x, &mut NoExchange, ForwardCtx::train(3, 1)).unwrap();
+                        let dlogits = logits.mapv(|v| v * 0.01);
+                        model.backward(&graph, dlogits, &mut NoExchange).unwrap();
+                        let rows = Rows { local: n, computed: n, edges: graph.fwd().num_edges() };
+                        let estimated = sum_buffers(&model_buffers(&cfg, rows).unwrap());
+                        assert_eq!(
+                            model.buffer_bytes(),
+                            estimated,
+                            "{kind} {layers} layers, norm {layer_norm}, {order:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn breakdown_lists_every_term_and_the_total() {
+        let mut est = Estimate::default();
+        est.add("features", 3 << 30);
+        est.add("graph", 1536);
+        let text = est.breakdown();
+        assert!(text.contains("features") && text.contains("3.00 GiB") && text.contains("1.50 KiB"), "{text}");
+        assert!(text.lines().last().unwrap().contains("total"), "{text}");
+        assert_eq!(est.total(), (3 << 30) + 1536);
+        assert_eq!(format_bytes(1023), "1023 B");
+    }
+}

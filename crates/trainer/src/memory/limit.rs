@@ -1,0 +1,106 @@
+//! The memory ceiling (`--max-memory`, or the machine's available memory) and the check of an
+//! estimate against it, made before partitioning and again before training.
+
+use serde::{Deserialize, Serialize};
+
+use super::estimate::format_bytes;
+use crate::config::MemoryConfig;
+
+/// A ceiling and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limit {
+    pub bytes: u64,
+    /// `--max-memory` or `MemAvailable`.
+    pub source: &'static str,
+}
+
+impl Limit {
+    /// `config`'s ceiling, else the machine's available memory now; `None` where the platform
+    /// reports none (then nothing is checked).
+    pub fn of(config: &MemoryConfig) -> Option<Self> {
+        match config.max_memory {
+            Some(bytes) => Some(Self { bytes, source: "--max-memory" }),
+            None => mem_available().map(|bytes| Self { bytes, source: "MemAvailable" }),
+        }
+    }
+
+    /// Fails when `estimate` exceeds the ceiling; the error shows `breakdown` and `suggestion`.
+    pub fn check(
+        &self,
+        estimate: u64,
+        when: &'static str,
+        breakdown: &str,
+        suggestion: &str,
+    ) -> Result<(), Box<MemoryError>> {
+        if estimate <= self.bytes {
+            return Ok(());
+        }
+        Err(Box::new(MemoryError::OverLimit {
+            estimate: format_bytes(estimate),
+            limit: format_bytes(self.bytes),
+            source_: self.source,
+            when,
+            breakdown: breakdown.to_string(),
+            suggestion: suggestion.to_string(),
+        }))
+    }
+}
+
+/// A run whose estimated peak exceeds its ceiling.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryError {
+    #[error(
+        "the estimated peak memory {estimate} exceeds the ceiling of {limit} ({source_}), checked {when}; \
+         estimate:\n{breakdown}\n{suggestion}"
+    )]
+    OverLimit {
+        estimate: String,
+        limit: String,
+        source_: &'static str,
+        when: &'static str,
+        breakdown: String,
+        suggestion: String,
+    },
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+fn mem_available() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut fields = line["MemAvailable:".len()..].split_whitespace();
+    let kb: u64 = fields.next()?.parse().ok()?;
+    (fields.next() == Some("kB")).then_some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_mem_available() {
+        let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n";
+        assert_eq!(parse_meminfo(text), Some(12_000_000 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn over_limit_names_the_source_and_shows_the_breakdown() {
+        let limit = Limit { bytes: 1 << 20, source: "--max-memory" };
+        assert!(limit.check(1 << 20, "before training", "x", "y").is_ok());
+        let msg = limit.check(3 << 20, "before training", "  features  2.00 MiB", "try less").unwrap_err().to_string();
+        for part in ["3.00 MiB", "1.00 MiB", "--max-memory", "before training", "features", "try less"] {
+            assert!(msg.contains(part), "{part} missing from {msg}");
+        }
+    }
+}
