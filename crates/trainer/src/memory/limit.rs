@@ -65,22 +65,7 @@ pub enum MemoryError {
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
 fn mem_available() -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
-}
-
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_meminfo(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let mut fields = line["MemAvailable:".len()..].split_whitespace();
-    let kb: u64 = fields.next()?.parse().ok()?;
-    (fields.next() == Some("kB")).then_some(kb * 1024)
+    super::proc_kb("/proc/meminfo", "MemAvailable")
 }
 
 #[cfg(test)]
@@ -90,8 +75,8 @@ mod tests {
     #[test]
     fn reads_mem_available() {
         let text = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n";
-        assert_eq!(parse_meminfo(text), Some(12_000_000 * 1024));
-        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+        assert_eq!(crate::memory::parse_kb(text, "MemAvailable"), Some(12_000_000 * 1024));
+        assert_eq!(crate::memory::parse_kb("MemTotal: 1 kB\n", "MemAvailable"), None);
     }
 
     #[test]

@@ -29,27 +29,30 @@ pub fn thread_cpu_s() -> Option<f64> {
 
 /// The peak resident set size (`VmHWM`) in bytes, or `None` where the platform does not expose it.
 pub fn peak_rss_bytes() -> Option<u64> {
+    proc_kb("/proc/self/status", "VmHWM")
+}
+
+/// The field `key` of a `/proc` file of `key: N kB` lines, in bytes, or `None` where the
+/// platform has no such file.
+fn proc_kb(path: &str, key: &str) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        parse_vm_hwm(&status)
+        parse_kb(&std::fs::read_to_string(path).ok()?, key)
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = (path, key);
         None
     }
 }
 
-/// Extracts `VmHWM` (reported in kB) from the text of `/proc/<pid>/status`.
+/// Extracts the line `key: N kB` of a `/proc` file's text, in bytes.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let mut fields = line["VmHWM:".len()..].split_whitespace();
+fn parse_kb(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.strip_prefix(key).is_some_and(|rest| rest.starts_with(':')))?;
+    let mut fields = line[key.len() + 1..].split_whitespace();
     let value: u64 = fields.next()?.parse().ok()?;
-    match fields.next() {
-        Some("kB") => Some(value * 1024),
-        _ => None,
-    }
+    (fields.next() == Some("kB")).then_some(value * 1024)
 }
 
 #[cfg(test)]
@@ -75,9 +78,9 @@ mod tests {
     #[test]
     fn parses_vm_hwm_line() {
         let status = "Name:\thalo\nVmPeak:\t  5000 kB\nVmHWM:\t    1234 kB\nVmRSS:\t  1000 kB\n";
-        assert_eq!(parse_vm_hwm(status), Some(1234 * 1024));
-        assert_eq!(parse_vm_hwm("Name:\thalo\n"), None);
-        assert_eq!(parse_vm_hwm("VmHWM:\t12 MB\n"), None);
+        assert_eq!(parse_kb(status, "VmHWM"), Some(1234 * 1024));
+        assert_eq!(parse_kb("Name:\thalo\n", "VmHWM"), None);
+        assert_eq!(parse_kb("VmHWM:\t12 MB\n", "VmHWM"), None);
     }
 
     #[cfg(target_os = "linux")]
