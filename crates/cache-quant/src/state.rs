@@ -52,6 +52,41 @@ pub fn put_opt_f64(out: &mut Vec<u8>, value: Option<f64>) {
     put_f64(out, value.unwrap_or_default());
 }
 
+/// Appends an optional part's state: a presence byte, then what `save` writes for the part,
+/// length-prefixed (empty when absent).
+pub fn put_optional<T: ?Sized>(
+    out: &mut Vec<u8>,
+    part: Option<&T>,
+    save: impl FnOnce(&T, &mut Vec<u8>) -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    out.push(part.is_some() as u8);
+    let mut section = Vec::new();
+    if let Some(part) = part {
+        save(part, &mut section)?;
+    }
+    put_bytes(out, &section);
+    Ok(())
+}
+
+/// Restores an optional part from what [`StateReader::optional`] read. A part present on one
+/// side only means the state comes from another configuration: an error naming the part.
+pub fn restore_optional<T: ?Sized>(
+    part: &str,
+    mine: Option<&mut T>,
+    saved: Option<&[u8]>,
+    restore: impl FnOnce(&mut T, &[u8]) -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    match (mine, saved) {
+        (Some(mine), Some(saved)) => restore(mine, saved),
+        (None, None) => Ok(()),
+        (mine, _) => {
+            let side = |present: bool| if present { "present" } else { "absent" };
+            let (was, is) = (side(mine.is_none()), side(mine.is_some()));
+            Err(StateError(format!("{part}: {was} in the saved state, {is} in this run")))
+        }
+    }
+}
+
 /// Appends a stream's key.
 pub fn put_stream(out: &mut Vec<u8>, id: StreamId) {
     put_tag(out, id.tag);
@@ -122,6 +157,13 @@ impl<'a> StateReader<'a> {
         let present = self.u8(field)? != 0;
         let value = self.f64(field)?;
         Ok(present.then_some(value))
+    }
+
+    /// What [`put_optional`] wrote: the part's state, or `None` when the part was absent.
+    pub fn optional(&mut self, field: &str) -> Result<Option<&'a [u8]>, StateError> {
+        let present = self.u8(field)? != 0;
+        let state = self.bytes(field)?;
+        Ok(present.then_some(state))
     }
 
     /// Length-prefixed bytes.
@@ -240,5 +282,33 @@ mod tests {
         huge.extend(u64::MAX.to_le_bytes());
         assert!(StateReader::new("test", &huge).f32s("values").unwrap_err().0.contains("claims"));
         assert!(expect_empty("test", b"x").unwrap_err().0.contains("left over"));
+    }
+
+    #[test]
+    fn optional_parts_round_trip_and_a_part_on_one_side_only_is_named() {
+        let save = |v: &u8, out: &mut Vec<u8>| -> Result<(), StateError> {
+            out.push(*v);
+            Ok(())
+        };
+        let mut out = Vec::new();
+        put_optional(&mut out, Some(&7u8), save).unwrap();
+        put_optional(&mut out, None::<&u8>, save).unwrap();
+        let mut r = StateReader::new("test", &out);
+        let (present, absent) = (r.optional("first").unwrap(), r.optional("second").unwrap());
+        r.finish().unwrap();
+        assert_eq!((present, absent), (Some(&[7u8][..]), None));
+
+        let restore = |mine: &mut u8, saved: &[u8]| -> Result<(), StateError> {
+            *mine = saved[0];
+            Ok(())
+        };
+        let mut mine = 0u8;
+        restore_optional("the cache", Some(&mut mine), present, restore).unwrap();
+        assert_eq!(mine, 7);
+        restore_optional("the cache", None::<&mut u8>, absent, restore).unwrap();
+        let extra = restore_optional("the cache", Some(&mut mine), absent, restore).unwrap_err().0;
+        assert_eq!(extra, "the cache: absent in the saved state, present in this run");
+        let missing = restore_optional("the cache", None::<&mut u8>, present, restore).unwrap_err().0;
+        assert_eq!(missing, "the cache: present in the saved state, absent in this run");
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::mask::{read_mask, write_mask};
 use super::{Codec, CodecError, CodecFactory, CodecStats, row_count};
-use crate::state::{StateError, StateReader, put_bytes, put_f32s};
+use crate::state::{StateError, StateReader, put_bytes, put_f32s, put_optional, restore_optional};
 use crate::stream::{Pass, Side, Stream};
 
 const NAME: &str = "skip-repeats";
@@ -132,12 +132,7 @@ impl Codec for SkipRepeats {
         let mut inner = Vec::new();
         self.inner.save_state(&mut inner)?;
         put_bytes(out, &inner);
-        out.push(self.shadow.is_some() as u8);
-        inner.clear();
-        if let Some(shadow) = &self.shadow {
-            shadow.save_state(&mut inner)?;
-        }
-        put_bytes(out, &inner);
+        put_optional(out, self.shadow.as_deref(), |shadow, out| shadow.save_state(out))?;
         Ok(())
     }
 
@@ -147,17 +142,10 @@ impl Codec for SkipRepeats {
         let held = r.f32s("the held block")?;
         self.held = has_held.then_some(held);
         self.inner.restore_state(r.bytes("the inner codec's state")?)?;
-        let has_shadow = r.u8("whether the encoder's shadow decoder exists")? != 0;
-        let shadow = r.bytes("the shadow decoder's state")?;
-        match (&mut self.shadow, has_shadow) {
-            (Some(mine), true) => mine.restore_state(shadow)?,
-            (None, false) => {}
-            (mine, _) => {
-                let sides = |encoder: bool| if encoder { "an encoder" } else { "a decoder" };
-                let detail = format!("saved from {}, restored into {}", sides(has_shadow), sides(mine.is_some()));
-                return Err(StateError(format!("{NAME}: {detail}")));
-            }
-        }
+        let shadow = r.optional("the encoder's shadow decoder")?;
+        restore_optional("the encoder's shadow decoder", self.shadow.as_deref_mut(), shadow, |mine, saved| {
+            mine.restore_state(saved)
+        })?;
         r.finish()
     }
 }

@@ -10,7 +10,7 @@ use ndarray::Array2;
 
 use std::sync::Arc;
 
-use cache_quant::state::put_bytes;
+use cache_quant::state::{put_bytes, put_optional, restore_optional};
 use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTable, Stream};
 
 use super::cached_sync::CachedSync;
@@ -61,30 +61,17 @@ impl Exchange for VertexCutExchange<'_> {
         let mut section = Vec::new();
         self.router.save_state(&mut section)?;
         put_bytes(out, &section);
-        out.push(self.cache.is_some() as u8);
-        section.clear();
-        if let Some(cache) = &self.cache {
-            cache.save_state(&mut section)?;
-        }
-        put_bytes(out, &section);
+        put_optional(out, self.cache.as_ref(), |cache, out| cache.save_state(out))?;
         Ok(())
     }
 
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
         let mut r = StateReader::new("the vertex-cut exchange", bytes);
         self.router.restore_state(r.bytes("the router's codecs")?)?;
-        let cached = r.u8("whether replicas sync through the cache")? != 0;
-        let state = r.bytes("the replica cache")?;
+        let cache = r.optional("the replica cache")?;
         r.finish()?;
-        match (&mut self.cache, cached) {
-            (Some(cache), true) => cache.restore_state(self.router.part(), state),
-            (None, false) => Ok(()),
-            (mine, _) => {
-                let with = |c: bool| if c { "with" } else { "without" };
-                let detail = format!("saved {} the replica cache, restored {} it", with(cached), with(mine.is_some()));
-                Err(StateError(format!("the vertex-cut exchange: {detail}")))
-            }
-        }
+        let part = self.router.part();
+        restore_optional("the replica cache", self.cache.as_mut(), cache, |mine, saved| mine.restore_state(part, saved))
     }
 
     fn codec_name(&self) -> String {
