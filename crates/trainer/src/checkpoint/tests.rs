@@ -120,6 +120,72 @@ fn vanilla_with_skip_repeats_resumes_exactly_on_both_cuts() {
     }
 }
 
+/// Mini-batches of 8 seeds per worker with fanouts 4,3, and a learning-rate warm-up that is
+/// still rising at the checkpoint (after epoch 5).
+fn sampled(c: &mut TrainConfig) {
+    c.minibatch.batch_size = Some(8);
+    c.minibatch.fanouts = Some("4,3".parse().unwrap());
+    c.minibatch.lr_warmup_epochs = 8;
+}
+
+#[test]
+fn sampled_single_process_resumes_exactly() {
+    assert_resume_is_exact_with(Method::Single, CutKind::EdgeCut, sampled);
+}
+
+#[test]
+fn data_parallel_resumes_exactly() {
+    assert_resume_is_exact_with(Method::DataParallel, CutKind::EdgeCut, |c| {
+        sampled(c);
+        c.method.data_parallel.lr_scaling = crate::config::LrScaling::Linear;
+    });
+}
+
+#[test]
+fn adgraph_resumes_exactly_on_its_extended_parts() {
+    assert_resume_is_exact_with(Method::Adgraph, CutKind::EdgeCut, sampled);
+}
+
+#[test]
+fn featpart_resumes_exactly_inside_a_tau_cycle() {
+    // A fetch, then 3 local iterations; 6 steps per epoch (144 training vertices in global
+    // batches of 24) put the checkpoint after iteration 30, two iterations into a cycle.
+    assert_resume_is_exact_with(Method::Featpart, CutKind::EdgeCut, |c| {
+        sampled(c);
+        c.method.featpart.tau = crate::config::Tau::Fixed(3);
+    });
+}
+
+#[test]
+fn featpart_auto_resumes_with_the_trials_estimates_and_tau_decisions_of_its_first_part() {
+    // The trials measure compute time, so two runs differ in their estimates; a resumed run
+    // must go on with the estimates and decisions of the run it continues.
+    let data = dataset();
+    let make = |epochs| {
+        let mut c = config(Method::Featpart, CutKind::EdgeCut, epochs);
+        sampled(&mut c);
+        c.method.featpart.tau = crate::config::Tau::Auto;
+        c
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = make(6);
+    first.reliability.checkpoint_dir = Some(dir.path().to_path_buf());
+    first.reliability.checkpoint_every = 3;
+    let first = run(&first, &data).unwrap();
+    let mut second = make(6);
+    second.reliability.resume = Some(dir.path().to_path_buf());
+    let resumed = run(&second, &data).unwrap();
+    let method = |r: &Report| r.final_.method.clone().unwrap();
+    let (first, resumed) = (method(&first), method(&resumed));
+    assert!(first["estimates"]["compute_s"].as_f64().is_some(), "{first}");
+    assert_eq!(resumed["estimates"], first["estimates"]);
+    assert_eq!(resumed["trials"], first["trials"]);
+    // The checkpoint after epoch 3 holds the decisions of epochs 1-3; epochs 4-6 ran twice on
+    // the same state, so every decision is the same.
+    assert_eq!(resumed["tau_schedule"], first["tau_schedule"]);
+    assert_eq!(resumed["fetch_iterations"], first["fetch_iterations"]);
+}
+
 /// A run of `epochs` vanilla epochs on 3 workers that checkpoints every 2 into `dir`, keeping 3.
 fn checkpointed(dir: &Path, epochs: usize) -> TrainConfig {
     let mut c = config(Method::Vanilla, CutKind::EdgeCut, epochs);
@@ -204,10 +270,16 @@ fn methods_whose_state_is_not_covered_are_refused_before_training() {
     let data = dataset();
     let dir = tempfile::tempdir().unwrap();
     let mut c = checkpointed(dir.path(), 2);
-    // Mini-batch runners keep their sampler's state outside any checkpoint.
-    c.method = MethodConfig::named(Method::DataParallel);
-    c.minibatch.batch_size = Some(32);
+    // The GPU path keeps its parameters and moments on the device, outside any checkpoint; the
+    // refusal comes before the device is opened, so it needs no GPU.
+    c.method = MethodConfig::named(Method::Single);
+    c.device = crate::config::Device::Cuda(0);
     let err = run(&c, &data).unwrap_err().to_string();
-    assert!(err.contains("checkpoints do not cover method `data-parallel`"), "{err}");
-    assert!(store::newest_complete(dir.path()).is_err());
+    assert!(err.contains("checkpoints do not cover method `single`") && err.contains("--device cuda"), "{err}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "nothing written");
+    // Resuming is refused the same way, before the checkpoint is read.
+    c.reliability.checkpoint_dir = None;
+    c.reliability.resume = Some(dir.path().to_path_buf());
+    let err = run(&c, &data).unwrap_err().to_string();
+    assert!(err.contains("checkpoints do not cover method `single`"), "{err}");
 }
