@@ -192,8 +192,6 @@ impl WorkerHooks for ColumnHooks<'_> {
             put_f64(out, t.modeled_comm_s);
             put_f64(out, t.compute_s);
         }
-        let (fetches, locals, decided) = self.reported;
-        [fetches, locals, decided].into_iter().for_each(|n| put_usize(out, n));
         self.plan.save_state(out);
         Ok(())
     }
@@ -225,10 +223,9 @@ impl WorkerHooks for ColumnHooks<'_> {
         if self.plan.adaptive() != self.estimates.is_some() {
             return Err(StateError("featpart: tau = auto needs the trials' estimates, and only it".to_string()));
         }
-        let fetches = usize_of(&mut r, "reported fetches")?;
-        let locals = usize_of(&mut r, "reported local iterations")?;
-        self.reported = (fetches, locals, usize_of(&mut r, "reported decisions")?);
         self.plan.restore_state(&mut r)?;
+        // Every epoch record reports the plan's counts up to its end, checkpoints follow epochs.
+        self.reported = (self.plan.fetches(), self.plan.locals(), self.plan.decisions().len());
         r.finish()
     }
 
