@@ -95,14 +95,15 @@ fn cdfgnn_resumes_exactly_with_its_caches_quantizer_and_eps_controller() {
 
 #[test]
 fn ecgraph_resumes_exactly_with_its_trends_residuals_and_bit_tuner() {
-    // A trend group of 3 puts the checkpoint (after epoch 5) inside a group.
+    // A trend group of 3 puts the checkpoint resumed from (the newest, after epoch 10) inside a
+    // group.
     assert_resume_is_exact_with(Method::Ecgraph, CutKind::EdgeCut, |c| c.method.ecgraph.trend = 3);
 }
 
 #[test]
 fn adaqp_resumes_exactly_with_its_bit_table_and_variance_traces() {
-    // Assignments after epochs 3, 6, 9, ...: the checkpoint after epoch 5 holds an assigned
-    // table and two epochs of traces towards the next one.
+    // Assignments after epochs 3, 6, 9, ...: the checkpoint resumed from (the newest, after
+    // epoch 10) holds an assigned table and one epoch of traces towards the next one.
     assert_resume_is_exact_with(Method::Adaqp, CutKind::EdgeCut, |c| c.method.adaqp.assign_period = 3);
 }
 
