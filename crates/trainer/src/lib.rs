@@ -104,16 +104,13 @@ pub fn run_on(
     Ok(report.expect("in-process runs report on the calling thread"))
 }
 
-/// Refuses checkpoint settings for the runners that do not write or read checkpoints yet
-/// (mini-batch runners, the GPU path), before any work.
+/// Refuses checkpoint settings for the runner that does not write or read checkpoints yet
+/// (the GPU path), before any work.
 fn check_checkpoints(name: &str, parts: &method::Parts, config: &TrainConfig) -> Result<(), TrainError> {
-    let covered = matches!(
-        (parts.data, &parts.batches, config.device),
-        (DataPlan::Whole, BatchSource::FullBatch, config::Device::Cpu) | (DataPlan::Cut(_), BatchSource::FullBatch, _)
-    );
-    if config.reliability.uses_checkpoints() && !covered {
-        let detail = "checkpoints cover full-batch training on the CPU (single and the cut methods); \
-                      mini-batch runners and the GPU path do not write them yet";
+    let on_gpu = matches!((parts.data, config.device), (DataPlan::Whole, config::Device::Cuda(_)));
+    if config.reliability.uses_checkpoints() && on_gpu {
+        let detail = "checkpoints cover training on the CPU (every method, full-batch and mini-batch); \
+                      the GPU path (--device cuda) does not write them yet";
         return Err(
             checkpoint::CheckpointError::Unsupported { method: name.to_string(), detail: detail.to_string() }.into()
         );

@@ -106,20 +106,36 @@ pub fn run(
     if let crate::config::Device::Cuda(ordinal) = config.device {
         return crate::device::run(method, config, dataset, ordinal, observer);
     }
-    // One process has no communicator: the `setup` and `checkpoint` faults fire here.
+    let agreement = alone(config)?;
+    let memory = check_memory(config, dataset)?;
+    let mut strategy = SingleProcess::new(config, dataset)?;
+    let checkpoints = checkpoints_alone(method, config, dataset, agreement)?;
+    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
+    let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+    outcome.final_.memory = Some(memory);
+    Ok(report(method, config, dataset, outcome))
+}
+
+/// How a process that trains alone agrees on its checkpoints. One process has no
+/// communicator: the `setup` fault fires here, and the `checkpoint` one at every checkpoint.
+pub(crate) fn alone(config: &TrainConfig) -> Result<Agreement<'static>, TrainError> {
     let fault = Fault::from_env()?;
     let hang_for = config.reliability.timeout();
     if let Some(fault) = fault {
         fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
     }
-    let memory = check_memory(config, dataset)?;
-    let mut strategy = SingleProcess::new(config, dataset)?;
+    Ok(Agreement::Alone { fault, hang_for })
+}
+
+/// The checkpoints of a run of `method` in one process on the whole of `dataset`.
+pub(crate) fn checkpoints_alone<'a>(
+    method: &str,
+    config: &TrainConfig,
+    dataset: &Dataset,
+    agreement: Agreement<'a>,
+) -> Result<Checkpoints<'a>, TrainError> {
     let id = RunIdentity { method, config, rank: 0, world: 1, fingerprint: dataset.graph.fingerprint() };
-    let checkpoints = Checkpoints::for_run(&id, Agreement::Alone { fault, hang_for })?;
-    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
-    outcome.final_.memory = Some(memory);
-    Ok(report(method, config, dataset, outcome))
+    Ok(Checkpoints::for_run(&id, agreement)?)
 }
 
 /// Estimates the run's peak, logs the breakdown and checks it against the ceiling.

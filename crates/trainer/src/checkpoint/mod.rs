@@ -340,8 +340,14 @@ fn load(root: &Path, id: &RunIdentity<'_>, config: &Value) -> Result<Resume, Che
 
 /// A fingerprint of one worker's part: its vertices' global ids and its local structure.
 pub fn fingerprint_part(part: &graph_partition::book::LocalGraph) -> u64 {
-    let ids: Vec<u8> = part.local_to_global().iter().flat_map(|v| v.to_le_bytes()).collect();
-    xxhash_rust::xxh3::xxh3_64(&ids) ^ part.csr().fingerprint().rotate_left(1)
+    fingerprint_ids(part.local_to_global(), part.csr().fingerprint())
+}
+
+/// A fingerprint of a subgraph whose vertex `v` is global vertex `ids[v]` and whose structure
+/// has the fingerprint `structure`.
+pub fn fingerprint_ids(ids: &[u32], structure: u64) -> u64 {
+    let ids: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    xxhash_rust::xxh3::xxh3_64(&ids) ^ structure.rotate_left(1)
 }
 
 /// The number of generated inputs per fuzz target of this crate: 5k, or `HALO_FUZZ_CASES`

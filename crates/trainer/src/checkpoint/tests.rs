@@ -95,14 +95,15 @@ fn cdfgnn_resumes_exactly_with_its_caches_quantizer_and_eps_controller() {
 
 #[test]
 fn ecgraph_resumes_exactly_with_its_trends_residuals_and_bit_tuner() {
-    // A trend group of 3 puts the checkpoint (after epoch 5) inside a group.
+    // A trend group of 3 puts the checkpoint resumed from (the newest, after epoch 10) inside a
+    // group.
     assert_resume_is_exact_with(Method::Ecgraph, CutKind::EdgeCut, |c| c.method.ecgraph.trend = 3);
 }
 
 #[test]
 fn adaqp_resumes_exactly_with_its_bit_table_and_variance_traces() {
-    // Assignments after epochs 3, 6, 9, ...: the checkpoint after epoch 5 holds an assigned
-    // table and two epochs of traces towards the next one.
+    // Assignments after epochs 3, 6, 9, ...: the checkpoint resumed from (the newest, after
+    // epoch 10) holds an assigned table and one epoch of traces towards the next one.
     assert_resume_is_exact_with(Method::Adaqp, CutKind::EdgeCut, |c| c.method.adaqp.assign_period = 3);
 }
 
@@ -118,6 +119,76 @@ fn vanilla_with_skip_repeats_resumes_exactly_on_both_cuts() {
     for cut in [CutKind::EdgeCut, CutKind::VertexCut] {
         assert_resume_is_exact_with(Method::Vanilla, cut, |c| c.method.vanilla.skip_repeats = true);
     }
+}
+
+/// Mini-batches of 8 seeds per worker with fanouts 4,3, and a learning-rate warm-up that is
+/// still rising at the checkpoint resumed from (the newest: after epoch 10).
+fn sampled(c: &mut TrainConfig) {
+    c.minibatch.batch_size = Some(8);
+    c.minibatch.fanouts = Some("4,3".parse().unwrap());
+    c.minibatch.lr_warmup_epochs = 12;
+}
+
+#[test]
+fn sampled_single_process_resumes_exactly() {
+    assert_resume_is_exact_with(Method::Single, CutKind::EdgeCut, sampled);
+}
+
+#[test]
+fn data_parallel_resumes_exactly() {
+    assert_resume_is_exact_with(Method::DataParallel, CutKind::EdgeCut, |c| {
+        sampled(c);
+        c.method.data_parallel.lr_scaling = crate::config::LrScaling::Linear;
+    });
+}
+
+#[test]
+fn adgraph_resumes_exactly_on_its_extended_parts() {
+    assert_resume_is_exact_with(Method::Adgraph, CutKind::EdgeCut, sampled);
+}
+
+#[test]
+fn featpart_resumes_exactly_inside_a_tau_cycle() {
+    // A fetch, then 6 local iterations; 6 steps per epoch (144 training vertices in global
+    // batches of 24) put the checkpoint after epoch 10 at iteration 60, four into a cycle.
+    assert_resume_is_exact_with(Method::Featpart, CutKind::EdgeCut, |c| {
+        sampled(c);
+        c.method.featpart.tau = crate::config::Tau::Fixed(6);
+    });
+}
+
+#[test]
+fn featpart_auto_resumes_with_the_trials_estimates_and_tau_decisions_of_its_first_part() {
+    // The trials measure compute time, so two runs differ in their estimates; a resumed run
+    // must go on with the estimates and decisions of the run it continues.
+    let data = dataset();
+    let make = |epochs| {
+        let mut c = config(Method::Featpart, CutKind::EdgeCut, epochs);
+        sampled(&mut c);
+        c.method.featpart.tau = crate::config::Tau::Auto;
+        c
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = make(3);
+    first.reliability.checkpoint_dir = Some(dir.path().to_path_buf());
+    first.reliability.checkpoint_every = 3;
+    let first = run(&first, &data).unwrap();
+    let mut second = make(6);
+    second.reliability.resume = Some(dir.path().to_path_buf());
+    let resumed = run(&second, &data).unwrap();
+    let method = |r: &Report| r.final_.method.clone().unwrap();
+    let (first, resumed) = (method(&first), method(&resumed));
+    assert!(first["estimates"]["compute_s"].as_f64().is_some_and(|c| c > 0.0), "{first}");
+    assert_eq!(resumed["estimates"], first["estimates"]);
+    assert_eq!(resumed["trials"], first["trials"]);
+    // Epochs 4-6 add decisions to those of epochs 1-3.
+    let decisions = |m: &serde_json::Value| m["tau_schedule"].as_array().unwrap().clone();
+    let (before, after) = (decisions(&first), decisions(&resumed));
+    assert!(!before.is_empty() && after.len() > before.len(), "{before:?} {after:?}");
+    assert_eq!(after[..before.len()], before[..]);
+    let iterations =
+        |m: &serde_json::Value| m["fetch_iterations"].as_u64().unwrap() + m["local_iterations"].as_u64().unwrap();
+    assert_eq!(iterations(&resumed), 2 * iterations(&first), "6 steps per epoch");
 }
 
 /// A run of `epochs` vanilla epochs on 3 workers that checkpoints every 2 into `dir`, keeping 3.
@@ -204,10 +275,16 @@ fn methods_whose_state_is_not_covered_are_refused_before_training() {
     let data = dataset();
     let dir = tempfile::tempdir().unwrap();
     let mut c = checkpointed(dir.path(), 2);
-    // Mini-batch runners keep their sampler's state outside any checkpoint.
-    c.method = MethodConfig::named(Method::DataParallel);
-    c.minibatch.batch_size = Some(32);
+    // The GPU path keeps its parameters and moments on the device, outside any checkpoint; the
+    // refusal comes before the device is opened, so it needs no GPU.
+    c.method = MethodConfig::named(Method::Single);
+    c.device = crate::config::Device::Cuda(0);
     let err = run(&c, &data).unwrap_err().to_string();
-    assert!(err.contains("checkpoints do not cover method `data-parallel`"), "{err}");
-    assert!(store::newest_complete(dir.path()).is_err());
+    assert!(err.contains("checkpoints do not cover method `single`") && err.contains("--device cuda"), "{err}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "nothing written");
+    // Resuming is refused the same way, before the checkpoint is read.
+    c.reliability.checkpoint_dir = None;
+    c.reliability.resume = Some(dir.path().to_path_buf());
+    let err = run(&c, &data).unwrap_err().to_string();
+    assert!(err.contains("checkpoints do not cover method `single`"), "{err}");
 }

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use cache_quant::StateError;
 use comm_hierarchy::{Communicator, cost};
 use gnn_core::Model;
 use graph_partition::Dataset;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use super::stats::{EpochTotals, epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
 use crate::Source;
+use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
 use crate::config::{Backend, TrainConfig};
 use crate::distributed::backend_of;
 use crate::distributed::clock::CommClock;
@@ -27,7 +29,9 @@ use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
 use crate::error::TrainError;
 use crate::method::Sampling;
 use crate::report::{EpochRecord, Report, SplitSizes};
-use crate::train_loop::{CommStats, EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+use crate::train_loop::{
+    CommStats, EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with,
+};
 
 /// Ledger phases: the gradient all-reduce (every step: the only traffic an epoch counts), the
 /// epoch's statistics and the evaluation results (after the epoch, outside its counts).
@@ -38,9 +42,22 @@ const EVAL: &str = "eval";
 /// What a method adds to data-parallel training on every worker: the step hooks (inputs and
 /// gradient sync), work before the first epoch, and report fields.
 pub(crate) trait WorkerHooks: StepHooks {
-    /// Runs once on every worker before the first epoch.
+    /// Runs once on every worker before the first epoch; not again when the run resumes from
+    /// a checkpoint, whose [`WorkerHooks::restore_state`] puts back what it found.
     fn before_training(&mut self, _trainer: &mut BatchTrainer<'_>) -> Result<(), TrainError> {
         Ok(())
+    }
+
+    /// Appends what the hooks carry from one epoch to the next (and what
+    /// [`WorkerHooks::before_training`] found) for a checkpoint; stateless hooks append nothing.
+    fn save_state(&self, _out: &mut Vec<u8>) -> Result<(), StateError> {
+        Ok(())
+    }
+
+    /// Puts back a state [`WorkerHooks::save_state`] wrote, into hooks freshly made for the
+    /// same run; the error says what does not fit.
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        cache_quant::state::expect_empty("the method's hooks", bytes)
     }
 
     /// Fields added to the epoch record's `method` (identical on every rank).
@@ -156,9 +173,14 @@ pub(crate) fn run_with(
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
         let extra = json!({ "global_batch_size": batch_size * comm.size() });
         let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks.make(comm, &clock, dataset)?);
-        worker.hooks.before_training(&mut worker.trainer)?;
-        let outcome =
-            train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+        let id = RunIdentity {
+            method,
+            config,
+            rank: comm.rank(),
+            world: comm.size(),
+            fingerprint: dataset.graph.fingerprint(),
+        };
+        let outcome = worker.train(&id, observer)?;
         if comm.rank() != 0 {
             return Ok(None);
         }
@@ -218,6 +240,21 @@ impl<'a> Worker<'a> {
     ) -> Self {
         let layers = trainer.layers();
         Self { comm, clock, trainer, steps, hooks, layers, eval, extra }
+    }
+
+    /// Runs the epochs `id.config` asks for, resuming from and writing checkpoints as it says;
+    /// the hooks' [`WorkerHooks::before_training`] runs first unless the run resumes.
+    pub(crate) fn train(
+        &mut self,
+        id: &RunIdentity<'_>,
+        observer: &mut dyn EpochObserver,
+    ) -> Result<LoopOutcome, TrainError> {
+        let checkpoints = Checkpoints::for_run(id, Agreement::Cluster(self.comm))?;
+        if checkpoints.resume.is_none() {
+            self.hooks.before_training(&mut self.trainer)?;
+        }
+        let options = LoopOptions { epochs: id.config.epochs, patience: id.config.patience };
+        train_loop_with(self, options, observer, checkpoints)
     }
 
     /// Every worker's totals and time outside communicator calls (identical on every rank).
@@ -291,5 +328,16 @@ impl Strategy for Worker<'_> {
 
     fn model(&self) -> Option<&Model> {
         Some(self.trainer.model())
+    }
+
+    fn checkpoint_state(&self) -> Result<WorkerState, String> {
+        let mut method = Vec::new();
+        self.hooks.save_state(&mut method).map_err(|e| e.context("the method's hooks").to_string())?;
+        Ok(self.trainer.checkpoint_state(method))
+    }
+
+    fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
+        let method = self.trainer.restore_state(state)?;
+        self.hooks.restore_state(&method).map_err(|e| e.context("the method's hooks").to_string())
     }
 }

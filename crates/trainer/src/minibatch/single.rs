@@ -7,11 +7,12 @@ use serde_json::json;
 
 use super::stats::{epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, SyncOnly};
+use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::method::Sampling;
 use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop_with};
 
 /// The loop's view of single-process mini-batch training: a "step" is an epoch of batches.
 #[derive(Debug)]
@@ -47,6 +48,15 @@ impl Strategy for SingleMiniBatch<'_> {
     fn model(&self) -> Option<&Model> {
         Some(self.trainer.model())
     }
+
+    fn checkpoint_state(&self) -> Result<WorkerState, String> {
+        Ok(self.trainer.checkpoint_state(Vec::new()))
+    }
+
+    fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
+        let method = self.trainer.restore_state(state)?;
+        cache_quant::state::expect_empty("the method", &method).map_err(|e| e.to_string())
+    }
 }
 
 /// Trains `dataset` in this process on `sampling`'s mini-batches and returns the report of
@@ -58,8 +68,10 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
+    let agreement = crate::single::alone(config)?;
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
-    let outcome =
-        train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+    let checkpoints = crate::single::checkpoints_alone(method, config, dataset, agreement)?;
+    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
+    let outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
     Ok(crate::single::report(method, config, dataset, outcome))
 }

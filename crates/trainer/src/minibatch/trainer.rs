@@ -12,6 +12,7 @@ use ndarray::Array2;
 
 use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
+use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
@@ -273,6 +274,19 @@ impl<'a> BatchTrainer<'a> {
     /// The model being trained.
     pub(crate) fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// The parameters and Adam's moments for a checkpoint, with the method's `method` blob.
+    /// Nothing else of the trainer outlives an epoch: the sampler, the shuffle and the dropout
+    /// masks are drawn by (seed, epoch, step), and the learning rate of a step is a function of
+    /// them ([`LrSchedule::at`]).
+    pub(crate) fn checkpoint_state(&self, method: Vec<u8>) -> WorkerState {
+        WorkerState::of(&self.model, &self.optimizer, method)
+    }
+
+    /// Puts back what [`BatchTrainer::checkpoint_state`] saved; returns the method's blob.
+    pub(crate) fn restore_state(&mut self, state: WorkerState) -> Result<Vec<u8>, String> {
+        state.restore(&mut self.model, &mut self.optimizer)
     }
 
     /// Accuracies from layer-wise full-neighbour inference over every vertex of the graph this

@@ -19,6 +19,8 @@ mod target;
 #[cfg(test)]
 mod tests;
 
+use cache_quant::StateError;
+use cache_quant::state::{StateReader, put_f64};
 use comm_hierarchy::Communicator;
 use graph_partition::Dataset;
 use graph_partition::sample::MiniBatch;
@@ -27,7 +29,7 @@ use serde_json::{Value, json};
 
 use self::columns::ColumnShard;
 use self::estimate::{TrialCost, Trials};
-use self::plan::{Estimates, FetchPlan, median};
+use self::plan::{Estimates, FetchPlan, median, put_usize, usize_of};
 use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
 use crate::config::{Tau, TauRule, TrainConfig};
 use crate::distributed::DistError;
@@ -170,6 +172,61 @@ impl WorkerHooks for ColumnHooks<'_> {
             self.trials = Some(cost);
         }
         Ok(())
+    }
+
+    /// The fetch plan, the report's counters, and what the trials found: their estimates
+    /// include measured compute time, so a resumed run reads them rather than repeating the
+    /// trials (which would give other values and other tau decisions).
+    fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
+        put_f64(out, self.lr);
+        out.push(self.estimates.is_some() as u8);
+        if let Some(e) = &self.estimates {
+            let terms =
+                [e.sampled_vertices, e.compute_s, e.fetch_s, e.sigma_var, e.sigma_hat, e.sigma_bias, e.lipschitz];
+            terms.into_iter().for_each(|v| put_f64(out, v));
+        }
+        out.push(self.trials.is_some() as u8);
+        if let Some(t) = &self.trials {
+            put_usize(out, t.iterations);
+            out.extend(t.bytes.to_le_bytes());
+            put_f64(out, t.modeled_comm_s);
+            put_f64(out, t.compute_s);
+        }
+        self.plan.save_state(out);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
+        let mut r = StateReader::new("featpart", bytes);
+        self.lr = r.f64("the learning rate")?;
+        self.estimates = match r.u8("whether estimates were made")? {
+            0 => None,
+            _ => Some(Estimates {
+                sampled_vertices: r.f64("B")?,
+                compute_s: r.f64("C")?,
+                fetch_s: r.f64("the fetch time")?,
+                sigma_var: r.f64("sigma_var")?,
+                sigma_hat: r.f64("sigma-hat_var")?,
+                sigma_bias: r.f64("sigma_bias")?,
+                lipschitz: r.f64("L_f")?,
+            }),
+        };
+        self.trials = match r.u8("whether trials ran")? {
+            0 => None,
+            _ => Some(TrialCost {
+                iterations: usize_of(&mut r, "trial iterations")?,
+                bytes: r.u64("trial bytes")?,
+                modeled_comm_s: r.f64("trial communication time")?,
+                compute_s: r.f64("trial compute time")?,
+            }),
+        };
+        if self.plan.adaptive() != self.estimates.is_some() {
+            return Err(StateError("featpart: tau = auto needs the trials' estimates, and only it".to_string()));
+        }
+        self.plan.restore_state(&mut r)?;
+        // Every epoch record reports the plan's counts up to its end, checkpoints follow epochs.
+        self.reported = (self.plan.fetches(), self.plan.locals(), self.plan.decisions().len());
+        r.finish()
     }
 
     fn epoch_fields(&mut self) -> Option<Value> {

@@ -1,5 +1,7 @@
 //! The fetch plan: which iterations fetch, and tau* from eq. 20 (Alg. 1).
 
+use cache_quant::StateError;
+use cache_quant::state::{StateReader, put_f64};
 use serde::Serialize;
 
 use crate::config::{Tau, TauRule};
@@ -162,6 +164,74 @@ impl FetchPlan {
     pub(crate) fn taus(&self) -> &[usize] {
         &self.taus
     }
+
+    /// Appends where the plan stands (the local iterations left before the next fetch, the
+    /// counts, every tau and decision so far) for a checkpoint: a checkpoint can fall inside a
+    /// tau cycle, and `non-increasing` reads the decision before.
+    pub(crate) fn save_state(&self, out: &mut Vec<u8>) {
+        out.push(self.remaining.is_some() as u8);
+        put_usize(out, self.remaining.unwrap_or(0));
+        for n in [self.iteration, self.fetches, self.locals, self.taus.len()] {
+            put_usize(out, n);
+        }
+        self.taus.iter().for_each(|&t| put_usize(out, t));
+        put_usize(out, self.decisions.len());
+        for d in &self.decisions {
+            put_usize(out, d.iteration);
+            for v in [d.loss, d.grad_sq, d.terms.convergence, d.terms.tradeoff] {
+                put_f64(out, v);
+            }
+            put_usize(out, d.terms.tau);
+            put_usize(out, d.applied);
+        }
+    }
+
+    /// Puts back what [`FetchPlan::save_state`] wrote, into a plan made with the same settings.
+    pub(crate) fn restore_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        let waiting = r.u8("whether local iterations are left")? != 0;
+        let left = usize_of(r, "local iterations left")?;
+        self.remaining = waiting.then_some(left);
+        self.iteration = usize_of(r, "iterations")?;
+        self.fetches = usize_of(r, "fetch iterations")?;
+        self.locals = usize_of(r, "local iterations")?;
+        let taus = usize_of(r, "taus")?;
+        // Pushed one by one: a corrupt count runs out of bytes, it does not allocate.
+        self.taus.clear();
+        for _ in 0..taus {
+            self.taus.push(usize_of(r, "a tau")?);
+        }
+        let decisions = usize_of(r, "decisions")?;
+        self.decisions.clear();
+        for _ in 0..decisions {
+            let iteration = usize_of(r, "a decision's iteration")?;
+            let (loss, grad_sq) = (r.f64("a decision's loss")?, r.f64("a decision's gradient")?);
+            let (convergence, tradeoff) = (r.f64("a convergence term")?, r.f64("a trade-off term")?);
+            let terms = TauTerms { convergence, tradeoff, tau: usize_of(r, "a decision's tau")? };
+            let applied = usize_of(r, "an applied tau")?;
+            self.decisions.push(Decision { iteration, loss, grad_sq, terms, applied });
+        }
+        if self.fetches + self.locals != self.iteration || self.taus.len() != self.iteration {
+            return Err(StateError(format!(
+                "the fetch plan: {} fetch and {} local iterations, {} taus, for {} iterations",
+                self.fetches,
+                self.locals,
+                self.taus.len(),
+                self.iteration
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Appends a count as a little-endian `u64`.
+pub(crate) fn put_usize(out: &mut Vec<u8>, n: usize) {
+    out.extend((n as u64).to_le_bytes());
+}
+
+/// Reads what [`put_usize`] wrote.
+pub(crate) fn usize_of(r: &mut StateReader<'_>, field: &str) -> Result<usize, StateError> {
+    let n = r.u64(field)?;
+    usize::try_from(n).map_err(|_| StateError(format!("{field}: {n} does not fit this machine's usize")))
 }
 
 /// The median of `values` (the lower middle for an even count); `None` when empty.

@@ -24,13 +24,14 @@ use serde_json::{Value, json};
 use super::data_parallel::{AllReduce, Worker};
 use super::trainer::{BatchTrainer, FullGraph, Subgraph};
 use crate::Source;
+use crate::checkpoint::{RunIdentity, fingerprint_ids};
 use crate::config::{Backend, TrainConfig};
 use crate::distributed::clock::CommClock;
 use crate::distributed::{ComputeGate, DistError, LocalOptions, backend_of, on_cluster};
 use crate::error::TrainError;
 use crate::method::Sampling;
 use crate::report::{Report, SplitSizes};
-use crate::train_loop::{EpochObserver, LoopOptions, train_loop};
+use crate::train_loop::EpochObserver;
 
 /// Trains `method` with ADGraph's plan at `hops` hops on `config.distributed`'s workers and
 /// backend (in-process workers for a `Source::Given` dataset). Returns the report on rank 0,
@@ -94,8 +95,9 @@ pub(crate) fn run(
         let eval = whole.map(FullGraph::of);
         let hooks = Box::new(AllReduce { comm, clock: &clock });
         let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks);
-        let outcome =
-            train_loop(&mut worker, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+        let fingerprint = fingerprint_ids(&part.keys, part.dataset.graph.fingerprint());
+        let id = RunIdentity { method, config, rank: comm.rank(), world: comm.size(), fingerprint };
+        let outcome = worker.train(&id, observer)?;
         let (Some(dataset), Some((summary, _))) = (whole, head) else {
             return Ok(None);
         };
