@@ -169,7 +169,10 @@ pub enum FitError {
     NotFinite { index: usize },
 }
 
-/// Least-squares line through `(megabytes, seconds)` samples.
+/// Least-squares line through `(megabytes, seconds)` samples, with `theta >= 0` and
+/// `gamma >= 0`: a message costs no less than nothing, yet on a fast link the free line through
+/// noisy timings often crosses zero above the origin (a negative latency), which AdaQP's time
+/// model would then reward with more messages.
 pub fn fit_linear(samples: &[(f64, f64)]) -> Result<LinearFit, FitError> {
     if let Some(index) = samples.iter().position(|(x, y)| !x.is_finite() || !y.is_finite()) {
         return Err(FitError::NotFinite { index });
@@ -185,10 +188,22 @@ pub fn fit_linear(samples: &[(f64, f64)]) -> Result<LinearFit, FitError> {
         return Err(FitError::TooFewSizes { samples: samples.len(), distinct: xs.len() });
     }
     let sxy: f64 = samples.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
-    let theta = sxy / sxx;
-    let gamma = mean_y - theta * mean_x;
+    let ss_res =
+        |theta: f64, gamma: f64| -> f64 { samples.iter().map(|(x, y)| (y - (theta * x + gamma)).powi(2)).sum() };
+    let free = (sxy / sxx, mean_y - sxy / sxx * mean_x);
+    let (theta, gamma) = if free.0 >= 0.0 && free.1 >= 0.0 {
+        free
+    } else {
+        // The squared error is convex, so with the free optimum outside the quadrant the
+        // constrained one lies on an edge: the best of each edge's own optimum, clamped.
+        let sxx0: f64 = samples.iter().map(|(x, _)| x * x).sum();
+        let sxy0: f64 = samples.iter().map(|(x, y)| x * y).sum();
+        let through_origin = ((sxy0 / sxx0).max(0.0), 0.0);
+        let flat = (0.0, mean_y.max(0.0));
+        if ss_res(through_origin.0, through_origin.1) <= ss_res(flat.0, flat.1) { through_origin } else { flat }
+    };
     let ss_tot: f64 = samples.iter().map(|(_, y)| (y - mean_y).powi(2)).sum();
-    let ss_res: f64 = samples.iter().map(|(x, y)| (y - (theta * x + gamma)).powi(2)).sum();
+    let ss_res = ss_res(theta, gamma);
     let r_squared = if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { 1.0 };
     Ok(LinearFit { theta_s_per_mb: theta, gamma_s: gamma, r_squared })
 }
@@ -310,6 +325,21 @@ mod tests {
         assert!((fit.theta_s_per_mb - 0.002).abs() < 1e-12);
         assert!((fit.gamma_s - 3e-5).abs() < 1e-12);
         assert!((fit.r_squared - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fit_never_gives_a_negative_latency_or_slope() {
+        // A line whose free fit crosses zero at a positive size: gamma would be -1e-5 s.
+        let samples: Vec<(f64, f64)> = [0.001, 0.01, 1.0, 4.0].iter().map(|&mb| (mb, 1.4e-4 * mb - 1e-5)).collect();
+        let fit = fit_linear(&samples).unwrap();
+        assert_eq!(fit.gamma_s, 0.0);
+        let through_origin =
+            samples.iter().map(|(x, y)| x * y).sum::<f64>() / samples.iter().map(|(x, _)| x * x).sum::<f64>();
+        assert_eq!(fit.theta_s_per_mb, through_origin);
+        // Timings that fall with size (noise on a tiny range): the flat line at their mean.
+        let fit = fit_linear(&[(1.0, 3e-5), (2.0, 2e-5)]).unwrap();
+        assert_eq!((fit.theta_s_per_mb, fit.gamma_s), (0.0, 2.5e-5));
+        assert!(fit.r_squared <= 1.0 && fit.r_squared >= 0.0);
     }
 
     #[test]
