@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
-use serde_json::Value;
+use serde_json::{Value, json};
 use trainer::config::{Bits, DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on};
 
@@ -74,6 +74,7 @@ fn adaptive_widths_change_both_ends_and_beat_uniform_8_bit() {
     for p in &problems {
         let (got, uniform) = (p["objective"].as_f64().unwrap(), p["objective_uniform_8"].as_f64().unwrap());
         assert!(got <= uniform + 1e-9 && p["optimal"] == Value::Bool(true), "{p}");
+        assert_eq!(p["solver"], "exact-sweep", "no byte budget: the combinatorial solver: {p}");
     }
     assert!(report.epochs[1].bytes_by_phase["fwd/1"] < report.epochs[0].bytes_by_phase["fwd/1"]);
     assert!(report.epochs.iter().all(|e| e.loss.is_finite()));
@@ -99,6 +100,7 @@ fn adaptive_within_random_bytes_moves_no_more_than_random() {
     for (r, c) in random.iter().zip(&capped) {
         assert_eq!((&r["layer"], &r["dir"]), (&c["layer"], &c["dir"]));
         assert_eq!(c["budget_bytes"], r["bytes"], "the budget is random's draw: {c}");
+        assert_eq!((&c["solver"], &r["solver"]), (&json!("milp"), &Value::Null), "{c} {r}");
         assert!(c["bytes"].as_u64().unwrap() <= r["bytes"].as_u64().unwrap(), "{c} vs {r}");
         assert!(c["objective"].as_f64().unwrap() <= r["objective"].as_f64().unwrap() + 1e-9, "{c} vs {r}");
     }

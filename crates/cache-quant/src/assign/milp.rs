@@ -13,7 +13,7 @@ use good_lp::{
 };
 use thiserror::Error;
 
-use super::{Assignment, Problem, variance_factor};
+use super::{Assignment, Problem, Solved, Solver, variance_factor};
 use crate::codec::stochastic::{WIDTHS, row_bytes};
 
 /// Why problem (12) was not solved.
@@ -21,19 +21,12 @@ use crate::codec::stochastic::{WIDTHS, row_bytes};
 #[error("bit-width assignment: the MILP solver failed: {0}")]
 pub struct SolveError(#[from] ResolutionError);
 
-/// The solved assignment and whether the solver proved it optimal (else it stopped at
-/// `time_limit_s` with its best assignment, or with the best uniform width within the budget
-/// where it had found none).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Solved {
-    pub assignment: Assignment,
-    pub optimal: bool,
-}
-
-/// Minimises [`Problem::objective`] over every assignment (within the budget, if any).
-pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
+/// Minimises [`Problem::objective`] over every assignment (within the budget, if any) by
+/// microlp's branch and bound.
+pub fn solve_milp(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
+    let solved = |assignment, optimal| Solved { assignment, optimal, solver: Solver::Milp };
     if problem.pairs.is_empty() {
-        return Ok(Solved { assignment: Vec::new(), optimal: true });
+        return Ok(solved(Vec::new(), true));
     }
     let (_, span) = problem.scales();
     let (lv, lt) = (problem.lambda / span.variance, (1.0 - problem.lambda) / span.seconds);
@@ -78,7 +71,7 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
         // good_lp's one signal that microlp's time ran out before any integer-feasible point
         // (large problems, loaded machines): a uniform width is always feasible.
         Err(ResolutionError::Other(message)) if message.starts_with("Time limit") => {
-            return Ok(Solved { assignment: best_uniform(problem), optimal: false });
+            return Ok(solved(best_uniform(problem), false));
         }
         Err(e) => return Err(e.into()),
     };
@@ -94,7 +87,7 @@ pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError>
                 .collect()
         })
         .collect();
-    Ok(Solved { assignment, optimal })
+    Ok(solved(assignment, optimal))
 }
 
 /// The uniform width with the least objective among those within the budget (all-2-bit when

@@ -7,12 +7,53 @@
 //! `t = theta * MB + gamma`; the all-to-all runs in ring rounds (round `r` sends `s -> s + r`),
 //! a round lasts as long as its slowest pair, and the time objective is the sum of the rounds.
 //! Both objectives are normalised between the all-2-bit and all-8-bit extremes and weighted by
-//! `lambda` (variance) and `1 - lambda` (time); [`solve`] minimises their sum exactly as a MILP,
-//! optionally under a cap on the problem's bytes ([`Problem::budget_bytes`]).
+//! `lambda` (variance) and `1 - lambda` (time); [`solve`] minimises their sum exactly: by a
+//! combinatorial sweep without a byte budget ([`solve_exact`]), as a MILP under a cap on the
+//! problem's bytes ([`Problem::budget_bytes`], [`solve_milp`]).
 
 mod milp;
+mod sweep;
 
-pub use milp::{SolveError, Solved, solve};
+pub use milp::{SolveError, solve_milp};
+pub use sweep::solve_exact;
+
+/// Which solver produced an assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solver {
+    /// [`solve_exact`]: the per-pair frontiers swept per ring round.
+    ExactSweep,
+    /// [`solve_milp`]: microlp's branch and bound.
+    Milp,
+}
+
+impl Solver {
+    /// The name reports give the solver.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ExactSweep => "exact-sweep",
+            Self::Milp => "milp",
+        }
+    }
+}
+
+/// A solved assignment, whether the solver proved it optimal (the MILP may stop at its time
+/// limit with its best assignment, or with the best uniform width within the budget where it had
+/// found none), and which solver ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solved {
+    pub assignment: Assignment,
+    pub optimal: bool,
+    pub solver: Solver,
+}
+
+/// Minimises [`Problem::objective`]: exactly by [`solve_exact`] without a byte budget (in time
+/// polynomial in the groups), by [`solve_milp`] with one, `time_limit_s` bounding the MILP.
+pub fn solve(problem: &Problem, time_limit_s: f64) -> Result<Solved, SolveError> {
+    match problem.budget_bytes {
+        None => Ok(Solved { assignment: solve_exact(problem), optimal: true, solver: Solver::ExactSweep }),
+        Some(_) => solve_milp(problem, time_limit_s),
+    }
+}
 
 use crate::codec::stochastic::{WIDTHS, row_bytes};
 

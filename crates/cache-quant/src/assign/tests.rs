@@ -72,23 +72,52 @@ fn extremes_normalise_to_zero_and_one() {
     assert!((problem.objective(&problem.uniform(2)) - 0.5).abs() < 1e-12);
 }
 
+/// `groups` as in [`random_problem`], each pair holding `extra` more rows than whole groups, so
+/// that its last group is shorter (a second class of group size).
+fn ragged_problem(seed: u64, workers: usize, groups: &[usize], lambda: f64, extra: usize) -> Problem {
+    let mut problem = random_problem(seed, workers, groups, lambda);
+    let mut rng = SplitMix64::new(seed ^ 7);
+    for p in &mut problem.pairs {
+        let size = p.groups[0].len();
+        let rows = (p.rows() - size + extra).max(1);
+        let weights: Vec<f64> = (0..rows).map(|_| 10f64.powf(rng.next_f64() * 6.0 - 3.0)).collect();
+        *p = PairGroups::new(p.src, p.dst, p.width, p.time, &weights, size);
+    }
+    problem
+}
+
 #[test]
-fn milp_matches_brute_force_up_to_eight_groups() {
+fn both_solvers_match_brute_force_up_to_eight_groups() {
     let shapes: [&[usize]; 5] = [&[1], &[3, 2], &[2, 2, 2, 2], &[1, 1, 1, 1, 1, 1, 1, 1], &[4, 0, 0, 4]];
     for (seed, groups) in shapes.iter().enumerate() {
         for lambda in [0.0, 0.25, 0.5, 0.9, 1.0] {
             let workers = if groups.len() > 6 { 4 } else { 3 };
-            let problem = random_problem(seed as u64, workers, groups, lambda);
-            let solved = solve(&problem, 60.0).unwrap();
-            assert!(solved.optimal);
-            let (_, best) = brute_force(&problem);
-            let got = problem.objective(&solved.assignment);
-            assert!(
-                (got - best).abs() <= 1e-9 * best.abs().max(1.0),
-                "shape {groups:?} lambda {lambda}: {got} vs {best}"
-            );
+            for problem in [
+                random_problem(seed as u64, workers, groups, lambda),
+                ragged_problem(seed as u64, workers, groups, lambda, 1),
+            ] {
+                let (_, best) = brute_force(&problem);
+                let milp = solve_milp(&problem, 60.0).unwrap();
+                let exact = solve(&problem, 60.0).unwrap();
+                assert!(milp.optimal && milp.solver == Solver::Milp);
+                assert!(exact.optimal && exact.solver == Solver::ExactSweep);
+                for (name, got) in [("milp", &milp), ("exact", &exact)] {
+                    let got = problem.objective(&got.assignment);
+                    assert!(
+                        (got - best).abs() <= 1e-9 * best.abs().max(1.0),
+                        "{name}, shape {groups:?} lambda {lambda}: {got} vs {best}"
+                    );
+                }
+            }
         }
     }
+}
+
+#[test]
+fn a_pair_with_no_link_cost_gets_eight_bits_everywhere() {
+    let mut problem = random_problem(6, 3, &[3, 2], 0.3);
+    problem.pairs.iter_mut().for_each(|p| p.time = TimeModel { theta_s_per_mb: 0.0, gamma_s: 1e-3 });
+    assert_eq!(solve_exact(&problem), problem.uniform(8));
 }
 
 #[test]
@@ -128,7 +157,7 @@ fn a_time_limit_before_any_feasible_point_gives_the_best_uniform_width_within_th
     let (low, high) = (problem.bytes(&problem.uniform(2)), problem.bytes(&problem.uniform(8)));
     for budget in [None, Some((low + high) / 2)] {
         problem.budget_bytes = budget;
-        let solved = solve(&problem, 1e-9).expect("a time limit is not an error");
+        let solved = solve_milp(&problem, 1e-9).expect("a time limit is not an error");
         let uniform = WIDTHS
             .iter()
             .map(|&b| problem.uniform(b))
@@ -143,7 +172,7 @@ fn a_time_limit_before_any_feasible_point_gives_the_best_uniform_width_within_th
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn milp_is_never_worse_than_uniform_or_random(
+    fn solve_is_never_worse_than_uniform_or_random(
         seed in any::<u64>(),
         groups in prop::collection::vec(0usize..5, 6),
         lambda in 0.0f64..=1.0,
@@ -158,6 +187,22 @@ proptest! {
         for _ in 0..20 {
             prop_assert!(got <= problem.objective(&random_assignment(&problem, &mut rng)) + 1e-9);
         }
+    }
+
+    /// The sweep's objective equals the MILP's optimum on instances too large to enumerate,
+    /// with ragged last groups.
+    #[test]
+    fn exact_sweep_equals_the_milp(
+        seed in any::<u64>(),
+        groups in prop::collection::vec(0usize..6, 6),
+        lambda in 0.0f64..=1.0,
+        extra in 0usize..3,
+    ) {
+        let problem = ragged_problem(seed, 3, &groups, lambda, extra);
+        let milp = solve_milp(&problem, 60.0).unwrap();
+        prop_assume!(milp.optimal);
+        let (exact, milp) = (problem.objective(&solve_exact(&problem)), problem.objective(&milp.assignment));
+        prop_assert!((exact - milp).abs() <= 1e-7 * milp.abs().max(1.0), "exact {exact} vs milp {milp}");
     }
 
     /// Table 6's setting: given a random assignment's bytes as its budget, the MILP moves no

@@ -8,8 +8,12 @@
 //! `D S^2 / 6` per row when fractional parts are uniform, at most `D S^2 / 4`.
 //!
 //! `u` is keyed by (seed, epoch, layer, direction, global id, column), so the draws depend
-//! neither on the partition nor on the thread count. The clamp keeps a draw that rounds up at
-//! the maximum inside `b` bits; a constant row has `S = 0`, codes 0, and decodes exactly.
+//! neither on the partition nor on the thread count: the first five words are hashed once per
+//! row into a seed, and column `c` takes half `c % 2` (32 bits, of which the top 24 make the
+//! `f32`) of output `c / 2` of a SplitMix64 stream from that seed, one hash per two values. The
+//! clamp keeps a draw that rounds up at the maximum inside `b` bits; a constant row has `S = 0`,
+//! codes 0, and decodes exactly. Rows are quantized, packed and unpacked whole, through code
+//! buffers the codec reuses from message to message.
 //!
 //! The width of each row comes from a shared [`BitTable`] (the assignment changes it between
 //! steps); the decoder adds every received row's variance trace `(D / 6)(max - min)^2` to a
@@ -23,7 +27,7 @@ pub use shared::{BitTable, QuantProbe, RowTraces, WIDTHS};
 use std::sync::Arc;
 use std::time::Instant;
 
-use graph_partition::rng::{hash_extend, hash_key};
+use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
 use super::{Codec, CodecError, CodecFactory, CodecStats, row_count};
 use crate::knob::Knob;
@@ -49,12 +53,22 @@ pub struct StochasticCodec {
     bits: Knob<Arc<BitTable>>,
     probe: QuantProbe,
     stats: CodecStats,
+    /// One row's codes, reused across rows and messages.
+    codes: Vec<u8>,
 }
 
 impl StochasticCodec {
     /// The codec of `stream`, drawing from `seed`, reading widths from `bits`.
     pub fn new(seed: u64, stream: &Stream, bits: Knob<Arc<BitTable>>, probe: QuantProbe) -> Self {
-        Self { seed, id: stream.id, rows: Arc::clone(&stream.rows), bits, probe, stats: CodecStats::default() }
+        Self {
+            seed,
+            id: stream.id,
+            rows: Arc::clone(&stream.rows),
+            bits,
+            probe,
+            stats: CodecStats::default(),
+            codes: Vec::new(),
+        }
     }
 
     /// Makes the codec of every stream of one worker; `bits` and `probe` are that worker's.
@@ -93,10 +107,34 @@ impl StochasticCodec {
     }
 }
 
-/// A uniform draw in `[0, 1)` from a row's key and a column.
+/// A uniform draw in `[0, 1)` from 32 random bits (their top 24, all an `f32` holds).
 #[inline]
-fn uniform(row_key: u64, column: usize) -> f32 {
-    (hash_extend(row_key, &[column as u64]) >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+fn unit(bits: u32) -> f32 {
+    (bits >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
+}
+
+/// Writes the stochastic codes of `row` (zero point `zero`, scale `scale > 0`, largest code
+/// `top`) to `codes`, drawing from the stream of `row_key`; returns the row's squared error and
+/// squared norm.
+fn quantize(row: &[f32], zero: f32, scale: f32, top: f32, row_key: u64, codes: &mut [u8]) -> (f32, f32) {
+    let mut draws = SplitMix64::new(row_key);
+    // Non-negative before the clamp, so the truncating cast is the floor. A division, not a
+    // reciprocal: a subnormal scale's reciprocal is infinite.
+    let code = |x: f32, u: f32| ((x - zero) / scale + u).min(top) as u8;
+    let mut pairs = row.chunks_exact(2);
+    let mut slots = codes.chunks_exact_mut(2);
+    for (xs, qs) in (&mut pairs).zip(&mut slots) {
+        let r = draws.next_u64();
+        qs[0] = code(xs[0], unit(r as u32));
+        qs[1] = code(xs[1], unit((r >> 32) as u32));
+    }
+    if let ([x], [q]) = (pairs.remainder(), slots.into_remainder()) {
+        *q = code(*x, unit(draws.next_u64() as u32));
+    }
+    row.iter().zip(codes.iter()).fold((0.0, 0.0), |(err, norm), (&x, &q)| {
+        let e = f32::from(q) * scale + zero - x;
+        (err + e * e, norm + x * x)
+    })
 }
 
 /// The largest code at `bits` bits.
@@ -123,22 +161,21 @@ impl Codec for StochasticCodec {
         let n = row_count(NAME, rows.len(), width)?;
         let widths = self.widths(n)?;
         let key = self.draw_key(pass);
+        self.codes.resize(width, 0);
         for (r, (row, &bits)) in rows.chunks_exact(width.max(1)).zip(&widths).enumerate() {
             let row_key = hash_extend(key, &[u64::from(self.global_id(r)?)]);
             let (zero, scale) = zero_and_scale(row, bits);
             out.extend_from_slice(&zero.to_le_bytes());
             out.extend_from_slice(&scale.to_le_bytes());
-            let top = max_code(bits);
-            let code = |(c, &x): (usize, &f32)| -> u8 {
-                if scale > 0.0 { ((x - zero) / scale + uniform(row_key, c)).floor().clamp(0.0, top) as u8 } else { 0 }
+            let (err, norm) = if scale > 0.0 {
+                quantize(row, zero, scale, max_code(bits), row_key, &mut self.codes)
+            } else {
+                self.codes.fill(0);
+                (0.0, row.iter().map(|&x| x * x).sum())
             };
-            let codes: Vec<u8> = row.iter().enumerate().map(code).collect();
-            for (&x, &q) in row.iter().zip(&codes) {
-                let decoded = f32::from(q) * scale + zero;
-                self.stats.err_sq += f64::from(decoded - x).powi(2);
-                self.stats.ref_sq += f64::from(x).powi(2);
-            }
-            pack(codes.into_iter(), bits, out);
+            self.stats.err_sq += f64::from(err);
+            self.stats.ref_sq += f64::from(norm);
+            pack(&self.codes, bits, out);
             self.stats.bits[bits as usize] += 1;
         }
         self.probe.add_time(start.elapsed());
@@ -153,15 +190,14 @@ impl Codec for StochasticCodec {
         if bytes.len() != expected {
             return Err(CodecError::Length { codec: NAME, rows: n, width, expected, actual: bytes.len() });
         }
+        self.codes.resize(width, 0);
         let mut traces = Vec::with_capacity(n);
         let mut at = 0;
         for (row, &bits) in out.chunks_exact_mut(width.max(1)).zip(&widths) {
             let word = |i: usize| f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
             let (zero, scale) = (word(at), word(at + 4));
-            let codes = &bytes[at + HEADER_BYTES..at + row_bytes(width, bits)];
-            for (c, x) in row.iter_mut().enumerate() {
-                *x = f32::from(unpack(codes, bits, c)) * scale + zero;
-            }
+            unpack(&bytes[at + HEADER_BYTES..at + row_bytes(width, bits)], bits, &mut self.codes);
+            row.iter_mut().zip(&self.codes).for_each(|(x, &q)| *x = f32::from(q) * scale + zero);
             let range = f64::from(scale) * f64::from(max_code(bits));
             traces.push(width as f64 / 6.0 * range * range);
             at += row_bytes(width, bits);

@@ -8,29 +8,42 @@ pub(crate) fn packed_len(count: usize, bits: u8) -> usize {
 }
 
 /// Appends `codes` (each `< 2^bits`, `bits` in {2, 4, 8}) packed to `out`.
-pub(crate) fn pack(codes: impl Iterator<Item = u8>, bits: u8, out: &mut Vec<u8>) {
-    let per_byte = 8 / bits as usize;
-    let (mut byte, mut filled) = (0u8, 0usize);
-    for code in codes {
-        byte |= code << (filled * bits as usize);
-        filled += 1;
-        if filled == per_byte {
-            out.push(byte);
-            (byte, filled) = (0, 0);
-        }
-    }
-    if filled > 0 {
-        out.push(byte);
+pub(crate) fn pack(codes: &[u8], bits: u8, out: &mut Vec<u8>) {
+    match bits {
+        2 => pack_narrow::<2>(codes, out),
+        4 => pack_narrow::<4>(codes, out),
+        _ => out.extend_from_slice(codes),
     }
 }
 
-/// The `i`-th code of a packed row.
-#[inline]
-pub(crate) fn unpack(bytes: &[u8], bits: u8, i: usize) -> u8 {
-    let per_byte = 8 / bits as usize;
-    let shift = (i % per_byte) * bits as usize;
-    let mask = if bits == 8 { u8::MAX } else { (1u8 << bits) - 1 };
-    (bytes[i / per_byte] >> shift) & mask
+/// [`pack`] for `BITS` < 8, a constant so that each byte's shifts unroll.
+fn pack_narrow<const BITS: usize>(codes: &[u8], out: &mut Vec<u8>) {
+    let per_byte = 8 / BITS;
+    let byte = |chunk: &[u8]| chunk.iter().enumerate().fold(0u8, |b, (i, &c)| b | c << (i * BITS));
+    let whole = codes.chunks_exact(per_byte);
+    let rest = whole.remainder();
+    out.extend(whole.map(byte));
+    if !rest.is_empty() {
+        out.push(byte(rest));
+    }
+}
+
+/// Fills `codes` with the first `codes.len()` codes of a packed row.
+pub(crate) fn unpack(bytes: &[u8], bits: u8, codes: &mut [u8]) {
+    match bits {
+        2 => unpack_narrow::<2>(bytes, codes),
+        4 => unpack_narrow::<4>(bytes, codes),
+        _ => codes.copy_from_slice(&bytes[..codes.len()]),
+    }
+}
+
+/// [`unpack`] for `BITS` < 8.
+fn unpack_narrow<const BITS: usize>(bytes: &[u8], codes: &mut [u8]) {
+    let per_byte = 8 / BITS;
+    let mask = (1u8 << BITS) - 1;
+    for (chunk, &byte) in codes.chunks_mut(per_byte).zip(bytes) {
+        chunk.iter_mut().enumerate().for_each(|(i, c)| *c = (byte >> (i * BITS)) & mask);
+    }
 }
 
 #[cfg(test)]
@@ -41,7 +54,7 @@ mod tests {
     #[test]
     fn codes_fill_bytes_least_significant_first() {
         let mut out = Vec::new();
-        pack([1u8, 2, 3, 0, 3].into_iter(), 2, &mut out);
+        pack(&[1u8, 2, 3, 0, 3], 2, &mut out);
         assert_eq!(out, [0b00_11_10_01, 0b11]);
         assert_eq!(packed_len(5, 2), 2);
         assert_eq!(packed_len(3, 4), 2);
@@ -52,9 +65,10 @@ mod tests {
         fn packed_codes_round_trip(bits in prop::sample::select(vec![2u8, 4, 8]), raw in prop::collection::vec(any::<u8>(), 0..40)) {
             let codes: Vec<u8> = raw.iter().map(|c| if bits == 8 { *c } else { c % (1 << bits) }).collect();
             let mut out = Vec::new();
-            pack(codes.iter().copied(), bits, &mut out);
+            pack(&codes, bits, &mut out);
             prop_assert_eq!(out.len(), packed_len(codes.len(), bits));
-            let back: Vec<u8> = (0..codes.len()).map(|i| unpack(&out, bits, i)).collect();
+            let mut back = vec![0u8; codes.len()];
+            unpack(&out, bits, &mut back);
             prop_assert_eq!(back, codes);
         }
     }

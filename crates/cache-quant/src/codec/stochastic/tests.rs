@@ -123,6 +123,37 @@ fn per_row_widths_come_from_the_table_and_traces_reach_the_probe() {
     assert!(probe.take_traces().is_empty());
 }
 
+/// The bytes of the row of global id `gid` in a message of stream `rows` (ids) and `values`.
+fn encoded_row(rows: &[u32], peer: usize, values: &[f32], width: usize, bits: u8, gid: u32) -> Vec<u8> {
+    let id =
+        StreamId { tag: Tag::new(1, Direction::Forward, Step::Halo), route: Route::ToCopies, peer, side: Side::Encode };
+    let stream = Stream { id, rows: rows.iter().copied().collect() };
+    let table = Knob::new(Arc::new(BitTable::uniform(bits).unwrap()));
+    let mut enc = StochasticCodec::new(7, &stream, table, QuantProbe::default());
+    let mut bytes = Vec::new();
+    enc.encode(Pass::train(3, 0), values, width, &mut bytes).unwrap();
+    let at = rows.iter().position(|&r| r == gid).unwrap() * row_bytes(width, bits);
+    bytes[at..at + row_bytes(width, bits)].to_vec()
+}
+
+#[test]
+fn a_rows_codes_depend_only_on_its_key() {
+    let width = 9;
+    let target = spread_row(width);
+    let filler: Vec<f32> = (0..width).map(|c| c as f32 * 0.37).collect();
+    for bits in WIDTHS {
+        // Row 42 first of two rows to peer 1, then last of three (other neighbours, another
+        // peer): another partition of the same graph.
+        let alone = encoded_row(&[42, 5], 1, &[target.clone(), filler.clone()].concat(), width, bits, 42);
+        let moved =
+            encoded_row(&[8, 9, 42], 3, &[filler.clone(), filler.clone(), target.clone()].concat(), width, bits, 42);
+        assert_eq!(alone, moved, "bits {bits}");
+        // Another global id draws other codes (9 columns at 2 bits: a chance match is unlikely).
+        let other = encoded_row(&[43, 5], 1, &[target.clone(), filler.clone()].concat(), width, bits, 43);
+        assert_ne!(alone[HEADER_BYTES..], other[HEADER_BYTES..], "bits {bits}");
+    }
+}
+
 #[test]
 fn malformed_messages_are_errors() {
     let (mut enc, mut dec, _) = pair(2, 4);
@@ -146,9 +177,9 @@ proptest! {
         let mut bytes = Vec::new();
         enc.encode(Pass::train(epoch, 0), &values, width, &mut bytes).unwrap();
         let codes = &bytes[HEADER_BYTES..];
-        for c in 0..width {
-            prop_assert!(u32::from(unpack(codes, bits, c)) < (1u32 << bits));
-        }
+        let mut unpacked = vec![0u8; width];
+        unpack(codes, bits, &mut unpacked);
+        prop_assert!(unpacked.iter().all(|&q| u32::from(q) < (1u32 << bits)));
         // The last byte's unused bits stay zero, so no code spills past the row.
         let spare = codes.len() * 8 - width * bits as usize;
         prop_assert_eq!(u32::from(codes[codes.len() - 1]) >> (8 - spare), 0);

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cache_quant::assign::{Assignment, PairGroups, Problem, solve};
+use cache_quant::assign::{Assignment, PairGroups, Problem, Solver, solve};
 use cache_quant::codec::stochastic::WIDTHS;
 use cache_quant::state::put_bytes;
 use cache_quant::{
@@ -145,19 +145,19 @@ impl AdaqpController {
                 .collect();
             let mut problem = Problem { workers: comm.size(), lambda: self.settings.lambda, pairs, budget_bytes: None };
             let start = Instant::now();
-            let (assignment, optimal) = match self.settings.bits {
+            let (assignment, solved) = match self.settings.bits {
                 Bits::Random => (self.random(epoch, layer, backward, &problem), None),
                 bits => {
                     if bits == Bits::AdaptiveRandomBudget {
                         problem.budget_bytes = Some(problem.bytes(&self.random(epoch, layer, backward, &problem)));
                     }
                     let solved = solve(&problem, self.settings.solver_time_limit)?;
-                    (solved.assignment, Some(solved.optimal))
+                    (solved.assignment, Some((solved.optimal, solved.solver)))
                 }
             };
             let seconds = start.elapsed().as_secs_f64();
             solve_s += seconds;
-            reports.push(report(layer, backward, &problem, &assignment, optimal, seconds));
+            reports.push(report(layer, backward, &problem, &assignment, solved, seconds));
             for (pair, bits) in problem.pairs.iter().zip(&assignment) {
                 let bits = pair.row_bits(bits);
                 decisions.push(Decision { layer, backward, src: pair.src, dst: pair.dst, bits });
@@ -221,13 +221,14 @@ impl AdaqpController {
     }
 }
 
-/// The report of one solved problem.
+/// The report of one solved problem; `solved` is whether the solver proved the assignment
+/// optimal and which solver ran, `None` for drawn widths.
 fn report(
     layer: usize,
     backward: bool,
     problem: &Problem,
     assignment: &Assignment,
-    optimal: Option<bool>,
+    solved: Option<(bool, Solver)>,
     seconds: f64,
 ) -> Value {
     let costs = problem.costs(assignment);
@@ -250,7 +251,8 @@ fn report(
         "variance": costs.variance,
         "modeled_s": costs.seconds,
         "mean_bits": if rows > 0 { bit_rows as f64 / rows as f64 } else { 0.0 },
-        "optimal": optimal,
+        "optimal": solved.map(|(optimal, _)| optimal),
+        "solver": solved.map(|(_, solver)| solver.name()),
         "solve_s": seconds,
     })
 }
