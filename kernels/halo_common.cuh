@@ -25,7 +25,7 @@ __device__ __forceinline__ u64 halo_hash_extend(u64 prefix, u64 w) {
     return halo_mix64(prefix ^ halo_mix64(w));
 }
 
-// graph_partition::rng::uniform_f32 of a finished key: 24 random bits scaled into [0, 1).
-__device__ __forceinline__ float halo_uniform(u64 key) {
-    return (float)(key >> 40) * (1.0f / 16777216.0f);
+// graph_partition::rng::SplitMix64::output_at: output k of the stream seeded with `seed`.
+__device__ __forceinline__ u64 halo_split_mix64_at(u64 seed, u64 k) {
+    return halo_mix64(halo_mix64(seed) + (k + 1) * 0x9E3779B97F4A7C15ULL);
 }

@@ -2,7 +2,8 @@
 //
 // Linear (per row): lo = min, scale = (max - lo) / (2^b - 1), q = round((x - lo) / scale).
 // Stochastic (per row): same lo and scale, q = floor((x - lo) / scale + u) with u a keyed
-//   uniform draw (hash_extend(hash_extend(prefix, gid), column)), clamped to 2^b - 1.
+//   uniform draw (the CPU codec's: half column % 2 of output column / 2 of the SplitMix64 stream
+//   seeded by hash_extend(prefix, gid)), clamped to 2^b - 1.
 // Bucket (whole matrix): width = (max - min) / 2^b, q = min(floor((x - min) / width), 2^b - 1),
 //   decoded to the bucket midpoint min + (q + 0.5) * width.
 // A constant row (or matrix) has scale 0 and encodes to all-zero codes. Codes are u32 here and
@@ -78,7 +79,11 @@ extern "C" __global__ void stochastic_quantize(u32 n, u32 d, u32 levels, const f
     if (t >= (u64)n * d) return;
     u64 r = t / d, j = t % d;
     float s = scale[r];
-    float u = halo_uniform(halo_hash_extend(halo_hash_extend(prefix, (u64)gids[r]), j));
+    // cache_quant::codec::stochastic::rounding_draw: half j % 2 of output j / 2 of the row's
+    // stream, its top 24 bits.
+    u64 bits = halo_split_mix64_at(halo_hash_extend(prefix, (u64)gids[r]), j / 2);
+    u32 half = (j & 1) ? (u32)(bits >> 32) : (u32)bits;
+    float u = (float)(half >> 8) * (1.0f / 16777216.0f);
     float q = s > 0.0f ? floorf((x[t] - lo[r]) / s + u) : 0.0f;
     codes[t] = (u32)fminf(fmaxf(q, 0.0f), (float)levels);
 }

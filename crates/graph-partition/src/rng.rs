@@ -1,10 +1,13 @@
 //! Counter-based random numbers: every draw is a pure function of its key, so results do
 //! not depend on thread scheduling or on how a graph is split across workers.
 
+/// SplitMix64's increment, 2^64 over the golden ratio.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// SplitMix64 finaliser: a bijective 64-bit mixer with good avalanche.
 #[inline]
 pub fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(GOLDEN);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -41,8 +44,14 @@ impl SplitMix64 {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.state = self.state.wrapping_add(GOLDEN);
         mix64(self.state)
+    }
+
+    /// Output `k` (from 0) of `SplitMix64::new(seed)`, without drawing the ones before it: a
+    /// GPU thread computes its own element's draw of a stream the CPU reads in order.
+    pub fn output_at(seed: u64, k: u64) -> u64 {
+        mix64(mix64(seed).wrapping_add(k.wrapping_add(1).wrapping_mul(GOLDEN)))
     }
 
     /// Uniform in `[0, 1)`.
@@ -66,6 +75,16 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_computed_alone_equals_the_streams() {
+        for seed in [0, 1, u64::MAX, 0xDEAD_BEEF] {
+            let mut stream = SplitMix64::new(seed);
+            for k in 0..100 {
+                assert_eq!(SplitMix64::output_at(seed, k), stream.next_u64(), "seed {seed} output {k}");
+            }
+        }
+    }
 
     #[test]
     fn uniform_in_range_and_keyed() {

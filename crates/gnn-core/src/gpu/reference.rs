@@ -7,7 +7,8 @@
 //! Quantization formulas (the codecs' definitions):
 //! - linear, per row: `lo = min`, `scale = (max - lo) / (2^b - 1)`, `q = round((x - lo) / scale)`;
 //! - stochastic, per row: the same `lo` and `scale`, `q = floor((x - lo) / scale + u)` with `u`
-//!   uniform from `hash_extend(hash_extend(prefix, [gid]), [column])`, clamped to `2^b - 1`;
+//!   the CPU codec's draw for the row key `hash_extend(prefix, [gid])` and the column
+//!   (`cache_quant::codec::stochastic::rounding_draw`), clamped to `2^b - 1`;
 //! - bucket, whole matrix: `width = (max - min) / 2^b`, `q = min(floor((x - min) / width), 2^b - 1)`,
 //!   decoded to the midpoint `min + (q + 0.5) * width`.
 //!
@@ -148,10 +149,10 @@ pub fn linear_quantize(d: usize, bits: u32, x: &[f32]) -> RowQuant {
     RowQuant { lo, scale, codes }
 }
 
-/// The uniform draw of stochastic rounding for element `(gid, col)` under `prefix`.
+/// The uniform draw of stochastic rounding for element `(gid, col)` under `prefix`: the CPU
+/// codec's own draw, so device and CPU codes match draw for draw.
 pub fn rounding_draw(prefix: u64, gid: u32, col: usize) -> f32 {
-    let key = hash_extend(hash_extend(prefix, &[u64::from(gid)]), &[col as u64]);
-    (key >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+    cache_quant::codec::stochastic::rounding_draw(hash_extend(prefix, &[u64::from(gid)]), col)
 }
 
 /// Stochastic rounding with keyed draws (`stochastic_quantize`); row `r` is vertex `gids[r]`.

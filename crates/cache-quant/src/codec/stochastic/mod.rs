@@ -113,6 +113,13 @@ fn unit(bits: u32) -> f32 {
     (bits >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
 }
 
+/// The draw `quantize` takes for column `col` of the row keyed `row_key`, computed alone: the
+/// form a kernel with a thread per value uses (`kernels/quant.cu`, `gnn_core::gpu::reference`).
+pub fn rounding_draw(row_key: u64, col: usize) -> f32 {
+    let bits = SplitMix64::output_at(row_key, col as u64 / 2);
+    unit(if col.is_multiple_of(2) { bits as u32 } else { (bits >> 32) as u32 })
+}
+
 /// Writes the stochastic codes of `row` (zero point `zero`, scale `scale > 0`, largest code
 /// `top`) to `codes`, drawing from the stream of `row_key`; returns the row's squared error and
 /// squared norm.
