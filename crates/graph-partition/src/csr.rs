@@ -286,14 +286,27 @@ impl Csr {
     }
 
     /// True when `u` is in row `v`'s columns and `v` in row `u`'s, for every entry: the graph
-    /// is its own transpose. Checked in place (no transpose is built), row-parallel: with rows
-    /// strictly increasing, every entry finding its mirror makes entry -> mirror a bijection.
+    /// is its own transpose. Checked in place (no transpose is built), row-parallel, looking up
+    /// the mirrors of the entries above the diagonal only: rows being strictly increasing, an
+    /// entry maps to one mirror, so when every entry above finds its mirror below and there
+    /// are as many below as above, the entries below are exactly those mirrors.
     pub fn is_symmetric(&self) -> bool {
         use rayon::prelude::*;
-        self.num_rows() == self.num_cols
-            && (0..self.num_rows()).into_par_iter().with_min_len(1024).all(|v| {
-                self.neighbors(v).iter().all(|&u| self.neighbors(u as usize).binary_search(&(v as u32)).is_ok())
+        if self.num_rows() != self.num_cols {
+            return false;
+        }
+        let (mirrored, below, above) = (0..self.num_rows())
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|v| {
+                let row = self.neighbors(v);
+                let (lower, upper) = row.split_at(row.partition_point(|&u| (u as usize) < v));
+                let upper = upper.strip_prefix(&[v as u32]).unwrap_or(upper);
+                let found = upper.iter().all(|&u| self.neighbors(u as usize).binary_search(&(v as u32)).is_ok());
+                (found, lower.len(), upper.len())
             })
+            .reduce(|| (true, 0, 0), |a, b| (a.0 && b.0, a.1 + b.1, a.2 + b.2));
+        mirrored && below == above
     }
 
     /// Keeps only the rows and columns in `nodes` (given in the order they get as new ids).
