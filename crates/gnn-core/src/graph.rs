@@ -18,6 +18,8 @@
 //! input of all its sources, so there the two differ the other way: layers transform every
 //! input row and send gradients into every one of them, and compute the destinations.
 
+use std::sync::OnceLock;
+
 use graph_partition::Csr;
 
 /// Why an [`AggGraph`] could not be built. Field names match the constructor arguments.
@@ -100,8 +102,12 @@ impl GraphDegrees {
 #[derive(Debug, Clone)]
 pub struct AggGraph {
     fwd: Csr,
-    bwd: Csr,
-    perm: Vec<usize>,
+    /// The transpose of `fwd`; `None` when `fwd` is its own transpose (a symmetric graph, the
+    /// whole graph of most datasets), so a full-graph adjacency is held once.
+    bwd: Option<Csr>,
+    /// [`AggGraph::perm`], built on first use: only per-edge values (GAT's attention) need it,
+    /// and it is a `usize` per edge.
+    perm: OnceLock<Vec<usize>>,
     num_primary: usize,
     computed: usize,
     input: usize,
@@ -159,13 +165,13 @@ impl AggGraph {
                 return Err(GraphError::BadDegree { what, row, value });
             }
         }
-        let (bwd, perm) = csr.transpose_with_perm();
+        let bwd = (!csr.is_symmetric()).then(|| csr.reverse());
         let norms = norms(&in_degree, &out_degree);
         let central = (0..n).map(|v| csr.neighbors(v).iter().all(|&u| (u as usize) < num_primary)).collect();
         Ok(Self {
             fwd: csr,
             bwd,
-            perm,
+            perm: OnceLock::new(),
             num_primary,
             computed: n,
             input: n,
@@ -216,14 +222,22 @@ impl AggGraph {
         &self.fwd
     }
 
-    /// Backward adjacency (transpose of [`AggGraph::fwd`]): row = local source.
+    /// Backward adjacency (transpose of [`AggGraph::fwd`]): row = local source. The forward
+    /// adjacency itself when the graph is symmetric.
     pub fn bwd(&self) -> &Csr {
-        &self.bwd
+        self.bwd.as_ref().unwrap_or(&self.fwd)
     }
 
-    /// `perm()[k]` is the index in `fwd` of entry `k` of `bwd` (for per-edge values).
+    /// Whether a transposed adjacency is held besides the forward one (the graph is not
+    /// symmetric): what a memory estimate counts.
+    pub fn holds_transpose(&self) -> bool {
+        self.bwd.is_some()
+    }
+
+    /// `perm()[k]` is the index in `fwd` of entry `k` of `bwd` (for per-edge values). Built
+    /// on the first call and kept.
     pub fn perm(&self) -> &[usize] {
-        &self.perm
+        self.perm.get_or_init(|| self.fwd.transpose_with_perm().1)
     }
 
     /// Number of local vertices (owned + halo/mirror).
@@ -299,8 +313,19 @@ mod tests {
         assert_eq!(g.num_primary(), 3);
         assert_eq!(g.computed_rows(), 3);
         assert_eq!(g.bwd().neighbors(1), &[2]);
+        assert!(g.holds_transpose());
         assert_eq!(g.norms().mean, vec![0.0, 0.5, 1.0]);
         assert!((g.norms().gcn_dst[1] - 3f32.sqrt().recip()).abs() < 1e-7);
+    }
+
+    #[test]
+    fn a_symmetric_graph_is_its_own_backward_adjacency() {
+        let csr = Csr::from_edges(4, &[(0, 1), (1, 2), (3, 1), (0, 3)], EdgeListOptions::default()).unwrap();
+        let g = AggGraph::single(&csr).unwrap();
+        assert!(!g.holds_transpose());
+        let (t, perm) = csr.transpose_with_perm();
+        assert_eq!(g.bwd(), &t);
+        assert_eq!(g.perm(), perm.as_slice());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::activation::Activation;
 use crate::block::BlockGraphs;
 use crate::dense::{array_bytes, ensure_shape, head, head_mut, par_rows_mut, slice, zero_rows_from};
-use crate::dropout::{DropoutSite, dropout_backward};
+use crate::dropout::DropoutSite;
 use crate::exchange::{Exchange, ExchangeError};
 use crate::graph::{AggGraph, GraphError};
 use crate::layers::{AggConv, Conv, ForwardCtx, GatConv};
@@ -300,11 +300,15 @@ pub(crate) fn gather_rows(
     Ok(())
 }
 
-/// Reusable gradient buffers, so steady-state training does not allocate large arrays.
+/// Per-vertex buffers that live only part of a step (hidden activations, LayerNorm inputs,
+/// backward gradients), handed from one use to the next so that a step holds only as many as
+/// are alive at once and steady-state training does not allocate large arrays.
 #[derive(Debug, Default)]
 struct BufferPool(Vec<Array2<f32>>);
 
 impl BufferPool {
+    /// A buffer of the given shape (content unspecified): one of that shape if the pool has
+    /// one, else any (reshaped), else a new one.
     fn take(&mut self, rows: usize, cols: usize) -> Array2<f32> {
         let pick = self.0.iter().position(|b| b.dim() == (rows, cols));
         let mut buf = match pick {
@@ -316,7 +320,15 @@ impl BufferPool {
     }
 
     fn give(&mut self, buf: Array2<f32>) {
-        self.0.push(buf);
+        if !buf.is_empty() {
+            self.0.push(buf);
+        }
+    }
+
+    /// Returns `buf`'s storage to the pool and gives it a pooled `rows x cols` buffer instead.
+    fn swap(&mut self, buf: &mut Array2<f32>, rows: usize, cols: usize) {
+        self.give(std::mem::take(buf));
+        *buf = self.take(rows, cols);
     }
 
     fn bytes(&self) -> usize {
@@ -335,14 +347,11 @@ pub struct Model {
     grads: Vec<f32>,
     convs: Vec<Box<dyn Conv>>,
     norms: Vec<LayerNorm>,
-    /// `acts[l]` is the input of conv `l` (after dropout); `acts[layers]` the logits.
+    /// `acts[l]` is the input of conv `l` (after dropout); `acts[layers]` the logits. Between a
+    /// forward and its backward each holds what backward reads; outside that, hidden layers'
+    /// (and the input, when conv 0's backward does not read it) are in `pool`, empty here.
+    /// Dropout keeps no mask: its keyed draws are made again in backward.
     acts: Vec<Array2<f32>>,
-    /// Inputs of the LayerNorms (hidden layers, when enabled): conv outputs, after dropout in
-    /// the `dropout-first` order.
-    pre_norm: Vec<Array2<f32>>,
-    /// `masks[l]`: keep flags of the dropout feeding conv `l` (`masks[0]` stays empty: nothing
-    /// back-propagates into the input features).
-    masks: Vec<Vec<u8>>,
     pool: BufferPool,
     last: Option<LastForward>,
 }
@@ -395,8 +404,6 @@ impl Model {
             convs,
             norms,
             acts: (0..=layers).map(|_| Array2::zeros((0, 0))).collect(),
-            pre_norm: (0..layers).map(|_| Array2::zeros((0, 0))).collect(),
-            masks: vec![Vec::new(); layers],
             pool: BufferPool::default(),
             last: None,
         })
@@ -434,7 +441,7 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        ensure_shape(&mut self.acts[0], n, self.cfg.in_dim);
+        self.pool.swap(&mut self.acts[0], n, self.cfg.in_dim);
         head_mut(&mut self.acts[0], r).assign(&head(x, r));
         self.run_forward(Graphs::Same(graph), exchange, ctx)
     }
@@ -474,6 +481,7 @@ impl Model {
                 expected_cols: 1,
             });
         }
+        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim);
         gather_rows(features, rows, self.cfg.in_dim, &mut self.acts[0])?;
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -500,7 +508,7 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        ensure_shape(&mut self.acts[0], rows, cols);
+        self.pool.swap(&mut self.acts[0], rows, cols);
         self.acts[0].assign(inputs);
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -529,6 +537,9 @@ impl Model {
         }
         for l in 0..self.cfg.layers {
             self.layer_forward(l, graphs.layer(l), exchange, ctx)?;
+            if l == 0 && !self.convs[0].backward_reads_input() {
+                self.pool.give(std::mem::take(&mut self.acts[0]));
+            }
         }
         self.last = Some(LastForward { ctx, shape: graphs.shape() });
         Ok(&self.acts[self.cfg.layers])
@@ -571,27 +582,29 @@ impl Model {
         let (before, after) = self.acts.split_at_mut(l + 1);
         let (x, out) = (&mut before[l], &mut after[0]);
         let conv = &mut self.convs[l];
-        // Only hidden layers (which have a site) have a dropout mask.
-        let mut mask = self.masks.get_mut(l + 1);
+        if hidden {
+            self.pool.swap(out, n, conv.out_dim());
+        }
         if hidden && self.cfg.layer_norm {
-            let pre = &mut self.pre_norm[l];
-            conv.forward(&self.params, graph, x, pre, exchange, l, ctx)?;
+            // LayerNorm's backward reads its own cache, not its input: the input is scratch.
+            let mut pre = self.pool.take(n, conv.out_dim());
+            conv.forward(&self.params, graph, x, &mut pre, exchange, l, ctx)?;
             if let Some(site) = site.filter(|_| dropout_first) {
-                site.apply_rows(&mut head_mut(pre, m), graph.global_ids(), mask.as_deref_mut());
+                site.apply_rows(&mut head_mut(&mut pre, m), graph.global_ids(), None);
             }
-            ensure_shape(out, n, conv.out_dim());
-            self.norms[l].forward(&self.params, &head(pre, m), &mut head_mut(out, m));
+            self.norms[l].forward(&self.params, &head(&pre, m), &mut head_mut(out, m));
+            self.pool.give(pre);
         } else {
             conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
             if let Some(site) = site.filter(|_| dropout_first) {
-                site.apply_rows(&mut head_mut(out, m), graph.global_ids(), mask.as_deref_mut());
+                site.apply_rows(&mut head_mut(out, m), graph.global_ids(), None);
             }
         }
         if hidden {
             let mut own = head_mut(out, m);
             self.cfg.activation.forward_in_place(&mut own);
             if let Some(site) = site.filter(|_| !dropout_first) {
-                site.apply_rows(&mut own, graph.global_ids(), mask);
+                site.apply_rows(&mut own, graph.global_ids(), None);
             }
         }
         Ok(())
@@ -656,15 +669,16 @@ impl Model {
             if hidden {
                 // `d` is the gradient of acts[l + 1]: back through the hidden layer's steps in
                 // reverse order.
-                let site = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.round(), l + 1);
-                let dropout = ctx.training && site.is_active();
+                // The dropout's adjoint is the dropout itself (same keyed draws, same scale).
+                let site = self.dropout_site(self.cfg.dropout, l + 1, ctx);
                 let dropout_first = self.cfg.layer_order == LayerOrder::DropoutFirst;
                 // Dropout-last saves the dropped output, which `backward_in_place` unscales.
-                let out_scale = if dropout && !dropout_first {
-                    dropout_backward(&mut head_mut(&mut d, m), &self.masks[l + 1], site.scale());
-                    site.scale()
-                } else {
-                    1.0
+                let out_scale = match site.filter(|_| !dropout_first) {
+                    Some(site) => {
+                        site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids(), None);
+                        site.scale()
+                    }
+                    None => 1.0,
                 };
                 self.cfg.activation.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), out_scale);
                 if self.cfg.layer_norm {
@@ -672,9 +686,11 @@ impl Model {
                     self.norms[l].backward(&self.params, &mut self.grads, &head(&d, m), &mut head_mut(&mut dn, m));
                     self.pool.give(std::mem::replace(&mut d, dn));
                 }
-                if dropout && dropout_first {
-                    dropout_backward(&mut head_mut(&mut d, m), &self.masks[l + 1], site.scale());
+                if let Some(site) = site.filter(|_| dropout_first) {
+                    site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids(), None);
                 }
+                // Conv l + 1's backward (done) and this layer's steps were its last readers.
+                self.pool.give(std::mem::take(&mut self.acts[l + 1]));
             }
             // As tall as conv l's input, which may be taller than its graph (a block's sources
             // are a prefix of the rows the previous layer computed).
@@ -762,17 +778,15 @@ impl Model {
         self.params.len()
     }
 
-    /// Bytes of the per-vertex buffers the model keeps between passes, by kind: layer inputs
-    /// and logits, LayerNorm inputs, dropout masks, the layers' caches and the pooled backward
-    /// buffers. A memory estimate is checked against these.
+    /// Bytes of the per-vertex buffers the model keeps between passes, by kind: the layer
+    /// inputs and logits it holds, the layers' caches and the pool of buffers that hidden
+    /// activations, LayerNorm inputs and backward gradients take turns in. A memory estimate
+    /// is checked against these.
     pub fn buffer_bytes(&self) -> BufferBytes {
-        let arrays = |v: &[Array2<f32>]| v.iter().map(array_bytes).sum();
         BufferBytes {
-            activations: arrays(&self.acts),
-            pre_norm: arrays(&self.pre_norm),
-            masks: self.masks.iter().map(Vec::len).sum(),
+            activations: self.acts.iter().map(array_bytes).sum(),
             conv_caches: self.convs.iter().map(|c| c.buffer_bytes()).sum(),
-            backward_pool: self.pool.bytes(),
+            pool: self.pool.bytes(),
         }
     }
 }
@@ -781,10 +795,8 @@ impl Model {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BufferBytes {
     pub activations: usize,
-    pub pre_norm: usize,
-    pub masks: usize,
     pub conv_caches: usize,
-    pub backward_pool: usize,
+    pub pool: usize,
 }
 
 #[cfg(test)]
@@ -824,18 +836,26 @@ mod tests {
         let labels: Vec<u32> = (0..14).map(|i| i % 3).collect();
         let rows: Vec<u32> = (0..12).collect();
         let ctx = ForwardCtx::train(11, 4);
+        // GCN twice: hidden narrower than the input (conv 0 transforms first, its backward
+        // reads its input) and wider (conv 0 aggregates its input, which is not kept).
         let cases = [
-            (ConvKind::Gcn, Activation::Relu),
-            (ConvKind::Sage, Activation::LeakyRelu { slope: 0.1 }),
-            (ConvKind::Gat, Activation::Elu { alpha: 1.0 }),
+            (ConvKind::Gcn, Activation::Relu, 3),
+            (ConvKind::Gcn, Activation::Relu, 5),
+            (ConvKind::Sage, Activation::LeakyRelu { slope: 0.1 }, 3),
+            (ConvKind::Gat, Activation::Elu { alpha: 1.0 }, 3),
         ];
         let orders =
             [(LayerOrder::DropoutLast, true), (LayerOrder::DropoutFirst, true), (LayerOrder::DropoutFirst, false)];
-        for ((kind, act), (layer_order, layer_norm)) in cases.into_iter().flat_map(|c| orders.map(|o| (c, o))) {
+        for ((kind, act, hidden), (layer_order, layer_norm)) in cases.into_iter().flat_map(|c| orders.map(|o| (c, o))) {
             // Without LayerNorm, a kink (ReLU's, LeakyReLU's) sits within the step of some
             // pre-activation of this small model; ELU is smooth there.
             let act = if layer_norm { act } else { Activation::Elu { alpha: 1.0 } };
-            let mut model = Model::new(ModelConfig { layer_order, layer_norm, ..small_config(kind, act) }).unwrap();
+            let config = ModelConfig { layer_order, layer_norm, hidden, ..small_config(kind, act) };
+            assert_eq!(
+                Model::new(config.clone()).unwrap().convs[0].backward_reads_input(),
+                hidden < 4 || kind != ConvKind::Gcn
+            );
+            let mut model = Model::new(config).unwrap();
             let logits = model.forward(&graph, &x, &mut NoExchange, ctx).unwrap();
             let (_, d) = softmax_cross_entropy(logits, &labels, &rows).unwrap();
             model.zero_grad();
@@ -845,7 +865,7 @@ mod tests {
             check_gradient(
                 // LayerNorm after dropout sees rows with zeroed features, which curve too sharply for a
                 // step of 1e-3.
-                &format!("{kind:?} model, {}, LayerNorm {layer_norm}", layer_order.as_str()),
+                &format!("{kind:?} model, hidden {hidden}, {}, LayerNorm {layer_norm}", layer_order.as_str()),
                 &mut params,
                 &grads,
                 2e-4,

@@ -285,9 +285,28 @@ impl Csr {
         self.transpose_with_perm().0
     }
 
-    /// True when `u` is in row `v`'s columns and `v` in row `u`'s, for every entry.
+    /// True when `u` is in row `v`'s columns and `v` in row `u`'s, for every entry: the graph
+    /// is its own transpose. Checked in place (no transpose is built), row-parallel, looking up
+    /// the mirrors of the entries above the diagonal only: rows being strictly increasing, an
+    /// entry maps to one mirror, so when every entry above finds its mirror below and there
+    /// are as many below as above, the entries below are exactly those mirrors.
     pub fn is_symmetric(&self) -> bool {
-        self.num_rows() == self.num_cols && self.reverse() == *self
+        use rayon::prelude::*;
+        if self.num_rows() != self.num_cols {
+            return false;
+        }
+        let (mirrored, below, above) = (0..self.num_rows())
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|v| {
+                let row = self.neighbors(v);
+                let (lower, upper) = row.split_at(row.partition_point(|&u| (u as usize) < v));
+                let upper = upper.strip_prefix(&[v as u32]).unwrap_or(upper);
+                let found = upper.iter().all(|&u| self.neighbors(u as usize).binary_search(&(v as u32)).is_ok());
+                (found, lower.len(), upper.len())
+            })
+            .reduce(|| (true, 0, 0), |a, b| (a.0 && b.0, a.1 + b.1, a.2 + b.2));
+        mirrored && below == above
     }
 
     /// Keeps only the rows and columns in `nodes` (given in the order they get as new ids).
@@ -339,6 +358,12 @@ mod tests {
         assert_eq!(g.neighbors(2), &[1]);
         assert!(g.is_symmetric());
         assert_eq!(g.num_edges(), 4);
+        let opts = EdgeListOptions { symmetrize: false, remove_self_loops: false };
+        let one_way = Csr::from_edges(3, &[(0, 1), (1, 0), (1, 2)], opts).unwrap();
+        assert!(!one_way.is_symmetric());
+        let looped = Csr::from_edges(2, &[(0, 0), (0, 1), (1, 0)], opts).unwrap();
+        assert!(looped.is_symmetric());
+        assert!(!Csr::try_new(2, 3, vec![0, 0, 1], vec![2]).unwrap().is_symmetric());
     }
 
     #[test]

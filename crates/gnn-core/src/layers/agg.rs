@@ -215,6 +215,12 @@ impl Conv for AggConv {
         self.point
     }
 
+    fn backward_reads_input(&self) -> bool {
+        // `x W` is differentiated w.r.t. W through x; the aggregate `A x` is cached instead
+        // (Input point), and only GraphSAGE's root weight reads x there.
+        self.point == ExchangePoint::Transformed || self.self_weight.is_some()
+    }
+
     fn buffer_bytes(&self) -> usize {
         crate::dense::array_bytes(&self.cache)
     }

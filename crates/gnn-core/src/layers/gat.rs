@@ -221,6 +221,11 @@ impl Conv for GatConv {
         self.point
     }
 
+    fn backward_reads_input(&self) -> bool {
+        // The weight gradient is `x^T dh`.
+        true
+    }
+
     fn buffer_bytes(&self) -> usize {
         self.cache.bytes()
     }

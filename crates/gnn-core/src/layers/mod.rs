@@ -95,6 +95,11 @@ pub trait Conv: Send + std::fmt::Debug {
     /// Where this layer exchanges rows.
     fn exchange_point(&self) -> ExchangePoint;
 
+    /// Whether [`Conv::backward`] reads the layer's input `x`. When it does not (GCN
+    /// aggregating its input: backward reads the cached aggregate), the model need not keep
+    /// the input between forward and backward.
+    fn backward_reads_input(&self) -> bool;
+
     /// Bytes of the buffers this layer keeps between calls (forward caches, backward scratch):
     /// what a memory estimate must match.
     fn buffer_bytes(&self) -> usize;
@@ -116,7 +121,8 @@ pub trait Conv: Send + std::fmt::Debug {
         ctx: ForwardCtx,
     ) -> Result<(), ExchangeError>;
 
-    /// Backward of the last [`Conv::forward`] (same graph, `x` as forward left it). Adds the
+    /// Backward of the last [`Conv::forward`] (same graph, `x` as forward left it; any array,
+    /// an empty one included, when [`Conv::backward_reads_input`] is false). Adds the
     /// parameter gradients into `grads`; `dout` (gradient of `out`, at least `num_local` rows,
     /// rows past the computed rows ignored) is used as scratch. When `dx` is given it is
     /// reshaped (kept if it has `in_dim` columns and at least `num_local` rows) and its rows

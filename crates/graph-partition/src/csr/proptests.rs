@@ -135,6 +135,8 @@ proptest! {
         let t = g.reverse();
         prop_assert!(t.check_structure().is_ok());
         prop_assert_eq!(g.column_counts(), t.degrees());
+        // The in-place check agrees with building the transpose.
+        prop_assert_eq!(g.is_symmetric(), t == g);
         prop_assert_eq!(t.reverse(), g);
     }
 

@@ -112,39 +112,41 @@ pub struct Rows {
     pub computed: usize,
     /// Edges of the local graph (GAT keeps per-edge values).
     pub edges: usize,
+    /// The local graph is its own transpose, so `AggGraph` holds no second adjacency.
+    pub symmetric: bool,
 }
 
 /// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
-/// of `rows` (the input copy `acts[0]` counts with layer 0, the pooled backward buffers with
-/// the last layer, whose backward allocates them). Derived from what `gnn_core::model` and the
-/// convs allocate; a model is built (parameters only) to read each conv's widths and exchange
-/// point.
+/// of `rows` (the input copy `acts[0]` counts with layer 0, the pool with the last layer).
+/// Derived from what `gnn_core::model` and the convs allocate; a model is built (parameters
+/// only) to read each conv's widths, exchange point and whether its backward reads its input.
 ///
 /// Every array is `local` rows tall, but arrays start zero-allocated (fresh pages the kernel
 /// backs only once written), and under edge-cut (`computed < local`) rows past the computed
-/// ones are written only where an exchange lands: a layer's input when it pulls its input, its
-/// cache when it pulls transformed rows, and the backward gradients (halo rows zeroed, then
-/// pushed). Those count `local` rows, the others `computed`. With every row computed (one
-/// process, vertex-cut) this is what [`Model::buffer_bytes`] reports.
+/// ones are written only where an exchange lands: a layer's input when it pulls its input and
+/// its cache when it pulls transformed rows. Those count `local` rows, the others `computed`;
+/// pooled buffers take turns as pulled inputs and backward gradients (halo rows zeroed, then
+/// pushed), so they count `local`. With every row computed (one process, vertex-cut) this is
+/// what [`Model::buffer_bytes`] reports.
 pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, ModelError> {
     let model = Model::new(cfg.clone())?;
-    let Rows { local: n, computed: m, edges } = rows;
+    let Rows { local: n, computed: m, edges, .. } = rows;
     let convs: Vec<_> = model.convs().collect();
     let layers = convs.len();
     let pulls_input = |l: usize| convs.get(l).is_some_and(|c| c.exchange_point() == ExchangePoint::Input);
     let input_rows = |l: usize| if pulls_input(l) { n } else { m };
     let mut out = Vec::with_capacity(layers);
+    // Conv 0's input copy `acts[0]` (`local x in_dim`, dropout applied in place) is kept
+    // only when its backward reads it; otherwise it goes to the pool after conv 0's forward.
+    let keeps_input = convs.first().is_some_and(|c| c.backward_reads_input());
     for (l, conv) in convs.iter().enumerate() {
         let (din, dout) = (conv.in_dim(), conv.out_dim());
         let hidden = l + 1 < layers;
         let mut b = BufferBytes {
-            // `acts[l + 1]`: the conv writes `local x out_dim`; layer 0 also keeps the input
-            // copy `acts[0]` (`local x in_dim`), which dropout overwrites in place.
-            activations: input_rows(l + 1) * dout * 4 + if l == 0 { input_rows(0) * din * 4 } else { 0 },
-            // The LayerNorm input of a hidden layer, as wide as the conv's output.
-            pre_norm: if hidden && cfg.layer_norm { m * dout * 4 } else { 0 },
-            // One keep flag (u8) per computed value of a hidden layer's dropout.
-            masks: if hidden && cfg.dropout > 0.0 { m * dout } else { 0 },
+            // The logits `acts[layers]`, and the kept input copy. Hidden activations are
+            // pooled: backward hands each to the pool once its last reader is done.
+            activations: if hidden { 0 } else { input_rows(l + 1) * dout * 4 }
+                + if l == 0 && keeps_input { input_rows(0) * din * 4 } else { 0 },
             conv_caches: match cfg.kind {
                 // One array: `x W` (pulled, then zeroed past the computed rows in backward)
                 // when the layer exchanges transformed rows (narrower output), else the
@@ -155,18 +157,22 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
                 },
                 ConvKind::Gat => gat_cache(cfg, hidden, n, edges),
             },
-            backward_pool: 0,
+            pool: 0,
         };
         if !hidden {
-            // Backward takes a `local x in_dim` gradient buffer per hidden layer it passes,
-            // and returns each to the pool once the layer below has its own: two live at once
-            // (three layers and up), one with two layers, plus LayerNorm's output gradient.
-            let buffers = match layers {
-                1 => 0,
-                2 => 1 + usize::from(cfg.layer_norm),
-                _ => 2,
+            // Every pooled buffer is as wide as the hidden activations (`local x in_dim` of
+            // the last conv). Forward takes one per hidden activation, all alive into
+            // backward; backward's first input gradient finds the pool empty, and with
+            // LayerNorm so does the first hidden layer (its forward's LayerNorm input, or
+            // backward's gradient through it). Every other take finds a returned buffer,
+            // the input copy among them: it is the first buffer a later take reshapes.
+            b.pool = if layers > 1 {
+                (layers + usize::from(cfg.layer_norm)) * n * din * 4
+            } else if keeps_input {
+                0
+            } else {
+                n * din * 4
             };
-            b.backward_pool = buffers * n * din * 4;
         }
         out.push(b);
     }
@@ -191,15 +197,9 @@ fn gat_cache(cfg: &ModelConfig, hidden: bool, n: usize, edges: usize) -> usize {
 pub fn sum_buffers(layers: &[BufferBytes]) -> BufferBytes {
     layers.iter().fold(BufferBytes::default(), |a, b| BufferBytes {
         activations: a.activations + b.activations,
-        pre_norm: a.pre_norm + b.pre_norm,
-        masks: a.masks + b.masks,
         conv_caches: a.conv_caches + b.conv_caches,
-        backward_pool: a.backward_pool + b.backward_pool,
+        pool: a.pool + b.pool,
     })
-}
-
-fn buffer_total(b: &BufferBytes) -> usize {
-    b.activations + b.pre_norm + b.masks + b.conv_caches + b.backward_pool
 }
 
 /// A CSR as `graph_partition::Csr` stores it: u64 row pointers, u32 column ids.
@@ -215,10 +215,12 @@ fn training_terms(
     rows: Rows,
     exchange: Option<usize>,
 ) -> Result<(), ModelError> {
-    let Rows { local: n, edges, .. } = rows;
-    // `AggGraph::new` keeps a copy of the CSR, its transpose and the transpose's entry
-    // permutation (usize per edge).
-    est.add("aggregation graph (CSR copy, transpose, permutation)", 2 * csr_bytes(n, edges) + edges * 8);
+    let Rows { local: n, edges, symmetric, .. } = rows;
+    // `AggGraph::new` keeps a copy of the CSR and, unless the graph is its own transpose, the
+    // transpose; GAT's backward builds the transpose's entry permutation (usize per edge).
+    let adjacencies = if symmetric { 1 } else { 2 };
+    let perm = if model.kind == ConvKind::Gat { edges * 8 } else { 0 };
+    est.add("aggregation graph (CSR copy, transpose, permutation)", adjacencies * csr_bytes(n, edges) + perm);
     // Per row: the `central` flag, global id, in and out degree, four normalisation values.
     est.add("aggregation ids, degrees, norms", n * (1 + 4 + 2 * 4 + 4 * 4));
     // Parameters, gradients, Adam's two moments and the best epoch's copy.
@@ -226,9 +228,9 @@ fn training_terms(
     est.add("parameters, gradients, Adam moments, best copy", params * 4 * 5);
     let layers = model_buffers(model, rows)?;
     for (l, b) in layers.iter().enumerate() {
-        est.add(format!("layer {l} activations, caches, masks"), buffer_total(b) - b.backward_pool);
+        est.add(format!("layer {l} kept input or logits, caches"), b.activations + b.conv_caches);
     }
-    est.add("backward gradient buffers", layers.iter().map(|b| b.backward_pool).sum());
+    est.add("pooled activations and gradients", layers.iter().map(|b| b.pool).sum());
     // The objective's logit gradient, alive while backward allocates its buffers.
     est.add("loss gradient", n * model.out_dim * 4);
     if let Some(bytes) = exchange {
@@ -261,7 +263,8 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     dataset_terms(&mut est, dataset);
     let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
-    training_terms(&mut est, &model, Rows { local: n, computed: n, edges }, None)?;
+    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
+    training_terms(&mut est, &model, rows, None)?;
     Ok(est)
 }
 
@@ -277,7 +280,7 @@ pub fn worker(
 ) -> Result<Estimate, ModelError> {
     let n = part.num_local();
     let computed = if cut == CutKind::EdgeCut { part.num_primary() } else { n };
-    let rows = Rows { local: n, computed, edges: part.num_edges() };
+    let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric: part.csr().is_symmetric() };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
     worker_of(config, rows, in_dim, classes, held_bytes as usize, sent + 2 * received)
@@ -388,7 +391,8 @@ pub fn before_partitioning(
     let w = workers.max(1);
     let (n, edges) = (dataset.num_nodes().div_ceil(w), dataset.graph.num_edges().div_ceil(w));
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
-    let rows = Rows { local: n, computed: n, edges };
+    // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
+    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
     let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, 0)?;
     let shares = vec![held as u64; w];
     Ok(distributed(Some(dataset), metis, &shares, &vec![one; w]))
@@ -407,8 +411,8 @@ mod tests {
         AggGraph::single(&Csr::from_edges(n, &edges, EdgeListOptions::default()).unwrap()).unwrap()
     }
 
-    /// The estimate's model terms equal the bytes the model holds after a training step and an
-    /// evaluation, for every conv, depth, LayerNorm setting and layer order.
+    /// The estimate's model terms equal the bytes the model holds after a training step, and
+    /// after a second, for every conv, depth, LayerNorm setting and layer order.
     #[test]
     fn model_terms_equal_the_buffers_a_training_step_leaves() {
         let n = 37;
@@ -429,19 +433,44 @@ mod tests {
                         cfg.layer_norm = layer_norm;
                         cfg.layer_order = order;
                         let mut model = Model::new(cfg.clone()).unwrap();
-                        let logits = model.forward(&graph, &x, &mut NoExchange, ForwardCtx::train(3, 1)).unwrap();
-                        let dlogits = logits.mapv(|v| v * 0.01);
-                        model.backward(&graph, dlogits, &mut NoExchange).unwrap();
-                        let rows = Rows { local: n, computed: n, edges: graph.fwd().num_edges() };
+                        let rows = Rows { local: n, computed: n, edges: graph.fwd().num_edges(), symmetric: true };
                         let estimated = sum_buffers(&model_buffers(&cfg, rows).unwrap());
-                        assert_eq!(
-                            model.buffer_bytes(),
-                            estimated,
-                            "{kind} {layers} layers, norm {layer_norm}, {order:?}"
-                        );
+                        // The first step allocates, the second reuses: both leave the same.
+                        for epoch in 1..=2 {
+                            let ctx = ForwardCtx::train(3, epoch);
+                            let logits = model.forward(&graph, &x, &mut NoExchange, ctx).unwrap();
+                            let dlogits = logits.mapv(|v| v * 0.01);
+                            model.backward(&graph, dlogits, &mut NoExchange).unwrap();
+                            assert_eq!(
+                                model.buffer_bytes(),
+                                estimated,
+                                "{kind} {layers} layers, norm {layer_norm}, {order:?}, step {epoch}"
+                            );
+                        }
                     }
                 }
             }
+        }
+    }
+
+    /// The aggregation-graph term counts a transpose exactly when `AggGraph` holds one.
+    #[test]
+    fn the_graph_term_follows_whether_a_transpose_is_held() {
+        let one_way = Csr::from_edges(
+            6,
+            &[(0, 1), (1, 2), (2, 0), (3, 4)],
+            EdgeListOptions { symmetrize: false, remove_self_loops: true },
+        )
+        .unwrap();
+        for (csr, symmetric) in [(ring_graph(9).fwd().clone(), true), (one_way, false)] {
+            assert_eq!(AggGraph::single(&csr).unwrap().holds_transpose(), !symmetric);
+            assert_eq!(csr.is_symmetric(), symmetric);
+            let rows = Rows { local: csr.num_rows(), computed: csr.num_rows(), edges: csr.num_edges(), symmetric };
+            let mut est = Estimate::default();
+            training_terms(&mut est, &ModelConfig::gcn(3, 4, 2), rows, None).unwrap();
+            let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
+            let expected = if symmetric { adjacency } else { 2 * adjacency };
+            assert_eq!(est.terms[0].bytes, expected, "symmetric {symmetric}");
         }
     }
 
