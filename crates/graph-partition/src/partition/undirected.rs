@@ -20,7 +20,7 @@ pub(super) fn undirected_simple(graph: &Csr) -> Csr {
 /// symmetric graph is its own reverse (datasets are symmetrised when loaded), so no reverse
 /// is built for it.
 pub(super) fn for_each_undirected_row(graph: &Csr, mut row: impl FnMut(&[u32])) {
-    let rev = (!is_symmetric_without_copy(graph)).then(|| graph.reverse());
+    let rev = (!graph.is_symmetric()).then(|| graph.reverse());
     let mut merged = Vec::new();
     for v in 0..graph.num_nodes() {
         merged.clear();
@@ -58,14 +58,6 @@ pub(super) fn for_each_undirected_row(graph: &Csr, mut row: impl FnMut(&[u32])) 
     }
 }
 
-/// [`Csr::is_symmetric`] by a binary search of every entry's reverse in its sorted row,
-/// instead of comparing with a built reverse (a second copy of the graph).
-fn is_symmetric_without_copy(graph: &Csr) -> bool {
-    graph.num_rows() == graph.num_cols()
-        && (0..graph.num_nodes())
-            .all(|v| graph.neighbors(v).iter().all(|&u| graph.neighbors(u as usize).binary_search(&(v as u32)).is_ok()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,7 +72,7 @@ mod tests {
         assert_eq!(u.neighbors(1), &[0, 2]);
         assert_eq!(u.neighbors(2), &[1]);
         assert!(u.is_symmetric());
-        assert!(!is_symmetric_without_copy(&g));
+        assert!(!g.is_symmetric());
     }
 
     /// A symmetric graph skips the reverse; its view is the graph without self-loops.
@@ -88,8 +80,7 @@ mod tests {
     fn symmetric_graphs_lose_only_their_loops() {
         let opts = EdgeListOptions { symmetrize: true, remove_self_loops: false };
         let g = Csr::from_edges(4, &[(0, 1), (1, 1), (2, 1), (3, 0), (2, 2)], opts).unwrap();
-        assert!(is_symmetric_without_copy(&g));
-        assert_eq!(is_symmetric_without_copy(&g), g.is_symmetric());
+        assert!(g.is_symmetric());
         let u = undirected_simple(&g);
         assert_eq!(u.neighbors(0), &[1, 3]);
         assert_eq!(u.neighbors(1), &[0, 2]);
