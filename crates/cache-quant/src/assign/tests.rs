@@ -4,6 +4,14 @@ use proptest::prelude::*;
 use super::*;
 
 /// The best assignment of `problem` within its budget, by enumeration (3^groups).
+/// Fails, naming `context`, unless `assignment`'s objective equals the best of every assignment
+/// within the problem's budget.
+fn assert_as_good_as_brute_force(problem: &Problem, assignment: &Assignment, context: &str) {
+    let (_, best) = brute_force(problem);
+    let got = problem.objective(assignment);
+    assert!((got - best).abs() <= 1e-9 * best.abs().max(1.0), "{context}: {got} vs {best}");
+}
+
 fn brute_force(problem: &Problem) -> (Assignment, f64) {
     let sizes: Vec<usize> = problem.pairs.iter().map(|p| p.groups.len()).collect();
     let total: usize = sizes.iter().sum();
@@ -96,16 +104,15 @@ fn both_solvers_match_brute_force_up_to_eight_groups() {
                 random_problem(seed as u64, workers, groups, lambda),
                 ragged_problem(seed as u64, workers, groups, lambda, 1),
             ] {
-                let (_, best) = brute_force(&problem);
                 let milp = solve_milp(&problem, 60.0).unwrap();
                 let exact = solve(&problem, 60.0).unwrap();
                 assert!(milp.optimal && milp.solver == Solver::Milp);
                 assert!(exact.optimal && exact.solver == Solver::ExactSweep);
                 for (name, got) in [("milp", &milp), ("exact", &exact)] {
-                    let got = problem.objective(&got.assignment);
-                    assert!(
-                        (got - best).abs() <= 1e-9 * best.abs().max(1.0),
-                        "{name}, shape {groups:?} lambda {lambda}: {got} vs {best}"
+                    assert_as_good_as_brute_force(
+                        &problem,
+                        &got.assignment,
+                        &format!("{name}, shape {groups:?} lambda {lambda}"),
                     );
                 }
             }
@@ -133,12 +140,8 @@ fn milp_under_a_byte_budget_matches_brute_force() {
                 let solved = solve(&problem, 60.0).unwrap();
                 assert!(solved.optimal);
                 assert!(problem.bytes(&solved.assignment) <= budget, "shape {groups:?} budget {budget}");
-                let (_, best) = brute_force(&problem);
-                let got = problem.objective(&solved.assignment);
-                assert!(
-                    (got - best).abs() <= 1e-9 * best.abs().max(1.0),
-                    "shape {groups:?} lambda {lambda} budget {budget}: {got} vs {best}"
-                );
+                let context = format!("shape {groups:?} lambda {lambda} budget {budget}");
+                assert_as_good_as_brute_force(&problem, &solved.assignment, &context);
             }
         }
     }
