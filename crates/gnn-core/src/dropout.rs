@@ -91,46 +91,31 @@ impl DropoutSite {
         }
     }
 
-    /// Drops elements of `x` in place (row `r` belongs to global vertex `global_ids[r]`) and,
-    /// when back-propagation will pass through it, records the keep flags in `mask` (resized to
-    /// `x.len()`) for [`dropout_backward`].
+    /// Drops elements of `x` in place (row `r` belongs to global vertex `global_ids[r]`). The
+    /// map is its own adjoint, so backward applies it again to the gradient: the draws are keyed,
+    /// and no mask is kept between the passes.
     ///
     /// # Panics
     /// If `global_ids` has fewer entries than `x` has rows.
-    pub fn apply_rows<S: DataMut<Elem = f32>>(
-        &self,
-        x: &mut ArrayBase<S, Ix2>,
-        global_ids: &[u32],
-        mask: Option<&mut Vec<u8>>,
-    ) {
+    pub fn apply_rows<S: DataMut<Elem = f32>>(&self, x: &mut ArrayBase<S, Ix2>, global_ids: &[u32]) {
         assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
-        let (len, width) = (x.len(), x.ncols());
+        let width = x.ncols();
         if width == 0 {
-            if let Some(mask) = mask {
-                mask.clear();
-            }
             return;
         }
-        let rows = slice_mut(x).par_chunks_mut(width).enumerate().with_min_len(MIN_PAR_ROWS);
-        match mask {
-            Some(mask) => {
-                mask.resize(len, 0);
-                let keeps = mask.par_chunks_mut(width).with_min_len(MIN_PAR_ROWS);
-                rows.zip(keeps).for_each(|((r, row), keep)| self.drop_row(global_ids[r], row, Some(keep)));
-            }
-            None => rows.for_each(|(r, row)| self.drop_row(global_ids[r], row, None)),
-        }
+        slice_mut(x)
+            .par_chunks_mut(width)
+            .enumerate()
+            .with_min_len(MIN_PAR_ROWS)
+            .for_each(|(r, row)| self.drop_row(global_ids[r], row));
     }
 
-    /// Drops the elements of one row of vertex `gid`, recording the flags in `keep` if given.
+    /// Drops the elements of one row of vertex `gid`.
     #[inline(always)]
-    fn drop_row(&self, gid: u32, row: &mut [f32], mut keep: Option<&mut [u8]>) {
+    fn drop_row(&self, gid: u32, row: &mut [f32]) {
         let (key, scale) = (self.feature_key(gid), self.scale());
         for (g, xs) in row.chunks_mut(LANES).enumerate() {
             let flags = self.group(key, g);
-            if let Some(keep) = keep.as_deref_mut() {
-                keep[g * LANES..][..xs.len()].copy_from_slice(&flags[..xs.len()]);
-            }
             // Multiply by 0 or `scale` without branching: the draws are coin flips.
             for (x, &f) in xs.iter_mut().zip(&flags) {
                 *x *= f32::from(f) * scale;
@@ -139,35 +124,41 @@ impl DropoutSite {
     }
 }
 
-/// `grad <- grad * keep * scale`: the adjoint of [`DropoutSite::apply_rows`].
-///
-/// # Panics
-/// If `mask` is not one flag per element of `grad`.
-pub fn dropout_backward<S: DataMut<Elem = f32>>(grad: &mut ArrayBase<S, Ix2>, mask: &[u8], scale: f32) {
-    assert_eq!(grad.len(), mask.len(), "dropout backward: one flag per element");
-    const CHUNK: usize = 1 << 14;
-    slice_mut(grad).par_chunks_mut(CHUNK).zip(mask.par_chunks(CHUNK)).for_each(|(g, m)| {
-        for (gv, &k) in g.iter_mut().zip(m) {
-            *gv *= f32::from(k) * scale;
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ndarray::Array2;
 
     #[test]
-    fn dropping_without_a_mask_drops_the_same_elements() {
+    fn rows_drop_what_their_keep_flags_say() {
         let site = DropoutSite::new(0.3, 1, 2, 0);
         let ids = [5, 9, 2];
-        let (mut with, mut without) = (Array2::from_elem((3, 7), 1.5f32), Array2::from_elem((3, 7), 1.5f32));
-        let mut mask = Vec::new();
-        site.apply_rows(&mut with, &ids, Some(&mut mask));
-        site.apply_rows(&mut without, &ids, None);
-        assert_eq!(with, without);
-        assert_eq!(mask.len(), 21);
+        let mut x = Array2::from_elem((3, 7), 1.5f32);
+        site.apply_rows(&mut x, &ids);
+        for (row, &gid) in x.rows().into_iter().zip(&ids) {
+            let mut keep = [0u8; 7];
+            site.feature_keep(gid, &mut keep);
+            let want: Vec<f32> = keep.iter().map(|&k| 1.5 * f32::from(k) * site.scale()).collect();
+            assert_eq!(row.to_vec(), want, "vertex {gid}");
+        }
+    }
+
+    #[test]
+    fn dropout_is_its_own_adjoint() {
+        // <D x, g> = <x, D g>: backward may apply the same keyed dropout to the gradient.
+        let site = DropoutSite::new(0.4, 3, 1, 2);
+        let ids = [4, 1, 8, 6];
+        let x = Array2::from_shape_fn((4, 11), |(r, c)| (r * 11 + c) as f32 * 0.1 - 2.0);
+        let g = Array2::from_shape_fn((4, 11), |(r, c)| ((r + 2 * c) % 7) as f32 - 3.0);
+        let (mut dx, mut dg) = (x.clone(), g.clone());
+        site.apply_rows(&mut dx, &ids);
+        site.apply_rows(&mut dg, &ids);
+        let dot =
+            |a: &Array2<f32>, b: &Array2<f32>| a.iter().zip(b).map(|(p, q)| f64::from(*p) * f64::from(*q)).sum::<f64>();
+        // Equal up to the f32 rounding of `x * scale` against `g * scale`.
+        let (a, b) = (dot(&dx, &g), dot(&x, &dg));
+        assert!((a - b).abs() <= 1e-6 * a.abs().max(1.0), "{a} vs {b}");
+        assert!(dx.iter().any(|&v| v == 0.0) && dx.iter().any(|&v| v != 0.0), "something dropped, something kept");
     }
 
     #[test]
@@ -175,9 +166,8 @@ mod tests {
         let site = DropoutSite::new(0.6, 3, 7, 1);
         let mut x = Array2::from_elem((400, 50), 1.0f32);
         let ids: Vec<u32> = (0..400).collect();
-        let mut mask = Vec::new();
-        site.apply_rows(&mut x, &ids, Some(&mut mask));
-        let kept = mask.iter().filter(|&&k| k == 1).count() as f64 / mask.len() as f64;
+        site.apply_rows(&mut x, &ids);
+        let kept = x.iter().filter(|&&v| v != 0.0).count() as f64 / x.len() as f64;
         assert!((kept - 0.4).abs() < 0.01, "kept {kept}");
         assert!(x.iter().all(|&v| v == 0.0 || (v - 2.5).abs() < 1e-6));
         // E[x] is preserved.
@@ -190,9 +180,8 @@ mod tests {
         let site = DropoutSite::new(0.5, 1, 2, 0);
         let mut a = Array2::from_elem((2, 9), 1.0f32);
         let mut b = Array2::from_elem((2, 9), 1.0f32);
-        let (mut ma, mut mb) = (Vec::new(), Vec::new());
-        site.apply_rows(&mut a, &[10, 20], Some(&mut ma));
-        site.apply_rows(&mut b, &[20, 10], Some(&mut mb));
+        site.apply_rows(&mut a, &[10, 20]);
+        site.apply_rows(&mut b, &[20, 10]);
         assert_eq!(a.row(0), b.row(1));
         assert_eq!(a.row(1), b.row(0));
         // Different epochs, layers and seeds give different masks.
@@ -211,15 +200,11 @@ mod tests {
     }
 
     #[test]
-    fn zero_rate_keeps_everything_and_backward_masks() {
+    fn zero_rate_keeps_everything() {
         let site = DropoutSite::new(0.0, 1, 1, 1);
         assert!(!site.is_active());
         let mut x = Array2::from_elem((3, 5), 2.0f32);
-        let mut mask = Vec::new();
-        site.apply_rows(&mut x, &[0, 1, 2], Some(&mut mask));
+        site.apply_rows(&mut x, &[0, 1, 2]);
         assert!(x.iter().all(|&v| v == 2.0));
-        let mut g = Array2::from_elem((1, 4), 1.0f32);
-        dropout_backward(&mut g, &[1, 0, 1, 0], 2.0);
-        assert_eq!(g.as_slice().unwrap(), &[2.0, 0.0, 2.0, 0.0]);
     }
 }

@@ -533,7 +533,7 @@ impl Model {
         let first = graphs.layer(0);
         if let Some(site) = self.dropout_site(self.cfg.input_dropout, 0, ctx) {
             let r = first.local_input_rows();
-            site.apply_rows(&mut head_mut(&mut self.acts[0], r), first.global_ids(), None);
+            site.apply_rows(&mut head_mut(&mut self.acts[0], r), first.global_ids());
         }
         for l in 0..self.cfg.layers {
             self.layer_forward(l, graphs.layer(l), exchange, ctx)?;
@@ -590,21 +590,21 @@ impl Model {
             let mut pre = self.pool.take(n, conv.out_dim());
             conv.forward(&self.params, graph, x, &mut pre, exchange, l, ctx)?;
             if let Some(site) = site.filter(|_| dropout_first) {
-                site.apply_rows(&mut head_mut(&mut pre, m), graph.global_ids(), None);
+                site.apply_rows(&mut head_mut(&mut pre, m), graph.global_ids());
             }
             self.norms[l].forward(&self.params, &head(&pre, m), &mut head_mut(out, m));
             self.pool.give(pre);
         } else {
             conv.forward(&self.params, graph, x, out, exchange, l, ctx)?;
             if let Some(site) = site.filter(|_| dropout_first) {
-                site.apply_rows(&mut head_mut(out, m), graph.global_ids(), None);
+                site.apply_rows(&mut head_mut(out, m), graph.global_ids());
             }
         }
         if hidden {
             let mut own = head_mut(out, m);
             self.cfg.activation.forward_in_place(&mut own);
             if let Some(site) = site.filter(|_| !dropout_first) {
-                site.apply_rows(&mut own, graph.global_ids(), None);
+                site.apply_rows(&mut own, graph.global_ids());
             }
         }
         Ok(())
@@ -675,7 +675,7 @@ impl Model {
                 // Dropout-last saves the dropped output, which `backward_in_place` unscales.
                 let out_scale = match site.filter(|_| !dropout_first) {
                     Some(site) => {
-                        site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids(), None);
+                        site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids());
                         site.scale()
                     }
                     None => 1.0,
@@ -687,7 +687,7 @@ impl Model {
                     self.pool.give(std::mem::replace(&mut d, dn));
                 }
                 if let Some(site) = site.filter(|_| dropout_first) {
-                    site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids(), None);
+                    site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids());
                 }
                 // Conv l + 1's backward (done) and this layer's steps were its last readers.
                 self.pool.give(std::mem::take(&mut self.acts[l + 1]));

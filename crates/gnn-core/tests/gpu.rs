@@ -4,7 +4,7 @@
 //! `cargo xtask gpu-test` runs them.
 #![cfg(feature = "cuda")]
 
-use gnn_core::dropout::{DropoutSite, dropout_backward};
+use gnn_core::dropout::DropoutSite;
 use gnn_core::gpu::{Device, DeviceCsr, RowCodes, reference};
 use gnn_core::params::ParamLayout;
 use gnn_core::sparse::{self, Write};
@@ -137,16 +137,20 @@ fn dropout_masks_are_the_cpu_masks_exactly() {
     let x = values(n * f, 13);
     for site in [DropoutSite::new(0.5, 1, 2, 0), DropoutSite::new(0.1, 9, 30, 2)] {
         let mut want = array(n, f, &x);
-        let mut mask = Vec::new();
-        site.apply_rows(&mut want, &gids, Some(&mut mask));
+        site.apply_rows(&mut want, &gids);
+        let mut mask = vec![0u8; n * f];
+        for (keep, &gid) in mask.chunks_mut(f).zip(&gids) {
+            site.feature_keep(gid, keep);
+        }
         let (mut dx, mut dmask) = (dev.upload(&x).unwrap(), dev.zeros::<u8>(n * f).unwrap());
         dev.dropout_rows(&site, f, &dev.upload(&gids).unwrap(), &mut dx, Some(&mut dmask)).unwrap();
         assert_eq!(dev.download(&dmask).unwrap(), mask);
         assert_eq!(dev.download(&dx).unwrap(), want.as_slice().unwrap());
 
         let g = values(n * f, 14);
+        // The CPU backward applies the same dropout to the gradient.
         let mut want_g = array(n, f, &g);
-        dropout_backward(&mut want_g, &mask, site.scale());
+        site.apply_rows(&mut want_g, &gids);
         let mut dg = dev.upload(&g).unwrap();
         dev.dropout_backward(&dmask, site.scale(), &mut dg).unwrap();
         assert_eq!(dev.download(&dg).unwrap(), want_g.as_slice().unwrap());

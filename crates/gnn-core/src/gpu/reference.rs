@@ -2,7 +2,7 @@
 //! training path, written element by element in the kernels' own arithmetic order so that
 //! integer outputs (codes, packed bytes, masks) match exactly. Kernels that do have one are
 //! compared against the CPU path itself: `sparse::{spmm, sddmm, edge_softmax}`,
-//! `DropoutSite::apply_rows`, `dropout_backward`, `LayerNorm` and `Activation`.
+//! `DropoutSite::apply_rows` (forward, and backward on the gradient), `LayerNorm` and `Activation`.
 //!
 //! Quantization formulas (the codecs' definitions):
 //! - linear, per row: `lo = min`, `scale = (max - lo) / (2^b - 1)`, `q = round((x - lo) / scale)`;
