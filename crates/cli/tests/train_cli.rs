@@ -262,7 +262,7 @@ fn over_the_memory_ceiling_fails_before_training_with_the_breakdown() {
         let out = halo(&[args, &["--report", "run.json"]].concat(), dir.path());
         assert!(!out.status.success(), "a 1 MiB ceiling must fail on Cora");
         let err = stderr(&out);
-        for part in ["--max-memory", when, "dataset features", "layer 0 activations", "total", "--hidden"] {
+        for part in ["--max-memory", when, "dataset features", "layer 0 kept input", "total", "--hidden"] {
             assert!(err.contains(part), "error lacks `{part}`: {err}");
         }
         assert!(!err.contains("epoch 1/"), "no epoch may start: {err}");

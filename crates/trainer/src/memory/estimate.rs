@@ -108,7 +108,7 @@ pub fn format_bytes(bytes: u64) -> String {
 pub struct Rows {
     /// Rows of every layer's arrays: local vertices (primaries and copies).
     pub local: usize,
-    /// Rows the dense per-row work covers (dropout masks): primaries under edge-cut.
+    /// Rows the dense per-row work covers (caches of computed rows): primaries under edge-cut.
     pub computed: usize,
     /// Edges of the local graph (GAT keeps per-edge values).
     pub edges: usize,
