@@ -123,7 +123,7 @@ impl AggGraph {
             }
             norms
         })?;
-        graph.computing_primaries()
+        graph.with_held_halo()
     }
 }
 

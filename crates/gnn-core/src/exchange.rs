@@ -16,7 +16,9 @@
 //! activation (never before the sync, so a replicated vertex counts its self term once). GAT also
 //! calls `max_replicas` on the per-destination score maximum before exponentiating. Backward
 //! mirrors it: `sum_replicas` on the gradient of the aggregate, transposed aggregation, then
-//! `push_halo_grad` on the gradient of the pulled rows.
+//! `push_halo_grad` on the gradient of the pulled rows. A layer on a view whose halo inputs are
+//! held ([`crate::AggGraph::pulls_halo`] false: a block, or an edge-cut first layer under the
+//! halo feature cache) makes neither call.
 
 use ndarray::Array2;
 

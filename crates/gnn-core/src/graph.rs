@@ -16,9 +16,13 @@
 //! Rows whose layer *input* is local are `0..local_input_rows()`: every row, except pulled halo
 //! rows. A mini-batch block ([`crate::block`]) computes its destinations only but holds the
 //! input of all its sources, so there the two differ the other way: layers transform every
-//! input row and send gradients into every one of them, and compute the destinations.
+//! input row and send gradients into every one of them, and compute the destinations. An
+//! edge-cut worker whose halo rows' input features were fetched once at setup (the halo feature
+//! cache) runs its first layer on such a view too ([`AggGraph::with_held_halo`]): that layer
+//! transforms its halo rows itself, takes their share of the weight gradient locally and
+//! exchanges nothing; the later layers pull as usual.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use graph_partition::Csr;
 
@@ -99,8 +103,22 @@ impl GraphDegrees {
 /// `num_primary <= num_local`, one global id and one (finite, non-negative) in/out degree per local
 /// vertex. Halo rows (edge-cut) are expected to have no in-edges; their aggregation output is
 /// never used.
+///
+/// Views of one graph that differ only in which rows they compute and hold the input of
+/// ([`AggGraph::with_pulled_halo`], [`AggGraph::with_held_halo`]) share the adjacency and the
+/// per-vertex tables: a clone costs a reference count.
 #[derive(Debug, Clone)]
 pub struct AggGraph {
+    shared: Arc<Shared>,
+    computed: usize,
+    input: usize,
+    /// Halo rows are filled by the exchange ([`AggGraph::pulls_halo`]).
+    pulled: bool,
+}
+
+/// What every view of one graph shares.
+#[derive(Debug)]
+struct Shared {
     fwd: Csr,
     /// The transpose of `fwd`; `None` when `fwd` is its own transpose (a symmetric graph, the
     /// whole graph of most datasets), so a full-graph adjacency is held once.
@@ -109,8 +127,6 @@ pub struct AggGraph {
     /// and it is a `usize` per edge.
     perm: OnceLock<Vec<usize>>,
     num_primary: usize,
-    computed: usize,
-    input: usize,
     /// Per local row: reads no copy (halo or mirror) row.
     central: Vec<bool>,
     global_ids: Vec<u32>,
@@ -168,41 +184,49 @@ impl AggGraph {
         let bwd = (!csr.is_symmetric()).then(|| csr.reverse());
         let norms = norms(&in_degree, &out_degree);
         let central = (0..n).map(|v| csr.neighbors(v).iter().all(|&u| (u as usize) < num_primary)).collect();
-        Ok(Self {
+        let shared = Shared {
             fwd: csr,
             bwd,
             perm: OnceLock::new(),
             num_primary,
-            computed: n,
-            input: n,
             central,
             global_ids,
             in_degree,
             out_degree,
             norms,
-        })
+        };
+        Ok(Self { shared: Arc::new(shared), computed: n, input: n, pulled: false })
     }
 
     /// Declares rows `num_primary..` edge-cut halo rows: filled by `pull_halo` from their owners,
-    /// never computed here, so [`AggGraph::computed_rows`] becomes `num_primary`. Fails if a halo
-    /// row has in-edges (it would aggregate, so it is not a halo row).
-    pub fn with_pulled_halo(mut self) -> Result<Self, GraphError> {
-        if let Some(row) = (self.num_primary..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
-            return Err(GraphError::HaloInEdges { row });
-        }
-        self.computed = self.num_primary;
-        self.input = self.num_primary;
-        Ok(self)
+    /// never computed here, so [`AggGraph::computed_rows`] and [`AggGraph::local_input_rows`]
+    /// become `num_primary` and [`AggGraph::pulls_halo`] holds. Fails if a halo row has in-edges
+    /// (it would aggregate, so it is not a halo row).
+    pub fn with_pulled_halo(self) -> Result<Self, GraphError> {
+        let mut view = self.computing_primaries()?;
+        view.input = view.num_primary();
+        view.pulled = true;
+        Ok(view)
     }
 
-    /// Declares only rows `0..num_primary` computed while every row's input stays local: a
+    /// Declares only rows `0..num_primary` computed while every row's input is held here: a
     /// mini-batch block, whose sources past its destinations feed the aggregation but are not
-    /// outputs. Fails if a row past `num_primary` has in-edges (it would be an output).
-    pub(crate) fn computing_primaries(mut self) -> Result<Self, GraphError> {
-        if let Some(row) = (self.num_primary..self.num_local()).find(|&v| !self.fwd.neighbors(v).is_empty()) {
+    /// outputs, or an edge-cut layer whose halo inputs were fetched once (the halo feature
+    /// cache), which then transforms its halo rows itself and exchanges nothing. Fails if a row
+    /// past `num_primary` has in-edges (it would be an output).
+    pub fn with_held_halo(self) -> Result<Self, GraphError> {
+        let mut view = self.computing_primaries()?;
+        view.input = view.num_local();
+        view.pulled = false;
+        Ok(view)
+    }
+
+    fn computing_primaries(mut self) -> Result<Self, GraphError> {
+        let fwd = &self.shared.fwd;
+        if let Some(row) = (self.num_primary()..self.num_local()).find(|&v| !fwd.neighbors(v).is_empty()) {
             return Err(GraphError::HaloInEdges { row });
         }
-        self.computed = self.num_primary;
+        self.computed = self.num_primary();
         Ok(self)
     }
 
@@ -219,35 +243,35 @@ impl AggGraph {
 
     /// Forward adjacency: row = local destination, columns = local sources.
     pub fn fwd(&self) -> &Csr {
-        &self.fwd
+        &self.shared.fwd
     }
 
     /// Backward adjacency (transpose of [`AggGraph::fwd`]): row = local source. The forward
     /// adjacency itself when the graph is symmetric.
     pub fn bwd(&self) -> &Csr {
-        self.bwd.as_ref().unwrap_or(&self.fwd)
+        self.shared.bwd.as_ref().unwrap_or(&self.shared.fwd)
     }
 
     /// Whether a transposed adjacency is held besides the forward one (the graph is not
     /// symmetric): what a memory estimate counts.
     pub fn holds_transpose(&self) -> bool {
-        self.bwd.is_some()
+        self.shared.bwd.is_some()
     }
 
     /// `perm()[k]` is the index in `fwd` of entry `k` of `bwd` (for per-edge values). Built
     /// on the first call and kept.
     pub fn perm(&self) -> &[usize] {
-        self.perm.get_or_init(|| self.fwd.transpose_with_perm().1)
+        self.shared.perm.get_or_init(|| self.shared.fwd.transpose_with_perm().1)
     }
 
     /// Number of local vertices (owned + halo/mirror).
     pub fn num_local(&self) -> usize {
-        self.fwd.num_rows()
+        self.shared.fwd.num_rows()
     }
 
     /// Local ids `0..num_primary` are this worker's own vertices.
     pub fn num_primary(&self) -> usize {
-        self.num_primary
+        self.shared.num_primary
     }
 
     /// Rows `0..computed_rows()` are computed here (see the module docs): `num_local` unless
@@ -264,37 +288,45 @@ impl AggGraph {
         self.input
     }
 
+    /// Whether the layers on this view pull the halo rows of what they read and push back
+    /// their gradients ([`AggGraph::with_pulled_halo`]). Said explicitly rather than read off
+    /// the row counts: a worker without halo rows still takes part in every pull, which is a
+    /// collective. Every other view exchanges no halo row.
+    pub fn pulls_halo(&self) -> bool {
+        self.pulled
+    }
+
     /// How many computed rows read no copy (halo or mirror) row: they can be aggregated while
     /// the halo is still in flight, wherever they sit among the primaries.
     pub fn central_rows(&self) -> usize {
-        self.central[..self.computed].iter().filter(|&&c| c).count()
+        self.shared.central[..self.computed].iter().filter(|&&c| c).count()
     }
 
     /// Per local row, whether it reads no copy (halo or mirror) row ([`AggGraph::central_rows`]
     /// counts the computed ones).
     pub fn is_central(&self) -> &[bool] {
-        &self.central
+        &self.shared.central
     }
 
     /// Global id of every local vertex.
     pub fn global_ids(&self) -> &[u32] {
-        &self.global_ids
+        &self.shared.global_ids
     }
 
     /// In-degree (without self loop) of every local vertex that GCN normalises with: the
     /// global one, except in a block normalised with sampled degrees ([`crate::GcnNorm`]).
     pub fn in_degree(&self) -> &[f32] {
-        &self.in_degree
+        &self.shared.in_degree
     }
 
     /// Out-degree (without self loop) of every local vertex, global or sampled as
     /// [`AggGraph::in_degree`].
     pub fn out_degree(&self) -> &[f32] {
-        &self.out_degree
+        &self.shared.out_degree
     }
 
     pub(crate) fn norms(&self) -> &DegreeNorms {
-        &self.norms
+        &self.shared.norms
     }
 }
 

@@ -219,7 +219,7 @@ pub enum ModelError {
     Shape { what: &'static str, rows: usize, cols: usize, expected_rows: usize, expected_cols: usize },
     #[error("backward needs a successful forward pass on the same graph first")]
     NoForward,
-    #[error("the mini-batch has {got} blocks, the model {expected} layers (one block per layer)")]
+    #[error("{got} graphs or mini-batch blocks given for a model of {expected} layers (one per layer)")]
     Blocks { got: usize, expected: usize },
     #[error("input row of vertex {gid} requested from a feature matrix of {rows} rows")]
     UnknownVertex { gid: u32, rows: usize },
@@ -430,7 +430,32 @@ impl Model {
         exchange: &mut dyn Exchange,
         ctx: ForwardCtx,
     ) -> Result<&Array2<f32>, ModelError> {
-        let (n, r) = (graph.num_local(), graph.local_input_rows());
+        self.forward_on(Graphs::Same(graph), x, exchange, ctx)
+    }
+
+    /// [`Model::forward`] with one view of the local graph per layer, input layer first: e.g. a
+    /// first layer that holds its halo inputs ([`AggGraph::with_held_halo`], the halo feature
+    /// cache) before layers that pull theirs. `x` as for [`Model::forward`] on the first view.
+    pub fn forward_layers(
+        &mut self,
+        graphs: &[AggGraph],
+        x: &Array2<f32>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
+        self.check_layers(graphs)?;
+        self.forward_on(Graphs::PerLayer(graphs), x, exchange, ctx)
+    }
+
+    fn forward_on(
+        &mut self,
+        graphs: Graphs<'_>,
+        x: &Array2<f32>,
+        exchange: &mut dyn Exchange,
+        ctx: ForwardCtx,
+    ) -> Result<&Array2<f32>, ModelError> {
+        let first = graphs.layer(0);
+        let (n, r) = (first.num_local(), first.local_input_rows());
         let (rows, cols) = x.dim();
         if cols != self.cfg.in_dim || !(r..=n).contains(&rows) {
             return Err(ModelError::Shape {
@@ -443,7 +468,7 @@ impl Model {
         }
         self.pool.swap(&mut self.acts[0], n, self.cfg.in_dim);
         head_mut(&mut self.acts[0], r).assign(&head(x, r));
-        self.run_forward(Graphs::Same(graph), exchange, ctx)
+        self.run_forward(graphs, exchange, ctx)
     }
 
     /// Logits of a mini-batch (`blocks.layers()` has one graph per layer, input layer first):
@@ -514,7 +539,11 @@ impl Model {
     }
 
     fn check_blocks(&self, blocks: &BlockGraphs) -> Result<(), ModelError> {
-        match blocks.layers().len() {
+        self.check_layers(blocks.layers())
+    }
+
+    fn check_layers(&self, graphs: &[AggGraph]) -> Result<(), ModelError> {
+        match graphs.len() {
             n if n == self.cfg.layers => Ok(()),
             got => Err(ModelError::Blocks { got, expected: self.cfg.layers }),
         }
@@ -621,6 +650,18 @@ impl Model {
         exchange: &mut dyn Exchange,
     ) -> Result<(), ModelError> {
         self.run_backward(Graphs::Same(graph), dlogits, exchange)
+    }
+
+    /// Back-propagates the gradient of the logits of the last [`Model::forward_layers`] (same
+    /// views) as [`Model::backward`] does.
+    pub fn backward_layers(
+        &mut self,
+        graphs: &[AggGraph],
+        dlogits: Array2<f32>,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(), ModelError> {
+        self.check_layers(graphs)?;
+        self.run_backward(Graphs::PerLayer(graphs), dlogits, exchange)
     }
 
     /// Back-propagates the gradient of the logits of the last [`Model::forward_blocks`] (same

@@ -4,7 +4,9 @@
 //!
 //! The test exchange implements the trait's semantics literally, by gathering every worker's block
 //! on a shared board. Halo feature rows of edge-cut workers are filled with garbage, so any read
-//! of a neighbour row before `pull_halo` shows up as a mismatch.
+//! of a neighbour row before `pull_halo` shows up as a mismatch. Under the halo feature cache
+//! (`Cut::EdgeCached`) they hold their true features instead, and layer 0 runs on a view that
+//! holds them and must exchange nothing.
 
 use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
@@ -25,6 +27,8 @@ const DROPOUT_SEED: u64 = 99;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {
     Edge,
+    /// Edge-cut with the halo rows' input features held (fetched once): layer 0 exchanges nothing.
+    EdgeCached,
     Vertex,
 }
 
@@ -64,15 +68,20 @@ impl Problem {
 /// One worker's share: local graph, local features, labels and training rows.
 struct Part {
     graph: AggGraph,
+    /// Under the halo feature cache, layer 0's view: it holds the halo rows' inputs.
+    first: Option<AggGraph>,
     x: Array2<f32>,
     labels: Vec<u32>,
     train_rows: Vec<u32>,
 }
 
 /// Builds a worker's view from its owned vertices, its copies and its in-edges (global ids).
-/// Edge-cut halo copies (`halo_copies`) are pulled, never computed, so they get garbage features
-/// that would show if a layer read them before the pull.
-fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], halo_copies: bool) -> Part {
+/// Edge-cut halo copies (`halo: Some(cached)`) are pulled, never computed, so they get garbage
+/// features that would show if a layer read them before the pull, unless `cached`: then they hold
+/// their features and layer 0 runs on a view that holds them.
+fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], halo: Option<bool>) -> Part {
+    let halo_copies = halo.is_some();
+    let cached = halo == Some(true);
     let gids: Vec<u32> = owned.iter().chain(copies).copied().collect();
     let local: HashMap<u32, u32> = gids.iter().enumerate().map(|(l, &g)| (g, l as u32)).collect();
     let mut rows: Vec<Vec<u32>> = vec![Vec::new(); gids.len()];
@@ -93,7 +102,7 @@ fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], h
     let graph = if halo_copies { graph.with_pulled_halo().unwrap() } else { graph };
     let mut x = Array2::zeros((gids.len(), p.x.ncols()));
     for (l, &g) in gids.iter().enumerate() {
-        if halo_copies && l >= owned.len() {
+        if halo_copies && !cached && l >= owned.len() {
             x.row_mut(l).fill(1e3);
         } else {
             x.row_mut(l).assign(&p.x.row(g as usize));
@@ -101,7 +110,8 @@ fn make_part(p: &Problem, owned: &[u32], copies: &[u32], edges: &[(u32, u32)], h
     }
     let labels = gids.iter().map(|&g| p.labels[g as usize]).collect();
     let train_rows = (0..owned.len() as u32).filter(|&l| p.train[gids[l as usize] as usize]).collect();
-    Part { graph, x, labels, train_rows }
+    let first = cached.then(|| graph.clone().with_held_halo().unwrap());
+    Part { graph, first, x, labels, train_rows }
 }
 
 fn all_edges(csr: &Csr) -> Vec<(u32, u32)> {
@@ -110,7 +120,7 @@ fn all_edges(csr: &Csr) -> Vec<(u32, u32)> {
 
 /// Edge-cut: vertices dealt to owners at random; each part stores its owned vertices' in-edges,
 /// and the remote sources are its halo.
-fn edge_cut(p: &Problem) -> (Vec<Part>, Vec<usize>) {
+fn edge_cut(p: &Problem, cached: bool) -> (Vec<Part>, Vec<usize>) {
     let mut r = SplitMix64::new(5);
     let owner: Vec<usize> = (0..NODES).map(|_| r.below(PARTS as u64) as usize).collect();
     let edges = all_edges(&p.csr);
@@ -121,7 +131,7 @@ fn edge_cut(p: &Problem) -> (Vec<Part>, Vec<usize>) {
             let mut halo: Vec<u32> = mine.iter().map(|&(s, _)| s).filter(|&s| owner[s as usize] != q).collect();
             halo.sort_unstable();
             halo.dedup();
-            make_part(p, &owned, &halo, &mine, true)
+            make_part(p, &owned, &halo, &mine, Some(cached))
         })
         .collect();
     (parts, owner)
@@ -152,7 +162,7 @@ fn vertex_cut(p: &Problem) -> (Vec<Part>, Vec<usize>) {
             let (owned, mirrors): (Vec<u32>, Vec<u32>) = held.iter().partition(|&&v| master[v as usize] == q);
             let mine: Vec<(u32, u32)> =
                 edges.iter().zip(&edge_part).filter(|&(_, &ep)| ep == q).map(|(&e, _)| e).collect();
-            make_part(p, &owned, &mirrors, &mine, false)
+            make_part(p, &owned, &mirrors, &mine, None)
         })
         .collect();
     (parts, master)
@@ -214,6 +224,9 @@ struct BusExchange<'a> {
 impl BusExchange<'_> {
     fn gather(&mut self, what: &'static str, tag: Tag, x: &Array2<f32>) -> Result<Vec<Array2<f32>>, ExchangeError> {
         *self.calls.entry(what).or_default() += 1;
+        if tag.layer == 0 {
+            *self.calls.entry("layer 0").or_default() += 1;
+        }
         self.bus
             .all_gather(self.rank, Some(tag), x)
             .map_err(|_| ExchangeError::Protocol { tag, message: "workers called different exchanges".into() })
@@ -253,7 +266,7 @@ impl BusExchange<'_> {
 
 impl Exchange for BusExchange<'_> {
     fn pull_halo(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        if self.bus.cut != Cut::Edge {
+        if self.bus.cut == Cut::Vertex {
             return Ok(());
         }
         let blocks = self.gather("pull", tag, x)?;
@@ -266,7 +279,7 @@ impl Exchange for BusExchange<'_> {
     }
 
     fn push_halo_grad(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        if self.bus.cut != Cut::Edge {
+        if self.bus.cut == Cut::Vertex {
             return Ok(());
         }
         let blocks = self.gather("push", tag, g)?;
@@ -314,9 +327,18 @@ fn train(
     let mut model = Model::new(cfg.clone()).unwrap();
     let mut adam = Adam::new(0.01, 5e-4);
     let (mut losses, mut logits_seen, mut grads_seen) = (Vec::new(), Vec::new(), Vec::new());
+    // Under the halo feature cache: layer 0 on the view holding its halo inputs, the rest pulling.
+    let layers: Option<Vec<AggGraph>> = part.first.as_ref().map(|first| {
+        std::iter::once(first.clone()).chain(std::iter::repeat_n(part.graph.clone(), cfg.layers - 1)).collect()
+    });
     for epoch in 0..EPOCHS {
         model.zero_grad();
-        let logits = match model.forward(&part.graph, &part.x, exchange, ForwardCtx::train(DROPOUT_SEED, epoch)) {
+        let ctx = ForwardCtx::train(DROPOUT_SEED, epoch);
+        let logits = match &layers {
+            Some(graphs) => model.forward_layers(graphs, &part.x, exchange, ctx),
+            None => model.forward(&part.graph, &part.x, exchange, ctx),
+        };
+        let logits = match logits {
             Ok(l) => l,
             Err(gnn_core::ModelError::Exchange(e)) => return Err(e),
             Err(e) => panic!("forward: {e}"),
@@ -325,7 +347,11 @@ fn train(
         logits_seen.push((0..owned).map(|l| (part.graph.global_ids()[l], logits.row(l).to_vec())).collect());
         let (loss, mut d) = softmax_cross_entropy(logits, &part.labels, &part.train_rows).unwrap();
         d /= global_train as f32;
-        match model.backward(&part.graph, d, exchange) {
+        let backward = match &layers {
+            Some(graphs) => model.backward_layers(graphs, d, exchange),
+            None => model.backward(&part.graph, d, exchange),
+        };
+        match backward {
             Ok(()) => {}
             Err(gnn_core::ModelError::Exchange(e)) => return Err(e),
             Err(e) => panic!("backward: {e}"),
@@ -342,6 +368,7 @@ fn single_process(cfg: &ModelConfig, p: &Problem) -> Trace {
     let graph = AggGraph::single(&p.csr).unwrap();
     let part = Part {
         graph,
+        first: None,
         x: p.x.clone(),
         labels: p.labels.clone(),
         train_rows: (0..NODES as u32).filter(|&v| p.train[v as usize]).collect(),
@@ -351,7 +378,8 @@ fn single_process(cfg: &ModelConfig, p: &Problem) -> Trace {
 
 fn distributed(cfg: &ModelConfig, p: &Problem, cut: Cut) -> Trace {
     let (parts, owner) = match cut {
-        Cut::Edge => edge_cut(p),
+        Cut::Edge => edge_cut(p, false),
+        Cut::EdgeCached => edge_cut(p, true),
         Cut::Vertex => vertex_cut(p),
     };
     let bus = Bus::new(cut, &parts, owner);
@@ -414,13 +442,17 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
 fn check_equivalence(cfg: &ModelConfig) {
     let p = Problem::new();
     let single = single_process(cfg, &p);
-    for cut in [Cut::Edge, Cut::Vertex] {
+    for cut in [Cut::Edge, Cut::EdgeCached, Cut::Vertex] {
         let dist = distributed(cfg, &p, cut);
         let label = format!("{:?} {cut:?}-cut", cfg.kind);
         let expected_calls: &[&str] = match cut {
-            Cut::Edge => &["pull", "push"],
+            Cut::Edge => &["pull", "push", "layer 0"],
+            Cut::EdgeCached => &["pull", "push"],
             Cut::Vertex => &["sum"],
         };
+        if cut == Cut::EdgeCached {
+            assert_eq!(dist.calls.get("layer 0"), None, "{label}: layer 0 holds its halo inputs, yet exchanged");
+        }
         for call in expected_calls {
             assert!(dist.calls.get(call).copied().unwrap_or(0) > 0, "{label}: no {call} exchange ran");
         }

@@ -125,8 +125,8 @@ impl AggConv {
 }
 
 impl AggConv {
-    /// Pulls the halo rows of `x` and overwrites the computed rows of `out` with `A x`. When the
-    /// exchange overlaps, every central row (no halo in-neighbour) is aggregated while the halo
+    /// Pulls the halo rows of `x` (when the graph pulls them) and overwrites the computed rows of
+    /// `out` with `A x`. When the exchange overlaps, every central row (no halo in-neighbour) is aggregated while the halo
     /// is in flight, then the marginal rows.
     fn pull_and_aggregate(
         &self,
@@ -137,7 +137,9 @@ impl AggConv {
         tag: Tag,
     ) -> Result<(), ExchangeError> {
         let m = graph.computed_rows();
-        if exchange.overlaps() {
+        if !graph.pulls_halo() {
+            self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |_| true);
+        } else if exchange.overlaps() {
             let central = graph.is_central();
             exchange.start_pull(tag, x)?;
             self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |v| central[v]);
@@ -150,8 +152,8 @@ impl AggConv {
         Ok(())
     }
 
-    /// `out (+)= A^T g` over every local row, then pushes the halo rows of `out` to their
-    /// primaries. When the exchange overlaps, the halo rows are computed and sent first and the
+    /// `out (+)= A^T g` over every local row, then (when the graph pulls its halo) pushes the
+    /// halo rows of `out` to their primaries. When the exchange overlaps, the halo rows are computed and sent first and the
     /// primary rows computed while they are in flight.
     fn aggregate_and_push(
         &self,
@@ -163,7 +165,10 @@ impl AggConv {
         tag: Tag,
     ) -> Result<(), ExchangeError> {
         let (n, primaries) = (graph.num_local(), graph.num_primary());
-        if exchange.overlaps() {
+        if !graph.pulls_halo() {
+            self.aggregate_bwd(graph, g, out, write, 0..n);
+            Ok(())
+        } else if exchange.overlaps() {
             self.aggregate_bwd(graph, g, out, write, primaries..n);
             exchange.start_push(tag, out)?;
             self.aggregate_bwd(graph, g, out, write, 0..primaries);

@@ -245,7 +245,7 @@ impl Conv for GatConv {
         let stride = heads + width;
         let tag = |step| Tag::new(layer, Direction::Forward, step);
         let mut c = std::mem::replace(&mut self.cache, GatCache::new());
-        if self.point == ExchangePoint::Input {
+        if self.point == ExchangePoint::Input && graph.pulls_halo() {
             exchange.pull_halo(tag(Step::Halo), x)?;
         }
         // Halo rows are sources of attention, so they need `h`: pulled, or transformed here.
@@ -258,7 +258,7 @@ impl Conv for GatConv {
             0.0,
             &mut head_mut(&mut c.h, transformed_rows),
         );
-        if self.point == ExchangePoint::Transformed {
+        if self.point == ExchangePoint::Transformed && graph.pulls_halo() {
             exchange.pull_halo(tag(Step::Halo), &mut c.h)?;
         }
         self.attention_weights(&mut c, params, graph, exchange, tag)?;
@@ -503,7 +503,7 @@ impl Conv for GatConv {
         self.att_dst.slice_mut(grads).iter_mut().zip(datt_dst).for_each(|(g, d)| *g += d);
 
         // Through the linear transform.
-        if self.point == ExchangePoint::Transformed {
+        if self.point == ExchangePoint::Transformed && graph.pulls_halo() {
             exchange.push_halo_grad(tag(Step::Halo), &mut c.dh)?;
         }
         let rows = self.transformed_rows(graph);
@@ -511,7 +511,7 @@ impl Conv for GatConv {
         if let Some(dx) = dx {
             ensure_rows(dx, n, self.in_dim());
             gemm(1.0, &head(&c.dh, rows), &self.weight.view(params).t(), 0.0, &mut head_mut(dx, rows));
-            if self.point == ExchangePoint::Input {
+            if self.point == ExchangePoint::Input && graph.pulls_halo() {
                 exchange.push_halo_grad(tag(Step::Halo), dx)?;
             }
         }
