@@ -140,6 +140,14 @@ pub fn run_method(
         parts.sync = method::GradSync::ParamServers { servers };
     }
     check_checkpoints(name, &parts, config)?;
+    if parts.halo_features == method::HaloFeatures::Cached
+        && parts.data != DataPlan::Cut(graph_partition::book::CutKind::EdgeCut)
+    {
+        return Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "the halo feature cache is for edge-cut partitioned training".to_string(),
+        });
+    }
     match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;

@@ -1,6 +1,6 @@
 //! `[method.ecgraph]`: EC-Graph's compressed edge-cut exchange (`--fp-bits`, `--bp-bits`,
-//! `--reqec`, `--resec`, `--bit-tuner`, `--trend`, `--send-change-rate`, and the tuner's
-//! thresholds `tuner-up` / `tuner-down`).
+//! `--reqec`, `--resec`, `--bit-tuner`, `--trend`, `--send-change-rate`, the tuner's
+//! thresholds `tuner-up` / `tuner-down`) and its halo feature cache (`--halo-cache`).
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +32,9 @@ pub struct EcgraphSettings {
     pub tuner_up: f64,
     /// The tuner halves a layer's bits when its predicted share is below this.
     pub tuner_down: f64,
+    /// Fetch the input features of the halo rows once at setup, so that layer 0 exchanges
+    /// nothing ([`crate::method::HaloFeatures::Cached`]).
+    pub halo_cache: bool,
 }
 
 impl Default for EcgraphSettings {
@@ -46,6 +49,7 @@ impl Default for EcgraphSettings {
             send_change_rate: false,
             tuner_up: 0.6,
             tuner_down: 0.4,
+            halo_cache: true,
         }
     }
 }
@@ -95,6 +99,9 @@ mod tests {
         let c = TrainConfig::from_toml_str(text, "e.toml").unwrap();
         let s = &c.method.ecgraph;
         assert_eq!((c.method.name, s.fp_bits, s.bp_bits, s.trend, s.tuner_up), (Method::Ecgraph, 4, 4, 5, 0.7));
+        assert!(s.halo_cache, "the paper fetches the halo features once: on by default");
+        let off = TrainConfig::from_toml_str(&format!("{text}halo-cache = false\n"), "e.toml").unwrap();
+        assert!(!off.method.ecgraph.halo_cache);
         let msg = TrainConfig::from_toml_str(&text.replace("= 4", "= 3"), "e.toml").unwrap_err().to_string();
         assert!(msg.starts_with("e.toml:4: key `fp-bits`"), "{msg}");
         let msg = TrainConfig::from_toml_str(&text.replace("= 5", "= 0"), "e.toml").unwrap_err().to_string();

@@ -54,7 +54,7 @@ use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, fingerprint_part};
 use crate::config::{Backend, TrainConfig};
 use crate::error::TrainError;
 use crate::memory::Limit;
-use crate::method::Parts;
+use crate::method::{HaloFeatures, Parts};
 use crate::report::{EpochRecord, Report};
 use crate::train_loop::{Best, EpochObserver, LoopOptions, train_loop_with};
 use clock::CommClock;
@@ -335,6 +335,18 @@ fn run_worker(
     } else {
         (None, setup::receive(comm, &clock)?)
     };
+    let mut share = share;
+    // The halo feature cache: one fetch before training (and before the memory check, which
+    // counts the fetched rows among the share's).
+    let halo_fetch = match job.parts.halo_features {
+        HaloFeatures::Pulled => None,
+        HaloFeatures::Cached => {
+            let mark = comm.ledger_mark();
+            share.fetch_halo_features(comm, &clock)?;
+            clock.call(|| comm.gather_ledger(0, &comm.ledger_since(mark))).map_err(DistError::from)?
+        }
+    };
+    let share = share;
     let (root, setup_memory) = match root {
         Some((dataset, summary, split_sizes, setup_memory)) => {
             (Some((dataset, summary, split_sizes)), Some(setup_memory))
@@ -342,7 +354,17 @@ fn run_worker(
         None => (None, None),
     };
     let in_process = job.backend == Backend::Local;
-    let memory = budget::before_training(comm, &clock, config, job.cut, &share, setup_memory, job.limit, in_process)?;
+    let memory = budget::before_training(
+        comm,
+        &clock,
+        config,
+        job.cut,
+        job.parts.halo_features,
+        &share,
+        setup_memory,
+        job.limit,
+        in_process,
+    )?;
     let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let id = RunIdentity {
@@ -401,6 +423,12 @@ fn run_worker(
     method["cost_model"] = json!(comm_hierarchy::cost::MODEL);
     method["overlap"] = json!(config.distributed.overlap);
     method["held_bytes_max"] = json!(table.chunks_exact(FIELDS).map(|w| w[3] as u64).max());
+    if let Some(fetch) = halo_fetch {
+        method["halo_cache"] = json!({
+            "bytes": fetch.phase_totals(setup::HALO_FEATURES).bytes(),
+            "modeled_s": comm_hierarchy::cost::model(topology, &fetch).total_s,
+        });
+    }
     method["workers"] = json!(workers);
     outcome.final_.method = Some(method);
     outcome.final_.memory = Some(memory);

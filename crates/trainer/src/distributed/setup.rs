@@ -2,15 +2,17 @@
 //! and sends it before cutting the next (a streamed scatter); every worker then holds only its part of the graph (its primaries and
 //! their halo vertices or mirrors) and the rows of those vertices. Input features travel only
 //! for the rows a worker computes: an edge-cut worker pulls its halo rows from their owners at
-//! every layer, so it never needs their features. Rank 0 drops the whole dataset once the shares
-//! are sent (when it owns it).
+//! every layer, so it never needs their features, unless the method caches them
+//! ([`crate::method::HaloFeatures::Cached`]): then every worker fetches its halo rows' features
+//! from their owners once ([`WorkerShare::fetch_halo_features`]). Rank 0 drops the whole dataset
+//! once the shares are sent (when it owns it).
 
 use comm_hierarchy::{CommError, Communicator};
 use graph_partition::book::{LocalGraph, PartitionBook};
 use graph_partition::metrics::{PartitionMetrics, measure};
 use graph_partition::partition::{PartitionConfig, partition_graph};
 use graph_partition::{Dataset, Labels};
-use ndarray::{Array2, Axis};
+use ndarray::{Array2, Axis, s};
 
 use graph_partition::book::CutKind;
 
@@ -22,13 +24,17 @@ use crate::report::{PartitionSummary, SplitSizes};
 /// Ledger phase of the setup traffic (outside every epoch's counts).
 const PHASE: &str = "setup";
 
+/// Ledger phase of the one fetch of the halo rows' input features (outside every epoch's counts).
+pub(crate) const HALO_FEATURES: &str = "setup/halo-features";
+
 /// What one worker holds.
 #[derive(Debug)]
 pub(crate) struct WorkerShare {
     /// Its part of the graph: local ids, edges, exchange lists, global degrees.
     pub part: LocalGraph,
     /// Input features of the local vertices it computes (local ids `0..features.nrows()`: its
-    /// primaries under edge-cut, every local vertex under vertex-cut).
+    /// primaries under edge-cut, every local vertex under vertex-cut), and of its halo vertices
+    /// once [`WorkerShare::fetch_halo_features`] ran.
     pub features: Array2<f32>,
     /// Labels of its local vertices, one entry (row) per local id.
     pub labels: Labels,
@@ -78,6 +84,52 @@ impl WorkerShare {
             Labels::MultiLabel(t) => t.len() * 4,
         };
         (graph + self.features.len() * 4 + labels + (self.train.len() + self.valid.len() + self.test.len()) * 4) as u64
+    }
+
+    /// Edge-cut: fetches the input features of this worker's halo rows from their owners, once
+    /// (one `all_to_all_v` of raw `f32` rows, `in_dim * 4` bytes a halo row, under
+    /// [`HALO_FEATURES`]), so that `features` holds a row per local vertex. A collective: every
+    /// worker of the job calls it, with its share as received.
+    pub(crate) fn fetch_halo_features(
+        &mut self,
+        comm: &dyn Communicator,
+        clock: &CommClock<'_>,
+    ) -> Result<(), DistError> {
+        let (part, (rows, width)) = (&self.part, self.features.dim());
+        let setup_error = |detail: String| DistError::Setup { rank: comm.rank(), detail };
+        if rows != part.num_primary() {
+            return Err(setup_error(format!(
+                "the halo features are fetched once, into a share with its {} primaries' rows; it has {rows}",
+                part.num_primary()
+            )));
+        }
+        let own = self.features.as_standard_layout();
+        let data = own.as_slice().expect("a standard-layout array is one row-major slice");
+        let send = (0..comm.size())
+            .map(|q| {
+                let list = if q == comm.rank() { &[][..] } else { part.send(q) };
+                list.iter().flat_map(|&l| &data[l as usize * width..][..width]).copied().collect()
+            })
+            .collect();
+        let received = clock.call(|| comm.all_to_all_rows(HALO_FEATURES, send))?;
+        let mut features = Array2::zeros((part.num_local(), width));
+        features.slice_mut(s![..rows, ..]).assign(&own);
+        for (q, values) in received.iter().enumerate() {
+            let list = if q == comm.rank() { &[][..] } else { part.recv(q) };
+            if values.len() != list.len() * width {
+                return Err(setup_error(format!(
+                    "rank {q} sent {} halo feature values, expected {} rows of {width}",
+                    values.len(),
+                    list.len()
+                )));
+            }
+            for (&l, row) in list.iter().zip(values.chunks_exact(width.max(1))) {
+                features.row_mut(l as usize).assign(&ndarray::ArrayView1::from(row));
+            }
+        }
+        drop(own);
+        self.features = features;
+        Ok(())
     }
 
     fn into_wire(self) -> WireShare {

@@ -25,7 +25,7 @@ use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
-use crate::method::{ControlCtx, Controller, GradSync, Parts};
+use crate::method::{ControlCtx, Controller, GradSync, HaloFeatures, Parts};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
@@ -42,7 +42,9 @@ pub(crate) struct Worker<'a> {
     comm: &'a dyn Communicator,
     clock: &'a CommClock<'a>,
     share: &'a WorkerShare,
-    graph: AggGraph,
+    /// The view of the local graph each layer runs on: every one pulls its halo rows, except
+    /// layer 0's under the halo feature cache, which holds them.
+    graphs: Vec<AggGraph>,
     objective: Objective<'a>,
     model: Model,
     exchange: Box<dyn Exchange + 'a>,
@@ -92,7 +94,7 @@ impl<'a> Worker<'a> {
             comm,
             clock,
             share,
-            graph: agg_graph_of(&share.part, cut)?,
+            graphs: layer_graphs(agg_graph_of(&share.part, cut)?, parts.halo_features, config.layers)?,
             global_terms: (share.global_train * objective.terms_per_row()) as f64,
             objective,
             model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,
@@ -110,6 +112,11 @@ impl<'a> Worker<'a> {
         })
     }
 
+    /// The local graph as the layers past the first see it (every view computes the same rows).
+    fn graph(&self) -> &AggGraph {
+        self.graphs.last().expect("a model has at least one layer")
+    }
+
     /// The codec stack's name (ask after training).
     pub(crate) fn codec_name(&self) -> String {
         self.exchange.codec_name()
@@ -119,11 +126,11 @@ impl<'a> Worker<'a> {
     fn step(&mut self, epoch: usize) -> Result<f64, TrainError> {
         self.model.zero_grad();
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
-        let logits = self.model.forward(&self.graph, &self.share.features, self.exchange.as_mut(), ctx)?;
+        let logits = self.model.forward_layers(&self.graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
         let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.share.train)?;
-        let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
+        let layer = guard::bad_layer(loss_sum, &self.model, self.graph());
         dlogits /= self.global_terms as f32;
-        self.model.backward(&self.graph, dlogits, self.exchange.as_mut())?;
+        self.model.backward_layers(&self.graphs, dlogits, self.exchange.as_mut())?;
         let (comm, grads) = (self.comm, self.model.grads_mut());
         if self.servers.is_none() {
             self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
@@ -240,6 +247,15 @@ impl<'a> Worker<'a> {
     }
 }
 
+/// One view of `graph` per layer: layer 0's holds its halo inputs when they are cached.
+fn layer_graphs(graph: AggGraph, halo: HaloFeatures, layers: usize) -> Result<Vec<AggGraph>, TrainError> {
+    let first = match halo {
+        HaloFeatures::Pulled => graph.clone(),
+        HaloFeatures::Cached => graph.clone().with_held_halo()?,
+    };
+    Ok(std::iter::once(first).chain(std::iter::repeat_n(graph, layers.saturating_sub(1))).collect())
+}
+
 /// The report form of codec stats: per (layer, direction, route) and in total.
 fn stats_json(table: &StatsTable) -> Value {
     let entry = |s: &cache_quant::CodecStats| {
@@ -277,7 +293,8 @@ impl Strategy for Worker<'_> {
         self.codec_totals.merge(&codec_stats);
         method["codec"] = stats_json(&codec_stats);
         if let Some(controller) = self.controller.as_mut() {
-            let ctx = ControlCtx { comm: self.comm, graph: &self.graph };
+            let graph = self.graphs.last().expect("a model has at least one layer");
+            let ctx = ControlCtx { comm: self.comm, graph };
             if let Some(fields) = controller.after_step_in(epoch, &codec_stats, &ctx)? {
                 method["controller"] = fields;
             }
@@ -290,8 +307,12 @@ impl Strategy for Worker<'_> {
     }
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        let logits =
-            self.model.forward(&self.graph, &self.share.features, self.exchange.as_mut(), ForwardCtx::eval())?;
+        let logits = self.model.forward_layers(
+            &self.graphs,
+            &self.share.features,
+            self.exchange.as_mut(),
+            ForwardCtx::eval(),
+        )?;
         let mut counts = [0.0f64; 6];
         for (k, rows) in [&self.share.train, &self.share.valid, &self.share.test].into_iter().enumerate() {
             let hits = self.objective.hits(logits, rows)?;

@@ -8,12 +8,15 @@
 //! binary and thread stacks (tens of MB), transient temporaries shorter than a layer (a
 //! degree vector while a graph is built) and METIS' own work arrays.
 
+use std::ops::Range;
+
 use gnn_core::{BufferBytes, ConvKind, ExchangePoint, Model, ModelConfig, ModelError};
 use graph_partition::book::{CutKind, LocalGraph};
 use graph_partition::{Dataset, Labels};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
+use crate::method::HaloFeatures;
 
 /// One named part of an estimate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,11 +272,14 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
 }
 
 /// One worker training on its part, which holds `held_bytes` (`WorkerShare::held_bytes`: the
-/// local graph, the features of its computed rows, labels, splits).
+/// local graph, the features of its computed rows, and of its halo rows under the halo feature
+/// cache, labels, splits). Under that cache layer 0 exchanges nothing, so it sizes no exchange
+/// buffer.
 pub fn worker(
     config: &TrainConfig,
     part: &LocalGraph,
     cut: CutKind,
+    halo: HaloFeatures,
     in_dim: usize,
     classes: usize,
     held_bytes: u64,
@@ -283,35 +289,39 @@ pub fn worker(
     let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric: part.csr().is_symmetric() };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
-    worker_of(config, rows, in_dim, classes, held_bytes as usize, sent + 2 * received)
+    let exchanging = usize::from(halo == HaloFeatures::Cached)..usize::MAX;
+    worker_of(config, rows, in_dim, classes, held_bytes as usize, (sent + 2 * received, exchanging))
 }
 
-/// [`worker`] from counts: `exchange_rows` rows of the widest exchanged width live in the
-/// exchange's buffers.
+/// [`worker`] from counts: `exchange.0` rows of the widest width the layers in `exchange.1`
+/// exchange live in the exchange's buffers.
 fn worker_of(
     config: &TrainConfig,
     rows: Rows,
     in_dim: usize,
     classes: usize,
     held_bytes: usize,
-    exchange_rows: usize,
+    exchange: (usize, Range<usize>),
 ) -> Result<Estimate, ModelError> {
     let mut est = Estimate::default();
     est.add("share (local graph, features, labels)", held_bytes);
     let model = config.model_config(in_dim, classes);
-    let exchange = exchange_rows * exchange_width(&model)? * 4;
+    let (exchange_rows, layers) = exchange;
+    let exchange = exchange_rows * exchange_width(&model, layers)? * 4;
     training_terms(&mut est, &model, rows, Some(exchange))?;
     Ok(est)
 }
 
-/// The widest rows any layer exchanges: the replica router keeps one message per peer each way
-/// (identity-coded: 4 bytes a value) as spares across calls, and one call's decoded rows
+/// The widest rows the `layers` exchange: the replica router keeps one message per peer each
+/// way (identity-coded: 4 bytes a value) as spares across calls, and one call's decoded rows
 /// (`gnn_core::exchange::replica_router`), so its buffers hold the sent rows plus twice the
 /// received rows at this width.
-fn exchange_width(model: &ModelConfig) -> Result<usize, ModelError> {
+fn exchange_width(model: &ModelConfig, layers: Range<usize>) -> Result<usize, ModelError> {
     let m = Model::new(model.clone())?;
     Ok(m.convs()
-        .map(|c| match c.exchange_point() {
+        .enumerate()
+        .filter(|(l, _)| layers.contains(l))
+        .map(|(_, c)| match c.exchange_point() {
             ExchangePoint::Transformed => c.out_dim(),
             ExchangePoint::Input => c.in_dim(),
         })
@@ -393,7 +403,7 @@ pub fn before_partitioning(
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
     // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
     let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
-    let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, 0)?;
+    let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, (0, 0..0))?;
     let shares = vec![held as u64; w];
     Ok(distributed(Some(dataset), metis, &shares, &vec![one; w]))
 }

@@ -6,7 +6,7 @@
 //! `[method.adgraph] lr-scaling` (linear by default, as in the paper) scales the learning rate
 //! with the number of workers.
 
-use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
 
 pub(super) struct Adgraph;
@@ -25,6 +25,7 @@ impl MethodDef for Adgraph {
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,
+            halo_features: HaloFeatures::Pulled,
         }
     }
 }

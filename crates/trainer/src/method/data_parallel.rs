@@ -3,7 +3,7 @@
 //! every step, so every worker applies the same update. `[method.data-parallel] lr-scaling`
 //! scales the learning rate with the number of workers.
 
-use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
 
 pub(super) struct DataParallel;
@@ -21,6 +21,7 @@ impl MethodDef for DataParallel {
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,
+            halo_features: HaloFeatures::Pulled,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! `ecgraph`: distributed full-batch edge-cut training whose forward halo rows travel through
 //! bucket compression with ReqEC-FP and whose backward halo gradients travel through bucket
-//! compression with ResEC-BP (`cache_quant::codec::ecgraph`), each part switchable, and whose
-//! forward widths follow the bit tuner (Alg. 3, [`BitTuner`]).
+//! compression with ResEC-BP (`cache_quant::codec::ecgraph`), each part switchable, whose
+//! forward widths follow the bit tuner (Alg. 3, [`BitTuner`]), and whose workers fetch their
+//! halo rows' input features once at setup (the halo feature cache, [`HaloFeatures::Cached`]),
+//! so that layer 0 exchanges nothing.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use cache_quant::{Knob, StateError, StateReader, StatsTable};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
-use super::{ControlCtx, Controller, DataPlan, ExchangeStack, MethodDef, Parts};
+use super::{ControlCtx, Controller, DataPlan, ExchangeStack, HaloFeatures, MethodDef, Parts};
 use crate::config::{EcgraphSettings, TrainConfig};
 use crate::error::TrainError;
 
@@ -29,6 +31,9 @@ impl MethodDef for Ecgraph {
 
     fn parts(&self, config: &TrainConfig) -> Parts {
         let mut parts = Parts::exact(DataPlan::Cut(CutKind::EdgeCut));
+        if config.method.ecgraph.halo_cache {
+            parts.halo_features = HaloFeatures::Cached;
+        }
         let (settings, layers) = (config.method.ecgraph.clone(), config.layers);
         parts.exchange = Some(Arc::new(move || {
             let fwd: Vec<Knob<u8>> = (0..layers).map(|_| Knob::new(settings.fp_bits)).collect();

@@ -53,6 +53,20 @@ pub enum DataPlan {
     Columns(FetchSpec),
 }
 
+/// Where an edge-cut worker gets the input features of its halo rows (the remote 1-hop
+/// in-neighbours of its vertices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HaloFeatures {
+    /// Layer 0 pulls them from their owners every pass, as every later layer pulls its input
+    /// (or its transformed rows).
+    #[default]
+    Pulled,
+    /// Fetched once at setup (ledger phase `setup/halo-features`, outside every epoch), so that
+    /// layer 0 transforms its halo rows itself and exchanges nothing, forward or backward. The
+    /// worker holds the extra rows for the whole run.
+    Cached,
+}
+
 /// What one training step computes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchSource {
@@ -192,12 +206,20 @@ pub struct Parts {
     /// The exchange's codec stack per worker; `None`: rows travel exactly.
     pub exchange: Option<StackFactory>,
     pub sync: GradSync,
+    /// Edge-cut data plans: how the halo rows' input features reach the worker.
+    pub halo_features: HaloFeatures,
 }
 
 impl Parts {
     /// Exact full-batch training on `data` with gradients all-reduced.
     pub fn exact(data: DataPlan) -> Self {
-        Self { data, batches: BatchSource::FullBatch, exchange: None, sync: GradSync::AllReduce }
+        Self {
+            data,
+            batches: BatchSource::FullBatch,
+            exchange: None,
+            sync: GradSync::AllReduce,
+            halo_features: HaloFeatures::Pulled,
+        }
     }
 }
 

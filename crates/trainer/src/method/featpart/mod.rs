@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use self::columns::ColumnShard;
 use self::estimate::{TrialCost, Trials};
 use self::plan::{Estimates, FetchPlan, median, put_usize, usize_of};
-use super::{BatchSource, DataPlan, GradSync, MethodDef, Parts, Sampling};
+use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::{Tau, TauRule, TrainConfig};
 use crate::distributed::DistError;
 use crate::distributed::clock::CommClock;
@@ -72,6 +72,7 @@ impl MethodDef for Featpart {
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,
+            halo_features: HaloFeatures::Pulled,
         }
     }
 }
