@@ -38,6 +38,10 @@ pub struct EcgraphFlags {
     /// ecgraph: the tuner halves a layer's bits below this predicted share [default: 0.4].
     #[arg(long, value_name = "F")]
     tuner_down: Option<f64>,
+    /// ecgraph: fetch the halo rows' input features once at setup, so that layer 0 exchanges
+    /// nothing [default: on].
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    halo_cache: Option<bool>,
 }
 
 impl EcgraphFlags {
@@ -53,6 +57,7 @@ impl EcgraphFlags {
             ("--send-change-rate", self.send_change_rate),
             ("--tuner-up", self.tuner_up.is_some()),
             ("--tuner-down", self.tuner_down.is_some()),
+            ("--halo-cache", self.halo_cache.is_some()),
         ];
         given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
     }
@@ -69,6 +74,7 @@ impl EcgraphFlags {
         s.send_change_rate |= self.send_change_rate;
         s.tuner_up = self.tuner_up.unwrap_or(s.tuner_up);
         s.tuner_down = self.tuner_down.unwrap_or(s.tuner_down);
+        s.halo_cache = self.halo_cache.unwrap_or(s.halo_cache);
     }
 }
 
@@ -89,6 +95,9 @@ mod tests {
         let s = &c.method.ecgraph;
         assert_eq!((c.method.name, s.fp_bits, s.bp_bits, s.trend), (Method::Ecgraph, 4, 8, 5));
         assert_eq!((s.send_change_rate, s.resec, s.reqec, s.tuner_up), (true, false, true, 0.7));
+        assert!(s.halo_cache, "on unless turned off");
+        let c = flags(&["--method", "ecgraph", "--halo-cache", "off"]).unwrap();
+        assert!(!c.method.ecgraph.halo_cache);
         let off = ["--method", "ecgraph", "--fp-bits", "32", "--bp-bits", "32", "--reqec", "off", "--resec", "off"];
         assert!(flags(&[&off[..], &["--bit-tuner", "off"]].concat()).is_ok());
         let err = flags(&off).unwrap_err();
