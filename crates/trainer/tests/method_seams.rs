@@ -14,7 +14,7 @@ use graph_partition::book::{CutKind, PartitionBook};
 use graph_partition::partition::{PartitionConfig, partition_graph};
 use serde_json::{Value, json};
 use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
-use trainer::method::{Controller, DataPlan, ExchangeStack, MethodDef, Parts};
+use trainer::method::{Controller, DataPlan, ExchangeStack, HaloFeatures, MethodDef, Parts};
 use trainer::{LocalOptions, Report, Source, data, run_method, run_on};
 
 const EPOCHS: usize = 3;
@@ -291,4 +291,38 @@ fn overlapped_exchanges_train_identically_and_model_no_longer_epochs() {
         assert!(bound > 0.0 && s.modeled_epoch_s <= without(s) - 0.5 * bound, "bound {bound}");
         assert!(s.method.as_ref().unwrap()["overlapped_compute_s_sum"].as_f64().unwrap() > 0.0);
     }
+}
+
+/// Exact edge-cut training whose halo rows' input features are fetched once (the part ecgraph
+/// uses, for any method).
+struct CachedHalo;
+
+impl MethodDef for CachedHalo {
+    fn name(&self) -> &str {
+        "cached-halo"
+    }
+
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        Parts { halo_features: HaloFeatures::Cached, ..Parts::exact(DataPlan::Cut(config.distributed.cut)) }
+    }
+}
+
+#[test]
+fn any_edge_cut_method_can_cache_its_halo_features_and_a_vertex_cut_refuses() {
+    let config = config(ConvKind::Sage, CutKind::EdgeCut);
+    let run = |c: &TrainConfig| run_method(&CachedHalo, c, Source::Given(dataset()), LocalOptions::default(), &mut ());
+    let cached = run(&config).unwrap().expect("in-process runs report");
+    let vanilla = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap();
+    for (c, v) in cached.epochs.iter().zip(&vanilla.epochs) {
+        assert!((c.loss - v.loss).abs() <= 1e-4 * v.loss.abs(), "epoch {}: {} vs {}", c.epoch, c.loss, v.loss);
+        assert!(!c.bytes_by_phase.keys().any(|p| p == "fwd/0" || p == "bwd/0"), "layer 0 exchanged");
+        assert!(v.bytes_by_phase["fwd/0"] > 0 && c.bytes_by_phase["fwd/1"] == v.bytes_by_phase["fwd/1"]);
+    }
+    let err = run(&TrainConfig {
+        distributed: DistributedConfig { cut: CutKind::VertexCut, ..config.distributed.clone() },
+        ..config
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("halo feature cache"), "{err}");
 }

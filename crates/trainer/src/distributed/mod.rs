@@ -313,7 +313,7 @@ fn run_worker(
 ) -> Result<Option<Report>, TrainError> {
     let clock = CommClock::new(job.gate);
     let config = job.config;
-    let (root, share) = if comm.rank() == 0 {
+    let (root, mut share) = if comm.rank() == 0 {
         let dataset = match job.root {
             Root::Source(source) => source.dataset(config, observer.shows_progress())?,
             Root::Taken(holder) => {
@@ -335,7 +335,6 @@ fn run_worker(
     } else {
         (None, setup::receive(comm, &clock)?)
     };
-    let mut share = share;
     // The halo feature cache: one fetch before training (and before the memory check, which
     // counts the fetched rows among the share's).
     let halo_fetch = match job.parts.halo_features {
@@ -346,7 +345,6 @@ fn run_worker(
             clock.call(|| comm.gather_ledger(0, &comm.ledger_since(mark))).map_err(DistError::from)?
         }
     };
-    let share = share;
     let (root, setup_memory) = match root {
         Some((dataset, summary, split_sizes, setup_memory)) => {
             (Some((dataset, summary, split_sizes)), Some(setup_memory))
