@@ -16,7 +16,9 @@
 //!
 //! Rank 0 loads and partitions the dataset and hands out one share per worker, cutting and
 //! sending one before the next (`setup`), then drops the dataset; a worker then holds only its
-//! part and its copies. Per epoch the report carries the step's
+//! part and its copies. Under the halo feature cache ([`crate::method::HaloFeatures::Cached`])
+//! every worker then fetches its halo rows' input features from their owners once
+//! (`setup/halo-features`, in `final.method.halo_cache`), and layer 0 exchanges nothing. Per epoch the report carries the step's
 //! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
 //! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
 //! communicator calls, `modeled_epoch_s` from `timeline`, and under `method`: every worker's
