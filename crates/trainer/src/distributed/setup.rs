@@ -7,6 +7,7 @@
 //! from their owners once ([`WorkerShare::fetch_halo_features`]). Rank 0 drops the whole dataset
 //! once the shares are sent (when it owns it).
 
+use comm_hierarchy::wire::{self, Element};
 use comm_hierarchy::{CommError, Communicator};
 use graph_partition::book::{LocalGraph, PartitionBook};
 use graph_partition::metrics::{PartitionMetrics, measure};
@@ -103,28 +104,39 @@ impl WorkerShare {
                 part.num_primary()
             )));
         }
+        // Rows go straight into the messages and out of them into the new matrix: the
+        // transient is one message copy each way (in-process workers fetch all at once).
         let own = self.features.as_standard_layout();
         let data = own.as_slice().expect("a standard-layout array is one row-major slice");
+        let row_bytes = width * 4;
         let send = (0..comm.size())
             .map(|q| {
                 let list = if q == comm.rank() { &[][..] } else { part.send(q) };
-                list.iter().flat_map(|&l| &data[l as usize * width..][..width]).copied().collect()
+                let mut bytes = vec![0u8; list.len() * row_bytes];
+                for (out, &l) in bytes.chunks_exact_mut(row_bytes.max(1)).zip(list) {
+                    for (b, &v) in out.chunks_exact_mut(4).zip(&data[l as usize * width..][..width]) {
+                        v.put(b);
+                    }
+                }
+                bytes
             })
             .collect();
-        let received = clock.call(|| comm.all_to_all_rows(HALO_FEATURES, send))?;
+        let received = clock.call(|| comm.all_to_all_v(HALO_FEATURES, send))?;
         let mut features = Array2::zeros((part.num_local(), width));
         features.slice_mut(s![..rows, ..]).assign(&own);
-        for (q, values) in received.iter().enumerate() {
+        for (q, bytes) in received.into_iter().enumerate() {
             let list = if q == comm.rank() { &[][..] } else { part.recv(q) };
-            if values.len() != list.len() * width {
+            if bytes.len() != list.len() * row_bytes {
                 return Err(setup_error(format!(
-                    "rank {q} sent {} halo feature values, expected {} rows of {width}",
-                    values.len(),
+                    "rank {q} sent {} bytes of halo features, expected {} rows of {width} values",
+                    bytes.len(),
                     list.len()
                 )));
             }
-            for (&l, row) in list.iter().zip(values.chunks_exact(width.max(1))) {
-                features.row_mut(l as usize).assign(&ndarray::ArrayView1::from(row));
+            for (&l, row) in list.iter().zip(bytes.chunks_exact(row_bytes.max(1))) {
+                let mut dest = features.row_mut(l as usize);
+                let dest = dest.as_slice_mut().expect("a row of a standard-layout array is contiguous");
+                wire::decode_into(row, dest).map_err(|e| setup_error(format!("halo features from rank {q}: {e}")))?;
             }
         }
         drop(own);
