@@ -111,17 +111,7 @@ impl AggGraph {
             ),
         };
         let graph = Self::assemble(csr, num_dst, global_ids, in_degree, out_degree, |in_deg, out_deg| {
-            let mut norms = DegreeNorms::of(in_deg, out_deg);
-            norms.mean = sampled_in.iter().map(|&k| if k > 0.0 { k.recip() } else { 0.0 }).collect();
-            if norm == GcnNorm::Global {
-                // The sampled sum stands for the whole neighbourhood: scale it by in_v / k_v.
-                for ((dst, &k), &d) in norms.gcn_dst.iter_mut().zip(&sampled_in).zip(in_deg) {
-                    if k > 0.0 {
-                        *dst *= d / k;
-                    }
-                }
-            }
-            norms
+            DegreeNorms::sampled(in_deg, out_deg, &sampled_in, norm == GcnNorm::Global)
         })?;
         graph.with_held_halo()
     }

@@ -45,6 +45,8 @@ pub enum GraphError {
     HaloInEdges { row: usize },
     #[error("block {layer} does not chain into block {next}: {detail}", next = layer + 1)]
     BlockChain { layer: usize, detail: String },
+    #[error("sampled in-edges: row {row} is not a subset of the graph's row {row}")]
+    NotSampled { row: usize },
     #[error("block source vertex {gid} is not among the graph's {num_nodes} vertices")]
     UnknownVertex { gid: u32, num_nodes: usize },
 }
@@ -72,6 +74,23 @@ impl DegreeNorms {
             gcn_self: in_degree.iter().map(|d| (d + 1.0).recip()).collect(),
             mean: in_degree.iter().map(|&d| if d > 0.0 { d.recip() } else { 0.0 }).collect(),
         }
+    }
+
+    /// The coefficients of a graph whose row `v` holds a uniform sample of `sampled_in[v]` of
+    /// its `in_degree[v]` in-edges: GraphSAGE averages the sample, and with `scale` GCN's
+    /// neighbour sum is multiplied by `in_v / k_v`, an unbiased estimate of the whole
+    /// neighbourhood's sum (exact when nothing is dropped: the factor is then 1).
+    pub(crate) fn sampled(in_degree: &[f32], out_degree: &[f32], sampled_in: &[f32], scale: bool) -> Self {
+        let mut norms = Self::of(in_degree, out_degree);
+        norms.mean = sampled_in.iter().map(|&k| if k > 0.0 { k.recip() } else { 0.0 }).collect();
+        if scale {
+            for ((dst, &k), &d) in norms.gcn_dst.iter_mut().zip(sampled_in).zip(in_degree) {
+                if k > 0.0 {
+                    *dst *= d / k;
+                }
+            }
+        }
+        norms
     }
 }
 
@@ -228,6 +247,33 @@ impl AggGraph {
         }
         self.computed = self.num_primary();
         Ok(self)
+    }
+
+    /// This view with its in-edges replaced by `sampled`, a subset of every row (from
+    /// `graph_partition::sample::sample_in_edges`): the same vertices, ids, global degrees and
+    /// computed and input rows, coefficients as [`DegreeNorms::sampled`] gives them (GCN's
+    /// neighbour sum scaled by `in_v / k_v`, as a mini-batch block under
+    /// [`crate::GcnNorm::Global`]), so one layer of full-graph training runs on sampled edges.
+    pub fn with_sampled_in_edges(&self, sampled: Csr) -> Result<Self, GraphError> {
+        let n = self.num_local();
+        if sampled.num_rows() != n {
+            return Err(GraphError::Length { what: "sampled in-edges", got: sampled.num_rows(), expected: n });
+        }
+        let kept = |v: usize| sampled.neighbors(v).iter().all(|u| self.fwd().neighbors(v).binary_search(u).is_ok());
+        if let Some(row) = (0..n).find(|&v| !kept(v)) {
+            return Err(GraphError::NotSampled { row });
+        }
+        let sampled_in: Vec<f32> = (0..n).map(|v| sampled.degree(v) as f32).collect();
+        let mut graph = Self::assemble(
+            sampled,
+            self.num_primary(),
+            self.global_ids().to_vec(),
+            self.in_degree().to_vec(),
+            self.out_degree().to_vec(),
+            |in_deg, out_deg| DegreeNorms::sampled(in_deg, out_deg, &sampled_in, true),
+        )?;
+        (graph.computed, graph.input, graph.pulled) = (self.computed, self.input, self.pulled);
+        Ok(graph)
     }
 
     /// The whole graph in one process: every vertex owned, local id = global id, degrees from

@@ -248,7 +248,8 @@ struct LastForward {
 enum Graphs<'a> {
     /// Full-graph training: every layer on the same graph.
     Same(&'a AggGraph),
-    /// A mini-batch: one block per layer, input layer first.
+    /// One graph per layer, input layer first: a mini-batch's blocks, or views of one graph
+    /// with per-layer in-edges ([`Model::forward_layers`]).
     PerLayer(&'a [AggGraph]),
 }
 
@@ -918,6 +919,58 @@ mod tests {
                 },
             );
         }
+    }
+
+    /// Layers on their own sampled in-edges: backward matches finite differences, and with
+    /// every edge kept the layer graphs give `forward`'s logits and gradients bit for bit.
+    #[test]
+    fn per_layer_graphs_backward_matches_finite_differences() {
+        use graph_partition::sample::{Fanout, sample_in_edges};
+        let graph = random_graph(14, 60, 2);
+        let x = random_array(14, 4, 1.0, 3);
+        let labels: Vec<u32> = (0..14).map(|i| i % 3).collect();
+        let rows: Vec<u32> = (0..12).collect();
+        let ctx = ForwardCtx::train(11, 4);
+        let layered = |fanout: Fanout| -> Vec<AggGraph> {
+            (0..3)
+                .map(|l| {
+                    let sampled = sample_in_edges(graph.fwd(), 14, graph.global_ids(), fanout, 5, 4, l).unwrap();
+                    graph.with_sampled_in_edges(sampled).unwrap()
+                })
+                .collect()
+        };
+        let sampled = layered(Fanout::Take(std::num::NonZeroU32::new(2).unwrap()));
+        assert!(sampled.iter().all(|g| g.fwd().num_edges() < graph.fwd().num_edges()));
+        assert_ne!(sampled[0].fwd(), sampled[1].fwd(), "layers draw their own edges");
+        for kind in ConvKind::ALL {
+            let act = Activation::Elu { alpha: 1.0 };
+            let mut model = Model::new(small_config(kind, act)).unwrap();
+            let step = |model: &mut Model, graphs: Option<&[AggGraph]>| {
+                model.zero_grad();
+                let logits = match graphs {
+                    Some(g) => model.forward_layers(g, &x, &mut NoExchange, ctx).unwrap(),
+                    None => model.forward(&graph, &x, &mut NoExchange, ctx).unwrap(),
+                };
+                let (loss, d) = softmax_cross_entropy(logits, &labels, &rows).unwrap();
+                match graphs {
+                    Some(g) => model.backward_layers(g, d, &mut NoExchange).unwrap(),
+                    None => model.backward(&graph, d, &mut NoExchange).unwrap(),
+                }
+                (loss, model.grads().to_vec())
+            };
+            let whole = layered(Fanout::All);
+            assert_eq!(step(&mut model, Some(&whole)), step(&mut model, None), "{kind:?}: every edge kept");
+            let (_, grads) = step(&mut model, Some(&sampled));
+            let mut params = model.params().to_vec();
+            check_gradient(&format!("{kind:?} on sampled layer graphs"), &mut params, &grads, 2e-4, 1e-2, |p| {
+                model.set_params(p).unwrap();
+                let logits = model.forward_layers(&sampled, &x, &mut NoExchange, ctx).unwrap();
+                softmax_cross_entropy(logits, &labels, &rows).unwrap().0
+            });
+        }
+        let mut model = Model::new(small_config(ConvKind::Gcn, Activation::Relu)).unwrap();
+        let err = model.forward_layers(&sampled[..2], &x, &mut NoExchange, ctx).unwrap_err();
+        assert!(matches!(err, ModelError::Blocks { got: 2, expected: 3 }), "{err}");
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   prefix of sources; block `l`'s destinations are block `l + 1`'s sources; the last block's
 //!   destinations are the seeds.
 //! - [`Prefetch`]: samples the next step on a background thread while the caller trains.
+//! - [`sample_in_edges`]: a whole graph whose rows keep sampled in-edges (full-graph layers on
+//!   sampled edges, EC-Graph's sampled mode), keyed like the blocks.
 //!
 //! Determinism: every draw is keyed by (seed, epoch, step, layer, global id of the
 //! destination) through [`crate::rng`], so a vertex's sampled neighbours do not depend on the
@@ -47,6 +49,7 @@ mod batch;
 mod block;
 mod draw;
 mod fanout;
+mod in_edges;
 mod neighbor;
 mod prefetch;
 #[cfg(test)]
@@ -58,6 +61,7 @@ mod tests;
 pub use batch::{BatchPlan, PlanError, Remainder, Share, Step};
 pub use block::{Block, BlockCounts, BlockError, MiniBatch};
 pub use fanout::{Fanout, FanoutError, Fanouts};
+pub use in_edges::sample_in_edges;
 pub use neighbor::{DEFAULT_PARALLEL_MIN_DST, NeighborSampler, SampleError};
 pub use prefetch::Prefetch;
 

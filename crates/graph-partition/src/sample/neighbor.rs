@@ -168,7 +168,7 @@ impl<'g> NeighborSampler<'g> {
 
 /// Runs `work(rows, entries)` over chunks of [`ROWS_PER_TASK`] rows, `entries` being the
 /// chunk's slice of `data` (laid out by `indptr`); on the rayon pool when `parallel`.
-fn for_row_chunks<F>(indptr: &[u64], data: &mut [u32], parallel: bool, work: F)
+pub(super) fn for_row_chunks<F>(indptr: &[u64], data: &mut [u32], parallel: bool, work: F)
 where
     F: Fn(Range<usize>, &mut [u32]) + Sync,
 {
@@ -189,7 +189,7 @@ where
 }
 
 /// Calls `each(row, entries)` for every row of a chunk that starts at `rows.start`.
-fn for_rows(indptr: &[u64], rows: Range<usize>, chunk: &mut [u32], mut each: impl FnMut(usize, &mut [u32])) {
+pub(super) fn for_rows(indptr: &[u64], rows: Range<usize>, chunk: &mut [u32], mut each: impl FnMut(usize, &mut [u32])) {
     let base = indptr[rows.start];
     for i in rows {
         each(i, &mut chunk[(indptr[i] - base) as usize..(indptr[i + 1] - base) as usize]);
