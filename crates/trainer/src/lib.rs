@@ -50,6 +50,7 @@ use std::path::Path;
 pub use config::TrainConfig;
 pub use distributed::LocalOptions;
 pub use error::TrainError;
+use graph_partition::book::CutKind;
 use graph_partition::{Dataset, LoadOptions};
 use method::{BatchSource, DataPlan, MethodDef};
 pub use report::Report;
@@ -131,7 +132,7 @@ pub fn run_method(
     let mut parts = method.parts(config);
     let name = method.name();
     if let Some(servers) = config.distributed.param_servers() {
-        if !matches!((parts.data, &parts.batches), (DataPlan::Cut(_), BatchSource::FullBatch)) {
+        if !(matches!(parts.data, DataPlan::Cut(_)) && parts.batches.is_full_batch()) {
             return Err(TrainError::Parts {
                 method: name.to_string(),
                 detail: "param-sync = \"ps\" is implemented for full-batch partitioned training".to_string(),
@@ -140,9 +141,7 @@ pub fn run_method(
         parts.sync = method::GradSync::ParamServers { servers };
     }
     check_checkpoints(name, &parts, config)?;
-    if parts.halo_features == method::HaloFeatures::Cached
-        && parts.data != DataPlan::Cut(graph_partition::book::CutKind::EdgeCut)
-    {
+    if parts.halo_features == method::HaloFeatures::Cached && parts.data != DataPlan::Cut(CutKind::EdgeCut) {
         return Err(TrainError::Parts {
             method: name.to_string(),
             detail: "the halo feature cache is for edge-cut partitioned training".to_string(),
@@ -152,14 +151,22 @@ pub fn run_method(
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;
             match batches {
-                BatchSource::FullBatch => single::run(name, config, &dataset, observer),
+                BatchSource::FullBatch | BatchSource::SampledEdges(_) => single::run(name, config, &dataset, observer),
                 BatchSource::Sampled(sampling) => minibatch::single::run(name, sampling, config, &dataset, observer),
             }
             .map(Some)
         }
-        (DataPlan::Cut(cut), BatchSource::FullBatch) => {
+        (DataPlan::Cut(cut), BatchSource::FullBatch)
+        | (DataPlan::Cut(cut @ CutKind::EdgeCut), BatchSource::SampledEdges(_)) => {
             distributed::run(name, &parts, cut, config, source, options, observer)
         }
+        (DataPlan::Cut(cut), BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: format!(
+                "sampled in-edges (fanouts without batch-size) need an edge-cut, where a vertex's in-edges are \
+                 all on its owner; this run is a {cut}-cut"
+            ),
+        }),
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
             minibatch::data_parallel::run(name, sampling, config, source, options, observer)
         }
@@ -170,7 +177,7 @@ pub fn run_method(
             let hooks = method::featpart::ColumnFactory::new(spec, config);
             minibatch::data_parallel::run_with(name, sampling, config, source, options, observer, &hooks)
         }
-        (DataPlan::Columns(_), BatchSource::FullBatch) => Err(TrainError::Parts {
+        (DataPlan::Columns(_), BatchSource::FullBatch | BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
             method: name.to_string(),
             detail: "feature columns are fetched per sampled batch: set a batch size".to_string(),
         }),
@@ -178,9 +185,12 @@ pub fn run_method(
             method: name.to_string(),
             detail: "mini-batches over a partitioned graph are not implemented; use data-parallel".to_string(),
         }),
-        (DataPlan::Replicated | DataPlan::LHop { .. }, BatchSource::FullBatch) => Err(TrainError::Parts {
-            method: name.to_string(),
-            detail: "replicated data needs sampled batches (full-batch on every worker repeats one step)".to_string(),
-        }),
+        (DataPlan::Replicated | DataPlan::LHop { .. }, BatchSource::FullBatch | BatchSource::SampledEdges(_)) => {
+            Err(TrainError::Parts {
+                method: name.to_string(),
+                detail: "replicated data needs sampled batches (full-batch on every worker repeats one step)"
+                    .to_string(),
+            })
+        }
     }
 }

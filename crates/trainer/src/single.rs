@@ -1,6 +1,7 @@
 //! The single-process strategy: one model over the whole graph, no communication.
 
 use gnn_core::{Adam, AggGraph, ForwardCtx, Model, NoExchange};
+use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
@@ -11,6 +12,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
 use crate::memory::{Limit, MemoryReport, estimate};
+use crate::method::{BatchSource, sampled_layers};
 use crate::objective::{Hits, Objective};
 use crate::report::{Report, SplitSizes};
 use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with};
@@ -26,6 +28,8 @@ pub struct SingleProcess<'a> {
     optimizer: Adam,
     lr: f32,
     seed: u64,
+    /// Per-layer fanouts of training on in-edges sampled every epoch; `None`: every edge.
+    fanouts: Option<Fanouts>,
 }
 
 impl<'a> SingleProcess<'a> {
@@ -45,6 +49,7 @@ impl<'a> SingleProcess<'a> {
             optimizer: config.optimizer(),
             lr: config.lr,
             seed: config.seed,
+            fanouts: BatchSource::from_config(config).edge_fanouts().cloned(),
         })
     }
 }
@@ -55,12 +60,17 @@ impl Strategy for SingleProcess<'_> {
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
         self.model.zero_grad();
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
-        let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ctx)?;
+        let layers = self.model.config().layers;
+        let graphs = match &self.fanouts {
+            Some(fanouts) => sampled_layers(&vec![&self.graph; layers], fanouts, self.seed, ctx.epoch)?,
+            None => vec![self.graph.clone(); layers],
+        };
+        let logits = self.model.forward_layers(&graphs, self.features, &mut NoExchange, ctx)?;
         let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.splits.train)?;
         let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
         let terms = (self.splits.train.len() * self.objective.terms_per_row()) as f64;
         dlogits /= terms as f32;
-        self.model.backward(&self.graph, dlogits, &mut NoExchange)?;
+        self.model.backward_layers(&graphs, dlogits, &mut NoExchange)?;
         guard::check_loss_and_grads(epoch, loss_sum / terms, layer, &self.model, self.lr)?;
         self.model.step(&mut self.optimizer)?;
         guard::check_params(epoch, &self.model, self.lr)?;

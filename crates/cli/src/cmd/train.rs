@@ -152,8 +152,9 @@ pub struct Args {
     /// [default: full batch].
     #[arg(long, value_name = "N")]
     batch_size: Option<usize>,
-    /// Mini-batch: neighbours sampled per vertex and layer, input layer first, -1 for all
-    /// (e.g. 10,25) [default: -1 at every layer].
+    /// Neighbours sampled per vertex and layer, input layer first, -1 for all (e.g. 10,25):
+    /// per mini-batch block, or without --batch-size (single, vanilla, ecgraph) each layer's
+    /// in-edges drawn anew every epoch, full-batch [default: every neighbour].
     #[arg(long, value_name = "LIST")]
     fanouts: Option<Fanouts>,
     /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones

@@ -68,6 +68,9 @@ impl Device {
             Device::Cuda(_) if minibatch.batch_size.is_some() => {
                 invalid(format!("{self} trains full-batch only for now; mini-batches (batch-size) need --device cpu"))
             }
+            Device::Cuda(_) if minibatch.fanouts.is_some() => {
+                invalid(format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"))
+            }
             Device::Cuda(_) => Ok(()),
         }
     }

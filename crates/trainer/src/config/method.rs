@@ -147,6 +147,14 @@ impl MethodConfig {
                 "{} trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
                 self.name.as_str()
             )),
+            (Method::Adaqp | Method::Cdfgnn, None) if minibatch.fanouts.is_some() => Err(ConfigError::Invalid {
+                key: "fanouts",
+                message: format!(
+                    "without batch-size, fanouts sample every layer's in-edges per epoch, which single, vanilla \
+                         and ecgraph do; {} trains on every edge",
+                    self.name.as_str()
+                ),
+            }),
             (Method::Adaqp, None) => self.adaqp.validate(),
             (Method::Cdfgnn, None) => self.cdfgnn.validate(),
             (Method::Ecgraph, None) => self.ecgraph.validate(),
@@ -226,6 +234,15 @@ mod tests {
         let c = TrainConfig::from_toml_str(&format!("{text}[minibatch]\nbatch-size = 32\n"), "m.toml").unwrap();
         assert_eq!((c.method.name, c.method.data_parallel.lr_scaling), (Method::DataParallel, LrScaling::Linear));
         assert_eq!((LrScaling::Linear.factor(4), LrScaling::None.factor(4)), (4.0, 1.0));
+        for method in ["adaqp", "cdfgnn"] {
+            let text = format!("method = \"{method}\"\n[minibatch]\nfanouts = \"5,5\"\n");
+            let msg = TrainConfig::from_toml_str(&text, "m.toml").unwrap_err().to_string();
+            assert!(msg.contains("key `fanouts`") && msg.contains(method), "{msg}");
+        }
+        for method in ["single", "vanilla", "ecgraph"] {
+            let text = format!("method = \"{method}\"\n[minibatch]\nfanouts = \"5,5\"\n");
+            assert!(TrainConfig::from_toml_str(&text, "m.toml").is_ok(), "{method}");
+        }
         let text = "method = \"vanilla\"\n[minibatch]\nbatch-size = 32\n";
         let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
         assert!(msg.starts_with("m.toml:3: key `batch-size`") && msg.contains("full-batch"), "{msg}");

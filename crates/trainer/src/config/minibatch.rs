@@ -5,6 +5,10 @@
 //! `batch-size` training vertices (per worker, for data-parallel training), one fanout per layer.
 //! Evaluation then runs full-neighbour inference one layer at a time over every vertex, in
 //! batches of `eval-batch-size` vertices.
+//!
+//! `fanouts` without `batch-size` keeps training full-batch, each layer over in-edges sampled
+//! anew every epoch (`single`, `vanilla` and `ecgraph` on an edge-cut: EC-Graph's sampled mode);
+//! evaluation uses every edge.
 
 use gnn_core::GcnNorm;
 use graph_partition::sample::Fanouts;
@@ -19,7 +23,8 @@ pub struct MiniBatchConfig {
     /// Seed vertices per step and worker; `None` trains full-batch.
     pub batch_size: Option<usize>,
     /// Neighbours sampled per vertex and layer, input layer first (`"10,25"`; `-1` takes all);
-    /// `None` takes every neighbour at every layer.
+    /// `None` takes every neighbour at every layer. Without `batch_size`: in-edges kept per
+    /// vertex and layer in full-batch training, drawn every epoch.
     #[serde(with = "fanouts_text")]
     pub fanouts: Option<Fanouts>,
     /// Degrees GCN normalises a sampled block with (see `gnn_core::block`).
@@ -58,8 +63,13 @@ impl MiniBatchConfig {
             return invalid("lr-warmup-epochs", "applies to mini-batch training only: set batch-size too".to_string());
         }
         if let Some(fanouts) = &self.fanouts {
-            if self.batch_size.is_none() {
-                return invalid("fanouts", "apply to mini-batch training only: set batch-size too".to_string());
+            if self.batch_size.is_none() && self.gcn_norm == GcnNorm::Sampled {
+                return invalid(
+                    "gcn-norm",
+                    "full-batch layers on sampled in-edges (fanouts without batch-size) normalise with the global \
+                     degrees: use global, or set batch-size for mini-batch blocks"
+                        .to_string(),
+                );
             }
             if fanouts.num_layers() != layers {
                 return invalid(
@@ -131,7 +141,11 @@ mod tests {
         assert_eq!(key_of(&MiniBatchConfig { batch_size: Some(0), ..MiniBatchConfig::default() }, 2), "batch-size");
         assert_eq!(key_of(&MiniBatchConfig { eval_batch_size: 0, ..sized.clone() }, 2), "eval-batch-size");
         let fanouts = Some("10,25".parse().unwrap());
-        assert_eq!(key_of(&MiniBatchConfig { fanouts: fanouts.clone(), ..MiniBatchConfig::default() }, 2), "fanouts");
+        // Without a batch size, fanouts sample the full batch's in-edges (global degrees only).
+        let full_batch = MiniBatchConfig { fanouts: fanouts.clone(), ..MiniBatchConfig::default() };
+        assert!(full_batch.validate(2).is_ok());
+        assert_eq!(key_of(&full_batch, 3), "fanouts");
+        assert_eq!(key_of(&MiniBatchConfig { gcn_norm: GcnNorm::Sampled, ..full_batch }, 2), "gcn-norm");
         assert_eq!(key_of(&MiniBatchConfig { fanouts, ..sized.clone() }, 3), "fanouts");
         let warm = MiniBatchConfig { lr_warmup_epochs: 5, ..MiniBatchConfig::default() };
         assert_eq!(key_of(&warm, 2), "lr-warmup-epochs");

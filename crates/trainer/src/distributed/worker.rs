@@ -14,6 +14,7 @@ use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{Exchange, ExchangeOptions};
 use gnn_core::{Adam, AggGraph, ForwardCtx, Model};
 use graph_partition::book::CutKind;
+use graph_partition::sample::Fanouts;
 use serde_json::{Value, json};
 
 use super::DistError;
@@ -25,7 +26,7 @@ use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
-use crate::method::{ControlCtx, Controller, GradSync, HaloFeatures, Parts};
+use crate::method::{ControlCtx, Controller, GradSync, HaloFeatures, Parts, sampled_layers};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
@@ -59,6 +60,8 @@ pub(crate) struct Worker<'a> {
     global_terms: f64,
     layers: usize,
     seed: u64,
+    /// Per-layer fanouts of training on in-edges sampled every epoch; `None`: every edge.
+    fanouts: Option<Fanouts>,
 }
 
 impl<'a> Worker<'a> {
@@ -109,6 +112,7 @@ impl<'a> Worker<'a> {
             lr: config.lr,
             layers: config.layers,
             seed: config.seed,
+            fanouts: parts.batches.edge_fanouts().cloned(),
         })
     }
 
@@ -126,11 +130,18 @@ impl<'a> Worker<'a> {
     fn step(&mut self, epoch: usize) -> Result<f64, TrainError> {
         self.model.zero_grad();
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
-        let logits = self.model.forward_layers(&self.graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
+        let sampled = match &self.fanouts {
+            Some(fanouts) => {
+                Some(sampled_layers(&self.graphs.iter().collect::<Vec<_>>(), fanouts, self.seed, ctx.epoch)?)
+            }
+            None => None,
+        };
+        let graphs = sampled.as_deref().unwrap_or(&self.graphs);
+        let logits = self.model.forward_layers(graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
         let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.share.train)?;
         let layer = guard::bad_layer(loss_sum, &self.model, self.graph());
         dlogits /= self.global_terms as f32;
-        self.model.backward_layers(&self.graphs, dlogits, self.exchange.as_mut())?;
+        self.model.backward_layers(graphs, dlogits, self.exchange.as_mut())?;
         let (comm, grads) = (self.comm, self.model.grads_mut());
         if self.servers.is_none() {
             self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;

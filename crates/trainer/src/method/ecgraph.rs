@@ -12,7 +12,7 @@ use cache_quant::{Knob, StateError, StateReader, StatsTable};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
-use super::{ControlCtx, Controller, DataPlan, ExchangeStack, HaloFeatures, MethodDef, Parts};
+use super::{BatchSource, ControlCtx, Controller, DataPlan, ExchangeStack, HaloFeatures, MethodDef, Parts};
 use crate::config::{EcgraphSettings, TrainConfig};
 use crate::error::TrainError;
 
@@ -30,7 +30,10 @@ impl MethodDef for Ecgraph {
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let mut parts = Parts::exact(DataPlan::Cut(CutKind::EdgeCut));
+        // With fanouts (no batch size): EC-Graph-S, every layer on in-edges sampled per epoch,
+        // through the same exchange.
+        let mut parts =
+            Parts { batches: BatchSource::from_config(config), ..Parts::exact(DataPlan::Cut(CutKind::EdgeCut)) };
         if config.method.ecgraph.halo_cache {
             parts.halo_features = HaloFeatures::Cached;
         }

@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use cache_quant::{CodecFactory, Knob, StateError, StatsTable};
 use comm_hierarchy::Communicator;
-use gnn_core::{AggGraph, GcnNorm};
+use gnn_core::{AggGraph, GcnNorm, ModelError};
 use graph_partition::book::CutKind;
-use graph_partition::sample::{Fanout, Fanouts};
+use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
 use serde_json::Value;
 
 pub use self::featpart::FetchSpec;
@@ -72,18 +72,57 @@ pub enum HaloFeatures {
 pub enum BatchSource {
     /// Every training vertex, every step (one step per epoch).
     FullBatch,
+    /// Every training vertex, every step, each layer over in-edges sampled with its fanout,
+    /// drawn anew every epoch and keyed by global id (`graph_partition::sample::sample_in_edges`),
+    /// so that partitioned training equals single-process training on the same draws;
+    /// evaluation uses every edge. EC-Graph's sampled mode (EC-Graph-S).
+    SampledEdges(Fanouts),
     /// Sampled mini-batches of training vertices, many steps per epoch.
     Sampled(Sampling),
 }
 
 impl BatchSource {
-    /// Mini-batches when `config` sets a batch size, else the full batch.
+    /// Mini-batches when `config` sets a batch size, else the full batch: on sampled in-edges
+    /// when it sets fanouts.
     pub fn from_config(config: &TrainConfig) -> Self {
-        match Sampling::from_config(config) {
-            Some(sampling) => BatchSource::Sampled(sampling),
-            None => BatchSource::FullBatch,
+        match (Sampling::from_config(config), &config.minibatch.fanouts) {
+            (Some(sampling), _) => BatchSource::Sampled(sampling),
+            (None, Some(fanouts)) => BatchSource::SampledEdges(fanouts.clone()),
+            (None, None) => BatchSource::FullBatch,
         }
     }
+
+    /// Every training vertex every step (on every edge or on sampled in-edges).
+    pub fn is_full_batch(&self) -> bool {
+        matches!(self, BatchSource::FullBatch | BatchSource::SampledEdges(_))
+    }
+
+    /// The per-layer fanouts of full-batch training on sampled in-edges.
+    pub fn edge_fanouts(&self) -> Option<&Fanouts> {
+        match self {
+            BatchSource::SampledEdges(fanouts) => Some(fanouts),
+            _ => None,
+        }
+    }
+}
+
+/// The graphs of one step of [`BatchSource::SampledEdges`]: layer `l` runs on its view
+/// `base[l]` keeping, for each computed row, the in-edges `fanouts[l]` draws at `epoch`.
+pub(crate) fn sampled_layers(
+    base: &[&AggGraph],
+    fanouts: &Fanouts,
+    seed: u64,
+    epoch: u64,
+) -> Result<Vec<AggGraph>, ModelError> {
+    base.iter()
+        .zip(fanouts.as_slice())
+        .enumerate()
+        .map(|(layer, (graph, &fanout))| {
+            let keys = graph.global_ids();
+            let edges = sample_in_edges(graph.fwd(), graph.computed_rows(), keys, fanout, seed, epoch, layer)?;
+            Ok(graph.with_sampled_in_edges(edges)?)
+        })
+        .collect()
 }
 
 /// How mini-batches are drawn, trained on and evaluated.

@@ -1,12 +1,13 @@
 //! `vanilla`: distributed full-batch training with an exact exchange; equals single-process
 //! training (the correctness contract). `[method.vanilla] skip-repeats` adds a lossless codec
-//! that sends only rows the receiver does not hold yet.
+//! that sends only rows the receiver does not hold yet. With fanouts (and no batch size) every
+//! layer runs on in-edges sampled per epoch, as single-process training on the same draws.
 
 use std::sync::Arc;
 
 use cache_quant::{IdentityCodec, SkipRepeats, Stream};
 
-use super::{DataPlan, ExchangeStack, MethodDef, Parts};
+use super::{BatchSource, DataPlan, ExchangeStack, MethodDef, Parts};
 use crate::config::TrainConfig;
 
 pub(super) struct Vanilla;
@@ -17,7 +18,8 @@ impl MethodDef for Vanilla {
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let mut parts = Parts::exact(DataPlan::Cut(config.distributed.cut));
+        let mut parts =
+            Parts { batches: BatchSource::from_config(config), ..Parts::exact(DataPlan::Cut(config.distributed.cut)) };
         if config.method.vanilla.skip_repeats {
             parts.exchange = Some(Arc::new(|| ExchangeStack {
                 codecs: SkipRepeats::over(Arc::new(|_: &Stream| Box::new(IdentityCodec))),
