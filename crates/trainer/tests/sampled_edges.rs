@@ -117,3 +117,18 @@ fn runs_that_cannot_sample_in_edges_say_why() {
     let err = run_on(&cdfgnn, cora(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
     assert!(err.contains("`fanouts`") && err.contains("cdfgnn"), "{err}");
 }
+
+/// The estimate counts the sampled graphs of a step: at most `fanout` in-edges per vertex and
+/// layer, never more than the graph's.
+#[test]
+fn the_memory_estimate_counts_the_sampled_layer_graphs() {
+    let term = |fanouts: Option<&str>| {
+        let est = trainer::memory::estimate::single(&config(Method::Single, ConvKind::Gcn, fanouts), cora()).unwrap();
+        est.terms.iter().find(|t| t.name.starts_with("sampled layer graphs")).map(|t| t.bytes)
+    };
+    assert_eq!(term(None), None);
+    let (n, edges) = (cora().num_nodes() as u64, cora().graph.num_edges() as u64);
+    let graph = |e: u64| 2 * ((n + 1) * 8 + e * 4) + n * 29;
+    assert_eq!(term(Some("3,2")), Some(graph(edges.min(3 * n)) + graph(edges.min(2 * n))));
+    assert_eq!(term(Some("-1,1000")), Some(2 * graph(edges)));
+}

@@ -205,6 +205,10 @@ pub fn sum_buffers(layers: &[BufferBytes]) -> BufferBytes {
     })
 }
 
+/// Bytes per row of an `AggGraph`'s tables: the `central` flag, global id, in and out degree,
+/// four normalisation values.
+const ROW_TABLES: usize = 1 + 4 + 2 * 4 + 4 * 4;
+
 /// A CSR as `graph_partition::Csr` stores it: u64 row pointers, u32 column ids.
 fn csr_bytes(rows: usize, edges: usize) -> usize {
     (rows + 1) * 8 + edges * 4
@@ -224,8 +228,7 @@ fn training_terms(
     let adjacencies = if symmetric { 1 } else { 2 };
     let perm = if model.kind == ConvKind::Gat { edges * 8 } else { 0 };
     est.add("aggregation graph (CSR copy, transpose, permutation)", adjacencies * csr_bytes(n, edges) + perm);
-    // Per row: the `central` flag, global id, in and out degree, four normalisation values.
-    est.add("aggregation ids, degrees, norms", n * (1 + 4 + 2 * 4 + 4 * 4));
+    est.add("aggregation ids, degrees, norms", n * ROW_TABLES);
     // Parameters, gradients, Adam's two moments and the best epoch's copy.
     let params = Model::new(model.clone())?.num_params();
     est.add("parameters, gradients, Adam moments, best copy", params * 4 * 5);
@@ -268,7 +271,25 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
     let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
     training_terms(&mut est, &model, rows, None)?;
+    sampled_graph_terms(&mut est, config, rows);
     Ok(est)
+}
+
+/// Full-batch training on sampled in-edges (`fanouts` without a batch size) holds one graph per
+/// layer for a step (`AggGraph::with_sampled_in_edges`): a CSR of at most `fanout` in-edges
+/// per computed row, its transpose, and the per-row tables of a graph. Bounded by the rows'
+/// full in-edges, whichever is smaller: the draws are not known before the run.
+fn sampled_graph_terms(est: &mut Estimate, config: &TrainConfig, rows: Rows) {
+    let Some(fanouts) = config.minibatch.fanouts.as_ref().filter(|_| config.minibatch.batch_size.is_none()) else {
+        return;
+    };
+    let Rows { local: n, computed, edges, .. } = rows;
+    let bytes: usize = fanouts
+        .as_slice()
+        .iter()
+        .map(|f| 2 * csr_bytes(n, edges.min(computed.saturating_mul(f.limit(usize::MAX)))) + n * ROW_TABLES)
+        .sum();
+    est.add("sampled layer graphs (CSR, transpose, ids, degrees, norms)", bytes);
 }
 
 /// One worker training on its part, which holds `held_bytes` (`WorkerShare::held_bytes`: the
@@ -309,6 +330,7 @@ fn worker_of(
     let (exchange_rows, layers) = exchange;
     let exchange = exchange_rows * exchange_width(&model, layers)? * 4;
     training_terms(&mut est, &model, rows, Some(exchange))?;
+    sampled_graph_terms(&mut est, config, rows);
     Ok(est)
 }
 
