@@ -133,7 +133,7 @@ pub(crate) struct ReplicaRouter<'a> {
     in_flight: Option<InFlight<'a>>,
     /// Rows gathered for one outgoing message.
     packed: Vec<f32>,
-    /// Rows decoded from one incoming message.
+    /// Rows decoded from one incoming message (the largest a peer sends this worker).
     unpacked: Vec<f32>,
     /// Received message buffers, reused for the next outgoing messages: a call moves the same
     /// volume every epoch, and fresh buffers of that size would be zeroed by the kernel each time.
@@ -345,10 +345,9 @@ impl<'a> ReplicaRouter<'a> {
         let data = row_major(x);
         let block = |rows: &[u32]| consecutive(rows).map(|r| r.start * width..r.end * width);
         let mut identity = IdentityCodec;
-        // Decode every buffered message first (into consecutive sections of `unpacked`), then
-        // land them all in one parallel pass.
-        let mut sections = vec![None; received.len()];
-        let mut total = 0;
+        // One message at a time, decoded and landed before the next, peers ascending: every row
+        // still combines its sources in ascending peer order (the same bits as landing them all
+        // at once), and the scratch holds one peer's rows, not the whole call's.
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let rows = incoming(part, peer);
             let id = StreamId { tag, route, peer, side: Side::Decode };
@@ -358,23 +357,19 @@ impl<'a> ReplicaRouter<'a> {
                 codec.decode(self.pass, bytes, width, &mut data[range]).map_err(decode_error)?;
                 continue;
             }
-            let section = total..total + rows.len() * width;
-            total = section.end;
+            let len = rows.len() * width;
             // Grown, never shrunk: decoding overwrites it, so it needs no clearing.
-            if self.unpacked.len() < total {
-                self.unpacked.resize(total, 0.0);
+            if self.unpacked.len() < len {
+                self.unpacked.resize(len, 0.0);
             }
-            codec.decode(self.pass, bytes, width, &mut self.unpacked[section.clone()]).map_err(decode_error)?;
-            sections[peer] = Some(section);
-        }
-        if total > 0 {
+            codec.decode(self.pass, bytes, width, &mut self.unpacked[..len]).map_err(decode_error)?;
             let landing = self.landings[route as usize].get_or_insert_with(|| {
                 let lists: Vec<&[u32]> = (0..part.num_parts()).map(|peer| incoming(part, peer)).collect();
                 Landing::new(part.num_local(), &lists)
             });
-            let unpacked = &self.unpacked;
-            let buffered: Vec<Option<&[f32]>> = sections.into_iter().map(|s| s.map(|r| &unpacked[r])).collect();
-            landing.land(data, width, &buffered, apply);
+            let mut only = vec![None; received.len()];
+            only[peer] = Some(&self.unpacked[..len]);
+            landing.land(data, width, &only, apply);
         }
         self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
         Ok(())
@@ -449,7 +444,35 @@ pub(crate) mod testkit {
 
 #[cfg(test)]
 mod tests {
-    use super::consecutive;
+    use cache_quant::{Direction, Route, Step};
+    use graph_partition::partition::Partition;
+    use ndarray::Array2;
+
+    use super::{Apply, ExchangeOptions, ReplicaRouter, Tag, consecutive, testkit};
+
+    /// A call's messages land one peer at a time: the decode scratch holds the largest peer's
+    /// rows, not the call's, and the sums are the owners' own row plus every copy's.
+    #[test]
+    fn messages_land_one_peer_at_a_time() {
+        let partition = Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] };
+        let book = testkit::book(&partition);
+        const WIDTH: usize = 5;
+        let several = testkit::run(&book, |part, comm| {
+            let mut router = ReplicaRouter::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+            let mut g = Array2::from_elem((part.num_local(), WIDTH), 1.0f32);
+            let tag = Tag::new(0, Direction::Backward, Step::Halo);
+            router.route(tag, Route::ToPrimary, &mut g, Apply::Add).map_err(|e| e.to_string())?;
+            let largest = (0..4).map(|q| part.send(q).len()).max().unwrap();
+            let total: usize = (0..4).map(|q| part.send(q).len()).sum();
+            assert_eq!(router.unpacked.len(), largest * WIDTH, "part {}", part.part());
+            for l in 0..part.num_primary() {
+                let expected = 1.0 + part.copies_of(l).len() as f32;
+                assert!(g.row(l).iter().all(|&v| v == expected), "part {} row {l}", part.part());
+            }
+            Ok(largest < total)
+        });
+        assert!(several.contains(&true), "some part must receive rows from several peers");
+    }
 
     #[test]
     fn only_ascending_runs_are_blocks() {

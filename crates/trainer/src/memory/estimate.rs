@@ -310,8 +310,9 @@ pub fn worker(
     let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric: part.csr().is_symmetric() };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
+    let one_peer = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
     let exchanging = usize::from(halo == HaloFeatures::Cached)..usize::MAX;
-    worker_of(config, rows, in_dim, classes, held_bytes as usize, (sent + 2 * received, exchanging))
+    worker_of(config, rows, in_dim, classes, held_bytes as usize, (sent + received + one_peer, exchanging))
 }
 
 /// [`worker`] from counts: `exchange.0` rows of the widest width the layers in `exchange.1`
@@ -335,9 +336,9 @@ fn worker_of(
 }
 
 /// The widest rows the `layers` exchange: the replica router keeps one message per peer each
-/// way (identity-coded: 4 bytes a value) as spares across calls, and one call's decoded rows
-/// (`gnn_core::exchange::replica_router`), so its buffers hold the sent rows plus twice the
-/// received rows at this width.
+/// way (identity-coded: 4 bytes a value) as spares across calls, and the decoded rows of one
+/// peer's message (`gnn_core::exchange::replica_router` lands a call's messages one at a time),
+/// so its buffers hold the sent and the received rows plus the largest peer's at this width.
 fn exchange_width(model: &ModelConfig, layers: Range<usize>) -> Result<usize, ModelError> {
     let m = Model::new(model.clone())?;
     Ok(m.convs()
