@@ -45,7 +45,7 @@ pub enum GraphError {
     HaloInEdges { row: usize },
     #[error("block {layer} does not chain into block {next}: {detail}", next = layer + 1)]
     BlockChain { layer: usize, detail: String },
-    #[error("sampled in-edges: row {row} is not a subset of the graph's row {row}")]
+    #[error("sampled in-edges: row {row} holds an edge the graph's row does not")]
     NotSampled { row: usize },
     #[error("block source vertex {gid} is not among the graph's {num_nodes} vertices")]
     UnknownVertex { gid: u32, num_nodes: usize },
@@ -433,5 +433,26 @@ mod tests {
         assert_eq!(halo_with_edge.with_pulled_halo().unwrap_err(), GraphError::HaloInEdges { row: 1 });
         let rect = Csr::try_new(2, 3, vec![0, 0, 1], vec![2]).unwrap();
         assert_eq!(AggGraph::single(&rect).unwrap_err(), GraphError::NotSquare { rows: 2, cols: 3 });
+    }
+
+    /// A sampled view keeps the rows, ids and degrees and rescales GCN's neighbour sum by
+    /// `in_v / k_v`; in-edges it does not hold, or another vertex count, are refused.
+    #[test]
+    fn sampled_views_keep_their_rows_and_refuse_foreign_edges() {
+        let opts = EdgeListOptions { symmetrize: false, remove_self_loops: true };
+        let csr = Csr::from_edges(4, &[(1, 0), (2, 0), (3, 0), (0, 1)], opts).unwrap();
+        let whole = AggGraph::single(&csr).unwrap();
+        let one = Csr::from_edges(4, &[(2, 0), (0, 1)], opts).unwrap();
+        let sampled = whole.with_sampled_in_edges(one).unwrap();
+        assert_eq!((sampled.num_local(), sampled.computed_rows(), sampled.in_degree()), (4, 4, whole.in_degree()));
+        // Vertex 0 keeps 1 of its 3 in-edges: its coefficient triples, vertex 1's (all kept) stays.
+        assert_eq!(sampled.norms().gcn_dst[0], whole.norms().gcn_dst[0] * 3.0);
+        assert_eq!(sampled.norms().gcn_dst[1], whole.norms().gcn_dst[1]);
+        assert_eq!(sampled.norms().mean[0], 1.0);
+        let foreign = Csr::from_edges(4, &[(2, 0), (3, 1)], opts).unwrap();
+        assert_eq!(whole.with_sampled_in_edges(foreign).unwrap_err(), GraphError::NotSampled { row: 1 });
+        let small = Csr::from_edges(3, &[(2, 0)], opts).unwrap();
+        let err = whole.with_sampled_in_edges(small).unwrap_err();
+        assert_eq!(err, GraphError::Length { what: "sampled in-edges", got: 3, expected: 4 });
     }
 }

@@ -11,7 +11,7 @@ use super::draw::{LayerKey, RowSampler};
 use super::neighbor::{SampleError, for_row_chunks, for_rows};
 use crate::csr::Csr;
 
-/// Rows per parallel task below which a graph is sampled serially.
+/// Graphs with fewer rows are sampled serially.
 const PARALLEL_MIN_ROWS: usize = 1024;
 
 /// `graph` (row `v` lists the sources of the edges into `v`) with the rows `0..rows` keeping
