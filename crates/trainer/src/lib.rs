@@ -129,6 +129,7 @@ pub fn run_method(
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
     config.validate()?;
+    let options = LocalOptions { serialize_compute: options.serialize_compute || config.distributed.serialize_compute };
     let mut parts = method.parts(config);
     let name = method.name();
     if let Some(servers) = config.distributed.param_servers() {

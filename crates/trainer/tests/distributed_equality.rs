@@ -105,3 +105,17 @@ fn gat_edge_cut_equals_single_process() {
 fn gat_vertex_cut_equals_single_process() {
     check(ConvKind::Gat, CutKind::VertexCut);
 }
+
+/// Computing one worker at a time changes when workers compute, not what: the same losses,
+/// accuracies and bytes, bit for bit.
+#[test]
+fn serialized_compute_changes_no_result() {
+    let free = config(ConvKind::Gcn, CutKind::EdgeCut);
+    let mut gated = free.clone();
+    gated.distributed.serialize_compute = true;
+    let run = |c: &TrainConfig| run_on(c, cora(c), LocalOptions::default(), &mut ()).unwrap();
+    let (a, b) = (run(&free), run(&gated));
+    for (x, y) in a.epochs.iter().zip(&b.epochs) {
+        assert_eq!((x.loss, x.val_acc, &x.bytes_by_phase), (y.loss, y.val_acc, &y.bytes_by_phase), "epoch {}", x.epoch);
+    }
+}

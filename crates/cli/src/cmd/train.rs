@@ -132,6 +132,11 @@ pub struct Args {
     /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
     #[arg(long)]
     overlap: bool,
+    /// Distributed methods, in-process workers: compute one worker at a time, so each worker's
+    /// measured compute (and the modeled epoch) is what it takes with the machine to itself.
+    /// Results are unchanged; runs take longer.
+    #[arg(long)]
+    serialize_compute: bool,
     /// Distributed methods: evaluate through the method's codecs (advancing their state)
     /// instead of exactly.
     #[arg(long)]
@@ -222,6 +227,7 @@ impl Args {
             ("--topology", self.topology.is_some()),
             ("--bandwidth-scale", self.bandwidth_scale.is_some()),
             ("--overlap", self.overlap),
+            ("--serialize-compute", self.serialize_compute),
             ("--lossy-eval", self.lossy_eval),
             ("--param-sync", self.param_sync.is_some()),
             ("--servers", self.servers.is_some()),
@@ -283,6 +289,7 @@ impl Args {
         set(&mut c.distributed.topology, &self.topology);
         set(&mut c.distributed.bandwidth_scale, &self.bandwidth_scale);
         c.distributed.overlap |= self.overlap;
+        c.distributed.serialize_compute |= self.serialize_compute;
         c.distributed.lossy_eval |= self.lossy_eval;
         set(&mut c.distributed.param_sync, &self.param_sync);
         set_opt(&mut c.distributed.servers, &self.servers);

@@ -1,5 +1,5 @@
 //! The settings of the distributed methods (`[distributed]` in the TOML config; `--cut`,
-//! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap` and
+//! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap`, `--serialize-compute` and
 //! `--lossy-eval` on the command line).
 
 use comm_hierarchy::{LinkModel, Preset};
@@ -55,6 +55,10 @@ pub struct DistributedConfig {
     pub bandwidth_scale: f64,
     /// Split halo exchanges and compute the rows that need no halo row while they are in flight.
     pub overlap: bool,
+    /// In-process workers compute one at a time, so each one's measured compute (and the modeled
+    /// epoch built on it) is what it takes with the machine to itself, as on a cluster, not
+    /// stretched by the other workers sharing the cores. Results are unchanged; runs take longer.
+    pub serialize_compute: bool,
     /// Evaluate through the method's codecs (advancing their state) instead of exactly.
     pub lossy_eval: bool,
     /// How full-batch partitioned training agrees on the update: all-reduce, or parameter
@@ -90,6 +94,7 @@ impl Default for DistributedConfig {
             topology: Preset::default(),
             bandwidth_scale: 1.0,
             overlap: false,
+            serialize_compute: false,
             lossy_eval: false,
             param_sync: ParamSync::Allreduce,
             servers: None,
@@ -194,7 +199,7 @@ mod tests {
         let c: DistributedConfig = toml::from_str(
             "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
              topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n\
-             param-sync = \"ps\"\nservers = 3\n",
+             serialize-compute = true\nparam-sync = \"ps\"\nservers = 3\n",
         )
         .unwrap();
         let expected = DistributedConfig {
@@ -207,6 +212,7 @@ mod tests {
             topology: Preset::Ecgraph,
             bandwidth_scale: 0.01,
             overlap: true,
+            serialize_compute: true,
             lossy_eval: true,
             param_sync: ParamSync::Ps,
             servers: Some(3),
