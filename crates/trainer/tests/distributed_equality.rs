@@ -119,3 +119,24 @@ fn serialized_compute_changes_no_result() {
         assert_eq!((x.loss, x.val_acc, &x.bytes_by_phase), (y.loss, y.val_acc, &y.bytes_by_phase), "epoch {}", x.epoch);
     }
 }
+
+/// The controllers' own collectives (EC-Graph's tuner, AdaQP's assignment) hand the machine
+/// over too: serialized runs of both finish with the results of free ones.
+#[test]
+fn serialized_compute_runs_the_controllers() {
+    use trainer::config::{AdaqpSettings, EcgraphSettings};
+    let mut ecgraph = config(ConvKind::Gcn, CutKind::EdgeCut);
+    ecgraph.method = MethodConfig::named(Method::Ecgraph);
+    ecgraph.method.ecgraph = EcgraphSettings { fp_bits: 2, bp_bits: 2, ..EcgraphSettings::default() };
+    let mut adaqp = config(ConvKind::Gcn, CutKind::EdgeCut);
+    adaqp.method = MethodConfig::named(Method::Adaqp);
+    adaqp.method.adaqp = AdaqpSettings { assign_period: 2, ..AdaqpSettings::default() };
+    for free in [ecgraph, adaqp] {
+        let mut gated = free.clone();
+        gated.distributed.serialize_compute = true;
+        let run = |c: &TrainConfig| run_on(c, cora(c), LocalOptions::default(), &mut ()).unwrap();
+        let (a, b) = (run(&free), run(&gated));
+        let losses = |r: &Report| r.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+        assert_eq!(losses(&a), losses(&b), "{}", free.method.name.as_str());
+    }
+}

@@ -220,6 +220,14 @@ impl TrainConfig {
         if self.patience == Some(0) {
             return invalid("patience", "must be at least 1, got 0".to_string());
         }
+        if self.distributed.serialize_compute && self.reliability.uses_checkpoints() {
+            // A checkpoint's agreement is a collective outside the workers' clocks, which
+            // hand the machine over only inside their own calls.
+            return invalid(
+                "serialize-compute",
+                "measures each worker's compute and cannot run with checkpoints: drop one of them".to_string(),
+            );
+        }
         if self.split.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return invalid("split", "must not be empty".to_string());
         }

@@ -305,7 +305,7 @@ impl Strategy for Worker<'_> {
         method["codec"] = stats_json(&codec_stats);
         if let Some(controller) = self.controller.as_mut() {
             let graph = self.graphs.last().expect("a model has at least one layer");
-            let ctx = ControlCtx { comm: self.comm, graph };
+            let ctx = ControlCtx { comm: self.comm, graph, watch: Some(self.clock) };
             if let Some(fields) = controller.after_step_in(epoch, &codec_stats, &ctx)? {
                 method["controller"] = fields;
             }

@@ -121,7 +121,8 @@ impl Controller for BitTuner {
         let local = self.tally.take();
         let mut summed: Vec<f64> =
             (0..layers).flat_map(|l| local.get(&l).copied().unwrap_or_default().map(|c| c as f64)).collect();
-        ctx.comm.all_reduce_sum_f64(PHASE, &mut summed).map_err(|e| TrainError::Controller(Box::new(e)))?;
+        ctx.call(|| ctx.comm.all_reduce_sum_f64(PHASE, &mut summed))
+            .map_err(|e| TrainError::Controller(Box::new(e)))?;
         let (mut selector, mut used, mut next) = (Vec::new(), Vec::new(), Vec::new());
         for (l, knob) in self.fwd_bits.iter().enumerate() {
             let counts: [u64; 4] = std::array::from_fn(|k| summed[4 * l + k] as u64);

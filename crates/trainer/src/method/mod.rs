@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use cache_quant::{CodecFactory, Knob, StateError, StatsTable};
 use comm_hierarchy::Communicator;
+use gnn_core::exchange::{CallKind, CommWatch};
 use gnn_core::{AggGraph, GcnNorm, ModelError};
 use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
@@ -235,6 +236,21 @@ pub trait Controller: Send {
 pub struct ControlCtx<'a> {
     pub comm: &'a dyn Communicator,
     pub graph: &'a AggGraph,
+    /// Told around each of the controller's communicator calls ([`ControlCtx::call`]): the
+    /// worker's clock, which tells compute from waiting and, with `serialize-compute`, hands
+    /// the machine to another worker meanwhile.
+    pub watch: Option<&'a dyn CommWatch>,
+}
+
+impl ControlCtx<'_> {
+    /// Runs `call` (communicator calls, and what rank 0 decides while the others wait) as
+    /// waiting, not compute.
+    pub fn call<T>(&self, call: impl FnOnce() -> T) -> T {
+        self.watch.inspect(|w| w.call_started(CallKind::Blocking));
+        let out = call();
+        self.watch.inspect(|w| w.call_finished());
+        out
+    }
 }
 
 /// What a method is made of.

@@ -286,14 +286,14 @@ impl Controller for AdaqpController {
         ctx: &ControlCtx<'_>,
     ) -> Result<Option<Value>, TrainError> {
         let mut quant = [self.probe.take_seconds()];
-        ctx.comm.all_reduce_sum_f64(PHASE, &mut quant).map_err(|e| TrainError::Controller(Box::new(e)))?;
+        ctx.call(|| ctx.comm.all_reduce_sum_f64(PHASE, &mut quant)).map_err(|e| TrainError::Controller(Box::new(e)))?;
         let mut fields = json!({
             "bits": self.settings.bits.as_str(),
             "beta": self.settings.beta.as_str(),
             "quant_s_per_worker": quant[0] / ctx.comm.size() as f64,
         });
         if self.settings.bits.assigned() && epoch.is_multiple_of(self.settings.assign_period) {
-            let assignment = self.assign(epoch, ctx).map_err(|e| TrainError::Controller(Box::new(e)))?;
+            let assignment = ctx.call(|| self.assign(epoch, ctx)).map_err(|e| TrainError::Controller(Box::new(e)))?;
             fields["assignment"] = assignment;
         }
         Ok(Some(fields))
