@@ -251,7 +251,7 @@ impl AggGraph {
 
     /// This view with its in-edges replaced by `sampled`, a subset of every row (from
     /// `graph_partition::sample::sample_in_edges`): the same vertices, ids, global degrees and
-    /// computed and input rows, coefficients as [`DegreeNorms::sampled`] gives them (GCN's
+    /// computed and input rows, coefficients for a sample (GCN's
     /// neighbour sum scaled by `in_v / k_v`, as a mini-batch block under
     /// [`crate::GcnNorm::Global`]), so one layer of full-graph training runs on sampled edges.
     pub fn with_sampled_in_edges(&self, sampled: Csr) -> Result<Self, GraphError> {
