@@ -101,6 +101,9 @@ mod tests {
         let err = TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("`device`") && msg.contains("single-process") && msg.contains("vanilla"), "{msg}");
+        let text = "device = \"cuda\"\n[minibatch]\nfanouts = \"5,5\"\n";
+        let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
+        assert!(msg.contains("`device`") && msg.contains("fanouts"), "{msg}");
         let text = "device = \"cuda\"\n[minibatch]\nbatch-size = 8\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
         assert!(msg.contains("`device`") && msg.contains("full-batch"), "{msg}");

@@ -249,4 +249,15 @@ mod tests {
             TrainConfig::from_toml_str("[distributed]\ntopology = \"dgx\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `topology`"), "{msg}");
     }
+
+    /// Serialized compute measures, checkpoints agree over a collective outside the clocks:
+    /// asking for both is refused, naming the key.
+    #[test]
+    fn serialized_compute_with_checkpoints_is_refused() {
+        use crate::config::TrainConfig;
+        let text = "[distributed]\nserialize-compute = true\n[reliability]\ncheckpoint-dir = \"ck\"\n";
+        let msg = TrainConfig::from_toml_str(text, "s.toml").unwrap_err().to_string();
+        assert!(msg.contains("`serialize-compute`") && msg.contains("checkpoints"), "{msg}");
+        assert!(TrainConfig::from_toml_str("[distributed]\nserialize-compute = true\n", "s.toml").is_ok());
+    }
 }
