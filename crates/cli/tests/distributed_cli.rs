@@ -46,6 +46,7 @@ fn vanilla_run_writes_a_distributed_report() {
     assert_eq!(r["partition"]["algorithm"], "ebv");
     assert!(r["partition"]["replication_factor"].as_f64().unwrap() > 1.0);
     assert_eq!(r["config"]["distributed"]["workers"], 4);
+    assert_eq!((r["graph"]["vertices"].as_u64(), r["graph"]["edges"].as_u64()), (Some(2708), Some(10556)));
     let epochs = r["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 3);
     for e in epochs {

@@ -56,7 +56,38 @@ pub struct Csr {
     num_cols: usize,
     indptr: Vec<u64>,
     indices: Vec<u32>,
+    /// [`Csr::is_symmetric`], once asked: a memory estimate, METIS' input and the aggregation
+    /// graph all ask, and on a 60M-edge graph each answer costs seconds. Clones keep it.
+    #[serde(skip)]
+    symmetric: Memo,
 }
+
+/// A value computed from the rest of a [`Csr`] on first use. Not part of the value: it is
+/// neither compared nor stored.
+#[derive(Debug, Clone, Default)]
+struct Memo(std::sync::OnceLock<bool>);
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Memo {}
+
+impl bincode::Encode for Memo {
+    fn encode<E: bincode::enc::Encoder>(&self, _: &mut E) -> Result<(), bincode::error::EncodeError> {
+        Ok(())
+    }
+}
+
+impl<Context> bincode::Decode<Context> for Memo {
+    fn decode<D: bincode::de::Decoder<Context = Context>>(_: &mut D) -> Result<Self, bincode::error::DecodeError> {
+        Ok(Self::default())
+    }
+}
+
+bincode::impl_borrow_decode!(Memo);
 
 impl Csr {
     /// Validates and wraps raw CSR arrays: `indptr.len() == num_rows + 1`, starts at 0,
@@ -65,7 +96,7 @@ impl Csr {
         if indptr.len() != num_rows + 1 {
             return Err(CsrError::IndptrLength { got: indptr.len(), expected: num_rows + 1 });
         }
-        let csr = Self { num_cols, indptr, indices };
+        let csr = Self { num_cols, indptr, indices, symmetric: Memo::default() };
         csr.check_structure()?;
         Ok(csr)
     }
@@ -174,7 +205,7 @@ impl Csr {
             new_indptr.push(write as u64);
         }
         indices.truncate(write);
-        Self { num_cols, indptr: new_indptr, indices }
+        Self { num_cols, indptr: new_indptr, indices, symmetric: Memo::default() }
     }
 
     pub fn num_rows(&self) -> usize {
@@ -277,7 +308,7 @@ impl Csr {
                 fill[c] += 1;
             }
         }
-        (Self { num_cols: self.num_rows(), indptr, indices }, perm)
+        (Self { num_cols: self.num_rows(), indptr, indices, symmetric: Memo::default() }, perm)
     }
 
     /// The reverse graph (transpose).
@@ -290,7 +321,13 @@ impl Csr {
     /// the mirrors of the entries above the diagonal only: rows being strictly increasing, an
     /// entry maps to one mirror, so when every entry above finds its mirror below and there
     /// are as many below as above, the entries below are exactly those mirrors.
+    ///
+    /// Computed on the first call, then remembered (by clones too).
     pub fn is_symmetric(&self) -> bool {
+        *self.symmetric.0.get_or_init(|| self.check_symmetric())
+    }
+
+    fn check_symmetric(&self) -> bool {
         use rayon::prelude::*;
         if self.num_rows() != self.num_cols {
             return false;
@@ -325,7 +362,7 @@ impl Csr {
             indices[start..].sort_unstable();
             indptr.push(indices.len() as u64);
         }
-        Self { num_cols: nodes.len(), indptr, indices }
+        Self { num_cols: nodes.len(), indptr, indices, symmetric: Memo::default() }
     }
 }
 
@@ -364,6 +401,24 @@ mod tests {
         let looped = Csr::from_edges(2, &[(0, 0), (0, 1), (1, 0)], opts).unwrap();
         assert!(looped.is_symmetric());
         assert!(!Csr::try_new(2, 3, vec![0, 0, 1], vec![2]).unwrap().is_symmetric());
+    }
+
+    #[test]
+    fn the_remembered_symmetry_is_neither_compared_nor_stored() {
+        let asked = Csr::from_edges(3, &[(0, 1), (1, 2)], EdgeListOptions::default()).unwrap();
+        let fresh = asked.clone();
+        assert!(asked.is_symmetric());
+        assert_eq!(asked.symmetric.0.get(), Some(&true));
+        assert_eq!(asked.clone().symmetric.0.get(), Some(&true), "clones keep the answer");
+        assert_eq!(fresh.symmetric.0.get(), None);
+        assert_eq!(asked, fresh);
+        let config = bincode::config::standard();
+        let bytes = bincode::encode_to_vec(&asked, config).unwrap();
+        assert_eq!(bytes, bincode::encode_to_vec(&fresh, config).unwrap());
+        let (decoded, _): (Csr, usize) = bincode::decode_from_slice(&bytes, config).unwrap();
+        assert_eq!(decoded.symmetric.0.get(), None);
+        assert_eq!(serde_json::to_string(&asked).unwrap(), serde_json::to_string(&fresh).unwrap());
+        assert!(decoded.is_symmetric());
     }
 
     #[test]

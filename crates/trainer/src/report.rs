@@ -34,6 +34,9 @@ pub struct Report {
     pub config: TrainConfig,
     /// Vertices in the training, validation and test sets.
     pub split_sizes: SplitSizes,
+    /// Vertices and stored edges of the whole graph (zero in reports older than the field).
+    #[serde(default)]
+    pub graph: GraphSize,
     /// Partition quality; `null` for single-process runs.
     pub partition: Option<PartitionSummary>,
     /// One record per epoch run.
@@ -146,6 +149,21 @@ impl SplitSizes {
     /// The sizes of `splits`.
     pub fn of(splits: &graph_partition::Splits) -> Self {
         Self { train: splits.train.len(), valid: splits.valid.len(), test: splits.test.len() }
+    }
+}
+
+/// The size of a dataset's graph.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphSize {
+    pub vertices: usize,
+    /// Stored (directed) edges: an undirected edge counts twice.
+    pub edges: usize,
+}
+
+impl GraphSize {
+    /// The size of `graph`.
+    pub fn of(graph: &graph_partition::Csr) -> Self {
+        Self { vertices: graph.num_rows(), edges: graph.num_edges() }
     }
 }
 

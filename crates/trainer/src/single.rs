@@ -14,7 +14,7 @@ use crate::guard;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
 use crate::objective::{Hits, Objective};
-use crate::report::{Report, SplitSizes};
+use crate::report::{GraphSize, Report, SplitSizes};
 use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with};
 
 /// Full-batch training of one model on the whole graph.
@@ -174,6 +174,7 @@ pub(crate) fn report(method: &str, config: &TrainConfig, dataset: &Dataset, outc
         seed: config.seed,
         config: config.clone(),
         split_sizes: SplitSizes::of(&dataset.splits),
+        graph: GraphSize::of(&dataset.graph),
         partition: None,
         epochs: outcome.epochs,
         final_: outcome.final_,

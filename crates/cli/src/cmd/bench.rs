@@ -1,5 +1,6 @@
 //! `halo bench comm`: times all-to-all and all-reduce on a communicator backend and reports
 //! the measured throughput next to the traffic ledger and the cost model's projection.
+//! `halo bench memory` (`bench/memory.rs`): peak memory per vertex of `halo train` runs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,6 +20,9 @@ pub struct Args {
 enum BenchCommand {
     /// Time all-to-all and all-reduce; report throughput, ledger totals and modeled time.
     Comm(CommArgs),
+    /// Run `halo train` once per dataset, each in its own process; report the peak resident
+    /// memory per vertex next to the estimate.
+    Memory(memory::MemoryArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -43,6 +47,7 @@ impl Backend {
     }
 }
 
+mod memory;
 mod nccl;
 
 #[derive(Debug, clap::Args)]
@@ -84,6 +89,7 @@ const FIT_REPETITIONS: usize = 3;
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Comm(args) => run_comm(args),
+        BenchCommand::Memory(args) => memory::run(args),
     }
 }
 

@@ -333,7 +333,7 @@ fn run_worker(
         let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
         // An owned dataset is dropped here, before training: rank 0 keeps only its share.
         drop(dataset);
-        (Some((prepared.dataset, prepared.summary, prepared.split_sizes, setup_memory)), share)
+        (Some((prepared.dataset, prepared.summary, (prepared.split_sizes, prepared.graph), setup_memory)), share)
     } else {
         (None, setup::receive(comm, &clock)?)
     };
@@ -391,7 +391,7 @@ fn run_worker(
     ];
     table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&mine);
     clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
-    let Some((dataset, partition, split_sizes)) = root else {
+    let Some((dataset, partition, (split_sizes, graph))) = root else {
         return Ok(None);
     };
     let topology = comm.topology();
@@ -442,6 +442,7 @@ fn run_worker(
         seed: config.seed,
         config: config.clone(),
         split_sizes,
+        graph,
         partition: Some(partition),
         epochs: outcome.epochs,
         final_: outcome.final_,

@@ -20,7 +20,7 @@ use graph_partition::book::CutKind;
 use super::DistError;
 use super::clock::CommClock;
 use crate::config::DistributedConfig;
-use crate::report::{PartitionSummary, SplitSizes};
+use crate::report::{GraphSize, PartitionSummary, SplitSizes};
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
 const PHASE: &str = "setup";
@@ -210,6 +210,8 @@ pub(crate) struct Prepared {
     pub dataset: String,
     /// The dataset's split sizes, for the report.
     pub split_sizes: SplitSizes,
+    /// The dataset's graph size, for the report.
+    pub graph: GraphSize,
 }
 
 /// Every worker's part of the graph and split rows, before its features and labels are cut
@@ -294,7 +296,13 @@ pub(crate) fn prepare(
     let s = &dataset.splits;
     let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
     let plan = SharePlan { cut, parts: parts.into_iter().zip(splits).map(Some).collect() };
-    Ok(Prepared { plan, summary, dataset: dataset.name.clone(), split_sizes: SplitSizes::of(&dataset.splits) })
+    Ok(Prepared {
+        plan,
+        summary,
+        dataset: dataset.name.clone(),
+        split_sizes: SplitSizes::of(&dataset.splits),
+        graph: GraphSize::of(&dataset.graph),
+    })
 }
 
 /// For every part, the local ids of its primaries in each of `sets` (global ids below

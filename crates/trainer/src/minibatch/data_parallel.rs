@@ -28,7 +28,7 @@ use crate::distributed::clock::CommClock;
 use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
 use crate::error::TrainError;
 use crate::method::Sampling;
-use crate::report::{EpochRecord, Report, SplitSizes};
+use crate::report::{EpochRecord, GraphSize, Report, SplitSizes};
 use crate::train_loop::{
     CommStats, EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with,
 };
@@ -201,6 +201,7 @@ pub(crate) fn run_with(
             seed: config.seed,
             config: config.clone(),
             split_sizes: SplitSizes::of(&dataset.splits),
+            graph: GraphSize::of(&dataset.graph),
             partition: None,
             epochs: outcome.epochs,
             final_,

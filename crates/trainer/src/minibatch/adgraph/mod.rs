@@ -30,7 +30,7 @@ use crate::distributed::clock::CommClock;
 use crate::distributed::{ComputeGate, DistError, LocalOptions, backend_of, on_cluster};
 use crate::error::TrainError;
 use crate::method::Sampling;
-use crate::report::{Report, SplitSizes};
+use crate::report::{GraphSize, Report, SplitSizes};
 use crate::train_loop::EpochObserver;
 
 /// Trains `method` with ADGraph's plan at `hops` hops on `config.distributed`'s workers and
@@ -115,6 +115,7 @@ pub(crate) fn run(
             seed: config.seed,
             config: config.clone(),
             split_sizes: SplitSizes::of(&dataset.splits),
+            graph: GraphSize::of(&dataset.graph),
             partition: Some(summary),
             epochs: outcome.epochs,
             final_,
