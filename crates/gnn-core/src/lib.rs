@@ -53,7 +53,10 @@ pub use block::{BlockGraphs, GcnNorm, UnknownGcnNorm};
 pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
 pub use graph::{AggGraph, GraphDegrees, GraphError};
 pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
-pub use loss::{LossError, MultiLabelCounts, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
+pub use loss::{
+    LossError, MultiLabelCounts, bce_with_logits, bce_with_logits_in_place, count_correct, multilabel_counts,
+    softmax_cross_entropy, softmax_cross_entropy_in_place,
+};
 pub use model::{BufferBytes, ConvKind, LayerOrder, Model, ModelConfig, ModelError};
 pub use norm::LayerNorm;
 pub use optim::{Adam, OptimError, Optimizer, Sgd};

@@ -13,6 +13,8 @@ pub enum LossError {
     RowOutOfRange { row: u32, rows: usize },
     #[error("row {row} has label {label}, but the logits have {classes} classes")]
     LabelOutOfRange { row: u32, label: u32, classes: usize },
+    #[error("row {row} is listed twice")]
+    RowTwice { row: u32 },
     #[error("targets are {got_rows} x {got_cols}, expected the logits' shape {rows} x {cols}")]
     TargetsShape { got_rows: usize, got_cols: usize, rows: usize, cols: usize },
 }
@@ -52,44 +54,88 @@ pub fn softmax_cross_entropy(
     labels: &[u32],
     rows: &[u32],
 ) -> Result<(f64, Array2<f32>), LossError> {
-    check_labels(logits, labels, rows)?;
-    let mut grad = Array2::zeros(logits.dim());
-    let mut total = 0.0f64;
-    for &r in rows {
-        let (row, label) = (logits.row(r as usize), labels[r as usize] as usize);
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
-        total += sum.ln() - f64::from(row[label] - max);
-        let mut g = grad.row_mut(r as usize);
-        for (gv, &v) in g.iter_mut().zip(row.iter()) {
-            *gv = (f64::from(v - max).exp() / sum) as f32;
-        }
-        g[label] -= 1.0;
-    }
+    let mut grad = logits.clone();
+    let total = softmax_cross_entropy_in_place(&mut grad, labels, rows)?;
     Ok((total, grad))
 }
 
-/// Sigmoid binary cross-entropy with logits (multi-label), summed over `rows` and all columns;
-/// `targets` in `[0, 1]`, same shape as `logits`. Divide by `global rows x classes` for
-/// `torch.nn.BCEWithLogitsLoss`'s mean.
+/// [`softmax_cross_entropy`] that turns `logits` into the gradient: a trainer's largest
+/// per-vertex buffer besides the activations need not exist twice (backward never reads the
+/// logits). On an error `logits` is unchanged.
+pub fn softmax_cross_entropy_in_place(
+    logits: &mut Array2<f32>,
+    labels: &[u32],
+    rows: &[u32],
+) -> Result<f64, LossError> {
+    check_labels(logits, labels, rows)?;
+    let listed = listed_once(rows, logits.nrows())?;
+    let mut total = 0.0f64;
+    for &r in rows {
+        let (mut row, label) = (logits.row_mut(r as usize), labels[r as usize] as usize);
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
+        total += sum.ln() - f64::from(row[label] - max);
+        for v in row.iter_mut() {
+            *v = (f64::from(*v - max).exp() / sum) as f32;
+        }
+        row[label] -= 1.0;
+    }
+    zero_unlisted(logits, &listed);
+    Ok(total)
+}
+
+/// Which rows `rows` lists, checking that none is listed twice (in place, a second visit
+/// would read the gradient the first one wrote).
+fn listed_once(rows: &[u32], n: usize) -> Result<Vec<bool>, LossError> {
+    let mut listed = vec![false; n];
+    for &r in rows {
+        if std::mem::replace(&mut listed[r as usize], true) {
+            return Err(LossError::RowTwice { row: r });
+        }
+    }
+    Ok(listed)
+}
+
+fn zero_unlisted(grad: &mut Array2<f32>, listed: &[bool]) {
+    for (mut row, _) in grad.rows_mut().into_iter().zip(listed).filter(|(_, l)| !**l) {
+        row.fill(0.0);
+    }
+}
+
+/// Sigmoid binary cross-entropy with logits (multi-label), summed over `rows` (each listed
+/// once) and all columns; `targets` in `[0, 1]`, same shape as `logits`. Divide by `global rows x
+/// classes` for `torch.nn.BCEWithLogitsLoss`'s mean.
 pub fn bce_with_logits(
     logits: &Array2<f32>,
     targets: &Array2<f32>,
     rows: &[u32],
 ) -> Result<(f64, Array2<f32>), LossError> {
+    let mut grad = logits.clone();
+    let total = bce_with_logits_in_place(&mut grad, targets, rows)?;
+    Ok((total, grad))
+}
+
+/// [`bce_with_logits`] that turns `logits` into the gradient (see
+/// [`softmax_cross_entropy_in_place`]). On an error `logits` is unchanged.
+pub fn bce_with_logits_in_place(
+    logits: &mut Array2<f32>,
+    targets: &Array2<f32>,
+    rows: &[u32],
+) -> Result<f64, LossError> {
     check_targets(logits, targets, rows)?;
-    let mut grad = Array2::zeros(logits.dim());
+    let listed = listed_once(rows, logits.nrows())?;
     let mut total = 0.0f64;
     for &r in rows {
         let r = r as usize;
-        for ((g, &x), &t) in grad.row_mut(r).iter_mut().zip(logits.row(r).iter()).zip(targets.row(r).iter()) {
-            let (x64, t64) = (f64::from(x), f64::from(t));
+        for (x, &t) in logits.row_mut(r).iter_mut().zip(targets.row(r).iter()) {
+            let (x64, t64) = (f64::from(*x), f64::from(t));
             // Stable form: max(x, 0) - x t + ln(1 + e^-|x|).
             total += x64.max(0.0) - x64 * t64 + (-x64.abs()).exp().ln_1p();
-            *g = (1.0 / (1.0 + (-x64).exp()) - t64) as f32;
+            *x = (1.0 / (1.0 + (-x64).exp()) - t64) as f32;
         }
     }
-    Ok((total, grad))
+    zero_unlisted(logits, &listed);
+    Ok(total)
 }
 
 /// Number of `rows` whose arg-max logit (first on ties) equals the label.
@@ -195,6 +241,21 @@ mod tests {
         assert!((loss - want).abs() < 1e-6, "{loss} vs {want}");
         assert!(g.row(1).iter().all(|&v| v == 0.0), "rows not listed get no gradient");
         check_grad(|x| softmax_cross_entropy(x, &labels, &[0, 1, 2]).unwrap(), &x);
+    }
+
+    #[test]
+    fn in_place_losses_refuse_a_row_listed_twice_and_leave_the_logits_alone_on_errors() {
+        let t = Array2::zeros((3, 3));
+        let mut x = logits();
+        assert_eq!(softmax_cross_entropy_in_place(&mut x, &[0, 1, 2], &[2, 0, 2]), Err(LossError::RowTwice { row: 2 }));
+        assert_eq!(bce_with_logits_in_place(&mut x, &t, &[1, 1]), Err(LossError::RowTwice { row: 1 }));
+        assert!(matches!(
+            softmax_cross_entropy_in_place(&mut x, &[0, 7, 2], &[0, 1]),
+            Err(LossError::LabelOutOfRange { row: 1, label: 7, classes: 3 })
+        ));
+        assert_eq!(x, logits());
+        let loss = softmax_cross_entropy_in_place(&mut x, &[0, 1, 2], &[0, 2]).unwrap();
+        assert_eq!((loss, x), softmax_cross_entropy(&logits(), &[0, 1, 2], &[0, 2]).unwrap());
     }
 
     #[test]

@@ -575,6 +575,13 @@ impl Model {
         Ok(&self.acts[self.cfg.layers])
     }
 
+    /// Hands over the logits of the last forward pass, for the objective to turn into their
+    /// gradient in place ([`crate::softmax_cross_entropy_in_place`]) and hand to backward, which
+    /// never reads the logits: one buffer instead of two. The next forward allocates anew.
+    pub fn take_logits(&mut self) -> Array2<f32> {
+        std::mem::take(&mut self.acts[self.cfg.layers])
+    }
+
     /// Drops the record of the last forward pass (its activations are about to be reused).
     pub(crate) fn forget_forward(&mut self) {
         self.last = None;
@@ -753,6 +760,10 @@ impl Model {
             };
             if hidden {
                 self.pool.give(used);
+            } else {
+                // The logit gradient (the logits, under `take_logits`): the next forward's
+                // logits go here, so a step allocates no logit-sized buffer.
+                self.acts[layers] = used;
             }
         }
         Ok(())

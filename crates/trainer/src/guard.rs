@@ -33,9 +33,14 @@ impl std::fmt::Display for Site {
 }
 
 /// The first layer whose output is non-finite, looked at only when this worker's loss is
-/// (call right after the forward pass, while its outputs are intact).
+/// (call after the loss, before backward, while the hidden outputs are intact). The logits are
+/// the loss gradient by then ([`Model::take_logits`]); a loss over finite logits is finite, so
+/// when every hidden output is finite the output layer's is not.
 pub(crate) fn bad_layer(local_loss: f64, model: &Model, graph: &AggGraph) -> Option<usize> {
-    if local_loss.is_finite() { None } else { model.first_nonfinite_output(graph) }
+    if local_loss.is_finite() {
+        return None;
+    }
+    Some(model.first_nonfinite_output(graph).unwrap_or(model.config().layers - 1))
 }
 
 /// Checks the (global) loss of the step and the model's (summed) gradients before the update;

@@ -10,7 +10,7 @@
 
 use std::ops::Add;
 
-use gnn_core::{LossError, bce_with_logits, count_correct, multilabel_counts, softmax_cross_entropy};
+use gnn_core::{LossError, bce_with_logits_in_place, count_correct, multilabel_counts, softmax_cross_entropy_in_place};
 use graph_partition::Labels;
 use ndarray::{Array2, Axis};
 
@@ -76,11 +76,12 @@ impl<'a> Objective<'a> {
         }
     }
 
-    /// The loss summed over `rows`, and its gradient with respect to `logits`.
-    pub fn loss_sum(&self, logits: &Array2<f32>, rows: &[u32]) -> Result<(f64, Array2<f32>), LossError> {
+    /// The loss summed over `rows` (each listed once); turns `logits` into its gradient (zero
+    /// outside `rows`), so that the logits and their gradient are one buffer.
+    pub fn loss_sum(&self, logits: &mut Array2<f32>, rows: &[u32]) -> Result<f64, LossError> {
         match self {
-            Self::Classes(classes) => softmax_cross_entropy(logits, classes, rows),
-            Self::MultiLabel(targets) => bce_with_logits(logits, targets, rows),
+            Self::Classes(classes) => softmax_cross_entropy_in_place(logits, classes, rows),
+            Self::MultiLabel(targets) => bce_with_logits_in_place(logits, targets, rows),
         }
     }
 
@@ -120,7 +121,8 @@ mod tests {
         let obj = Objective::new(&labels);
         assert_eq!(obj.hits(&logits, &[0, 1]).unwrap(), Hits { correct: 4, total: 6 });
         assert_eq!(obj.terms_per_row(), 3);
-        let (sum, grad) = obj.loss_sum(&logits, &[0]).unwrap();
+        let mut grad = logits.clone();
+        let sum = obj.loss_sum(&mut grad, &[0]).unwrap();
         assert!(sum > 0.0 && grad.row(1).iter().all(|&g| g == 0.0));
     }
 

@@ -65,8 +65,9 @@ impl Strategy for SingleProcess<'_> {
             Some(fanouts) => sampled_layers(&vec![&self.graph; layers], fanouts, self.seed, ctx.epoch)?,
             None => vec![self.graph.clone(); layers],
         };
-        let logits = self.model.forward_layers(&graphs, self.features, &mut NoExchange, ctx)?;
-        let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.splits.train)?;
+        self.model.forward_layers(&graphs, self.features, &mut NoExchange, ctx)?;
+        let mut dlogits = self.model.take_logits();
+        let loss_sum = self.objective.loss_sum(&mut dlogits, &self.splits.train)?;
         let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
         let terms = (self.splits.train.len() * self.objective.terms_per_row()) as f64;
         dlogits /= terms as f32;

@@ -137,8 +137,9 @@ impl<'a> Worker<'a> {
             None => None,
         };
         let graphs = sampled.as_deref().unwrap_or(&self.graphs);
-        let logits = self.model.forward_layers(graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
-        let (loss_sum, mut dlogits) = self.objective.loss_sum(logits, &self.share.train)?;
+        self.model.forward_layers(graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
+        let mut dlogits = self.model.take_logits();
+        let loss_sum = self.objective.loss_sum(&mut dlogits, &self.share.train)?;
         let layer = guard::bad_layer(loss_sum, &self.model, self.graph());
         dlogits /= self.global_terms as f32;
         self.model.backward_layers(graphs, dlogits, self.exchange.as_mut())?;

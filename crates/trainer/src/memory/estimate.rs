@@ -215,7 +215,8 @@ fn csr_bytes(rows: usize, edges: usize) -> usize {
 }
 
 /// The terms of training a model on a graph of `rows`: its `AggGraph`, parameters and
-/// optimizer state, each layer's buffers and the loss gradient.
+/// optimizer state and each layer's buffers (the loss gradient is the logits' buffer:
+/// `Model::take_logits`).
 fn training_terms(
     est: &mut Estimate,
     model: &ModelConfig,
@@ -237,8 +238,6 @@ fn training_terms(
         est.add(format!("layer {l} kept input or logits, caches"), b.activations + b.conv_caches);
     }
     est.add("pooled activations and gradients", layers.iter().map(|b| b.pool).sum());
-    // The objective's logit gradient, alive while backward allocates its buffers.
-    est.add("loss gradient", n * model.out_dim * 4);
     if let Some(bytes) = exchange {
         est.add("exchange buffers", bytes);
     }

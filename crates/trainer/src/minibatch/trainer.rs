@@ -257,14 +257,15 @@ impl<'a> BatchTrainer<'a> {
         let objective = Objective::new(&labels);
         let rows: Vec<u32> = (0..batch.seeds().len() as u32).collect();
         let ctx = ForwardCtx::train_step(self.seed, epoch as u64, step as u64);
-        let logits = match inputs {
+        match inputs {
             Some(inputs) => self.model.forward_blocks_gathered(&blocks, inputs, &mut NoExchange, ctx)?,
             None => {
                 let features = &self.dataset.features;
                 self.model.forward_blocks_rows(&blocks, features, batch.input_ids(), &mut NoExchange, ctx)?
             }
         };
-        let (loss_sum, mut dlogits) = objective.loss_sum(logits, &rows)?;
+        let mut dlogits = self.model.take_logits();
+        let loss_sum = objective.loss_sum(&mut dlogits, &rows)?;
         let terms_per_row = objective.terms_per_row() as f64;
         dlogits /= (global_rows as f64 * terms_per_row) as f32;
         self.model.backward_blocks(&blocks, dlogits, &mut NoExchange)?;
