@@ -14,7 +14,13 @@ each iteration's measured compute by one figure for the whole grid (the median c
 iteration over every run of the grid), which every variant does the same work for; what
 remains differs only by modeled communication and by the epoch where the target is reached.
 The trials of `auto` count as 3 forward-backward passes each (full and own-column gradients,
-the secant's second full one) plus their modeled communication.
+the secant's second full one) plus their modeled communication. Under `--bias-estimate
+running-max` every fetch iteration does one more forward-backward (its own-column gradient):
+norm counts it as one more iteration's compute, and the reference figure is taken over the
+runs without it.
+
+Where runs decide tau (`auto`), a second table gives what eq. 20 read: eta and sigma_bias at
+the first fetch and their medians over the fetches of the last 10% of iterations.
 """
 
 import json
@@ -59,8 +65,10 @@ def normalised_target_s(report, c_ref, with_trials=True):
     seconds = 0.0
     if with_trials and m.get("trials"):
         seconds += 3 * m["trials"]["iterations"] * c_ref + m["trials"]["modeled_comm_s"]
+    second_pass = m.get("bias_estimate") == "running-max"
     for e in report["epochs"]:
-        seconds += e["method"]["steps"] * c_ref + e["modeled_comm_s"]
+        passes = e["method"]["steps"] + (e["method"]["fetch_iterations"] if second_pass else 0)
+        seconds += passes * c_ref + e["modeled_comm_s"]
         if e["epoch"] == hit["epoch"]:
             return seconds
     return None
@@ -69,7 +77,9 @@ def normalised_target_s(report, c_ref, with_trials=True):
 def table(grid):
     runs = runs_of(grid)
     base = runs.get("tau0", {})
-    c_ref = statistics.median(compute_per_iteration(r) for v in runs.values() for r in v.values())
+    every = [r for v in runs.values() for r in v.values()]
+    single = [r for r in every if r["final"]["method"].get("bias_estimate") != "running-max"]
+    c_ref = statistics.median(compute_per_iteration(r) for r in single or every)
     rows = []
     header = (
         "| variant | seeds | final test acc | diff vs tau0 (paired) | test acc at best val, diff | fetch MB/iter "
@@ -120,14 +130,44 @@ def table(grid):
     print(f"### {grid.name}\n\nreference compute per iteration: {c_ref * 1e3:.1f} ms\n")
     print("\n".join(rows))
     print()
+    inputs_table(runs)
     return summary
+
+
+def inputs_table(runs):
+    """eta and sigma_bias as eq. 20 read them: at the first fetch, and the median over the
+    fetches of the last 10% of iterations (medians over seeds)."""
+    rows = []
+    for variant, by_seed in runs.items():
+        first_eta, last_eta, first_bias, last_bias = [], [], [], []
+        for report in by_seed.values():
+            schedule = report["final"]["method"].get("tau_schedule") or []
+            if not schedule or "eta" not in schedule[0]:
+                continue
+            late = [d for d in schedule if d["iteration"] >= iterations(report) * 0.9] or schedule[-1:]
+            first_eta.append(schedule[0]["eta"])
+            first_bias.append(schedule[0]["sigma_bias"])
+            last_eta.append(statistics.median(d["eta"] for d in late))
+            last_bias.append(statistics.median(d["sigma_bias"] for d in late))
+        if first_eta:
+            med = statistics.median
+            rows.append(
+                f"| {variant} | {len(first_eta)} | {med(first_eta):.4g} / {med(last_eta):.4g} "
+                f"| {med(first_bias):.4g} / {med(last_bias):.4g} |"
+            )
+    if rows:
+        print("| variant | seeds | eta first fetch / last 10% | sigma_bias first fetch / last 10% |")
+        print("|---|---|---|---|")
+        print("\n".join(rows))
+        print()
 
 
 def main():
     cells = {Path(arg).name: table(Path(arg)) for arg in sys.argv[1:]}
     # Time to target over the cells: a variant is no slower than tau0 in a cell where it reaches
     # the target in at least as many seeds and its paired normalised speed-up is at least 1.
-    for variant in ("auto", "auto-ni"):
+    variants = sorted({v for summary in cells.values() for v in summary if v.startswith("auto")})
+    for variant in variants:
         verdicts = []
         for cell, summary in cells.items():
             if variant not in summary or "tau0" not in summary:

@@ -159,13 +159,27 @@ fn featpart_resumes_exactly_inside_a_tau_cycle() {
 
 #[test]
 fn featpart_auto_resumes_with_the_trials_estimates_and_tau_decisions_of_its_first_part() {
-    // The trials measure compute time, so two runs differ in their estimates; a resumed run
-    // must go on with the estimates and decisions of the run it continues.
+    assert_featpart_auto_resumes(|_| {});
+}
+
+#[test]
+fn featpart_auto_resumes_with_its_running_bias_and_effective_step() {
+    assert_featpart_auto_resumes(|s| {
+        s.bias_estimate = crate::config::BiasEstimate::RunningMax;
+        s.eq20_step = crate::config::Eq20Step::Effective;
+    });
+}
+
+/// The trials measure compute time, so two runs differ in their estimates; a resumed run must
+/// go on with the estimates and decisions of the run it continues (`readings` set eq. 20's
+/// inputs).
+fn assert_featpart_auto_resumes(readings: impl Fn(&mut crate::config::FeatpartSettings)) {
     let data = dataset();
     let make = |epochs| {
         let mut c = config(Method::Featpart, CutKind::EdgeCut, epochs);
         sampled(&mut c);
         c.method.featpart.tau = crate::config::Tau::Auto;
+        readings(&mut c.method.featpart);
         c
     };
     let dir = tempfile::tempdir().unwrap();
@@ -186,6 +200,9 @@ fn featpart_auto_resumes_with_the_trials_estimates_and_tau_decisions_of_its_firs
     let (before, after) = (decisions(&first), decisions(&resumed));
     assert!(!before.is_empty() && after.len() > before.len(), "{before:?} {after:?}");
     assert_eq!(after[..before.len()], before[..]);
+    // sigma_bias goes on from where it stood (constant under the trials' estimate).
+    let bias: Vec<f64> = after.iter().map(|d| d["sigma_bias"].as_f64().unwrap()).collect();
+    assert!(bias.windows(2).all(|w| w[1] >= w[0]), "{bias:?}");
     let iterations =
         |m: &serde_json::Value| m["fetch_iterations"].as_u64().unwrap() + m["local_iterations"].as_u64().unwrap();
     assert_eq!(iterations(&resumed), 2 * iterations(&first), "6 steps per epoch");

@@ -7,6 +7,8 @@
 //! tau = "auto"      # or "inf", or a number of local iterations between fetches
 //! tau-max = 32
 //! tau-rule = "eq20"  # or "non-increasing": each decision at most the one before
+//! bias-estimate = "trials"  # or "running-max": sigma_bias re-measured at every fetch
+//! eq20-step = "lr"  # or "effective": the optimizer's ||delta w|| / ||g|| in place of eta
 //! target-acc = 0.78
 //! trials = 8
 //! ```
@@ -109,6 +111,33 @@ pub enum TauRule {
     NonIncreasing,
 }
 
+/// Where eq. 20's sigma_bias comes from (`tau = auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum BiasEstimate {
+    /// The trials' estimate at w_1, fixed for the run (Remark 1).
+    #[default]
+    Trials,
+    /// The largest of the trials' estimate and the one measured at every fetch iteration so
+    /// far (Theorem 1's max over t): each fetch runs one more forward-backward on its batch's
+    /// own-column rows and all-reduces that gradient too.
+    RunningMax,
+}
+
+/// The step size eq. 20 reads as eta (`tau = auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum Eq20Step {
+    /// The learning rate (eq. 20 is derived for SGD, whose step is lr g).
+    #[default]
+    Lr,
+    /// The optimizer's effective step: sum ||delta w|| over sum ||g|| of the steps since the
+    /// last fetch (Adam moves the weights by other than lr g); the lr at the first fetch.
+    Effective,
+}
+
 /// `[method.featpart]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -119,6 +148,10 @@ pub struct FeatpartSettings {
     pub tau_max: usize,
     /// How eq. 20 sets the tau in force (`tau = auto`).
     pub tau_rule: TauRule,
+    /// Where eq. 20's sigma_bias comes from (`tau = auto`).
+    pub bias_estimate: BiasEstimate,
+    /// What eq. 20 reads as eta (`tau = auto`).
+    pub eq20_step: Eq20Step,
     /// Test accuracy whose modeled time the report gives (the paper's rule: at or above it,
     /// with a variance below 1e-4 over 30 consecutive iterations, evaluated once per epoch).
     pub target_acc: Option<f64>,
@@ -128,7 +161,15 @@ pub struct FeatpartSettings {
 
 impl Default for FeatpartSettings {
     fn default() -> Self {
-        Self { tau: Tau::Auto, tau_max: 32, tau_rule: TauRule::Eq20, target_acc: None, trials: 8 }
+        Self {
+            tau: Tau::Auto,
+            tau_max: 32,
+            tau_rule: TauRule::Eq20,
+            bias_estimate: BiasEstimate::Trials,
+            eq20_step: Eq20Step::Lr,
+            target_acc: None,
+            trials: 8,
+        }
     }
 }
 
@@ -174,6 +215,20 @@ mod tests {
                     [minibatch]\nbatch-size = 8\n";
         let c = TrainConfig::from_toml_str(text, "f.toml").unwrap();
         assert_eq!(c.method.featpart.tau_rule, TauRule::NonIncreasing);
+        assert_eq!(
+            (c.method.featpart.bias_estimate, c.method.featpart.eq20_step),
+            (BiasEstimate::Trials, Eq20Step::Lr),
+            "defaults"
+        );
+        let text = "[method]\nname = \"featpart\"\n[method.featpart]\nbias-estimate = \"running-max\"\n\
+                    eq20-step = \"effective\"\n[minibatch]\nbatch-size = 8\n";
+        let c = TrainConfig::from_toml_str(text, "f.toml").unwrap();
+        assert_eq!(
+            (c.method.featpart.bias_estimate, c.method.featpart.eq20_step),
+            (BiasEstimate::RunningMax, Eq20Step::Effective)
+        );
+        let back = TrainConfig::from_toml_str(&toml::to_string(&c).unwrap(), "round-trip").unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]
@@ -181,6 +236,11 @@ mod tests {
         let bad = "[method]\nname = \"featpart\"\n[method.featpart]\ntarget-acc = 1.5\n[minibatch]\nbatch-size = 8\n";
         let msg = TrainConfig::from_toml_str(bad, "f.toml").unwrap_err().to_string();
         assert!(msg.contains("key `target-acc`"), "{msg}");
+        for (key, value) in [("bias-estimate", "max"), ("eq20-step", "adam")] {
+            let bad = format!("[method]\nname = \"featpart\"\n[method.featpart]\n{key} = \"{value}\"\n");
+            let msg = TrainConfig::from_toml_str(&bad, "f.toml").unwrap_err().to_string();
+            assert!(msg.contains(key) && msg.contains(value), "{msg}");
+        }
         let msg = TrainConfig::from_toml_str("method = \"featpart\"\n", "f.toml").unwrap_err().to_string();
         assert!(msg.contains("key `batch-size`") && msg.contains("featpart"), "{msg}");
     }

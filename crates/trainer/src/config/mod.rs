@@ -29,7 +29,7 @@ pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
-pub use featpart::{FeatpartSettings, Tau, TauError, TauRule};
+pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 pub use memory::{MemoryConfig, parse_size};
 pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
 pub use minibatch::MiniBatchConfig;

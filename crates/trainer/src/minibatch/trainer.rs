@@ -33,6 +33,23 @@ pub(crate) trait StepHooks {
     /// data-parallel workers); `loss` is this worker's part of the global batch's mean loss.
     /// Returns the seconds it spent.
     fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError>;
+
+    /// Input rows of a second forward-backward of the same batch, after the first and before
+    /// the sync, whose gradient goes to [`StepHooks::second_gradient`]; `None` (the default):
+    /// none. Called on every step of every worker, also where its share is empty.
+    fn second_inputs(&mut self, _batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+        Ok(None)
+    }
+
+    /// This worker's gradient of the second forward-backward (zero where its share is empty);
+    /// the step's own gradients are put back after it. May run collectives; returns the
+    /// seconds it spent in them.
+    fn second_gradient(&mut self, _grads: &[f32]) -> Result<f64, TrainError> {
+        Ok(0.0)
+    }
+
+    /// The parameters after the step's update.
+    fn after_step(&mut self, _params: &[f32]) {}
 }
 
 /// Hooks that read the dataset's features and run `F` on the gradients.
@@ -205,13 +222,24 @@ impl<'a> BatchTrainer<'a> {
                 if !batch.seeds().is_empty() {
                     loss = self.train_batch(epoch, step, &batch, inputs, steps[step].global_rows, &mut totals)?;
                 }
-                let sync_s = hooks.sync(self.model.grads_mut(), loss)?;
+                let mut sync_s = 0.0;
+                if let Some(rows) = hooks.second_inputs(&batch)? {
+                    let first = self.model.grads().to_vec();
+                    self.model.zero_grad();
+                    if !batch.seeds().is_empty() {
+                        self.add_gradient(epoch, step, &batch, Some(rows), steps[step].global_rows)?;
+                    }
+                    sync_s += hooks.second_gradient(self.model.grads())?;
+                    self.model.grads_mut().copy_from_slice(&first);
+                }
+                sync_s += hooks.sync(self.model.grads_mut(), loss)?;
                 self.optimizer.lr = self.lr.at(epoch, step, steps.len());
                 // The gradients are global after the sync, so every worker stops at one step.
                 let lr = self.optimizer.lr;
                 guard::check_grads(epoch, &self.model, lr)?;
                 self.model.step(&mut self.optimizer)?;
                 guard::check_params(epoch, &self.model, lr)?;
+                hooks.after_step(self.model.params());
                 totals.steps += 1;
                 totals.sync_s += sync_s;
                 totals.compute_s += start.elapsed().as_secs_f64() - sync_s;

@@ -1,6 +1,6 @@
 //! `--method featpart`'s flags: the fetch plan and the target accuracy.
 
-use trainer::config::{Tau, TauRule, TrainConfig};
+use trainer::config::{BiasEstimate, Eq20Step, Tau, TauRule, TrainConfig};
 
 /// Flags of `[method.featpart]`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -17,6 +17,16 @@ pub struct FeatpartFlags {
     /// [default: eq20].
     #[arg(long, value_name = "RULE")]
     tau_rule: Option<TauRule>,
+    /// featpart: where tau = auto's sigma_bias comes from: trials (estimated at w_1 before
+    /// training) or running-max (the largest of that and the one measured at every fetch,
+    /// which costs a forward-backward and a gradient all-reduce more per fetch)
+    /// [default: trials].
+    #[arg(long, value_name = "ESTIMATE")]
+    bias_estimate: Option<BiasEstimate>,
+    /// featpart: what tau = auto's eq. 20 reads as eta: lr, or effective (the optimizer's
+    /// ||delta w|| / ||g|| over the steps since the last fetch) [default: lr].
+    #[arg(long, value_name = "STEP")]
+    eq20_step: Option<Eq20Step>,
     /// featpart: report the modeled time to this test accuracy (held with variance below 1e-4
     /// over the epochs that cover 30 iterations).
     #[arg(long, value_name = "F")]
@@ -39,6 +49,12 @@ impl FeatpartFlags {
         if let Some(rule) = self.tau_rule {
             s.tau_rule = rule;
         }
+        if let Some(estimate) = self.bias_estimate {
+            s.bias_estimate = estimate;
+        }
+        if let Some(step) = self.eq20_step {
+            s.eq20_step = step;
+        }
         if self.target_acc.is_some() {
             s.target_acc = self.target_acc;
         }
@@ -53,6 +69,8 @@ impl FeatpartFlags {
             ("--tau", self.tau.is_some()),
             ("--tau-max", self.tau_max.is_some()),
             ("--tau-rule", self.tau_rule.is_some()),
+            ("--bias-estimate", self.bias_estimate.is_some()),
+            ("--eq20-step", self.eq20_step.is_some()),
             ("--target-acc", self.target_acc.is_some()),
             ("--fetch-trials", self.fetch_trials.is_some()),
         ];
@@ -63,7 +81,7 @@ impl FeatpartFlags {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use trainer::config::{Tau, TauRule};
+    use trainer::config::{BiasEstimate, Eq20Step, Tau, TauRule};
 
     use super::*;
 
@@ -87,6 +105,15 @@ mod tests {
         let cli = Cli::try_parse_from(["t", "--tau-rule", "non-increasing"]).unwrap();
         cli.flags.apply(&mut c);
         assert_eq!((c.method.featpart.tau_rule, cli.flags.given()), (TauRule::NonIncreasing, vec!["--tau-rule"]));
+        let cli = Cli::try_parse_from(["t", "--bias-estimate", "running-max", "--eq20-step", "effective"]).unwrap();
+        cli.flags.apply(&mut c);
+        let s = &c.method.featpart;
+        assert_eq!((s.bias_estimate, s.eq20_step), (BiasEstimate::RunningMax, Eq20Step::Effective));
+        assert_eq!(cli.flags.given(), ["--bias-estimate", "--eq20-step"]);
+        for (flag, value) in [("--bias-estimate", "max"), ("--eq20-step", "adam")] {
+            let err = Cli::try_parse_from(["t", flag, value]).err().unwrap().to_string();
+            assert!(err.contains(flag) && err.contains(value), "{err}");
+        }
         let err = Cli::try_parse_from(["t", "--tau", "often"]).err().unwrap().to_string();
         assert!(err.contains("often") && err.contains("auto"), "{err}");
     }

@@ -147,7 +147,7 @@ impl Trials<'_> {
             fetch_s: figures[0],
             sigma_var: spread(&local, &local_mean),
             sigma_hat: spread(&full, &full_mean),
-            sigma_bias: sq_dist(&full_mean, &local_mean),
+            sigma_bias: sigma_bias(&full, &local),
             lipschitz,
         };
         let cost = TrialCost {
@@ -188,17 +188,24 @@ impl Trials<'_> {
     }
 }
 
-fn mean(vectors: &[Vec<f32>]) -> Vec<f32> {
-    let mut out = vec![0.0f64; vectors.first().map_or(0, Vec::len)];
+/// sigma_bias from averaged full-feature gradients `full` and own-column gradients `local` of
+/// the same batches: the squared distance of their means. The trials give it their batches at
+/// w_1; `--bias-estimate running-max` gives it the one batch of a fetch iteration.
+pub(crate) fn sigma_bias<V: AsRef<[f32]>>(full: &[V], local: &[V]) -> f64 {
+    sq_dist(&mean(full), &mean(local))
+}
+
+fn mean<V: AsRef<[f32]>>(vectors: &[V]) -> Vec<f32> {
+    let mut out = vec![0.0f64; vectors.first().map_or(0, |v| v.as_ref().len())];
     for v in vectors {
-        for (o, x) in out.iter_mut().zip(v) {
+        for (o, x) in out.iter_mut().zip(v.as_ref()) {
             *o += f64::from(*x);
         }
     }
     out.iter().map(|s| (s / vectors.len() as f64) as f32).collect()
 }
 
-fn sq_dist(a: &[f32], b: &[f32]) -> f64 {
+pub(crate) fn sq_dist(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum()
 }
 
@@ -206,4 +213,20 @@ fn sq_dist(a: &[f32], b: &[f32]) -> f64 {
 /// distances over n - 1.
 fn spread(vectors: &[Vec<f32>], center: &[f32]) -> f64 {
     vectors.iter().map(|v| sq_dist(v, center)).sum::<f64>() / (vectors.len().max(2) - 1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigma_bias_is_the_squared_distance_of_the_mean_gradients() {
+        let full = [vec![1.0f32, 2.0], vec![3.0, 0.0]];
+        let local = [vec![0.0f32, 1.0], vec![0.0, 1.0]];
+        // Means (2, 1) and (0, 1).
+        assert!((sigma_bias(&full, &local) - 4.0).abs() < 1e-12);
+        // One batch: the squared distance of its two gradients.
+        let (g, g_own): (&[f32], &[f32]) = (&[1.0, 2.0], &[0.0, 1.0]);
+        assert!((sigma_bias(&[g], &[g_own]) - 2.0).abs() < 1e-12);
+    }
 }

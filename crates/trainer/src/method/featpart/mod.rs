@@ -8,13 +8,16 @@
 //! all-reduced every iteration. The [`plan`] fetches once, then runs tau local iterations,
 //! then fetches again (Alg. 1): tau fixed, infinite, or `auto`, tau* of eq. 20 recomputed at
 //! every fetch from the loss and all-reduced gradient there and Remark 1's estimates from
-//! trial iterations before training ([`estimate`]). The report gives the tau schedule, fetch
+//! trial iterations before training ([`estimate`]), or, as options, sigma_bias tracked as a
+//! running maximum over the fetches and the optimizer's effective step in place of the
+//! learning rate ([`readings`]). The report gives the tau schedule, fetch
 //! and local iteration counts, bytes per iteration and the modeled time to a target accuracy
 //! ([`target`]).
 
 mod columns;
 mod estimate;
 mod plan;
+mod readings;
 mod target;
 #[cfg(test)]
 mod tests;
@@ -29,9 +32,10 @@ use serde_json::{Value, json};
 
 use self::columns::ColumnShard;
 use self::estimate::{TrialCost, Trials};
-use self::plan::{Estimates, FetchPlan, median, put_usize, usize_of};
+use self::plan::{Eq20Inputs, Estimates, FetchPlan, median, put_usize, usize_of};
+use self::readings::{EffectiveStep, RunningBias};
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
-use crate::config::{Tau, TauRule, TrainConfig};
+use crate::config::{BiasEstimate, Eq20Step, Tau, TauRule, TrainConfig};
 use crate::distributed::DistError;
 use crate::distributed::clock::CommClock;
 use crate::error::TrainError;
@@ -41,6 +45,9 @@ use crate::report::EpochRecord;
 
 /// Ledger phase of the loss all-reduced at fetch iterations of `tau = auto` (eq. 20 reads it).
 const FETCH_LOSS: &str = "fetch/loss";
+/// Ledger phase of the own-column gradient all-reduced at fetch iterations of
+/// `--bias-estimate running-max`.
+const BIAS_GRADS: &str = "bias/grads";
 
 /// How the columns are fetched: the fixed part of `[method.featpart]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +55,8 @@ pub struct FetchSpec {
     pub tau: Tau,
     pub tau_max: usize,
     pub tau_rule: TauRule,
+    pub bias_estimate: BiasEstimate,
+    pub eq20_step: Eq20Step,
     /// Trial iterations before training (`auto` only).
     pub trials: usize,
 }
@@ -67,6 +76,8 @@ impl MethodDef for Featpart {
                 tau: s.tau,
                 tau_max: s.tau_max,
                 tau_rule: s.tau_rule,
+                bias_estimate: s.bias_estimate,
+                eq20_step: s.eq20_step,
                 trials: s.trials,
             }),
             batches: BatchSource::Sampled(sampling),
@@ -112,6 +123,9 @@ impl HooksFactory for ColumnFactory {
             lr: 0.0,
             estimates: None,
             trials: None,
+            bias: None,
+            own_grads: Vec::new(),
+            step: None,
             fetching: false,
             reported: (0, 0, 0),
         }))
@@ -131,6 +145,12 @@ struct ColumnHooks<'a> {
     lr: f64,
     estimates: Option<Estimates>,
     trials: Option<TrialCost>,
+    /// sigma_bias's running maximum (`auto` with `--bias-estimate running-max`).
+    bias: Option<RunningBias>,
+    /// The all-reduced own-column gradient of the fetch iteration in progress (running-max).
+    own_grads: Vec<f32>,
+    /// The effective step since the last fetch (`auto` with `--eq20-step effective`).
+    step: Option<EffectiveStep>,
     /// Whether the iteration in progress fetched.
     fetching: bool,
     /// Fetches, local iterations and decisions already put in epoch records.
@@ -156,10 +176,41 @@ impl StepHooks for ColumnHooks<'_> {
             let mut global = [loss];
             clock.call(|| comm.all_reduce_sum_f64(FETCH_LOSS, &mut global)).map_err(DistError::from)?;
             let grad_sq = grads.iter().map(|g| f64::from(*g).powi(2)).sum();
-            self.plan.decide(&est, self.lr, global[0], grad_sq);
+            let sigma_bias = match &mut self.bias {
+                Some(bias) => bias.observe(grads, &self.own_grads),
+                None => est.sigma_bias,
+            };
+            // The span closes before this iteration's step, which opens the next one.
+            let eta = self.step.as_mut().map_or(self.lr, |s| s.take(self.lr));
+            self.plan.decide(&est, Eq20Inputs { eta, sigma_bias }, global[0], grad_sq);
             seconds += start.elapsed().as_secs_f64();
         }
+        if let Some(step) = &mut self.step {
+            step.gradient(grads);
+        }
         Ok(seconds)
+    }
+
+    fn second_inputs(&mut self, batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+        if self.fetching && self.plan.adaptive() && self.bias.is_some() {
+            return Ok(Some(self.shard.local_rows(batch.input_ids())));
+        }
+        Ok(None)
+    }
+
+    fn second_gradient(&mut self, grads: &[f32]) -> Result<f64, TrainError> {
+        let start = std::time::Instant::now();
+        let (comm, clock) = (self.grads.comm, self.grads.clock);
+        self.own_grads.clear();
+        self.own_grads.extend_from_slice(grads);
+        clock.call(|| comm.all_reduce_sum_f32(BIAS_GRADS, &mut self.own_grads)).map_err(DistError::from)?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    fn after_step(&mut self, params: &[f32]) {
+        if let Some(step) = &mut self.step {
+            step.stepped(params);
+        }
     }
 }
 
@@ -171,6 +222,12 @@ impl WorkerHooks for ColumnHooks<'_> {
             let (estimates, cost) = trials.run(trainer, &mut self.shard)?;
             self.estimates = Some(estimates);
             self.trials = Some(cost);
+            if self.spec.bias_estimate == BiasEstimate::RunningMax {
+                self.bias = Some(RunningBias::new(estimates.sigma_bias));
+            }
+            if self.spec.eq20_step == Eq20Step::Effective {
+                self.step = Some(EffectiveStep::new(trainer.model().params()));
+            }
         }
         Ok(())
     }
@@ -192,6 +249,14 @@ impl WorkerHooks for ColumnHooks<'_> {
             out.extend(t.bytes.to_le_bytes());
             put_f64(out, t.modeled_comm_s);
             put_f64(out, t.compute_s);
+        }
+        out.push(self.bias.is_some() as u8);
+        if let Some(bias) = &self.bias {
+            put_f64(out, bias.current());
+        }
+        out.push(self.step.is_some() as u8);
+        if let Some(step) = &self.step {
+            step.save_state(out);
         }
         self.plan.save_state(out);
         Ok(())
@@ -223,6 +288,21 @@ impl WorkerHooks for ColumnHooks<'_> {
         };
         if self.plan.adaptive() != self.estimates.is_some() {
             return Err(StateError("featpart: tau = auto needs the trials' estimates, and only it".to_string()));
+        }
+        self.bias = match r.u8("whether sigma_bias is a running maximum")? {
+            0 => None,
+            _ => Some(RunningBias::new(r.f64("sigma_bias's running maximum")?)),
+        };
+        self.step = match r.u8("whether eta is the effective step")? {
+            0 => None,
+            _ => Some(EffectiveStep::restore(&mut r)?),
+        };
+        let running = self.plan.adaptive() && self.spec.bias_estimate == BiasEstimate::RunningMax;
+        let effective = self.plan.adaptive() && self.spec.eq20_step == Eq20Step::Effective;
+        if (running, effective) != (self.bias.is_some(), self.step.is_some()) {
+            return Err(StateError(
+                "featpart: the checkpoint was written with other --bias-estimate or --eq20-step settings".to_string(),
+            ));
         }
         self.plan.restore_state(&mut r)?;
         // Every epoch record reports the plan's counts up to its end, checkpoints follow epochs.
@@ -262,6 +342,8 @@ impl WorkerHooks for ColumnHooks<'_> {
             "tau": self.spec.tau.to_string(),
             "tau_max": self.spec.tau_max,
             "tau_rule": self.spec.tau_rule,
+            "bias_estimate": self.spec.bias_estimate,
+            "eq20_step": self.spec.eq20_step,
             "fetch_iterations": self.plan.fetches(),
             "local_iterations": self.plan.locals(),
             "tau_schedule": self.plan.decisions(),

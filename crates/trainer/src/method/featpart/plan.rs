@@ -36,16 +36,25 @@ pub(crate) struct TauTerms {
     pub tau: usize,
 }
 
+/// The step size and the bias eq. 20 reads at one fetch: the learning rate and the trials'
+/// sigma_bias, or what `--eq20-step` and `--bias-estimate` put in their place.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Eq20Inputs {
+    pub eta: f64,
+    pub sigma_bias: f64,
+}
+
 /// Eq. 20 at a fetch iteration with loss `loss` and squared gradient norm `grad_sq` (of the
-/// all-reduced full-feature gradient), learning rate `lr`, capped at `tau_max`. The theory
-/// assumes SGD; under Adam either term can go negative, so both are clamped at 0.
-pub(crate) fn tau_star(est: &Estimates, lr: f64, loss: f64, grad_sq: f64, tau_max: usize) -> TauTerms {
-    let eta_l = lr * est.lipschitz;
+/// all-reduced full-feature gradient), step size and bias `inputs`, capped at `tau_max`. The
+/// theory assumes SGD; under Adam either term can go negative, so both are clamped at 0.
+pub(crate) fn tau_star(est: &Estimates, inputs: Eq20Inputs, loss: f64, grad_sq: f64, tau_max: usize) -> TauTerms {
+    let Eq20Inputs { eta, sigma_bias } = inputs;
+    let eta_l = eta * est.lipschitz;
     let clamp = |x: f64| if x.is_nan() { 0.0 } else { x.max(0.0) };
     // sigma_bias = 0 (every worker sees every column) puts no bound on tau.
-    let convergence = clamp((1.0 - eta_l) * grad_sq / est.sigma_bias);
-    let numerator = 2.0 / lr * loss + eta_l * est.sigma_hat + (eta_l - 1.0) * grad_sq;
-    let denominator = est.compute_s * (est.sigma_bias + eta_l * est.sigma_var);
+    let convergence = clamp((1.0 - eta_l) * grad_sq / sigma_bias);
+    let numerator = 2.0 / eta * loss + eta_l * est.sigma_hat + (eta_l - 1.0) * grad_sq;
+    let denominator = est.compute_s * (sigma_bias + eta_l * est.sigma_var);
     let tradeoff = clamp(est.fetch_s * numerator / denominator).sqrt();
     let tau = convergence.min(tradeoff).min(tau_max as f64).floor() as usize;
     TauTerms { convergence, tradeoff, tau }
@@ -58,6 +67,9 @@ pub(crate) struct Decision {
     pub iteration: usize,
     pub loss: f64,
     pub grad_sq: f64,
+    /// The eta and sigma_bias eq. 20 read.
+    #[serde(flatten)]
+    pub inputs: Eq20Inputs,
     #[serde(flatten)]
     pub terms: TauTerms,
     /// The tau in force from this fetch: eq. 20's under `eq20`, at most the one before under
@@ -125,13 +137,13 @@ impl FetchPlan {
     }
 
     /// Sets tau after the fetch iteration just taken, from eq. 20 (`auto` only).
-    pub(crate) fn decide(&mut self, est: &Estimates, lr: f64, loss: f64, grad_sq: f64) {
-        let terms = tau_star(est, lr, loss, grad_sq, self.tau_max);
+    pub(crate) fn decide(&mut self, est: &Estimates, inputs: Eq20Inputs, loss: f64, grad_sq: f64) {
+        let terms = tau_star(est, inputs, loss, grad_sq, self.tau_max);
         let applied = match (self.rule, self.decisions.last()) {
             (TauRule::NonIncreasing, Some(before)) => terms.tau.min(before.applied),
             _ => terms.tau,
         };
-        self.decisions.push(Decision { iteration: self.iteration - 1, loss, grad_sq, terms, applied });
+        self.decisions.push(Decision { iteration: self.iteration - 1, loss, grad_sq, inputs, terms, applied });
         self.remaining = (applied > 0).then_some(applied);
         if let Some(last) = self.taus.last_mut() {
             *last = applied;
@@ -178,7 +190,7 @@ impl FetchPlan {
         put_usize(out, self.decisions.len());
         for d in &self.decisions {
             put_usize(out, d.iteration);
-            for v in [d.loss, d.grad_sq, d.terms.convergence, d.terms.tradeoff] {
+            for v in [d.loss, d.grad_sq, d.inputs.eta, d.inputs.sigma_bias, d.terms.convergence, d.terms.tradeoff] {
                 put_f64(out, v);
             }
             put_usize(out, d.terms.tau);
@@ -205,10 +217,11 @@ impl FetchPlan {
         for _ in 0..decisions {
             let iteration = usize_of(r, "a decision's iteration")?;
             let (loss, grad_sq) = (r.f64("a decision's loss")?, r.f64("a decision's gradient")?);
+            let inputs = Eq20Inputs { eta: r.f64("a decision's eta")?, sigma_bias: r.f64("a decision's sigma_bias")? };
             let (convergence, tradeoff) = (r.f64("a convergence term")?, r.f64("a trade-off term")?);
             let terms = TauTerms { convergence, tradeoff, tau: usize_of(r, "a decision's tau")? };
             let applied = usize_of(r, "an applied tau")?;
-            self.decisions.push(Decision { iteration, loss, grad_sq, terms, applied });
+            self.decisions.push(Decision { iteration, loss, grad_sq, inputs, terms, applied });
         }
         if self.fetches + self.locals != self.iteration || self.taus.len() != self.iteration {
             return Err(StateError(format!(
@@ -257,22 +270,51 @@ mod tests {
         }
     }
 
+    /// Eq. 20's inputs as the defaults read them: step `eta`, the trials' sigma_bias.
+    fn lr(eta: f64) -> Eq20Inputs {
+        Eq20Inputs { eta, sigma_bias: estimates().sigma_bias }
+    }
+
     #[test]
     fn eq_20_takes_the_smaller_term_floored_and_capped() {
         let est = estimates();
-        let t = tau_star(&est, 0.01, 1.0, 2.0, 100);
+        let t = tau_star(&est, lr(0.01), 1.0, 2.0, 100);
         // (1 - 0.1) * 2 / 0.2 = 9; sqrt(0.04 (200 + 0.04 - 1.8) / (0.01 (0.2 + 0.05))) = 56.3...
         assert!((t.convergence - 9.0).abs() < 1e-9, "{t:?}");
         let radicand: f64 = 0.04 * (200.0 + 0.1 * 0.4 + (0.1 - 1.0) * 2.0) / (0.01 * (0.2 + 0.1 * 0.5));
         assert!((t.tradeoff - radicand.sqrt()).abs() < 1e-9, "{t:?}");
         assert_eq!(t.tau, 9);
-        assert_eq!(tau_star(&est, 0.01, 1.0, 2.0, 4).tau, 4, "capped");
+        assert_eq!(tau_star(&est, lr(0.01), 1.0, 2.0, 4).tau, 4, "capped");
         // eta L_f > 1 makes the convergence term negative: clamped to 0, so fetch every time.
         let steep = Estimates { lipschitz: 500.0, ..est };
-        let t = tau_star(&steep, 0.01, 1.0, 2.0, 100);
+        let t = tau_star(&steep, lr(0.01), 1.0, 2.0, 100);
         assert_eq!((t.convergence, t.tau), (0.0, 0));
         // A smaller gradient (later in training) gives a smaller tau.
-        assert!(tau_star(&est, 0.01, 1.0, 0.5, 100).tau < tau_star(&est, 0.01, 1.0, 2.0, 100).tau);
+        assert!(tau_star(&est, lr(0.01), 1.0, 0.5, 100).tau < tau_star(&est, lr(0.01), 1.0, 2.0, 100).tau);
+    }
+
+    #[test]
+    fn eq_20_reads_the_eta_and_sigma_bias_it_is_given() {
+        let est = estimates();
+        // A bias twice the trials' halves the convergence term: (1 - 0.1) * 2 / 0.4 = 4.5.
+        let t = tau_star(&est, Eq20Inputs { eta: 0.01, sigma_bias: 0.4 }, 1.0, 2.0, 100);
+        assert!((t.convergence - 4.5).abs() < 1e-9, "{t:?}");
+        // eta = 0.05: eta L_f = 0.5, so (1 - 0.5) * 2 / 0.2 = 5, and the radicand's 2 L / eta is 40.
+        let t = tau_star(&est, lr(0.05), 1.0, 2.0, 100);
+        assert!((t.convergence - 5.0).abs() < 1e-9, "{t:?}");
+        let radicand: f64 = 0.04 * (40.0 + 0.5 * 0.4 + (0.5 - 1.0) * 2.0) / (0.01 * (0.2 + 0.5 * 0.5));
+        assert!((t.tradeoff - radicand.sqrt()).abs() < 1e-9, "{t:?}");
+        // The schedule records what each decision read; a plan restored from its state reads
+        // them back.
+        let mut plan = FetchPlan::new(Tau::Auto, 32, TauRule::Eq20);
+        assert!(plan.next_fetches());
+        plan.decide(&est, Eq20Inputs { eta: 0.05, sigma_bias: 0.4 }, 1.0, 2.0);
+        assert_eq!(plan.decisions()[0].inputs, Eq20Inputs { eta: 0.05, sigma_bias: 0.4 });
+        let mut bytes = Vec::new();
+        plan.save_state(&mut bytes);
+        let mut back = FetchPlan::new(Tau::Auto, 32, TauRule::Eq20);
+        back.restore_state(&mut StateReader::new("plan", &bytes)).unwrap();
+        assert_eq!(back.decisions(), plan.decisions());
     }
 
     #[test]
@@ -290,10 +332,10 @@ mod tests {
     fn auto_follows_each_decision() {
         let mut plan = FetchPlan::new(Tau::Auto, 32, TauRule::Eq20);
         assert!(plan.next_fetches());
-        plan.decide(&estimates(), 0.01, 1.0, 2.0);
+        plan.decide(&estimates(), lr(0.01), 1.0, 2.0);
         let taken: Vec<bool> = (0..10).map(|_| plan.next_fetches()).collect();
         assert_eq!(taken, [false; 9].iter().copied().chain([true]).collect::<Vec<_>>());
-        plan.decide(&Estimates { lipschitz: 500.0, ..estimates() }, 0.01, 1.0, 2.0);
+        plan.decide(&Estimates { lipschitz: 500.0, ..estimates() }, lr(0.01), 1.0, 2.0);
         assert!(plan.next_fetches(), "tau 0: the next iteration fetches again");
         assert_eq!((plan.fetches(), plan.locals()), (3, 9));
         assert_eq!(plan.taus()[..3], [9, 9, 9]);
@@ -310,7 +352,7 @@ mod tests {
             let mut plan = FetchPlan::new(Tau::Auto, 32, rule);
             for g in grads {
                 while !plan.next_fetches() {}
-                plan.decide(&estimates(), 0.01, 1.0, g);
+                plan.decide(&estimates(), lr(0.01), 1.0, g);
             }
             let eq20: Vec<usize> = plan.decisions().iter().map(|d| d.terms.tau).collect();
             (eq20, plan.decisions().iter().map(|d| d.applied).collect::<Vec<_>>())

@@ -9,7 +9,7 @@ use graph_partition::sample::Share;
 
 use super::columns::{FETCH_COLUMNS, FETCH_IDS};
 use super::{ColumnFactory, FetchSpec};
-use crate::config::{LrScaling, Tau, TauRule, TrainConfig};
+use crate::config::{BiasEstimate, Eq20Step, LrScaling, Tau, TauRule, TrainConfig};
 use crate::distributed::clock::CommClock;
 use crate::minibatch::data_parallel::HooksFactory;
 use crate::minibatch::tests::{BATCH, EPOCHS, WORKERS, assert_close, config, dataset, sampling, single_process};
@@ -18,10 +18,24 @@ use crate::minibatch::trainer::BatchTrainer;
 /// Per worker: the parameters after each epoch, the final-report fields and the ledger.
 type WorkerRun = (Vec<Vec<f32>>, serde_json::Value, LedgerSnapshot);
 
+fn spec(tau: Tau) -> FetchSpec {
+    FetchSpec {
+        tau,
+        tau_max: 4,
+        tau_rule: TauRule::Eq20,
+        bias_estimate: BiasEstimate::Trials,
+        eq20_step: Eq20Step::Lr,
+        trials: 3,
+    }
+}
+
 fn featpart(config: &TrainConfig, dataset: &Dataset, tau: Tau) -> Vec<WorkerRun> {
+    featpart_with(config, dataset, spec(tau))
+}
+
+fn featpart_with(config: &TrainConfig, dataset: &Dataset, spec: FetchSpec) -> Vec<WorkerRun> {
     let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
-    let factory =
-        ColumnFactory { spec: FetchSpec { tau, tau_max: 4, tau_rule: TauRule::Eq20, trials: 3 }, target_acc: None };
+    let factory = ColumnFactory { spec, target_acc: None };
     LocalCluster::run(&topology, |comm| {
         let clock = CommClock::new(None);
         let mut trainer = BatchTrainer::new(config, &sampling(BATCH, LrScaling::None), dataset, WORKERS)?;
@@ -90,6 +104,48 @@ fn tau_auto_estimates_remark_1_terms_and_follows_eq_20() {
     for (rank, w) in workers.iter().enumerate() {
         assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
     }
+    // The defaults read the learning rate and the trials' sigma_bias at every fetch.
+    let lr = f64::from(config.optimizer().lr);
+    for d in schedule {
+        assert_eq!((d["eta"].as_f64(), d["sigma_bias"].as_f64()), (Some(lr), est["sigma_bias"].as_f64()), "{d}");
+    }
+    assert!(ledger.phase_totals(super::BIAS_GRADS).bytes() == 0);
+}
+
+#[test]
+fn tau_auto_with_a_running_bias_and_the_effective_step_decides_alike_on_every_rank() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    let spec = FetchSpec {
+        tau_max: 2,
+        bias_estimate: BiasEstimate::RunningMax,
+        eq20_step: Eq20Step::Effective,
+        ..spec(Tau::Auto)
+    };
+    let workers = featpart_with(&config, &dataset, spec);
+    let (_, fields, ledger) = &workers[0];
+    assert_eq!(
+        (fields["bias_estimate"].as_str(), fields["eq20_step"].as_str()),
+        (Some("running-max"), Some("effective"))
+    );
+    for (rank, w) in workers.iter().enumerate() {
+        assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
+    }
+    let schedule = fields["tau_schedule"].as_array().unwrap();
+    assert!(schedule.len() >= 3, "{schedule:?}");
+    let read = |key: &str| schedule.iter().map(|d| d[key].as_f64().unwrap()).collect::<Vec<_>>();
+    let (bias, eta) = (read("sigma_bias"), read("eta"));
+    // The maximum starts at or above the trials' estimate and never decreases.
+    assert!(bias[0] >= fields["estimates"]["sigma_bias"].as_f64().unwrap(), "{bias:?}");
+    assert!(bias.windows(2).all(|w| w[1] >= w[0]), "{bias:?}");
+    // The first fetch has no step behind it: the learning rate; Adam's steps then differ.
+    let lr = f64::from(config.optimizer().lr);
+    assert_eq!(eta[0], lr);
+    assert!(eta[1..].iter().all(|&e| e > 0.0 && e.is_finite() && e != lr), "{eta:?}");
+    // One own-column gradient all-reduce per fetch, under its own phase.
+    let fetches = fields["fetch_iterations"].as_u64().unwrap();
+    let grads = ledger.phase_totals("grads").bytes();
+    assert_eq!(ledger.phase_totals(super::BIAS_GRADS).bytes() * 21, grads * fetches);
 }
 
 /// The whole path: `--method featpart` through `run_on` reports the feature cut, the epochs'
