@@ -23,6 +23,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use graph_partition::Csr;
 use graph_partition::sample::{Block, MiniBatch};
@@ -110,7 +111,7 @@ impl AggGraph {
                 gids.iter().map(|&g| degrees.out_degree[g as usize]).collect(),
             ),
         };
-        let graph = Self::assemble(csr, num_dst, global_ids, in_degree, out_degree, |in_deg, out_deg| {
+        let graph = Self::assemble(Arc::new(csr), num_dst, global_ids, in_degree, out_degree, |in_deg, out_deg| {
             DegreeNorms::sampled(in_deg, out_deg, &sampled_in, norm == GcnNorm::Global)
         })?;
         graph.with_held_halo()

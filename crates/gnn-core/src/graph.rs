@@ -138,7 +138,8 @@ pub struct AggGraph {
 /// What every view of one graph shares.
 #[derive(Debug)]
 struct Shared {
-    fwd: Csr,
+    /// Shared with the dataset under [`AggGraph::single_shared`]: not a copy of the graph.
+    fwd: Arc<Csr>,
     /// The transpose of `fwd`; `None` when `fwd` is its own transpose (a symmetric graph, the
     /// whole graph of most datasets), so a full-graph adjacency is held once.
     bwd: Option<Csr>,
@@ -165,13 +166,13 @@ impl AggGraph {
         in_degree: Vec<f32>,
         out_degree: Vec<f32>,
     ) -> Result<Self, GraphError> {
-        Self::assemble(csr, num_primary, global_ids, in_degree, out_degree, DegreeNorms::of)
+        Self::assemble(Arc::new(csr), num_primary, global_ids, in_degree, out_degree, DegreeNorms::of)
     }
 
     /// Checks the parts of a view and derives its coefficients with `norms(in, out)`,
     /// called once the degrees are known to be valid.
     pub(crate) fn assemble(
-        csr: Csr,
+        csr: Arc<Csr>,
         num_primary: usize,
         global_ids: Vec<u32>,
         in_degree: Vec<f32>,
@@ -265,7 +266,7 @@ impl AggGraph {
         }
         let sampled_in: Vec<f32> = (0..n).map(|v| sampled.degree(v) as f32).collect();
         let mut graph = Self::assemble(
-            sampled,
+            Arc::new(sampled),
             self.num_primary(),
             self.global_ids().to_vec(),
             self.in_degree().to_vec(),
@@ -277,14 +278,21 @@ impl AggGraph {
     }
 
     /// The whole graph in one process: every vertex owned, local id = global id, degrees from
-    /// the graph itself.
+    /// the graph itself. Holds a copy of `csr`; [`AggGraph::single_shared`] holds none.
     pub fn single(csr: &Csr) -> Result<Self, GraphError> {
+        Self::single_shared(Arc::new(csr.clone()))
+    }
+
+    /// [`AggGraph::single`] over a graph it shares with its owner (a dataset's), so that the
+    /// largest array of a full-graph run exists once.
+    pub fn single_shared(csr: Arc<Csr>) -> Result<Self, GraphError> {
         let n = csr.num_rows();
         if csr.num_cols() != n {
             return Err(GraphError::NotSquare { rows: n, cols: csr.num_cols() });
         }
-        let GraphDegrees { in_degree, out_degree } = GraphDegrees::of(csr);
-        Self::new(csr.clone(), n, (0..n as u32).collect(), in_degree, out_degree)
+        let GraphDegrees { in_degree, out_degree } = GraphDegrees::of(&csr);
+        let global_ids = (0..n as u32).collect();
+        Self::assemble(csr, n, global_ids, in_degree, out_degree, DegreeNorms::of)
     }
 
     /// Forward adjacency: row = local destination, columns = local sources.
@@ -295,7 +303,7 @@ impl AggGraph {
     /// Backward adjacency (transpose of [`AggGraph::fwd`]): row = local source. The forward
     /// adjacency itself when the graph is symmetric.
     pub fn bwd(&self) -> &Csr {
-        self.shared.bwd.as_ref().unwrap_or(&self.shared.fwd)
+        self.shared.bwd.as_ref().unwrap_or(&*self.shared.fwd)
     }
 
     /// Whether a transposed adjacency is held besides the forward one (the graph is not

@@ -56,7 +56,7 @@ mod cuda {
             };
             let classes = dataset.num_classes;
             let cpu = Model::new(config.model_config(dataset.num_features(), classes))?;
-            let graph = gnn_core::AggGraph::single(&dataset.graph)?;
+            let graph = gnn_core::AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
             let n = graph.num_local();
             let Splits { train, valid, test, .. } = &dataset.splits;
             let upload = |rows: &[u32]| DeviceLabels::upload(dev, labels, rows, n, classes);

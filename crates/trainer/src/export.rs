@@ -175,7 +175,7 @@ pub fn predict(model: &mut Model, dataset: &Dataset) -> Result<Predictions, Trai
             ),
         });
     }
-    let graph = AggGraph::single(&dataset.graph)?;
+    let graph = AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
     let logits = model.forward(&graph, &dataset.features, &mut NoExchange, ForwardCtx::eval())?;
     let eval = accuracies(&Objective::new(&dataset.labels), logits, &dataset.splits)?;
     let labels = logits

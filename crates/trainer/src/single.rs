@@ -1,5 +1,7 @@
 //! The single-process strategy: one model over the whole graph, no communication.
 
+use std::sync::Arc;
+
 use gnn_core::{Adam, AggGraph, ForwardCtx, Model, NoExchange};
 use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
@@ -42,7 +44,7 @@ impl<'a> SingleProcess<'a> {
         let model = Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?;
         Ok(Self {
             model,
-            graph: AggGraph::single(&dataset.graph)?,
+            graph: AggGraph::single_shared(Arc::clone(&dataset.graph))?,
             features: &dataset.features,
             objective: Objective::new(&dataset.labels),
             splits: &dataset.splits,

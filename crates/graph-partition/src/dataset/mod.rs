@@ -29,6 +29,7 @@ mod tests;
 mod writer;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ndarray::Array2;
 
@@ -42,7 +43,8 @@ pub use summary::{DatasetSummary, DegreeStats};
 pub struct Dataset {
     pub name: String,
     /// Symmetric adjacency without self loops for loaded datasets (see the module docs).
-    pub graph: Csr,
+    /// Shared, so that a single-process `AggGraph` reads it instead of holding a copy.
+    pub graph: Arc<Csr>,
     /// One row per node.
     pub features: Array2<f32>,
     pub labels: Labels,
@@ -157,7 +159,7 @@ impl Dataset {
         };
         let splits = ogb::read_split(dir, &split, data.graph.num_nodes(), opts.progress)?;
         let GraphData { name, graph, features, labels, num_classes } = data;
-        Ok((Self { name, graph, features, labels, splits, num_classes }, source))
+        Ok((Self { name, graph: Arc::new(graph), features, labels, splits, num_classes }, source))
     }
 
     /// The file the binary cache of dataset directory `dir` lives in: `dir/processed/...`, or

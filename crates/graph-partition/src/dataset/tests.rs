@@ -373,7 +373,7 @@ fn write_ogb_round_trips() {
     let raw = EdgeListOptions { symmetrize: false, remove_self_loops: true };
     let directed = Dataset {
         name: "directed".into(),
-        graph: Csr::from_edges(3, &[(0, 1), (2, 1)], raw).unwrap(),
+        graph: Csr::from_edges(3, &[(0, 1), (2, 1)], raw).unwrap().into(),
         features: array![[1e-30, -3.5e20], [f32::MIN_POSITIVE, 0.1], [-0.0, 123456.79]],
         labels: Labels::MultiLabel(array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
         splits: Splits { name: "s".into(), train: vec![0], valid: vec![1], test: vec![2] },
@@ -383,7 +383,7 @@ fn write_ogb_round_trips() {
     directed.write_ogb(out.path()).unwrap();
     let back = Dataset::load(out.path(), &no_cache()).unwrap();
     let symmetric = Csr::from_edges(3, &[(0, 1), (2, 1)], EdgeListOptions::default()).unwrap();
-    assert_eq!(back.graph, symmetric);
+    assert_eq!(*back.graph, symmetric);
     assert_eq!(back.features.mapv(f32::to_bits), directed.features.mapv(f32::to_bits));
     assert_eq!((back.labels, back.splits), (directed.labels, directed.splits));
 }

@@ -134,7 +134,7 @@ impl SynthConfig {
         let (train, valid, test) = features::random_split(self.nodes, self.seed);
         Ok(Dataset {
             name: format!("synth-n{}-d{}-s{}", self.nodes, self.avg_degree, self.seed),
-            graph,
+            graph: graph.into(),
             features,
             labels: Labels::Classes(classes),
             splits: Splits { name: "random".into(), train, valid, test },

@@ -214,19 +214,25 @@ fn csr_bytes(rows: usize, edges: usize) -> usize {
     (rows + 1) * 8 + edges * 4
 }
 
+/// Who trains the model, for the terms that differ.
+#[derive(Debug, Clone, Copy)]
+enum Trainer {
+    /// The single process: its `AggGraph` shares the dataset's CSR (`AggGraph::single_shared`).
+    Single,
+    /// A distributed worker: its `AggGraph` keeps a copy of its share's CSR, and its exchange
+    /// holds `exchange` bytes of buffers.
+    Worker { exchange: usize },
+}
+
 /// The terms of training a model on a graph of `rows`: its `AggGraph`, parameters and
 /// optimizer state and each layer's buffers (the loss gradient is the logits' buffer:
 /// `Model::take_logits`).
-fn training_terms(
-    est: &mut Estimate,
-    model: &ModelConfig,
-    rows: Rows,
-    exchange: Option<usize>,
-) -> Result<(), ModelError> {
+fn training_terms(est: &mut Estimate, model: &ModelConfig, rows: Rows, trainer: Trainer) -> Result<(), ModelError> {
     let Rows { local: n, edges, symmetric, .. } = rows;
-    // `AggGraph::new` keeps a copy of the CSR and, unless the graph is its own transpose, the
-    // transpose; GAT's backward builds the transpose's entry permutation (usize per edge).
-    let adjacencies = if symmetric { 1 } else { 2 };
+    // Unless the graph is its own transpose `AggGraph` holds the transpose; GAT's backward
+    // builds the transpose's entry permutation (usize per edge).
+    let copies = usize::from(matches!(trainer, Trainer::Worker { .. }));
+    let adjacencies = copies + usize::from(!symmetric);
     let perm = if model.kind == ConvKind::Gat { edges * 8 } else { 0 };
     est.add("aggregation graph (CSR copy, transpose, permutation)", adjacencies * csr_bytes(n, edges) + perm);
     est.add("aggregation ids, degrees, norms", n * ROW_TABLES);
@@ -238,8 +244,8 @@ fn training_terms(
         est.add(format!("layer {l} kept input or logits, caches"), b.activations + b.conv_caches);
     }
     est.add("pooled activations and gradients", layers.iter().map(|b| b.pool).sum());
-    if let Some(bytes) = exchange {
-        est.add("exchange buffers", bytes);
+    if let Trainer::Worker { exchange } = trainer {
+        est.add("exchange buffers", exchange);
     }
     Ok(())
 }
@@ -269,7 +275,7 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
     let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
-    training_terms(&mut est, &model, rows, None)?;
+    training_terms(&mut est, &model, rows, Trainer::Single)?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
 }
@@ -329,7 +335,7 @@ fn worker_of(
     let model = config.model_config(in_dim, classes);
     let (exchange_rows, layers) = exchange;
     let exchange = exchange_rows * exchange_width(&model, layers)? * 4;
-    training_terms(&mut est, &model, rows, Some(exchange))?;
+    training_terms(&mut est, &model, rows, Trainer::Worker { exchange })?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
 }
@@ -432,6 +438,8 @@ pub fn before_partitioning(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use gnn_core::{AggGraph, ForwardCtx, LayerOrder, NoExchange};
     use graph_partition::{Csr, EdgeListOptions};
@@ -485,9 +493,10 @@ mod tests {
         }
     }
 
-    /// The aggregation-graph term counts a transpose exactly when `AggGraph` holds one.
+    /// The aggregation-graph term counts a transpose exactly when `AggGraph` holds one, and a
+    /// copy of the CSR for a worker only: the single process's graph is the dataset's.
     #[test]
-    fn the_graph_term_follows_whether_a_transpose_is_held() {
+    fn the_graph_term_follows_whether_a_transpose_or_a_copy_is_held() {
         let one_way = Csr::from_edges(
             6,
             &[(0, 1), (1, 2), (2, 0), (3, 4)],
@@ -497,12 +506,17 @@ mod tests {
         for (csr, symmetric) in [(ring_graph(9).fwd().clone(), true), (one_way, false)] {
             assert_eq!(AggGraph::single(&csr).unwrap().holds_transpose(), !symmetric);
             assert_eq!(csr.is_symmetric(), symmetric);
+            let shared = Arc::new(csr.clone());
+            let graph = AggGraph::single_shared(Arc::clone(&shared)).unwrap();
+            assert!(std::ptr::eq(graph.fwd(), &*shared), "the single process's graph is not a copy");
             let rows = Rows { local: csr.num_rows(), computed: csr.num_rows(), edges: csr.num_edges(), symmetric };
-            let mut est = Estimate::default();
-            training_terms(&mut est, &ModelConfig::gcn(3, 4, 2), rows, None).unwrap();
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
-            let expected = if symmetric { adjacency } else { 2 * adjacency };
-            assert_eq!(est.terms[0].bytes, expected, "symmetric {symmetric}");
+            let transposes = u64::from(!symmetric);
+            for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0 }, 1)] {
+                let mut est = Estimate::default();
+                training_terms(&mut est, &ModelConfig::gcn(3, 4, 2), rows, trainer).unwrap();
+                assert_eq!(est.terms[0].bytes, (copies + transposes) * adjacency, "{trainer:?}, symmetric {symmetric}");
+            }
         }
     }
 

@@ -160,7 +160,14 @@ impl PartData {
         }
         let splits = Splits { name: w.split, train: w.train, valid: Vec::new(), test: Vec::new() };
         Ok(Self {
-            dataset: Dataset { name: w.name, graph, features, labels, splits, num_classes: w.num_classes },
+            dataset: Dataset {
+                name: w.name,
+                graph: graph.into(),
+                features,
+                labels,
+                splits,
+                num_classes: w.num_classes,
+            },
             keys: w.keys,
             in_degree: w.in_degree,
             out_degree: w.out_degree,
@@ -267,7 +274,7 @@ fn cut_part(dataset: &Dataset, degrees: &GraphDegrees, set: &[u32], train: &[u32
     PartData {
         dataset: Dataset {
             name: dataset.name.clone(),
-            graph: dataset.graph.induced_subgraph(set),
+            graph: dataset.graph.induced_subgraph(set).into(),
             features: dataset.features.select(Axis(0), &rows),
             labels,
             splits,
