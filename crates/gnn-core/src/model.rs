@@ -577,7 +577,8 @@ impl Model {
 
     /// Hands over the logits of the last forward pass, for the objective to turn into their
     /// gradient in place ([`crate::softmax_cross_entropy_in_place`]) and hand to backward, which
-    /// never reads the logits: one buffer instead of two. The next forward allocates anew.
+    /// never reads the logits: one buffer instead of two. Backward hands the buffer back, and
+    /// the next forward writes its logits there.
     pub fn take_logits(&mut self) -> Array2<f32> {
         std::mem::take(&mut self.acts[self.cfg.layers])
     }
