@@ -25,9 +25,11 @@ fn each_run_gets_its_own_process_and_failures_keep_their_reason() {
     let cora = cora_dir();
     let args = ["--dataset", &cora, "--dataset", &missing, "--out", out.to_str().unwrap(), "--", "--epochs", "1"];
     let run = bench(&[&args[..], &["--quiet"]].concat());
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     assert!(!run.status.success(), "a failed run fails the bench");
     assert!(stderr.contains("1 of 2 runs failed"), "{stderr}");
+    assert!(stdout.starts_with("| dataset | vertices |"), "stdout is the table alone: {stdout}");
+    assert!(stderr.contains("single gcn on cora"), "the child's summary goes to stderr: {stderr}");
 
     let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let runs = summary["runs"].as_array().unwrap();

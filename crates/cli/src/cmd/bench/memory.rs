@@ -92,6 +92,7 @@ pub(super) fn run(args: MemoryArgs) -> anyhow::Result<()> {
             .arg(&report)
             .args(&args.train)
             .stdin(Stdio::null())
+            .stdout(child_stdout())
             .status()
             .with_context(|| format!("cannot start halo train for --dataset {dataset}"))?;
         runs.push(read_run(dataset, &report, status)?);
@@ -111,6 +112,16 @@ pub(super) fn run(args: MemoryArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Where a child's summary line goes: this process's stderr, with its progress, so that the
+/// bench's stdout is its table alone.
+fn child_stdout() -> Stdio {
+    #[cfg(unix)]
+    if let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
+        return Stdio::from(fd);
+    }
+    Stdio::inherit()
 }
 
 /// A file-name-safe form of a dataset argument (its last path component).
