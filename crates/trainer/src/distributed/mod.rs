@@ -333,7 +333,7 @@ fn run_worker(
         let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
         // An owned dataset is dropped here, before training: rank 0 keeps only its share.
         drop(dataset);
-        (Some((prepared.dataset, prepared.summary, (prepared.split_sizes, prepared.graph), setup_memory)), share)
+        (Some((prepared.described, setup_memory)), share)
     } else {
         (None, setup::receive(comm, &clock)?)
     };
@@ -348,9 +348,7 @@ fn run_worker(
         }
     };
     let (root, setup_memory) = match root {
-        Some((dataset, summary, split_sizes, setup_memory)) => {
-            (Some((dataset, summary, split_sizes)), Some(setup_memory))
-        }
+        Some((described, setup_memory)) => (Some(described), Some(setup_memory)),
         None => (None, None),
     };
     let in_process = job.backend == Backend::Local;
@@ -391,7 +389,7 @@ fn run_worker(
     ];
     table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&mine);
     clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
-    let Some((dataset, partition, (split_sizes, graph))) = root else {
+    let Some(described) = root else {
         return Ok(None);
     };
     let topology = comm.topology();
@@ -433,7 +431,7 @@ fn run_worker(
     outcome.final_.method = Some(method);
     outcome.final_.memory = Some(memory);
     Ok(Some(Report {
-        dataset,
+        dataset: described.dataset,
         model: config.model.as_str().to_string(),
         method: job.method.to_string(),
         cut: job.cut.as_str().to_string(),
@@ -441,9 +439,9 @@ fn run_worker(
         hosts: topology.hosts(),
         seed: config.seed,
         config: config.clone(),
-        split_sizes,
-        graph,
-        partition: Some(partition),
+        split_sizes: described.split_sizes,
+        graph: described.graph,
+        partition: Some(described.partition),
         epochs: outcome.epochs,
         final_: outcome.final_,
         trained: outcome.trained,

@@ -204,13 +204,17 @@ impl WorkerShare {
 pub(crate) struct Prepared {
     /// What the shares are cut from, one worker at a time ([`hand_out`]).
     pub plan: SharePlan,
-    /// Partition quality and time, for the report.
-    pub summary: PartitionSummary,
-    /// The dataset's name, for the report.
+    /// What the report says of the dataset and the partition.
+    pub described: Described,
+}
+
+/// The report's fields about the dataset and its partition, known to rank 0 after
+/// partitioning and kept after the dataset is dropped.
+#[derive(Debug)]
+pub(crate) struct Described {
     pub dataset: String,
-    /// The dataset's split sizes, for the report.
+    pub partition: PartitionSummary,
     pub split_sizes: SplitSizes,
-    /// The dataset's graph size, for the report.
     pub graph: GraphSize,
 }
 
@@ -296,13 +300,13 @@ pub(crate) fn prepare(
     let s = &dataset.splits;
     let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
     let plan = SharePlan { cut, parts: parts.into_iter().zip(splits).map(Some).collect() };
-    Ok(Prepared {
-        plan,
-        summary,
+    let described = Described {
         dataset: dataset.name.clone(),
+        partition: summary,
         split_sizes: SplitSizes::of(&dataset.splits),
         graph: GraphSize::of(&dataset.graph),
-    })
+    };
+    Ok(Prepared { plan, described })
 }
 
 /// For every part, the local ids of its primaries in each of `sets` (global ids below
