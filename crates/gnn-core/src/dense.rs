@@ -72,7 +72,11 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
     }
     let len = rows * cols;
     let (mut data, _) = std::mem::take(buf).into_raw_vec_and_offset();
-    if data.capacity() < len {
+    // Growing by a large block takes fresh pages, which cost no memory until written, rather
+    // than writing zeros into the old ones: the grown rows may be halo rows, written only while
+    // an exchange's rows are in flight (see `crate::pages`).
+    let grown = len.saturating_sub(data.len()) * 4;
+    if data.capacity() < len || grown >= crate::pages::MIN_RELEASE_BYTES {
         data = vec![0.0; len];
     } else {
         data.resize(len, 0.0);
@@ -118,9 +122,16 @@ pub(crate) fn head_mut(x: &mut Array2<f32>, rows: usize) -> ArrayViewMut2<'_, f3
     x.slice_mut(s![..rows, ..])
 }
 
-/// Zeroes rows `from..` of `x`: halo rows that an accumulation (or a halo push) will read.
+/// Zeroes rows `from..` of `x`: halo rows that an accumulation (or a halo push) will read, or
+/// that are done with. In a standard-layout array they are the tail of its storage, and their
+/// whole pages go back to the operating system ([`crate::pages`]) instead of being written.
 pub(crate) fn zero_rows_from(x: &mut Array2<f32>, from: usize) {
-    x.slice_mut(s![from.., ..]).fill(0.0);
+    let from = from.min(x.nrows());
+    let start = from * x.ncols();
+    match x.as_slice_mut() {
+        Some(values) => crate::pages::zero(&mut values[start..]),
+        None => x.slice_mut(s![from.., ..]).fill(0.0),
+    }
 }
 
 /// Runs `f(row_index, row)` over the rows of `x` in parallel.

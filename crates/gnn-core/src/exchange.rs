@@ -30,7 +30,7 @@ mod landing;
 pub mod part_view;
 mod replica_router;
 pub mod vertex_cut;
-pub use replica_router::{CallKind, CommWatch, ExchangeOptions, SetupError};
+pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, SetupError};
 
 /// Why an exchange failed; every variant names the call.
 #[derive(Debug, thiserror::Error)]

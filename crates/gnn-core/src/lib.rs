@@ -43,6 +43,7 @@ pub mod loss;
 pub mod model;
 pub mod norm;
 pub mod optim;
+mod pages;
 pub mod params;
 pub mod sparse;
 #[cfg(test)]

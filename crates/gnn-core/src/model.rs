@@ -583,6 +583,12 @@ impl Model {
         std::mem::take(&mut self.acts[self.cfg.layers])
     }
 
+    /// The per-vertex arrays kept between passes: activations, logits and the buffer pool.
+    #[cfg(test)]
+    pub(crate) fn kept_arrays(&self) -> impl Iterator<Item = &Array2<f32>> {
+        self.acts.iter().chain(&self.pool.0)
+    }
+
     /// Drops the record of the last forward pass (its activations are about to be reused).
     pub(crate) fn forget_forward(&mut self) {
         self.last = None;

@@ -72,12 +72,7 @@ impl Landing {
         data.par_chunks_mut(width).enumerate().with_min_len(MIN_PAR_ROWS).for_each(|(v, dst)| {
             for &(peer, pos) in &self.sources[self.ptr[v]..self.ptr[v + 1]] {
                 let Some(message) = messages[peer as usize] else { continue };
-                let src = &message[pos as usize * width..][..width];
-                match apply {
-                    Apply::Overwrite => dst.copy_from_slice(src),
-                    Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
-                    Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
-                }
+                apply.combine(dst, &message[pos as usize * width..][..width]);
             }
         });
     }

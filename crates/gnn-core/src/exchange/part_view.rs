@@ -165,6 +165,38 @@ mod tests {
         check_matches_single_process(&partition, false);
     }
 
+    /// After a training pass under edge-cut, no array the model keeps holds a written halo
+    /// row: pulled rows are zeroed (their pages released) once aggregated, pushed ones once
+    /// sent. GAT's backward reads its pulled rows, so it keeps them and is not checked.
+    #[test]
+    fn edge_cut_gcn_and_sage_keep_no_halo_row() {
+        let book = testkit::book(&Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] });
+        // Hidden width 8 pulls the layer input, 4 the transformed rows.
+        for hidden in [4, 8] {
+            for config in [ModelConfig::gcn(IN, hidden, CLASSES), ModelConfig::sage(IN, hidden, CLASSES)] {
+                testkit::run(&book, |part, comm| {
+                    let graph = agg_graph_of(part, CutKind::EdgeCut).map_err(|e| e.to_string())?;
+                    let mut exchange =
+                        EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+                    let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
+                    pass(&mut model, &graph, &mut exchange);
+                    let m = graph.computed_rows();
+                    assert!(m < graph.num_local(), "part {} needs halo rows", part.part());
+                    for (i, kept) in model.kept_arrays().enumerate() {
+                        let halo = kept.rows().into_iter().skip(m).flatten();
+                        assert!(
+                            halo.into_iter().all(|&v| v == 0.0),
+                            "{:?} part {} array {i}",
+                            config.kind,
+                            part.part()
+                        );
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+
     #[test]
     fn vertex_cut_training_pass_equals_single_process() {
         let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };

@@ -49,6 +49,17 @@ pub(crate) enum Apply {
     Max,
 }
 
+impl Apply {
+    /// Lands the row `src` on `dst`.
+    pub(crate) fn combine(self, dst: &mut [f32], src: &[f32]) {
+        match self {
+            Apply::Overwrite => dst.copy_from_slice(src),
+            Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
+            Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
+        }
+    }
+}
+
 /// The local ids a part exchanges with one peer ([`LocalGraph::send`] or [`LocalGraph::recv`]).
 type RowList = fn(&LocalGraph, usize) -> &[u32];
 
@@ -111,6 +122,43 @@ pub struct ExchangeOptions<'a> {
     /// threshold (a mirror sends when its partial moved by more than `eps` times the cached
     /// one, in the max norm); the codecs encode the deltas. Edge-cut exchanges ignore it.
     pub replica_cache: Option<Knob<f32>>,
+    /// Splits a blocking call of exact rows into rounds of bounded messages.
+    pub message_cap: Option<MessageCap>,
+}
+
+/// A bound on the messages of a blocking call whose rows travel exactly (the identity codec,
+/// or an exact evaluation pass): such a call runs in as many rounds as its largest message
+/// needs, so a worker holds one round's messages instead of the whole call's. Round `k` of
+/// `r` carries the listed rows whose global id is `k` modulo `r`: every row a call combines
+/// from several peers arrives in one round, from peers in ascending order, so the result has
+/// the same bits as one round's. Coded calls keep one message per peer: a codec's state
+/// follows the stream of whole messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageCap {
+    /// The most bytes a message should carry.
+    pub bytes: usize,
+    /// The most rows any worker exchanges with any one peer, the same on every worker (agreed
+    /// on by a collective): every worker derives the same number of rounds from it.
+    pub pair_rows: usize,
+}
+
+impl MessageCap {
+    /// The rounds of a call of `width`-wide rows of 4-byte values.
+    pub fn rounds(&self, width: usize) -> usize {
+        (self.pair_rows * width * 4).div_ceil(self.bytes.max(1)).max(1)
+    }
+}
+
+/// Which rows of each list a round carries: all of them in a call of one round, else those
+/// whose global id is `index` modulo `count` ([`MessageCap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Round {
+    index: usize,
+    count: usize,
+}
+
+impl Round {
+    const WHOLE: Round = Round { index: 0, count: 1 };
 }
 
 /// A split call between its start and its finish.
@@ -140,6 +188,11 @@ pub(crate) struct ReplicaRouter<'a> {
     spare: Vec<Vec<u8>>,
     /// Per [`Route`], where incoming rows land (built on first use).
     landings: [Option<Landing>; 2],
+    /// The codecs are identities: training calls may run in rounds too.
+    identity: bool,
+    message_cap: Option<MessageCap>,
+    /// The rows of one list a round carries.
+    picked: Vec<u32>,
 }
 
 impl<'a> ReplicaRouter<'a> {
@@ -161,6 +214,9 @@ impl<'a> ReplicaRouter<'a> {
             part,
             comm,
             watch: options.watch,
+            identity: options.codecs.is_none(),
+            message_cap: options.message_cap,
+            picked: Vec::new(),
             codecs: options.codecs.map_or_else(CodecBank::identity, CodecBank::new),
             lossy_eval: options.lossy_eval,
             pass: Pass::train(0, 0),
@@ -205,7 +261,8 @@ impl<'a> ReplicaRouter<'a> {
     }
 
     /// Sends the rows of `x` along `route` and lands what arrives with `apply`, peers in
-    /// ascending rank order (so sums are deterministic). Rows this worker sends are not changed.
+    /// ascending rank order (so sums are deterministic), in rounds under a [`MessageCap`].
+    /// Rows this worker sends are not changed.
     pub(crate) fn route(
         &mut self,
         tag: Tag,
@@ -213,9 +270,17 @@ impl<'a> ReplicaRouter<'a> {
         x: &mut Array2<f32>,
         apply: Apply,
     ) -> Result<(), ExchangeError> {
-        let messages = self.encode(tag, route, x)?;
-        let received = self.post(tag, messages)?;
-        self.land(tag, route, x, apply, received)
+        let count = match self.message_cap {
+            Some(cap) if self.identity || self.exact() => cap.rounds(x.ncols()),
+            _ => 1,
+        };
+        for index in 0..count {
+            let round = Round { index, count };
+            let messages = self.encode(tag, route, x, round)?;
+            let received = self.post(tag, messages)?;
+            self.land(tag, route, x, apply, received, round)?;
+        }
+        Ok(())
     }
 
     /// One blocking `all_to_all_v` of `messages` (one per peer, empty for this rank) under the
@@ -244,7 +309,7 @@ impl<'a> ReplicaRouter<'a> {
             let message = format!("started while {} is still in flight", open.tag);
             return Err(ExchangeError::Protocol { tag, message });
         }
-        let messages = self.encode(tag, route, x)?;
+        let messages = self.encode(tag, route, x, Round::WHOLE)?;
         self.watch.inspect(|w| w.call_started(CallKind::Start));
         let pending = self.comm.start_all_to_all_v(&tag.phase(), messages);
         self.watch.inspect(|w| w.call_finished());
@@ -262,7 +327,7 @@ impl<'a> ReplicaRouter<'a> {
         let received = open.pending.wait();
         self.watch.inspect(|w| w.call_finished());
         let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-        self.land(tag, open.route, x, apply, received)
+        self.land(tag, open.route, x, apply, received, Round::WHOLE)
     }
 
     /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.
@@ -285,8 +350,9 @@ impl<'a> ReplicaRouter<'a> {
         codecs.get(id, || list.iter().map(|&l| part.local_to_global()[l as usize]).collect::<Arc<[u32]>>())
     }
 
-    /// One message per peer (empty for this rank), each the outgoing rows of `route` encoded.
-    fn encode(&mut self, tag: Tag, route: Route, x: &Array2<f32>) -> Result<Vec<Vec<u8>>, ExchangeError> {
+    /// One message per peer (empty for this rank), each the outgoing rows of `route` that
+    /// `round` carries, encoded.
+    fn encode(&mut self, tag: Tag, route: Route, x: &Array2<f32>, round: Round) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let num_local = self.part.num_local();
         if x.nrows() != num_local {
             return Err(ExchangeError::Shape {
@@ -308,14 +374,15 @@ impl<'a> ReplicaRouter<'a> {
             if peer != me {
                 bytes = self.spare.pop().unwrap_or_default();
                 bytes.clear();
-                let rows = outgoing(part, peer);
+                let list = outgoing(part, peer);
+                let rows = pick(part, list, round, &mut self.picked);
                 // A peer's rows are often consecutive local ids: read that block in place.
                 let block_rows = match consecutive(rows) {
                     Some(range) => &data[range.start * width..range.end * width],
                     None => gather_rows(data, rows, width, &mut self.packed),
                 };
                 let id = StreamId { tag, route, peer, side: Side::Encode };
-                let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, rows);
+                let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
                 codec
                     .encode(self.pass, block_rows, width, &mut bytes)
                     .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
@@ -331,7 +398,8 @@ impl<'a> ReplicaRouter<'a> {
         Ok(messages)
     }
 
-    /// Decodes the messages of one call and lands their rows in `x` with `apply`.
+    /// Decodes the messages of one round of a call and lands their rows in `x` with `apply`.
+    #[allow(clippy::too_many_arguments)] // the call, its block, its messages and its round.
     fn land(
         &mut self,
         tag: Tag,
@@ -339,6 +407,7 @@ impl<'a> ReplicaRouter<'a> {
         x: &mut Array2<f32>,
         apply: Apply,
         received: Vec<Vec<u8>>,
+        round: Round,
     ) -> Result<(), ExchangeError> {
         let (me, width, part, exact) = (self.comm.rank(), x.ncols(), self.part, self.exact());
         let (_, incoming) = lists(route);
@@ -349,9 +418,10 @@ impl<'a> ReplicaRouter<'a> {
         // still combines its sources in ascending peer order (the same bits as landing them all
         // at once), and the scratch holds one peer's rows, not the whole call's.
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
-            let rows = incoming(part, peer);
+            let list = incoming(part, peer);
+            let rows = pick(part, list, round, &mut self.picked);
             let id = StreamId { tag, route, peer, side: Side::Decode };
-            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, rows);
+            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
             let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
             if let (Apply::Overwrite, Some(range)) = (apply, block(rows)) {
                 codec.decode(self.pass, bytes, width, &mut data[range]).map_err(decode_error)?;
@@ -363,6 +433,14 @@ impl<'a> ReplicaRouter<'a> {
                 self.unpacked.resize(len, 0.0);
             }
             codec.decode(self.pass, bytes, width, &mut self.unpacked[..len]).map_err(decode_error)?;
+            if round.count > 1 {
+                // A round's rows are a subset of the lists the landing index was built for
+                // (a call of several rounds has rows, so `width > 0`).
+                for (&r, src) in rows.iter().zip(self.unpacked[..len].chunks_exact(width)) {
+                    apply.combine(&mut data[r as usize * width..][..width], src);
+                }
+                continue;
+            }
             let landing = self.landings[route as usize].get_or_insert_with(|| {
                 let lists: Vec<&[u32]> = (0..part.num_parts()).map(|peer| incoming(part, peer)).collect();
                 Landing::new(part.num_local(), &lists)
@@ -374,6 +452,18 @@ impl<'a> ReplicaRouter<'a> {
         self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
         Ok(())
     }
+}
+
+/// The rows of `list` that `round` carries: the list itself in a call of one round, else its
+/// rows whose global id is the round's index modulo the round count, in list order.
+fn pick<'l>(part: &LocalGraph, list: &'l [u32], round: Round, picked: &'l mut Vec<u32>) -> &'l [u32] {
+    if round.count == 1 {
+        return list;
+    }
+    let globals = part.local_to_global();
+    picked.clear();
+    picked.extend(list.iter().filter(|&&l| globals[l as usize] as usize % round.count == round.index));
+    picked
 }
 
 /// The local ids `rows` as one range, when they are consecutive and ascending.
@@ -445,10 +535,11 @@ pub(crate) mod testkit {
 #[cfg(test)]
 mod tests {
     use cache_quant::{Direction, Route, Step};
+    use comm_hierarchy::Communicator;
     use graph_partition::partition::Partition;
     use ndarray::Array2;
 
-    use super::{Apply, ExchangeOptions, ReplicaRouter, Tag, consecutive, testkit};
+    use super::{Apply, ExchangeOptions, MessageCap, ReplicaRouter, Tag, consecutive, testkit};
 
     /// A call's messages land one peer at a time: the decode scratch holds the largest peer's
     /// rows, not the call's, and the sums are the owners' own row plus every copy's.
@@ -472,6 +563,58 @@ mod tests {
             Ok(largest < total)
         });
         assert!(several.contains(&true), "some part must receive rows from several peers");
+    }
+
+    /// Under a message cap an exact call runs in rounds with the bits and bytes of one round,
+    /// sums included (every row's sources still arrive in ascending peer order); a coded call
+    /// keeps one message per peer.
+    #[test]
+    fn a_capped_call_runs_in_rounds_with_the_bits_and_bytes_of_one() {
+        let partition = Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] };
+        let book = testkit::book(&partition);
+        const WIDTH: usize = 3;
+        let pair_rows =
+            book.parts().iter().flat_map(|p| (0..4).flat_map(move |q| [p.send(q).len(), p.recv(q).len()])).max();
+        // One row per message at most.
+        let cap = MessageCap { bytes: WIDTH * 4, pair_rows: pair_rows.unwrap() };
+        let rounds = cap.rounds(WIDTH);
+        assert!(rounds > 1, "the test graph must need several rounds");
+        testkit::run(&book, |part, comm| {
+            // Sums of these depend on their order.
+            let start = |l: usize, c: usize| 0.1 * (l + 1) as f32 + 0.37 * (part.part() + 1) as f32 + 1e-3 * c as f32;
+            let tag = Tag::new(0, Direction::Backward, Step::Halo);
+            for (route, apply) in [(Route::ToCopies, Apply::Overwrite), (Route::ToPrimary, Apply::Add)] {
+                let mut calls = Vec::new();
+                for (options, capped) in [
+                    (ExchangeOptions::default(), false),
+                    (ExchangeOptions { message_cap: Some(cap), ..ExchangeOptions::default() }, true),
+                    (
+                        ExchangeOptions {
+                            message_cap: Some(cap),
+                            codecs: Some(std::sync::Arc::new(|_: &cache_quant::Stream| {
+                                Box::new(cache_quant::IdentityCodec) as Box<dyn cache_quant::Codec>
+                            })),
+                            ..ExchangeOptions::default()
+                        },
+                        false,
+                    ),
+                ] {
+                    let mut router = ReplicaRouter::new(part, comm, options).map_err(|e| e.to_string())?;
+                    let mut x = Array2::from_shape_fn((part.num_local(), WIDTH), |(l, c)| start(l, c));
+                    let mark = comm.ledger_mark();
+                    router.route(tag, route, &mut x, apply).map_err(|e| e.to_string())?;
+                    calls.push((x, comm.ledger_since(mark).totals(), capped));
+                }
+                let (whole, whole_ledger, _) = &calls[0];
+                for (x, ledger, capped) in &calls[1..] {
+                    assert_eq!(x.mapv(f32::to_bits), whole.mapv(f32::to_bits), "part {} {route:?}", part.part());
+                    assert_eq!(ledger.bytes(), whole_ledger.bytes(), "part {} {route:?}", part.part());
+                    let per_call = if *capped { rounds as u64 } else { 1 };
+                    assert_eq!(ledger.messages(), whole_ledger.messages() * per_call, "part {}", part.part());
+                }
+            }
+            Ok(())
+        });
     }
 
     #[test]

@@ -180,6 +180,14 @@ impl AggConv {
     }
 }
 
+/// Zeroes the pulled halo rows of `x` once their last reader is done, handing their memory
+/// back (`zero_rows_from`): between exchanges a worker holds its computed rows only.
+fn release_halo(graph: &AggGraph, x: &mut Array2<f32>) {
+    if graph.pulls_halo() {
+        zero_rows_from(x, graph.computed_rows());
+    }
+}
+
 /// `out[v] = (out[v] if accumulate) + coeff[v] * src[v] (+ bias)` for every row of `out` (a
 /// row prefix of `src`'s rows), row-parallel.
 fn add_scaled_rows<S: DataMut<Elem = f32>>(
@@ -265,6 +273,7 @@ impl Conv for AggConv {
                         add_scaled_rows(&mut own, None, Some(bias), true);
                     }
                 }
+                release_halo(graph, &mut cache);
             }
             ExchangePoint::Input => {
                 // z = A x (synced) [+ GCN self loop]; out = z W [+ x W_self] + b.
@@ -280,6 +289,7 @@ impl Conv for AggConv {
                     gemm(1.0, &head(x, m), &ws.view(params), 1.0, &mut own);
                 }
                 add_scaled_rows(&mut own, None, Some(bias), true);
+                release_halo(graph, x);
             }
         }
         self.cache = cache;

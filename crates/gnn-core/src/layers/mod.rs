@@ -107,7 +107,8 @@ pub trait Conv: Send + std::fmt::Debug {
     /// `out <- conv(x)`. `x` has `in_dim` columns and at least one row per local vertex (rows
     /// past `num_local` are not read); only its rows before [`AggGraph::local_input_rows`] are
     /// read as they are, its halo rows are overwritten by `pull_halo` when the layer needs them
-    /// (on a graph that pulls its halo, [`AggGraph::pulls_halo`]).
+    /// (on a graph that pulls its halo, [`AggGraph::pulls_halo`]) and unspecified afterwards (a
+    /// layer may release them once read).
     /// `out` is reshaped to `num_local x out_dim`; its computed rows are overwritten, the rest
     /// are unspecified. `layer` names the exchange calls and keys attention dropout.
     #[allow(clippy::too_many_arguments)] // buffers + graph + hook + context, all needed.

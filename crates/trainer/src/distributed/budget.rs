@@ -13,7 +13,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::memory::estimate::{self, Estimate, Term};
 use crate::memory::{Limit, MemoryReport};
-use crate::method::HaloFeatures;
+use crate::method::Parts;
 
 const SUGGESTION: &str = "use fewer in-process workers (--workers), a lower --hidden, or MPI ranks spread over \
                           more machines (--backend mpi under mpirun)";
@@ -55,14 +55,16 @@ pub(super) fn before_training(
     clock: &CommClock<'_>,
     config: &TrainConfig,
     cut: CutKind,
-    halo: HaloFeatures,
+    parts: &Parts,
     share: &WorkerShare,
     setup: Option<Estimate>,
     limit: Option<Limit>,
     in_process: bool,
 ) -> Result<MemoryReport, TrainError> {
     let (in_dim, classes) = (share.features.ncols(), share.num_classes);
-    let mine = estimate::worker(config, &share.part, cut, halo, in_dim, classes, share.held_bytes())?;
+    let messages = parts.exchange.is_none().then_some(super::worker::MESSAGE_BYTES);
+    let halo = parts.halo_features;
+    let mine = estimate::worker(config, &share.part, cut, halo, in_dim, classes, share.held_bytes(), messages)?;
     let width = mine.terms.len();
     let mut table = vec![0.0f64; comm.size() * width];
     for (slot, term) in table[comm.rank() * width..][..width].iter_mut().zip(&mine.terms) {

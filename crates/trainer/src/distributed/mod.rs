@@ -352,17 +352,8 @@ fn run_worker(
         None => (None, None),
     };
     let in_process = job.backend == Backend::Local;
-    let memory = budget::before_training(
-        comm,
-        &clock,
-        config,
-        job.cut,
-        job.parts.halo_features,
-        &share,
-        setup_memory,
-        job.limit,
-        in_process,
-    )?;
+    let memory =
+        budget::before_training(comm, &clock, config, job.cut, job.parts, &share, setup_memory, job.limit, in_process)?;
     let mut worker = Worker::new(comm, &clock, &share, job.parts, job.cut, config)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let id = RunIdentity {

@@ -11,7 +11,7 @@ use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
-use gnn_core::exchange::{Exchange, ExchangeOptions};
+use gnn_core::exchange::{Exchange, ExchangeOptions, MessageCap};
 use gnn_core::{Adam, AggGraph, ForwardCtx, Model};
 use graph_partition::book::CutKind;
 use graph_partition::sample::Fanouts;
@@ -37,6 +37,13 @@ const GRADS: &str = "grads";
 const LOSS: &str = "loss";
 const EVAL: &str = "eval";
 const STATS: &str = "stats";
+/// The phase of the collective that agrees on the exchange's [`MessageCap`], before training.
+const MESSAGES: &str = "messages";
+
+/// The most bytes an exact exchange message carries ([`MessageCap`]): calls of Cora's size run
+/// in one round, while at ogbn-products scale a worker holds a few hundred MiB of messages
+/// instead of gigabytes.
+pub(super) const MESSAGE_BYTES: usize = 16 << 20;
 
 /// A training [`Strategy`] run by every worker of a job, in lock step.
 pub(crate) struct Worker<'a> {
@@ -64,6 +71,17 @@ pub(crate) struct Worker<'a> {
     fanouts: Option<Fanouts>,
 }
 
+/// The most rows any worker exchanges with one peer, by one all-reduce: every worker derives
+/// the same rounds from it ([`MessageCap`]).
+fn agreed_pair_rows(comm: &dyn Communicator, clock: &CommClock<'_>, share: &WorkerShare) -> Result<usize, DistError> {
+    let part = &share.part;
+    let mine = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
+    let mut table = vec![0.0f64; comm.size()];
+    table[comm.rank()] = mine as f64;
+    clock.call(|| comm.all_reduce_sum_f64(MESSAGES, &mut table))?;
+    Ok(table.into_iter().fold(0.0, f64::max) as usize)
+}
+
 impl<'a> Worker<'a> {
     /// The worker of `share`, with the exchange of `cut` through `parts`' codecs, and the model
     /// and optimizer `config` describes (initialised identically on every worker from the seed).
@@ -85,6 +103,7 @@ impl<'a> Worker<'a> {
             overlap: config.distributed.overlap,
             lossy_eval: config.distributed.lossy_eval,
             replica_cache,
+            message_cap: Some(MessageCap { bytes: MESSAGE_BYTES, pair_rows: agreed_pair_rows(comm, clock, share)? }),
         };
         let exchange: Box<dyn Exchange + 'a> = match cut {
             CutKind::EdgeCut => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),

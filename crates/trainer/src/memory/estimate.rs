@@ -10,6 +10,7 @@
 
 use std::ops::Range;
 
+use gnn_core::exchange::MessageCap;
 use gnn_core::{BufferBytes, ConvKind, ExchangePoint, Model, ModelConfig, ModelError};
 use graph_partition::book::{CutKind, LocalGraph};
 use graph_partition::{Dataset, Labels};
@@ -126,18 +127,22 @@ pub struct Rows {
 ///
 /// Every array is `local` rows tall, but arrays start zero-allocated (fresh pages the kernel
 /// backs only once written), and under edge-cut (`computed < local`) rows past the computed
-/// ones are written only where an exchange lands: a layer's input when it pulls its input and
-/// its cache when it pulls transformed rows. Those count `local` rows, the others `computed`;
-/// pooled buffers take turns as pulled inputs and backward gradients (halo rows zeroed, then
-/// pushed), so they count `local`. With every row computed (one process, vertex-cut) this is
-/// what [`Model::buffer_bytes`] reports.
+/// ones are written only where an exchange lands. GCN and GraphSAGE hand those rows' pages back
+/// once read or pushed (`gnn_core`'s `zero_rows_from`), so every array counts `computed` rows
+/// and [`halo_in_flight`] the one halo block written at a time. GAT keeps what it pulls (its
+/// backward reads the halo rows of its input or of `x W`): a layer's input counts `local` rows
+/// when it pulls its input, its cache when it pulls transformed rows, and the pooled buffers,
+/// which take turns as pulled inputs, count `local`. With every row computed (one process,
+/// vertex-cut) this is what [`Model::buffer_bytes`] reports.
 pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, ModelError> {
     let model = Model::new(cfg.clone())?;
-    let Rows { local: n, computed: m, edges, .. } = rows;
+    let Rows { local, computed: m, edges, .. } = rows;
+    // Rows of an array that keeps what an exchange lands in it.
+    let landed = if cfg.kind == ConvKind::Gat { local } else { m };
     let convs: Vec<_> = model.convs().collect();
     let layers = convs.len();
     let pulls_input = |l: usize| convs.get(l).is_some_and(|c| c.exchange_point() == ExchangePoint::Input);
-    let input_rows = |l: usize| if pulls_input(l) { n } else { m };
+    let input_rows = |l: usize| if pulls_input(l) { landed } else { m };
     let mut out = Vec::with_capacity(layers);
     // Conv 0's input copy `acts[0]` (`local x in_dim`, dropout applied in place) is kept
     // only when its backward reads it; otherwise it goes to the pool after conv 0's forward.
@@ -151,14 +156,14 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
             activations: if hidden { 0 } else { input_rows(l + 1) * dout * 4 }
                 + if l == 0 && keeps_input { input_rows(0) * din * 4 } else { 0 },
             conv_caches: match cfg.kind {
-                // One array: `x W` (pulled, then zeroed past the computed rows in backward)
-                // when the layer exchanges transformed rows (narrower output), else the
-                // aggregate `A x` of the computed rows; backward reuses it for the gradient.
+                // One array: `x W` (its pulled rows released once aggregated) when the layer
+                // exchanges transformed rows (narrower output), else the aggregate `A x` of the
+                // computed rows; backward reuses it for the gradient.
                 ConvKind::Gcn | ConvKind::Sage => match conv.exchange_point() {
-                    ExchangePoint::Transformed => n * dout * 4,
+                    ExchangePoint::Transformed => m * dout * 4,
                     ExchangePoint::Input => m * din * 4,
                 },
-                ConvKind::Gat => gat_cache(cfg, hidden, n, edges),
+                ConvKind::Gat => gat_cache(cfg, hidden, local, edges),
             },
             pool: 0,
         };
@@ -170,16 +175,24 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
             // backward's gradient through it). Every other take finds a returned buffer,
             // the input copy among them: it is the first buffer a later take reshapes.
             b.pool = if layers > 1 {
-                (layers + usize::from(cfg.layer_norm)) * n * din * 4
+                (layers + usize::from(cfg.layer_norm)) * landed * din * 4
             } else if keeps_input {
                 0
             } else {
-                n * din * 4
+                landed * din * 4
             };
         }
         out.push(b);
     }
     Ok(out)
+}
+
+/// The halo rows one exchange writes at a time under edge-cut, at the widest width `exchanging`
+/// (from [`exchange_width`]): GCN and GraphSAGE release each pulled block once aggregated and
+/// each pushed gradient once sent ([`model_buffers`]), so one is resident at a time. GAT's
+/// halo rows are counted in its buffers.
+fn halo_in_flight(cfg: &ModelConfig, rows: Rows, exchanging: usize) -> usize {
+    if cfg.kind == ConvKind::Gat { 0 } else { (rows.local - rows.computed) * exchanging * 4 }
 }
 
 /// GAT's cache (`layers/gat.rs`, `GatCache`): per row `x W`, its two attention terms, the
@@ -219,9 +232,10 @@ fn csr_bytes(rows: usize, edges: usize) -> usize {
 enum Trainer {
     /// The single process: its `AggGraph` shares the dataset's CSR (`AggGraph::single_shared`).
     Single,
-    /// A distributed worker: its `AggGraph` keeps a copy of its share's CSR, and its exchange
-    /// holds `exchange` bytes of buffers.
-    Worker { exchange: usize },
+    /// A distributed worker: its `AggGraph` keeps a copy of its share's CSR, its exchange
+    /// holds `exchange` bytes of buffers, and `halo` bytes of halo rows are written at a time
+    /// ([`halo_in_flight`]).
+    Worker { exchange: usize, halo: usize },
 }
 
 /// The terms of training a model on a graph of `rows`: its `AggGraph`, parameters and
@@ -244,7 +258,8 @@ fn training_terms(est: &mut Estimate, model: &ModelConfig, rows: Rows, trainer: 
         est.add(format!("layer {l} kept input or logits, caches"), b.activations + b.conv_caches);
     }
     est.add("pooled activations and gradients", layers.iter().map(|b| b.pool).sum());
-    if let Trainer::Worker { exchange } = trainer {
+    if let Trainer::Worker { exchange, halo } = trainer {
+        est.add("halo rows in flight", halo);
         est.add("exchange buffers", exchange);
     }
     Ok(())
@@ -300,7 +315,10 @@ fn sampled_graph_terms(est: &mut Estimate, config: &TrainConfig, rows: Rows) {
 /// One worker training on its part, which holds `held_bytes` (`WorkerShare::held_bytes`: the
 /// local graph, the features of its computed rows, and of its halo rows under the halo feature
 /// cache, labels, splits). Under that cache layer 0 exchanges nothing, so it sizes no exchange
-/// buffer.
+/// buffer. `message_bytes`: the exchange's calls run in rounds of messages this large
+/// (`gnn_core::exchange::MessageCap`; `None` when codecs code the rows). The rounds are counted
+/// from this worker's largest peer; the agreed count, from every worker's, can only be larger.
+#[allow(clippy::too_many_arguments)] // the run, the part and its sizes.
 pub fn worker(
     config: &TrainConfig,
     part: &LocalGraph,
@@ -309,6 +327,7 @@ pub fn worker(
     in_dim: usize,
     classes: usize,
     held_bytes: u64,
+    message_bytes: Option<usize>,
 ) -> Result<Estimate, ModelError> {
     let n = part.num_local();
     let computed = if cut == CutKind::EdgeCut { part.num_primary() } else { n };
@@ -316,26 +335,43 @@ pub fn worker(
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
     let one_peer = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
-    let exchanging = usize::from(halo == HaloFeatures::Cached)..usize::MAX;
-    worker_of(config, rows, in_dim, classes, held_bytes as usize, (sent + received + one_peer, exchanging))
+    let traffic = Traffic {
+        rows: sent + received + one_peer,
+        layers: usize::from(halo == HaloFeatures::Cached)..usize::MAX,
+        cap: message_bytes.map(|bytes| MessageCap { bytes, pair_rows: one_peer }),
+    };
+    worker_of(config, rows, in_dim, classes, held_bytes as usize, traffic)
 }
 
-/// [`worker`] from counts: `exchange.0` rows of the widest width the layers in `exchange.1`
-/// exchange live in the exchange's buffers.
+/// What sizes a worker's exchange buffers.
+#[derive(Debug, Clone)]
+struct Traffic {
+    /// Rows in the buffers during a call of one round: the sent and the received rows plus
+    /// the largest peer's ([`exchange_width`]).
+    rows: usize,
+    /// The layers that exchange.
+    layers: Range<usize>,
+    /// Calls run in rounds, each holding its share of `rows`.
+    cap: Option<MessageCap>,
+}
+
+/// [`worker`] from counts.
 fn worker_of(
     config: &TrainConfig,
     rows: Rows,
     in_dim: usize,
     classes: usize,
     held_bytes: usize,
-    exchange: (usize, Range<usize>),
+    traffic: Traffic,
 ) -> Result<Estimate, ModelError> {
     let mut est = Estimate::default();
     est.add("share (local graph, features, labels)", held_bytes);
     let model = config.model_config(in_dim, classes);
-    let (exchange_rows, layers) = exchange;
-    let exchange = exchange_rows * exchange_width(&model, layers)? * 4;
-    training_terms(&mut est, &model, rows, Trainer::Worker { exchange })?;
+    let width = exchange_width(&model, traffic.layers)?;
+    let rounds = traffic.cap.map_or(1, |cap| cap.rounds(width));
+    let exchange = traffic.rows.div_ceil(rounds) * width * 4;
+    let trainer = Trainer::Worker { exchange, halo: halo_in_flight(&model, rows, width) };
+    training_terms(&mut est, &model, rows, trainer)?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
 }
@@ -431,7 +467,8 @@ pub fn before_partitioning(
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
     // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
     let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
-    let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, (0, 0..0))?;
+    let traffic = Traffic { rows: 0, layers: 0..0, cap: None };
+    let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, traffic)?;
     let shares = vec![held as u64; w];
     Ok(distributed(Some(dataset), metis, &shares, &vec![one; w]))
 }
@@ -512,12 +549,53 @@ mod tests {
             let rows = Rows { local: csr.num_rows(), computed: csr.num_rows(), edges: csr.num_edges(), symmetric };
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
             let transposes = u64::from(!symmetric);
-            for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0 }, 1)] {
+            for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0, halo: 0 }, 1)] {
                 let mut est = Estimate::default();
                 training_terms(&mut est, &ModelConfig::gcn(3, 4, 2), rows, trainer).unwrap();
                 assert_eq!(est.terms[0].bytes, (copies + transposes) * adjacency, "{trainer:?}, symmetric {symmetric}");
             }
         }
+    }
+
+    /// Under edge-cut, GCN and GraphSAGE buffers count the computed rows and one halo block at
+    /// the widest exchanged width; GAT's count the halo rows it keeps.
+    #[test]
+    fn halo_rows_count_once_in_flight_except_for_gat() {
+        let (computed, halo) = (40, 60);
+        let edge_cut = Rows { local: computed + halo, computed, edges: 500, symmetric: false };
+        let owned_only = Rows { local: computed, ..edge_cut };
+        for cfg in [ModelConfig::gcn(9, 16, 4), ModelConfig::sage(9, 16, 4), ModelConfig::gat(9, 16, 4)] {
+            let cfg = ModelConfig { layers: 3, ..cfg };
+            let with_halo = sum_buffers(&model_buffers(&cfg, edge_cut).unwrap());
+            let without = sum_buffers(&model_buffers(&cfg, owned_only).unwrap());
+            let width = exchange_width(&cfg, 0..usize::MAX).unwrap();
+            if cfg.kind == ConvKind::Gat {
+                assert!(with_halo.pool > without.pool && halo_in_flight(&cfg, edge_cut, width) == 0);
+            } else {
+                // Layers 0 and 1 pull their 9- and 16-wide inputs, layer 2 its 4-wide `x W`.
+                assert_eq!(width, 16, "{}", cfg.kind);
+                assert_eq!(with_halo, without, "{}", cfg.kind);
+                assert_eq!(halo_in_flight(&cfg, edge_cut, width), halo * 16 * 4);
+            }
+        }
+    }
+
+    /// Exact calls in rounds hold a round's share of the exchange's rows: the rounds
+    /// `MessageCap` derives from the largest peer's rows.
+    #[test]
+    fn rounds_divide_the_exchange_buffers() {
+        let config = TrainConfig::from_toml_str("model = \"gcn\"\nlayers = 3\nhidden = 16\n", "test").unwrap();
+        let rows = Rows { local: 1000, computed: 400, edges: 5000, symmetric: false };
+        let term = |cap| {
+            let traffic = Traffic { rows: 1500, layers: 0..usize::MAX, cap };
+            let est = worker_of(&config, rows, 9, 4, 0, traffic).unwrap();
+            est.terms.iter().find(|t| t.name == "exchange buffers").unwrap().bytes
+        };
+        assert_eq!(term(None), 1500 * 16 * 4);
+        // 600 rows of 64 bytes to one peer, 10,000-byte messages: 4 rounds.
+        let cap = MessageCap { bytes: 10_000, pair_rows: 600 };
+        assert_eq!(cap.rounds(16), 4);
+        assert_eq!(term(Some(cap)), 375 * 16 * 4);
     }
 
     #[test]
