@@ -18,7 +18,10 @@
 //! mirrors it: `sum_replicas` on the gradient of the aggregate, transposed aggregation, then
 //! `push_halo_grad` on the gradient of the pulled rows. A layer on a view whose halo inputs are
 //! held ([`crate::AggGraph::pulls_halo`] false: a block, or an edge-cut first layer under the
-//! halo feature cache) makes neither call.
+//! halo feature cache) makes neither call. On a vertex-cut view whose masters alone compute
+//! ([`crate::AggGraph::with_primaries_computing`]), forward also pushes the aggregate
+//! (`push_halo_grad` under [`Step::Aggregate`]: copies' partial sums into their primaries) and
+//! backward pulls its gradient back to the copies before the transposed aggregation.
 
 use ndarray::Array2;
 

@@ -12,6 +12,8 @@
 //! rows only: a halo row is overwritten by `pull_halo` before anything reads it, so computing it
 //! locally would be wasted work (with METIS on a power-law graph halo rows can outnumber owned
 //! ones).
+//! A vertex-cut can run the same way ([`AggGraph::with_primaries_computing`]): mirrors then
+//! only aggregate their local in-edges and push the partial sums to the master, which computes.
 //!
 //! Rows whose layer *input* is local are `0..local_input_rows()`: every row, except pulled halo
 //! rows. A mini-batch block ([`crate::block`]) computes its destinations only but holds the
@@ -133,6 +135,8 @@ pub struct AggGraph {
     input: usize,
     /// Halo rows are filled by the exchange ([`AggGraph::pulls_halo`]).
     pulled: bool,
+    /// Copies aggregate their in-edges and push the partial sums ([`AggGraph::pushes_aggregates`]).
+    pushed: bool,
 }
 
 /// What every view of one graph shares.
@@ -215,7 +219,7 @@ impl AggGraph {
             out_degree,
             norms,
         };
-        Ok(Self { shared: Arc::new(shared), computed: n, input: n, pulled: false })
+        Ok(Self { shared: Arc::new(shared), computed: n, input: n, pulled: false, pushed: false })
     }
 
     /// Declares rows `num_primary..` edge-cut halo rows: filled by `pull_halo` from their owners,
@@ -239,6 +243,20 @@ impl AggGraph {
         view.input = view.num_local();
         view.pulled = false;
         Ok(view)
+    }
+
+    /// Vertex-cut with the masters alone computing: every row aggregates its local in-edges,
+    /// the copies' partial aggregates are pushed to (summed at) their primaries, which run the
+    /// dense per-row work for the vertex; a copy's input is pulled from its primary before
+    /// the aggregation reads it, and so is the aggregate's gradient in backward. Computed and
+    /// input rows become `num_primary`; [`AggGraph::pulls_halo`] and
+    /// [`AggGraph::pushes_aggregates`] hold. The traffic of a layer is that of a replica sync
+    /// (copies to primaries, then back), but the dense work and its buffers cover the primaries
+    /// only, and copies hold their rows only while they are in flight.
+    pub fn with_primaries_computing(mut self) -> Self {
+        (self.computed, self.input) = (self.num_primary(), self.num_primary());
+        (self.pulled, self.pushed) = (true, true);
+        self
     }
 
     fn computing_primaries(mut self) -> Result<Self, GraphError> {
@@ -273,7 +291,8 @@ impl AggGraph {
             self.out_degree().to_vec(),
             |in_deg, out_deg| DegreeNorms::sampled(in_deg, out_deg, &sampled_in, true),
         )?;
-        (graph.computed, graph.input, graph.pulled) = (self.computed, self.input, self.pulled);
+        (graph.computed, graph.input, graph.pulled, graph.pushed) =
+            (self.computed, self.input, self.pulled, self.pushed);
         Ok(graph)
     }
 
@@ -348,6 +367,19 @@ impl AggGraph {
     /// collective. Every other view exchanges no halo row.
     pub fn pulls_halo(&self) -> bool {
         self.pulled
+    }
+
+    /// Whether every local row aggregates its in-edges and the copies' partial aggregates are
+    /// pushed to their primaries ([`AggGraph::with_primaries_computing`]); otherwise the rows
+    /// past the computed ones have no in-edges here, or a replica sync completes them.
+    pub fn pushes_aggregates(&self) -> bool {
+        self.pushed
+    }
+
+    /// Rows `0..aggregated_rows()` aggregate their in-edges: every local row when the copies'
+    /// partial aggregates are pushed, else the computed ones.
+    pub fn aggregated_rows(&self) -> usize {
+        if self.pushed { self.num_local() } else { self.computed }
     }
 
     /// How many computed rows read no copy (halo or mirror) row: they can be aggregated while

@@ -455,6 +455,13 @@ impl Model {
         exchange: &mut dyn Exchange,
         ctx: ForwardCtx,
     ) -> Result<&Array2<f32>, ModelError> {
+        if self.cfg.kind == ConvKind::Gat && (0..self.cfg.layers).any(|l| graphs.layer(l).pushes_aggregates()) {
+            // Its softmax normalises over a vertex's in-edges, spread over the replicas: every
+            // replica computes (a replica sync of scores and sums), not the masters alone.
+            let reason =
+                "runs on every replica of a vertex-cut, not on a graph whose masters alone compute".to_string();
+            return Err(ModelError::Config { field: "kind gat", reason });
+        }
         let first = graphs.layer(0);
         let (n, r) = (first.num_local(), first.local_input_rows());
         let (rows, cols) = x.dim();

@@ -148,6 +148,15 @@ pub fn run_method(
             detail: "the halo feature cache is for edge-cut partitioned training".to_string(),
         });
     }
+    let exact_vertex_cut = parts.data == DataPlan::Cut(CutKind::VertexCut) && parts.exchange.is_none();
+    if config.distributed.masters_only && !(exact_vertex_cut && parts.batches.is_full_batch()) {
+        return Err(TrainError::Parts {
+            method: name.to_string(),
+            detail: "masters-only is for exact full-batch vertex-cut training (method vanilla, cut = \"vertex\", \
+                     no codec)"
+                .to_string(),
+        });
+    }
     match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;

@@ -61,11 +61,16 @@ fn assert_same_losses(name: &str, single: &Report, dist: &Report) {
 }
 
 fn check(model: ConvKind, cut: CutKind) {
-    let config = config(model, cut);
+    check_config(config(model, cut));
+}
+
+fn check_config(config: TrainConfig) {
+    let (model, cut) = (config.model, config.distributed.cut);
     let dataset = cora(&config);
     let single = single::run("single", &config, dataset, &mut ()).expect("single-process run");
     let dist = run_on(&config, dataset, LocalOptions::default(), &mut ()).expect("distributed run");
-    let name = format!("{model:?} {}-cut", cut.as_str());
+    let masters = if config.distributed.masters_only { ", masters only" } else { "" };
+    let name = format!("{model:?} {}-cut{masters}", cut.as_str());
     assert_same_losses(&name, &single, &dist);
     let partition = dist.partition.as_ref().expect("distributed reports carry the partition");
     assert_eq!(partition.algorithm, if cut == CutKind::EdgeCut { "metis" } else { "ebv" });
@@ -94,6 +99,28 @@ fn sage_edge_cut_equals_single_process() {
 #[test]
 fn sage_vertex_cut_equals_single_process() {
     check(ConvKind::Sage, CutKind::VertexCut);
+}
+
+/// Only masters compute; mirrors aggregate and push partial sums.
+#[test]
+fn gcn_and_sage_vertex_cut_with_masters_only_equal_single_process() {
+    for model in [ConvKind::Gcn, ConvKind::Sage] {
+        let mut config = config(model, CutKind::VertexCut);
+        config.distributed.masters_only = true;
+        // The middle of three layers (16 -> 16) pulls its input, the others `x W`.
+        config.layers = 3;
+        check_config(config);
+    }
+}
+
+/// A method that brings its own exchange (CDFGNN's replica cache) keeps every replica computing.
+#[test]
+fn masters_only_is_refused_where_the_method_brings_its_own_exchange() {
+    let mut config = config(ConvKind::Gcn, CutKind::VertexCut);
+    config.distributed.masters_only = true;
+    config.method = MethodConfig::named(Method::Cdfgnn);
+    let err = run_on(&config, cora(&config), LocalOptions::default(), &mut ()).unwrap_err().to_string();
+    assert!(err.contains("method `cdfgnn`") && err.contains("masters-only is for exact full-batch"), "{err}");
 }
 
 #[test]

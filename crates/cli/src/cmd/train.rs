@@ -132,6 +132,10 @@ pub struct Args {
     /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
     #[arg(long)]
     overlap: bool,
+    /// Distributed vertex-cut: only masters run the dense per-row work; mirrors aggregate their
+    /// edges and push partial sums (less memory and compute; the same traffic as a replica sync).
+    #[arg(long)]
+    masters_only: bool,
     /// Distributed methods, in-process workers: compute one worker at a time, so each worker's
     /// measured compute (and the modeled epoch) is what it takes with the machine to itself.
     /// Results are unchanged; runs take longer.
@@ -227,6 +231,7 @@ impl Args {
             ("--topology", self.topology.is_some()),
             ("--bandwidth-scale", self.bandwidth_scale.is_some()),
             ("--overlap", self.overlap),
+            ("--masters-only", self.masters_only),
             ("--serialize-compute", self.serialize_compute),
             ("--lossy-eval", self.lossy_eval),
             ("--param-sync", self.param_sync.is_some()),
@@ -289,6 +294,7 @@ impl Args {
         set(&mut c.distributed.topology, &self.topology);
         set(&mut c.distributed.bandwidth_scale, &self.bandwidth_scale);
         c.distributed.overlap |= self.overlap;
+        c.distributed.masters_only |= self.masters_only;
         c.distributed.serialize_compute |= self.serialize_compute;
         c.distributed.lossy_eval |= self.lossy_eval;
         set(&mut c.distributed.param_sync, &self.param_sync);

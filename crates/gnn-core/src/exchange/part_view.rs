@@ -40,7 +40,7 @@ mod tests {
     use crate::exchange::vertex_cut::VertexCutExchange;
     use crate::exchange::{CallKind, CommWatch, Exchange, ExchangeOptions, NoExchange};
     use crate::layers::ForwardCtx;
-    use crate::model::{Model, ModelConfig};
+    use crate::model::{ConvKind, Model, ModelConfig};
 
     const IN: usize = 5;
     const CLASSES: usize = 3;
@@ -88,18 +88,31 @@ mod tests {
     /// Every primary's logits and every worker's all-reduced gradients, in rank order.
     type Outcome = Vec<(Vec<(u32, Vec<f32>)>, Vec<f32>, usize)>;
 
-    fn distributed_pass(book: &PartitionBook, config: &ModelConfig, vertex_cut: bool, overlap: bool) -> Outcome {
+    /// How a worker runs its part.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Run {
+        EdgeCut,
+        /// Every replica computes; replica syncs.
+        VertexCut,
+        /// Vertex-cut, masters alone compute ([`AggGraph::with_primaries_computing`]).
+        MastersOnly,
+    }
+
+    fn distributed_pass(book: &PartitionBook, config: &ModelConfig, run: Run, overlap: bool) -> Outcome {
         testkit::run(book, |part, comm| {
-            let cut = if vertex_cut { CutKind::VertexCut } else { CutKind::EdgeCut };
-            let graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
+            let cut = if run == Run::EdgeCut { CutKind::EdgeCut } else { CutKind::VertexCut };
+            let mut graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
             let watch = Counter::default();
             let options = ExchangeOptions { watch: Some(&watch), overlap, ..ExchangeOptions::default() };
-            let mut exchange: Box<dyn Exchange> = if vertex_cut {
+            let mut exchange: Box<dyn Exchange> = if run == Run::VertexCut {
                 Box::new(VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
             } else {
                 Box::new(EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?)
             };
-            assert_eq!(exchange.overlaps(), overlap && !vertex_cut, "only edge-cut splits its calls");
+            if run == Run::MastersOnly {
+                graph = graph.with_primaries_computing();
+            }
+            assert_eq!(exchange.overlaps(), overlap && run != Run::VertexCut, "vertex-cut syncs do not split");
             let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
             let (local_logits, mut local_grads) = pass(&mut model, &graph, exchange.as_mut());
             comm.all_reduce_sum_f32("grads", &mut local_grads).map_err(|e| e.to_string())?;
@@ -109,14 +122,18 @@ mod tests {
         })
     }
 
-    fn check_matches_single_process(partition: &Partition, vertex_cut: bool) {
+    fn check_matches_single_process(partition: &Partition, run: Run) {
         let book = testkit::book(partition);
-        for config in configs() {
+        // GAT normalises over every replica's scores: it runs on every replica.
+        let configs = configs().into_iter().filter(|c| run != Run::MastersOnly || c.kind != ConvKind::Gat);
+        // Wider hidden rows than inputs: the layers pull their input instead of `x W`.
+        let wide = [ModelConfig::gcn(IN, 8, CLASSES), ModelConfig::sage(IN, 8, CLASSES)];
+        for config in configs.chain(wide) {
             let mut single = Model::new(config.clone()).unwrap();
             let whole = AggGraph::single(&testkit::graph()).unwrap();
             let (logits, grads) = pass(&mut single, &whole, &mut NoExchange);
-            let outcomes = distributed_pass(&book, &config, vertex_cut, false);
-            let name = format!("{:?} {}", config.kind, if vertex_cut { "vertex-cut" } else { "edge-cut" });
+            let outcomes = distributed_pass(&book, &config, run, false);
+            let name = format!("{:?} {run:?}", config.kind);
             let mut seen = 0;
             for (primaries, dist_grads, calls) in &outcomes {
                 assert!(*calls > 0, "{name}: the watch saw no calls");
@@ -133,7 +150,7 @@ mod tests {
             assert_eq!(seen, 12, "{name}: every vertex has exactly one primary");
             // The split calls give the blocking calls' results bit for bit (f32 == compares
             // values; equal bits follow as no NaN appears).
-            let split = distributed_pass(&book, &config, vertex_cut, true);
+            let split = distributed_pass(&book, &config, run, true);
             for ((a, ga, _), (b, gb, _)) in outcomes.iter().zip(&split) {
                 assert_eq!(a, b, "{name}: split logits differ from blocking ones");
                 assert!(ga.iter().zip(gb).all(|(x, y)| x.to_bits() == y.to_bits()), "{name}: split gradients differ");
@@ -145,7 +162,7 @@ mod tests {
     fn edge_cut_training_pass_equals_single_process() {
         check_matches_single_process(
             &Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] },
-            false,
+            Run::EdgeCut,
         );
     }
 
@@ -162,37 +179,41 @@ mod tests {
             c.iter().enumerate().any(|(v, &central)| central && c[..v].contains(&false))
         };
         assert!(graphs.iter().any(interleaved), "the test needs a central row after a marginal one");
-        check_matches_single_process(&partition, false);
+        check_matches_single_process(&partition, Run::EdgeCut);
     }
 
-    /// After a training pass under edge-cut, no array the model keeps holds a written halo
-    /// row: pulled rows are zeroed (their pages released) once aggregated, pushed ones once
-    /// sent. GAT's backward reads its pulled rows, so it keeps them and is not checked.
+    /// After a training pass under edge-cut, or a vertex-cut whose masters alone compute, no
+    /// array the model keeps holds a written copy row: pulled rows are zeroed (their pages
+    /// released) once aggregated, pushed ones once sent. GAT's backward reads its pulled rows,
+    /// so it keeps them and is not checked.
     #[test]
-    fn edge_cut_gcn_and_sage_keep_no_halo_row() {
-        let book = testkit::book(&Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] });
-        // Hidden width 8 pulls the layer input, 4 the transformed rows.
-        for hidden in [4, 8] {
-            for config in [ModelConfig::gcn(IN, hidden, CLASSES), ModelConfig::sage(IN, hidden, CLASSES)] {
-                testkit::run(&book, |part, comm| {
-                    let graph = agg_graph_of(part, CutKind::EdgeCut).map_err(|e| e.to_string())?;
-                    let mut exchange =
-                        EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
-                    let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
-                    pass(&mut model, &graph, &mut exchange);
-                    let m = graph.computed_rows();
-                    assert!(m < graph.num_local(), "part {} needs halo rows", part.part());
-                    for (i, kept) in model.kept_arrays().enumerate() {
-                        let halo = kept.rows().into_iter().skip(m).flatten();
-                        assert!(
-                            halo.into_iter().all(|&v| v == 0.0),
-                            "{:?} part {} array {i}",
-                            config.kind,
-                            part.part()
-                        );
-                    }
-                    Ok(())
-                });
+    fn gcn_and_sage_keep_no_copy_row() {
+        let edge_cut = Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] };
+        let vertex_cut = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        let vertex_cut = partition_graph(&testkit::graph(), &vertex_cut).unwrap();
+        for (partition, cut) in [(edge_cut, CutKind::EdgeCut), (vertex_cut, CutKind::VertexCut)] {
+            let book = testkit::book(&partition);
+            // Hidden width 8 pulls the layer input, 4 the transformed rows.
+            for hidden in [4, 8] {
+                for config in [ModelConfig::gcn(IN, hidden, CLASSES), ModelConfig::sage(IN, hidden, CLASSES)] {
+                    testkit::run(&book, |part, comm| {
+                        let mut graph = agg_graph_of(part, cut).map_err(|e| e.to_string())?;
+                        if cut == CutKind::VertexCut {
+                            graph = graph.with_primaries_computing();
+                        }
+                        let mut exchange =
+                            EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+                        let mut model = Model::new(config.clone()).map_err(|e| e.to_string())?;
+                        pass(&mut model, &graph, &mut exchange);
+                        let m = graph.computed_rows();
+                        for (i, kept) in model.kept_arrays().enumerate() {
+                            let copies = kept.rows().into_iter().skip(m).flatten();
+                            let name = format!("{:?} {cut} part {} array {i}", config.kind, part.part());
+                            assert!(copies.into_iter().all(|&v| v == 0.0), "{name}");
+                        }
+                        Ok(())
+                    });
+                }
             }
         }
     }
@@ -200,6 +221,25 @@ mod tests {
     #[test]
     fn vertex_cut_training_pass_equals_single_process() {
         let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
-        check_matches_single_process(&partition_graph(&testkit::graph(), &config).unwrap(), true);
+        check_matches_single_process(&partition_graph(&testkit::graph(), &config).unwrap(), Run::VertexCut);
+    }
+
+    #[test]
+    fn vertex_cut_with_masters_alone_computing_equals_single_process() {
+        let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        check_matches_single_process(&partition_graph(&testkit::graph(), &config).unwrap(), Run::MastersOnly);
+    }
+
+    /// GAT's softmax needs every replica's scores: a graph whose masters alone compute is refused.
+    #[test]
+    fn gat_refuses_a_graph_whose_masters_alone_compute() {
+        let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
+        let part = &book.parts()[0];
+        let graph = agg_graph_of(part, CutKind::VertexCut).unwrap().with_primaries_computing();
+        let gat = configs().into_iter().find(|c| c.kind == ConvKind::Gat).unwrap();
+        let x = Array2::zeros((graph.num_local(), IN));
+        let err = Model::new(gat).unwrap().forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap_err();
+        assert!(err.to_string().contains("gat") && err.to_string().contains("every replica"), "{err}");
     }
 }

@@ -125,31 +125,48 @@ impl AggConv {
 }
 
 impl AggConv {
-    /// Pulls the halo rows of `x` (when the graph pulls them) and overwrites the computed rows of
-    /// `out` with `A x`. When the exchange overlaps, every central row (no halo in-neighbour) is aggregated while the halo
-    /// is in flight, then the marginal rows.
+    /// Pulls the halo rows of `x` (when the graph pulls them) and overwrites the aggregated rows
+    /// of `out` with `A x`, then (when the graph pushes aggregates) sums the copies' partial
+    /// rows into their primaries. When the exchange overlaps, every central row (no halo
+    /// in-neighbour) is aggregated while the halo is in flight, then the marginal rows.
     fn pull_and_aggregate(
         &self,
         graph: &AggGraph,
         x: &mut Array2<f32>,
         out: &mut Array2<f32>,
         exchange: &mut dyn Exchange,
-        tag: Tag,
+        tag: impl Fn(Step) -> Tag,
     ) -> Result<(), ExchangeError> {
-        let m = graph.computed_rows();
+        let m = graph.aggregated_rows();
+        let tag_halo = tag(Step::Halo);
         if !graph.pulls_halo() {
             self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |_| true);
         } else if exchange.overlaps() {
             let central = graph.is_central();
-            exchange.start_pull(tag, x)?;
+            exchange.start_pull(tag_halo, x)?;
             self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |v| central[v]);
-            exchange.finish_pull(tag, x)?;
+            exchange.finish_pull(tag_halo, x)?;
             self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |v| !central[v]);
         } else {
-            exchange.pull_halo(tag, x)?;
+            exchange.pull_halo(tag_halo, x)?;
             self.aggregate_fwd(graph, x, out, Write::Overwrite, 0..m, |_| true);
         }
+        if graph.pushes_aggregates() {
+            exchange.push_halo_grad(tag(Step::Aggregate), out)?;
+        }
         Ok(())
+    }
+
+    /// Backward of [`AggConv::pull_and_aggregate`]'s push: the copies of a graph that pushes
+    /// aggregates take their primaries' rows of `g` (the gradient of the aggregate) before the
+    /// transposed aggregation reads them there.
+    fn pull_aggregate_grad(
+        graph: &AggGraph,
+        g: &mut Array2<f32>,
+        exchange: &mut dyn Exchange,
+        tag: Tag,
+    ) -> Result<(), ExchangeError> {
+        if graph.pushes_aggregates() { exchange.pull_halo(tag, g) } else { Ok(()) }
     }
 
     /// `out (+)= A^T g` over every local row, then (when the graph pulls its halo) pushes the
@@ -263,7 +280,7 @@ impl Conv for AggConv {
                 // h = x W; out = A h (synced) + self term + b.
                 ensure_shape(&mut cache, n, dout);
                 gemm(1.0, &head(x, r), &w, 0.0, &mut head_mut(&mut cache, r));
-                self.pull_and_aggregate(graph, &mut cache, out, exchange, tag(Step::Halo))?;
+                self.pull_and_aggregate(graph, &mut cache, out, exchange, tag)?;
                 exchange.sum_replicas(tag(Step::Aggregate), out)?;
                 let mut own = head_mut(out, m);
                 match self.self_weight {
@@ -278,7 +295,7 @@ impl Conv for AggConv {
             ExchangePoint::Input => {
                 // z = A x (synced) [+ GCN self loop]; out = z W [+ x W_self] + b.
                 ensure_shape(&mut cache, n, din);
-                self.pull_and_aggregate(graph, x, &mut cache, exchange, tag(Step::Halo))?;
+                self.pull_and_aggregate(graph, x, &mut cache, exchange, tag)?;
                 exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                 if self.self_weight.is_none() {
                     add_scaled_rows(&mut head_mut(&mut cache, m), Some((x, self_coeff)), None, true);
@@ -343,8 +360,10 @@ impl Conv for AggConv {
                     }
                     Some(_) => Write::Overwrite,
                 };
+                Self::pull_aggregate_grad(graph, dout, exchange, tag(Step::Aggregate))?;
                 exchange.sum_replicas(tag(Step::Aggregate), dout)?;
                 self.aggregate_and_push(graph, dout, &mut cache, write, exchange, tag(Step::Halo))?;
+                release_halo(graph, dout);
                 gemm(1.0, &head(x, r).t(), &head(&cache, r), 1.0, &mut self.weight.view_mut(grads));
                 if let Some(dx) = dx {
                     let beta = if self.self_weight.is_some() { 1.0 } else { 0.0 };
@@ -361,8 +380,10 @@ impl Conv for AggConv {
                         Some(ws) => gemm(1.0, &head(dout, m), &ws.view(params).t(), 0.0, &mut head_mut(dx, m)),
                     }
                     zero_rows_from(dx, m);
+                    Self::pull_aggregate_grad(graph, &mut cache, exchange, tag(Step::Aggregate))?;
                     exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                     self.aggregate_and_push(graph, &cache, dx, Write::Accumulate, exchange, tag(Step::Halo))?;
+                    release_halo(graph, &mut cache);
                 }
             }
         }

@@ -1,6 +1,6 @@
 //! The settings of the distributed methods (`[distributed]` in the TOML config; `--cut`,
-//! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap`, `--serialize-compute` and
-//! `--lossy-eval` on the command line).
+//! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap`, `--serialize-compute`,
+//! `--lossy-eval` and `--masters-only` on the command line).
 
 use comm_hierarchy::{LinkModel, Preset};
 use graph_partition::book::CutKind;
@@ -55,6 +55,11 @@ pub struct DistributedConfig {
     pub bandwidth_scale: f64,
     /// Split halo exchanges and compute the rows that need no halo row while they are in flight.
     pub overlap: bool,
+    /// Vertex-cut: only masters run the dense per-row work; mirrors aggregate their edges and
+    /// push the partial sums to the master, and take its rows back before the next aggregation
+    /// (`gnn_core::AggGraph::with_primaries_computing`). Off, every replica computes (CDFGNN's
+    /// Algorithm 1).
+    pub masters_only: bool,
     /// In-process workers compute one at a time, so each one's measured compute (and the modeled
     /// epoch built on it) is what it takes with the machine to itself, as on a cluster, not
     /// stretched by the other workers sharing the cores. Results are unchanged; runs take longer.
@@ -94,6 +99,7 @@ impl Default for DistributedConfig {
             topology: Preset::default(),
             bandwidth_scale: 1.0,
             overlap: false,
+            masters_only: false,
             serialize_compute: false,
             lossy_eval: false,
             param_sync: ParamSync::Allreduce,
@@ -148,6 +154,9 @@ impl DistributedConfig {
         if self.cut == CutKind::FeatureCut {
             return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
         }
+        if self.masters_only && self.cut != CutKind::VertexCut {
+            return invalid("masters-only", format!("is for cut = \"vertex\"; this run is a {}-cut", self.cut));
+        }
         let algorithm = self.algorithm_for(self.cut);
         if algorithm.is_vertex_cut() != (self.cut == CutKind::VertexCut) {
             let fitting =
@@ -186,6 +195,7 @@ mod tests {
         assert_eq!(key_of(&DistributedConfig { hosts: 3, ..ok.clone() }), "hosts");
         assert_eq!(key_of(&DistributedConfig { hosts: 0, ..ok.clone() }), "hosts");
         assert_eq!(key_of(&DistributedConfig { cut: CutKind::FeatureCut, ..ok.clone() }), "cut");
+        assert_eq!(key_of(&DistributedConfig { masters_only: true, ..ok.clone() }), "masters-only");
         for scale in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(key_of(&DistributedConfig { bandwidth_scale: scale, ..ok.clone() }), "bandwidth-scale");
         }
@@ -199,7 +209,7 @@ mod tests {
         let c: DistributedConfig = toml::from_str(
             "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
              topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n\
-             serialize-compute = true\nparam-sync = \"ps\"\nservers = 3\n",
+             serialize-compute = true\nparam-sync = \"ps\"\nservers = 3\nmasters-only = true\n",
         )
         .unwrap();
         let expected = DistributedConfig {
@@ -212,6 +222,7 @@ mod tests {
             topology: Preset::Ecgraph,
             bandwidth_scale: 0.01,
             overlap: true,
+            masters_only: true,
             serialize_compute: true,
             lossy_eval: true,
             param_sync: ParamSync::Ps,

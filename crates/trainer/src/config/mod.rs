@@ -214,6 +214,10 @@ impl TrainConfig {
                 return invalid(key, "must be at least 1, got 0".to_string());
             }
         }
+        if self.distributed.masters_only && self.model == ConvKind::Gat {
+            let why = "GAT's softmax spans every replica's edges, so every replica computes".to_string();
+            return invalid("masters-only", why);
+        }
         if self.threads == Some(0) {
             return invalid("threads", "must be at least 1, got 0".to_string());
         }
@@ -319,6 +323,8 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use graph_partition::book::CutKind;
+
     use super::*;
 
     #[test]
@@ -406,7 +412,7 @@ report = "out.json"
     #[test]
     fn validation_names_the_key() {
         type Mutation = fn(&mut TrainConfig);
-        let cases: [(&str, Mutation); 9] = [
+        let cases: [(&str, Mutation); 10] = [
             ("lr", |c| c.lr = 0.0),
             ("lr", |c| c.lr = f32::NAN),
             ("weight-decay", |c| c.weight_decay = -1.0),
@@ -416,6 +422,9 @@ report = "out.json"
             ("heads", |c| c.heads = 0),
             ("threads", |c| c.threads = Some(0)),
             ("patience", |c| c.patience = Some(0)),
+            ("masters-only", |c| {
+                (c.model, c.distributed.cut, c.distributed.masters_only) = (ConvKind::Gat, CutKind::VertexCut, true)
+            }),
         ];
         for (key, mutate) in cases {
             let mut c = TrainConfig::default();

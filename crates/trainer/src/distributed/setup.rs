@@ -222,7 +222,9 @@ pub(crate) struct Described {
 /// from the dataset: [`SharePlan::share`] makes one share at a time and frees its part.
 #[derive(Debug)]
 pub(crate) struct SharePlan {
-    cut: CutKind,
+    /// Only the primaries compute (edge-cut, or vertex-cut with masters only): a share holds
+    /// their input features alone; otherwise every local row's.
+    primaries: bool,
     /// Indexed by part; taken as each share is made.
     parts: Vec<Option<(LocalGraph, [Vec<u32>; 3])>>,
 }
@@ -234,10 +236,7 @@ impl SharePlan {
             DistError::Setup { rank: 0, detail: format!("part {p} of {} was asked for twice", self.parts.len()) }
         })?;
         let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
-        let computed = match self.cut {
-            CutKind::EdgeCut => part.num_primary(),
-            CutKind::VertexCut | CutKind::FeatureCut => part.num_local(),
-        };
+        let computed = if self.primaries { part.num_primary() } else { part.num_local() };
         let labels = match &dataset.labels {
             Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
             Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
@@ -299,7 +298,8 @@ pub(crate) fn prepare(
     let parts = book.into_parts();
     let s = &dataset.splits;
     let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
-    let plan = SharePlan { cut, parts: parts.into_iter().zip(splits).map(Some).collect() };
+    let primaries = cut == CutKind::EdgeCut || config.masters_only;
+    let plan = SharePlan { primaries, parts: parts.into_iter().zip(splits).map(Some).collect() };
     let described = Described {
         dataset: dataset.name.clone(),
         partition: summary,

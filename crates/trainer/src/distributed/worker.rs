@@ -105,18 +105,28 @@ impl<'a> Worker<'a> {
             replica_cache,
             message_cap: Some(MessageCap { bytes: MESSAGE_BYTES, pair_rows: agreed_pair_rows(comm, clock, share)? }),
         };
+        // With masters only, a vertex-cut moves rows between primaries and copies as an
+        // edge-cut does: copies pull inputs and push partial aggregates.
+        let masters_only = cut == CutKind::VertexCut && config.distributed.masters_only;
         let exchange: Box<dyn Exchange + 'a> = match cut {
             CutKind::EdgeCut => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
+            CutKind::VertexCut if masters_only => {
+                Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
+            }
             CutKind::VertexCut | CutKind::FeatureCut => {
                 Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
             }
         };
+        let mut graph = agg_graph_of(&share.part, cut)?;
+        if masters_only {
+            graph = graph.with_primaries_computing();
+        }
         let objective = Objective::new(&share.labels);
         Ok(Self {
             comm,
             clock,
             share,
-            graphs: layer_graphs(agg_graph_of(&share.part, cut)?, parts.halo_features, config.layers)?,
+            graphs: layer_graphs(graph, parts.halo_features, config.layers)?,
             global_terms: (share.global_train * objective.terms_per_row()) as f64,
             objective,
             model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,

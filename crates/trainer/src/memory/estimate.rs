@@ -118,6 +118,9 @@ pub struct Rows {
     pub edges: usize,
     /// The local graph is its own transpose, so `AggGraph` holds no second adjacency.
     pub symmetric: bool,
+    /// Rows past the computed ones aggregate their in-edges and push the partial sums
+    /// (vertex-cut with masters only computing).
+    pub copies_aggregate: bool,
 }
 
 /// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
@@ -187,12 +190,14 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
     Ok(out)
 }
 
-/// The halo rows one exchange writes at a time under edge-cut, at the widest width `exchanging`
-/// (from [`exchange_width`]): GCN and GraphSAGE release each pulled block once aggregated and
-/// each pushed gradient once sent ([`model_buffers`]), so one is resident at a time. GAT's
-/// halo rows are counted in its buffers.
+/// The halo rows written at a time under edge-cut, at the widest width `exchanging` (from
+/// [`exchange_width`]): GCN and GraphSAGE release each pulled block once aggregated and each
+/// pushed gradient once sent ([`model_buffers`]), so one block is resident at a time; two
+/// when copies aggregate too (their partial aggregates beside the pulled inputs, or the pulled
+/// gradient beside the transposed aggregation's). GAT's halo rows are counted in its buffers.
 fn halo_in_flight(cfg: &ModelConfig, rows: Rows, exchanging: usize) -> usize {
-    if cfg.kind == ConvKind::Gat { 0 } else { (rows.local - rows.computed) * exchanging * 4 }
+    let blocks = if rows.copies_aggregate { 2 } else { 1 };
+    if cfg.kind == ConvKind::Gat { 0 } else { blocks * (rows.local - rows.computed) * exchanging * 4 }
 }
 
 /// GAT's cache (`layers/gat.rs`, `GatCache`): per row `x W`, its two attention terms, the
@@ -289,7 +294,7 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     dataset_terms(&mut est, dataset);
     let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
-    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
+    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric(), copies_aggregate: false };
     training_terms(&mut est, &model, rows, Trainer::Single)?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
@@ -330,8 +335,10 @@ pub fn worker(
     message_bytes: Option<usize>,
 ) -> Result<Estimate, ModelError> {
     let n = part.num_local();
-    let computed = if cut == CutKind::EdgeCut { part.num_primary() } else { n };
-    let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric: part.csr().is_symmetric() };
+    let copies_aggregate = cut == CutKind::VertexCut && config.distributed.masters_only;
+    let computed = if cut == CutKind::EdgeCut || copies_aggregate { part.num_primary() } else { n };
+    let symmetric = part.csr().is_symmetric();
+    let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric, copies_aggregate };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
     let one_peer = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
@@ -466,7 +473,7 @@ pub fn before_partitioning(
     let (n, edges) = (dataset.num_nodes().div_ceil(w), dataset.graph.num_edges().div_ceil(w));
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
     // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
-    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric() };
+    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric(), copies_aggregate: false };
     let traffic = Traffic { rows: 0, layers: 0..0, cap: None };
     let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, traffic)?;
     let shares = vec![held as u64; w];
@@ -510,7 +517,13 @@ mod tests {
                         cfg.layer_norm = layer_norm;
                         cfg.layer_order = order;
                         let mut model = Model::new(cfg.clone()).unwrap();
-                        let rows = Rows { local: n, computed: n, edges: graph.fwd().num_edges(), symmetric: true };
+                        let rows = Rows {
+                            local: n,
+                            computed: n,
+                            edges: graph.fwd().num_edges(),
+                            symmetric: true,
+                            copies_aggregate: false,
+                        };
                         let estimated = sum_buffers(&model_buffers(&cfg, rows).unwrap());
                         // The first step allocates, the second reuses: both leave the same.
                         for epoch in 1..=2 {
@@ -546,7 +559,13 @@ mod tests {
             let shared = Arc::new(csr.clone());
             let graph = AggGraph::single_shared(Arc::clone(&shared)).unwrap();
             assert!(std::ptr::eq(graph.fwd(), &*shared), "the single process's graph is not a copy");
-            let rows = Rows { local: csr.num_rows(), computed: csr.num_rows(), edges: csr.num_edges(), symmetric };
+            let rows = Rows {
+                local: csr.num_rows(),
+                computed: csr.num_rows(),
+                edges: csr.num_edges(),
+                symmetric,
+                copies_aggregate: false,
+            };
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
             let transposes = u64::from(!symmetric);
             for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0, halo: 0 }, 1)] {
@@ -562,7 +581,7 @@ mod tests {
     #[test]
     fn halo_rows_count_once_in_flight_except_for_gat() {
         let (computed, halo) = (40, 60);
-        let edge_cut = Rows { local: computed + halo, computed, edges: 500, symmetric: false };
+        let edge_cut = Rows { local: computed + halo, computed, edges: 500, symmetric: false, copies_aggregate: false };
         let owned_only = Rows { local: computed, ..edge_cut };
         for cfg in [ModelConfig::gcn(9, 16, 4), ModelConfig::sage(9, 16, 4), ModelConfig::gat(9, 16, 4)] {
             let cfg = ModelConfig { layers: 3, ..cfg };
@@ -585,7 +604,7 @@ mod tests {
     #[test]
     fn rounds_divide_the_exchange_buffers() {
         let config = TrainConfig::from_toml_str("model = \"gcn\"\nlayers = 3\nhidden = 16\n", "test").unwrap();
-        let rows = Rows { local: 1000, computed: 400, edges: 5000, symmetric: false };
+        let rows = Rows { local: 1000, computed: 400, edges: 5000, symmetric: false, copies_aggregate: false };
         let term = |cap| {
             let traffic = Traffic { rows: 1500, layers: 0..usize::MAX, cap };
             let est = worker_of(&config, rows, 9, 4, 0, traffic).unwrap();
