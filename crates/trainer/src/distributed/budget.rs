@@ -18,6 +18,18 @@ use crate::method::Parts;
 const SUGGESTION: &str = "use fewer in-process workers (--workers), a lower --hidden, or MPI ranks spread over \
                           more machines (--backend mpi under mpirun)";
 
+/// What to try when the estimate is over the ceiling: [`SUGGESTION`], and under a vertex-cut
+/// whose replicas all compute, the masters computing alone (the same results on a fraction of
+/// the rows; GCN and GraphSAGE).
+fn suggestion(config: &TrainConfig, cut: CutKind) -> String {
+    let d = &config.distributed;
+    if cut == CutKind::VertexCut && !d.masters_only && config.model != gnn_core::ConvKind::Gat {
+        format!("{SUGGESTION}; under a vertex-cut, --masters-only (method vanilla) computes on the masters alone")
+    } else {
+        SUGGESTION.to_string()
+    }
+}
+
 /// Whether rank 0 runs METIS (its input is a copy of the graph).
 fn runs_metis(config: &TrainConfig, cut: CutKind) -> bool {
     config.distributed.partition_book.is_none() && config.distributed.algorithm_for(cut) == Algorithm::Metis
@@ -35,7 +47,7 @@ pub(super) fn before_partitioning(
     let phases = estimate::before_partitioning(config, dataset, runs_metis(config, cut), in_process)?;
     tracing::info!("estimated peak memory before partitioning:\n{}", phases.breakdown());
     if let Some(limit) = limit {
-        limit.check(phases.peak(), "before partitioning", &phases.breakdown(), SUGGESTION)?;
+        limit.check(phases.peak(), "before partitioning", &phases.breakdown(), &suggestion(config, cut))?;
     }
     Ok(())
 }
@@ -91,13 +103,15 @@ pub(super) fn before_training(
     }
     if let Some(limit) = limit {
         let total = phases.training.total();
-        limit.check(total, "before training", &phases.training.breakdown(), SUGGESTION)?;
+        limit.check(total, "before training", &phases.training.breakdown(), &suggestion(config, cut))?;
     }
     Ok(MemoryReport::distributed(phases, limit))
 }
 
 #[cfg(test)]
 mod tests {
+    use graph_partition::book::CutKind;
+
     use crate::{LocalOptions, TrainConfig};
 
     fn config(text: &str) -> (TrainConfig, graph_partition::Dataset) {
@@ -128,5 +142,9 @@ mod tests {
         config.distributed.workers = 2;
         let err = crate::run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap_err().to_string();
         assert!(err.contains("before partitioning") && err.contains("--workers"), "{err}");
+        assert!(!err.contains("--masters-only"), "an edge-cut computes its owned rows only: {err}");
+        config.distributed.cut = CutKind::VertexCut;
+        let err = crate::run_on(&config, &dataset, LocalOptions::default(), &mut ()).unwrap_err().to_string();
+        assert!(err.contains("--masters-only"), "{err}");
     }
 }
