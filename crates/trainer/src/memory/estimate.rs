@@ -121,6 +121,9 @@ pub struct Rows {
     /// Rows past the computed ones aggregate their in-edges and push the partial sums
     /// (vertex-cut with masters only computing).
     pub copies_aggregate: bool,
+    /// Rows of layer 0's input held here: every local row under the halo feature cache or when
+    /// every row computes, else the computed ones (the rest are pulled).
+    pub held: usize,
 }
 
 /// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
@@ -149,7 +152,9 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
     let mut out = Vec::with_capacity(layers);
     // Conv 0's input copy `acts[0]` (`local x in_dim`, dropout applied in place) is kept
     // only when its backward reads it; otherwise it goes to the pool after conv 0's forward.
+    // Its held rows are written by the copy itself and never released.
     let keeps_input = convs.first().is_some_and(|c| c.backward_reads_input());
+    let input_copy_rows = input_rows(0).max(rows.held);
     for (l, conv) in convs.iter().enumerate() {
         let (din, dout) = (conv.in_dim(), conv.out_dim());
         let hidden = l + 1 < layers;
@@ -157,7 +162,7 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
             // The logits `acts[layers]`, and the kept input copy. Hidden activations are
             // pooled: backward hands each to the pool once its last reader is done.
             activations: if hidden { 0 } else { input_rows(l + 1) * dout * 4 }
-                + if l == 0 && keeps_input { input_rows(0) * din * 4 } else { 0 },
+                + if l == 0 && keeps_input { input_copy_rows * din * 4 } else { 0 },
             conv_caches: match cfg.kind {
                 // One array: `x W` (its pulled rows released once aggregated) when the layer
                 // exchanges transformed rows (narrower output), else the aggregate `A x` of the
@@ -176,9 +181,11 @@ pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, 
             // backward; backward's first input gradient finds the pool empty, and with
             // LayerNorm so does the first hidden layer (its forward's LayerNorm input, or
             // backward's gradient through it). Every other take finds a returned buffer,
-            // the input copy among them: it is the first buffer a later take reshapes.
+            // the input copy among them: it is the first buffer a later take reshapes, and
+            // keeps its held rows.
+            let copy_rows = if keeps_input { landed } else { input_copy_rows.max(landed) };
             b.pool = if layers > 1 {
-                (layers + usize::from(cfg.layer_norm)) * landed * din * 4
+                ((layers + usize::from(cfg.layer_norm) - 1) * landed + copy_rows) * din * 4
             } else if keeps_input {
                 0
             } else {
@@ -294,7 +301,14 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     dataset_terms(&mut est, dataset);
     let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
-    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric(), copies_aggregate: false };
+    let rows = Rows {
+        local: n,
+        computed: n,
+        edges,
+        symmetric: dataset.graph.is_symmetric(),
+        copies_aggregate: false,
+        held: n,
+    };
     training_terms(&mut est, &model, rows, Trainer::Single)?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
@@ -337,8 +351,9 @@ pub fn worker(
     let n = part.num_local();
     let copies_aggregate = cut == CutKind::VertexCut && config.distributed.masters_only;
     let computed = if cut == CutKind::EdgeCut || copies_aggregate { part.num_primary() } else { n };
-    let symmetric = part.csr().is_symmetric();
-    let rows = Rows { local: n, computed, edges: part.num_edges(), symmetric, copies_aggregate };
+    let (symmetric, edges) = (part.csr().is_symmetric(), part.num_edges());
+    let held = if halo == HaloFeatures::Cached { n } else { computed };
+    let rows = Rows { local: n, computed, edges, symmetric, copies_aggregate, held };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
     let one_peer = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
@@ -473,7 +488,14 @@ pub fn before_partitioning(
     let (n, edges) = (dataset.num_nodes().div_ceil(w), dataset.graph.num_edges().div_ceil(w));
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
     // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
-    let rows = Rows { local: n, computed: n, edges, symmetric: dataset.graph.is_symmetric(), copies_aggregate: false };
+    let rows = Rows {
+        local: n,
+        computed: n,
+        edges,
+        symmetric: dataset.graph.is_symmetric(),
+        copies_aggregate: false,
+        held: n,
+    };
     let traffic = Traffic { rows: 0, layers: 0..0, cap: None };
     let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, traffic)?;
     let shares = vec![held as u64; w];
@@ -523,6 +545,7 @@ mod tests {
                             edges: graph.fwd().num_edges(),
                             symmetric: true,
                             copies_aggregate: false,
+                            held: n,
                         };
                         let estimated = sum_buffers(&model_buffers(&cfg, rows).unwrap());
                         // The first step allocates, the second reuses: both leave the same.
@@ -565,6 +588,7 @@ mod tests {
                 edges: csr.num_edges(),
                 symmetric,
                 copies_aggregate: false,
+                held: csr.num_rows(),
             };
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
             let transposes = u64::from(!symmetric);
@@ -581,7 +605,14 @@ mod tests {
     #[test]
     fn halo_rows_count_once_in_flight_except_for_gat() {
         let (computed, halo) = (40, 60);
-        let edge_cut = Rows { local: computed + halo, computed, edges: 500, symmetric: false, copies_aggregate: false };
+        let edge_cut = Rows {
+            local: computed + halo,
+            computed,
+            edges: 500,
+            symmetric: false,
+            copies_aggregate: false,
+            held: computed,
+        };
         let owned_only = Rows { local: computed, ..edge_cut };
         for cfg in [ModelConfig::gcn(9, 16, 4), ModelConfig::sage(9, 16, 4), ModelConfig::gat(9, 16, 4)] {
             let cfg = ModelConfig { layers: 3, ..cfg };
@@ -599,12 +630,31 @@ mod tests {
         }
     }
 
+    /// Under the halo feature cache layer 0's input copy holds every local row: kept (GraphSAGE
+    /// reads it in backward) or as one pooled buffer (GCN hands it to the pool).
+    #[test]
+    fn held_input_rows_count_in_the_input_copy() {
+        let pulled = Rows { local: 100, computed: 40, edges: 500, symmetric: false, copies_aggregate: false, held: 40 };
+        let cached = Rows { held: 100, ..pulled };
+        for cfg in [ModelConfig::gcn(9, 16, 4), ModelConfig::sage(9, 16, 4)] {
+            let cfg = ModelConfig { layers: 3, ..cfg };
+            let (a, b) = (
+                sum_buffers(&model_buffers(&cfg, pulled).unwrap()),
+                sum_buffers(&model_buffers(&cfg, cached).unwrap()),
+            );
+            let grown =
+                if cfg.kind == ConvKind::Sage { (b.activations - a.activations, 9) } else { (b.pool - a.pool, 16) };
+            assert_eq!(grown.0, 60 * grown.1 * 4, "{}", cfg.kind);
+        }
+    }
+
     /// Exact calls in rounds hold a round's share of the exchange's rows: the rounds
     /// `MessageCap` derives from the largest peer's rows.
     #[test]
     fn rounds_divide_the_exchange_buffers() {
         let config = TrainConfig::from_toml_str("model = \"gcn\"\nlayers = 3\nhidden = 16\n", "test").unwrap();
-        let rows = Rows { local: 1000, computed: 400, edges: 5000, symmetric: false, copies_aggregate: false };
+        let rows =
+            Rows { local: 1000, computed: 400, edges: 5000, symmetric: false, copies_aggregate: false, held: 400 };
         let term = |cap| {
             let traffic = Traffic { rows: 1500, layers: 0..usize::MAX, cap };
             let est = worker_of(&config, rows, 9, 4, 0, traffic).unwrap();
