@@ -126,6 +126,14 @@ pub struct Rows {
     pub held: usize,
 }
 
+impl Rows {
+    /// A graph whose every row is computed here and holds its input: one process's, or a part
+    /// taken to have no copies.
+    pub fn every_row(local: usize, edges: usize, symmetric: bool) -> Self {
+        Self { local, computed: local, edges, symmetric, copies_aggregate: false, held: local }
+    }
+}
+
 /// Per conv layer, the resident bytes of the model's buffers after a training step on a graph
 /// of `rows` (the input copy `acts[0]` counts with layer 0, the pool with the last layer).
 /// Derived from what `gnn_core::model` and the convs allocate; a model is built (parameters
@@ -301,14 +309,7 @@ pub fn single(config: &TrainConfig, dataset: &Dataset) -> Result<Estimate, Model
     dataset_terms(&mut est, dataset);
     let (n, edges) = (dataset.num_nodes(), dataset.graph.num_edges());
     let model = config.model_config(dataset.num_features(), dataset.num_classes);
-    let rows = Rows {
-        local: n,
-        computed: n,
-        edges,
-        symmetric: dataset.graph.is_symmetric(),
-        copies_aggregate: false,
-        held: n,
-    };
+    let rows = Rows::every_row(n, edges, dataset.graph.is_symmetric());
     training_terms(&mut est, &model, rows, Trainer::Single)?;
     sampled_graph_terms(&mut est, config, rows);
     Ok(est)
@@ -488,14 +489,7 @@ pub fn before_partitioning(
     let (n, edges) = (dataset.num_nodes().div_ceil(w), dataset.graph.num_edges().div_ceil(w));
     let held = csr_bytes(n, edges) + n * dataset.num_features() * 4 + labels_bytes(dataset) / w + n * 16;
     // Parts of a symmetric graph are taken to be symmetric too (no halo rows).
-    let rows = Rows {
-        local: n,
-        computed: n,
-        edges,
-        symmetric: dataset.graph.is_symmetric(),
-        copies_aggregate: false,
-        held: n,
-    };
+    let rows = Rows::every_row(n, edges, dataset.graph.is_symmetric());
     let traffic = Traffic { rows: 0, layers: 0..0, cap: None };
     let one = worker_of(config, rows, dataset.num_features(), dataset.num_classes, held, traffic)?;
     let shares = vec![held as u64; w];
@@ -539,14 +533,7 @@ mod tests {
                         cfg.layer_norm = layer_norm;
                         cfg.layer_order = order;
                         let mut model = Model::new(cfg.clone()).unwrap();
-                        let rows = Rows {
-                            local: n,
-                            computed: n,
-                            edges: graph.fwd().num_edges(),
-                            symmetric: true,
-                            copies_aggregate: false,
-                            held: n,
-                        };
+                        let rows = Rows::every_row(n, graph.fwd().num_edges(), true);
                         let estimated = sum_buffers(&model_buffers(&cfg, rows).unwrap());
                         // The first step allocates, the second reuses: both leave the same.
                         for epoch in 1..=2 {
@@ -582,14 +569,7 @@ mod tests {
             let shared = Arc::new(csr.clone());
             let graph = AggGraph::single_shared(Arc::clone(&shared)).unwrap();
             assert!(std::ptr::eq(graph.fwd(), &*shared), "the single process's graph is not a copy");
-            let rows = Rows {
-                local: csr.num_rows(),
-                computed: csr.num_rows(),
-                edges: csr.num_edges(),
-                symmetric,
-                copies_aggregate: false,
-                held: csr.num_rows(),
-            };
+            let rows = Rows::every_row(csr.num_rows(), csr.num_edges(), symmetric);
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
             let transposes = u64::from(!symmetric);
             for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0, halo: 0 }, 1)] {
