@@ -143,10 +143,10 @@ impl Rows {
 /// backs only once written), and under edge-cut (`computed < local`) rows past the computed
 /// ones are written only where an exchange lands. GCN and GraphSAGE hand those rows' pages back
 /// once read or pushed (`gnn_core`'s `zero_rows_from`), so every array counts `computed` rows
-/// and [`halo_in_flight`] the one halo block written at a time. GAT keeps what it pulls (its
-/// backward reads the halo rows of its input or of `x W`): a layer's input counts `local` rows
-/// when it pulls its input, its cache when it pulls transformed rows, and the pooled buffers,
-/// which take turns as pulled inputs, count `local`. With every row computed (one process,
+/// and the halo rows in flight (one block written at a time) are a term of their own. GAT
+/// keeps what it pulls (its backward reads the halo rows of its input or of `x W`): a layer's
+/// input counts `local` rows when it pulls its input, its cache when it pulls transformed
+/// rows, and the pooled buffers, which take turns as pulled inputs, count `local`. With every row computed (one process,
 /// vertex-cut) this is what [`Model::buffer_bytes`] reports.
 pub fn model_buffers(cfg: &ModelConfig, rows: Rows) -> Result<Vec<BufferBytes>, ModelError> {
     let model = Model::new(cfg.clone())?;
