@@ -61,11 +61,12 @@ pub fn matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Array2<f32> {
     c
 }
 
-/// Gives `buf` the shape `rows x cols`, reallocating only when it needs more room than it has.
-/// The content is unspecified afterwards: callers overwrite every element.
+/// Gives `buf` the shape `rows x cols`, reallocating only when it needs more room than it has
+/// or grows by a large block. The content is unspecified afterwards: callers overwrite every
+/// element.
 ///
-/// Mini-batch blocks change every buffer's row count at every step; keeping the allocation
-/// spares a fresh allocation (and its page faults) per buffer and step.
+/// Mini-batch blocks change every buffer's row count at every step by a little; keeping the
+/// allocation spares a fresh allocation (and its page faults) per buffer and step.
 pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
     if buf.dim() == (rows, cols) {
         return;
