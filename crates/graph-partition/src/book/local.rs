@@ -115,6 +115,12 @@ impl LocalGraph {
         &self.recv[peer]
     }
 
+    /// The longest list this part exchanges with one peer, either way: the rows of its largest
+    /// message at one row per list entry.
+    pub fn largest_peer_list(&self) -> usize {
+        self.send.iter().chain(&self.recv).map(Vec::len).max().unwrap_or(0)
+    }
+
     /// Where the primary of copy `local` lives: (part, local id on that part).
     /// `None` for a primary.
     pub fn origin_of(&self, local: usize) -> Option<(u32, u32)> {

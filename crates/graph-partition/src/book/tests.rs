@@ -65,6 +65,15 @@ fn load_error(dir: &Path) -> String {
 }
 
 #[test]
+fn the_largest_peer_list_is_the_longest_send_or_recv_list() {
+    let (_, book) = path_book();
+    for p in book.parts() {
+        let longest = (0..p.num_parts()).flat_map(|q| [p.send(q).len(), p.recv(q).len()]).max().unwrap();
+        assert_eq!(p.largest_peer_list(), longest, "part {}", p.part());
+    }
+}
+
+#[test]
 fn inconsistent_lists_are_found_and_named() {
     let (_, mut book) = path_book();
     book.parts[1].recv[0].clear();

@@ -123,6 +123,12 @@ impl DistributedConfig {
         })
     }
 
+    /// Whether only the primaries of a `cut` run the dense per-row work: always under edge-cut
+    /// (halo rows are pulled), under vertex-cut with `masters-only`.
+    pub fn primaries_only(&self, cut: CutKind) -> bool {
+        cut == CutKind::EdgeCut || (cut == CutKind::VertexCut && self.masters_only)
+    }
+
     /// The number of parameter servers under `param-sync = "ps"`, else `None`.
     pub fn param_servers(&self) -> Option<usize> {
         (self.param_sync == ParamSync::Ps).then(|| self.servers.unwrap_or(self.workers))
@@ -186,6 +192,9 @@ mod tests {
         let v = DistributedConfig { cut: CutKind::VertexCut, ..c };
         v.validate().unwrap();
         assert_eq!(v.algorithm_for(v.cut), Algorithm::Ebv);
+        assert!(v.primaries_only(CutKind::EdgeCut) && !v.primaries_only(CutKind::VertexCut));
+        let masters = DistributedConfig { masters_only: true, ..v };
+        assert!(masters.primaries_only(CutKind::VertexCut) && !masters.primaries_only(CutKind::FeatureCut));
     }
 
     #[test]

@@ -298,8 +298,8 @@ pub(crate) fn prepare(
     let parts = book.into_parts();
     let s = &dataset.splits;
     let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
-    let primaries = cut == CutKind::EdgeCut || config.masters_only;
-    let plan = SharePlan { primaries, parts: parts.into_iter().zip(splits).map(Some).collect() };
+    let plan =
+        SharePlan { primaries: config.primaries_only(cut), parts: parts.into_iter().zip(splits).map(Some).collect() };
     let described = Described {
         dataset: dataset.name.clone(),
         partition: summary,

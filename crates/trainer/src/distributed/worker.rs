@@ -74,8 +74,7 @@ pub(crate) struct Worker<'a> {
 /// The most rows any worker exchanges with one peer, by one all-reduce: every worker derives
 /// the same rounds from it ([`MessageCap`]).
 fn agreed_pair_rows(comm: &dyn Communicator, clock: &CommClock<'_>, share: &WorkerShare) -> Result<usize, DistError> {
-    let part = &share.part;
-    let mine = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
+    let mine = share.part.largest_peer_list();
     let mut table = vec![0.0f64; comm.size()];
     table[comm.rank()] = mine as f64;
     clock.call(|| comm.all_reduce_sum_f64(MESSAGES, &mut table))?;
@@ -105,20 +104,17 @@ impl<'a> Worker<'a> {
             replica_cache,
             message_cap: Some(MessageCap { bytes: MESSAGE_BYTES, pair_rows: agreed_pair_rows(comm, clock, share)? }),
         };
-        // With masters only, a vertex-cut moves rows between primaries and copies as an
-        // edge-cut does: copies pull inputs and push partial aggregates.
-        let masters_only = cut == CutKind::VertexCut && config.distributed.masters_only;
-        let exchange: Box<dyn Exchange + 'a> = match cut {
-            CutKind::EdgeCut => Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?),
-            CutKind::VertexCut if masters_only => {
-                Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
-            }
-            CutKind::VertexCut | CutKind::FeatureCut => {
-                Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
-            }
+        // When only primaries compute, rows move between primaries and copies (a vertex-cut
+        // with masters only like an edge-cut: copies pull inputs and push partial aggregates);
+        // otherwise replicas sync.
+        let primaries_only = config.distributed.primaries_only(cut);
+        let exchange: Box<dyn Exchange + 'a> = if primaries_only {
+            Box::new(EdgeCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
+        } else {
+            Box::new(VertexCutExchange::new(&share.part, comm, options).map_err(DistError::from)?)
         };
         let mut graph = agg_graph_of(&share.part, cut)?;
-        if masters_only {
+        if primaries_only && cut == CutKind::VertexCut {
             graph = graph.with_primaries_computing();
         }
         let objective = Objective::new(&share.labels);

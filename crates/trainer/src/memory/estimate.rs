@@ -350,14 +350,15 @@ pub fn worker(
     message_bytes: Option<usize>,
 ) -> Result<Estimate, ModelError> {
     let n = part.num_local();
-    let copies_aggregate = cut == CutKind::VertexCut && config.distributed.masters_only;
-    let computed = if cut == CutKind::EdgeCut || copies_aggregate { part.num_primary() } else { n };
+    let primaries_only = config.distributed.primaries_only(cut);
+    let copies_aggregate = primaries_only && cut == CutKind::VertexCut;
+    let computed = if primaries_only { part.num_primary() } else { n };
     let (symmetric, edges) = (part.csr().is_symmetric(), part.num_edges());
     let held = if halo == HaloFeatures::Cached { n } else { computed };
     let rows = Rows { local: n, computed, edges, symmetric, copies_aggregate, held };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
-    let one_peer = (0..part.num_parts()).map(|q| part.send(q).len().max(part.recv(q).len())).max().unwrap_or(0);
+    let one_peer = part.largest_peer_list();
     let traffic = Traffic {
         rows: sent + received + one_peer,
         layers: usize::from(halo == HaloFeatures::Cached)..usize::MAX,
