@@ -93,17 +93,41 @@ impl Adam {
     pub fn set_moments(&mut self, m: Vec<f32>, v: Vec<f32>, t: u64) {
         (self.m, self.v, self.t) = (m, v, t);
     }
+
+    /// The scalars of step `t` (1-based) of this rule, shared by [`Adam::step`] and the
+    /// device's `adam_step` kernel so both update from the same rounded values.
+    pub fn step_scalars(&self, t: u64) -> AdamScalars {
+        let t = i32::try_from(t).unwrap_or(i32::MAX);
+        let (coupled, shrink) =
+            if self.decoupled { (0.0, 1.0 - self.lr * self.weight_decay) } else { (self.weight_decay, 1.0) };
+        AdamScalars {
+            coupled,
+            shrink,
+            step_size: self.lr / (1.0 - self.beta1.powi(t)),
+            bc2_sqrt: (1.0 - self.beta2.powi(t)).sqrt(),
+        }
+    }
+}
+
+/// One Adam step's scalars: `g += coupled * p; p *= shrink;` then the moment updates and
+/// `p -= step_size * m / (sqrt(v) / bc2_sqrt + eps)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamScalars {
+    /// Coupled L2 weight (torch `Adam`; 0 for AdamW).
+    pub coupled: f32,
+    /// Decoupled decay factor `1 - lr * wd` (AdamW; 1 for Adam).
+    pub shrink: f32,
+    /// `lr / (1 - beta1^t)`.
+    pub step_size: f32,
+    /// `sqrt(1 - beta2^t)`.
+    pub bc2_sqrt: f32,
 }
 
 impl Optimizer for Adam {
     fn step(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), OptimError> {
         prepare(&mut [&mut self.m, &mut self.v], params, grads)?;
         self.t += 1;
-        let t = self.t as i32;
-        let step_size = self.lr / (1.0 - self.beta1.powi(t));
-        let bc2_sqrt = (1.0 - self.beta2.powi(t)).sqrt();
-        let (coupled, shrink) =
-            if self.decoupled { (0.0, 1.0 - self.lr * self.weight_decay) } else { (self.weight_decay, 1.0) };
+        let AdamScalars { coupled, shrink, step_size, bc2_sqrt } = self.step_scalars(self.t);
         for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v) {
             let g = g + coupled * *p;
             *p *= shrink;

@@ -8,7 +8,7 @@ use gnn_core::dropout::DropoutSite;
 use gnn_core::gpu::{Device, DeviceCsr, RowCodes, reference};
 use gnn_core::params::ParamLayout;
 use gnn_core::sparse::{self, Write};
-use gnn_core::{Activation, LayerNorm};
+use gnn_core::{Activation, Adam, LayerNorm, Optimizer, loss};
 use graph_partition::rng::SplitMix64;
 use graph_partition::{Csr, EdgeListOptions};
 use ndarray::Array2;
@@ -184,6 +184,73 @@ fn layer_norm_matches_the_cpu_layer() {
     assert_close(&dev.download(&dx).unwrap(), want_dx.as_slice().unwrap(), REDUCTION);
     assert_close(&dev.download(&dg).unwrap(), &grads[..d], REDUCTION);
     assert_close(&dev.download(&db).unwrap(), &grads[d..], REDUCTION);
+}
+
+/// Only every third row is labelled (in shuffled order), so the other rows' gradient must stay
+/// zero; one row ties for its maximum (the first index wins, as `count_correct` decides) and
+/// one is large enough that an exponential without the max shift would overflow.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn softmax_cross_entropy_matches_the_cpu_loss() {
+    let dev = device();
+    let (n, c) = (600, 7);
+    let mut logits = values(n * c, 22);
+    logits[..c].fill(0.25);
+    logits[3 * c..4 * c].iter_mut().enumerate().for_each(|(j, v)| *v = 80.0 + j as f32);
+    let labels: Vec<u32> = (0..n as u32).map(|r| (r * 5 + r / 7) % c as u32).collect();
+    let mut rows: Vec<u32> = (0..n as u32).step_by(3).collect();
+    rows.reverse();
+    rows.swap(1, 40);
+    let logits_cpu = array(n, c, &logits);
+    let (total, grad) = loss::softmax_cross_entropy(&logits_cpu, &labels, &rows).unwrap();
+    let scale = (rows.len() as f32).recip();
+
+    let picked: Vec<u32> = rows.iter().map(|&r| labels[r as usize]).collect();
+    let mut dlogits = dev.zeros::<f32>(n * c).unwrap();
+    let (row_loss, hit) = dev
+        .softmax_xent(
+            n,
+            c,
+            &dev.upload(&rows).unwrap(),
+            &dev.upload(&picked).unwrap(),
+            &dev.upload(&logits).unwrap(),
+            scale,
+            &mut dlogits,
+        )
+        .unwrap();
+    let (row_loss, hit) = (dev.download(&row_loss).unwrap(), dev.download(&hit).unwrap());
+    for (i, &r) in rows.iter().enumerate() {
+        let (want, _) = loss::softmax_cross_entropy(&logits_cpu, &labels, &[r]).unwrap();
+        assert_close(&row_loss[i..=i], &[want as f32], FLOAT);
+        let correct = loss::count_correct(&logits_cpu, &labels, &[r]).unwrap();
+        assert_eq!(hit[i], correct as f32, "row {r}: hit");
+    }
+    assert_close(&[row_loss.iter().sum::<f32>()], &[total as f32], REDUCTION);
+    let want_grad: Vec<f32> = grad.iter().map(|g| g * scale).collect();
+    assert_close(&dev.download(&dlogits).unwrap(), &want_grad, FLOAT);
+}
+
+/// Four steps of Adam (coupled L2) and AdamW on the same start: parameters and both moments
+/// after every step, so the bias corrections of t > 1 are covered.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn adam_steps_match_the_cpu_optimizer() {
+    let dev = device();
+    let len = 3001;
+    for mut adam in [Adam::new(0.01, 5e-4), Adam::adamw(0.005, 0.01)] {
+        let mut params = values(len, 23);
+        let (mut p, mut m, mut v) = (dev.upload(&params).unwrap(), dev.zeros(len).unwrap(), dev.zeros(len).unwrap());
+        for t in 1..=4u64 {
+            let grads = values(len, 24 + t);
+            adam.step(&mut params, &grads).unwrap();
+            dev.adam_step(&adam, t, &mut p, &dev.upload(&grads).unwrap(), &mut m, &mut v).unwrap();
+            let (want_m, want_v, steps) = adam.moments();
+            assert_eq!(steps, t);
+            assert_close(&dev.download(&m).unwrap(), want_m, FLOAT);
+            assert_close(&dev.download(&v).unwrap(), want_v, FLOAT);
+            assert_close(&dev.download(&p).unwrap(), &params, FLOAT);
+        }
+    }
 }
 
 fn download_row_codes(dev: &Device, q: &RowCodes) -> reference::RowQuant {

@@ -9,6 +9,7 @@ use super::{Device, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
 use crate::gpu::reference::max_code;
+use crate::optim::{Adam, AdamScalars};
 
 const BLOCK: u32 = 256;
 
@@ -298,12 +299,12 @@ impl Device {
         Ok((loss, hit))
     }
 
-    /// One Adam step over `p` with gradient `g` and moments `m`, `v` (see `adam_step` in
-    /// kernels/train.cu for the scalar arguments).
-    #[allow(clippy::too_many_arguments)]
+    /// Step `t` (1-based) of `adam`'s rule over `p` with gradient `g` and moments `m`, `v`, as
+    /// [`Adam`]'s own step with the same scalars ([`Adam::step_scalars`]).
     pub fn adam_step(
         &self,
-        scalars: [f32; 7],
+        adam: &Adam,
+        t: u64,
         p: &mut CudaSlice<f32>,
         g: &CudaSlice<f32>,
         m: &mut CudaSlice<f32>,
@@ -312,7 +313,8 @@ impl Device {
         for (what, len) in [("grad", g.len()), ("m", m.len()), ("v", v.len())] {
             expect_len("adam_step", what, len, p.len())?;
         }
-        let [beta1, beta2, eps, coupled, shrink, step_size, bc2_sqrt] = scalars;
+        let (beta1, beta2, eps) = (adam.beta1, adam.beta2, adam.eps);
+        let AdamScalars { coupled, shrink, step_size, bc2_sqrt } = adam.step_scalars(t);
         let threads = p.len();
         let len = threads as u64;
         launch!(

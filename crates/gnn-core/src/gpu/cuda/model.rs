@@ -547,14 +547,8 @@ impl<'d> DeviceModel<'d> {
     /// its step count here, starting from zero).
     pub fn step(&mut self, adam: &Adam) -> Result<(), GpuError> {
         self.adam_steps += 1;
-        let t = self.adam_steps as i32;
-        let step_size = adam.lr / (1.0 - adam.beta1.powi(t));
-        let bc2_sqrt = (1.0 - adam.beta2.powi(t)).sqrt();
-        let (coupled, shrink) =
-            if adam.decoupled { (0.0, 1.0 - adam.lr * adam.weight_decay) } else { (adam.weight_decay, 1.0) };
-        let scalars = [adam.beta1, adam.beta2, adam.eps, coupled, shrink, step_size, bc2_sqrt];
         for t in &mut self.tensors {
-            self.dev.adam_step(scalars, &mut t.value, &t.grad, &mut t.m, &mut t.v)?;
+            self.dev.adam_step(adam, self.adam_steps, &mut t.value, &t.grad, &mut t.m, &mut t.v)?;
         }
         Ok(())
     }
