@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use gnn_core::ConvKind;
+use gnn_core::{ConvKind, LayerOrder};
 use trainer::config::{Device, FeatureNorm, TrainConfig};
 
 const EPOCHS: usize = 20;
@@ -28,8 +28,14 @@ fn cora(model: ConvKind) -> TrainConfig {
     }
 }
 
-fn curves_match(model: ConvKind) {
-    let cpu = cora(model);
+/// The model and the hidden-layer options that change its steps, for failure messages.
+fn describe(config: &TrainConfig) -> String {
+    let norm = if config.layer_norm { " + LayerNorm" } else { "" };
+    format!("{}{norm}, {}", config.model, config.layer_order().as_str())
+}
+
+fn curves_match(cpu: TrainConfig) {
+    let model = describe(&cpu);
     let dataset = trainer::data::prepare_dataset(&cpu, Path::new("datasets"), &Default::default()).expect("Cora loads");
     let run = |config: &TrainConfig| trainer::single::run("single", config, &dataset, &mut ()).expect("training runs");
     let on_cpu = run(&cpu);
@@ -51,17 +57,45 @@ fn curves_match(model: ConvKind) {
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_on_the_device_follows_the_cpu_loss_curve() {
-    curves_match(ConvKind::Gcn);
+    curves_match(cora(ConvKind::Gcn));
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn sage_on_the_device_follows_the_cpu_loss_curve() {
-    curves_match(ConvKind::Sage);
+    curves_match(cora(ConvKind::Sage));
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gat_on_the_device_follows_the_cpu_loss_curve() {
-    curves_match(ConvKind::Gat);
+    curves_match(cora(ConvKind::Gat));
+}
+
+/// LayerNorm between conv and activation, dropout last (the `single` method's order).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_with_layer_norm_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(TrainConfig { layer_norm: true, ..cora(ConvKind::Gcn) });
+}
+
+/// Dropout first: `conv -> dropout -> LayerNorm -> activation` (AdaQP's order).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sage_with_layer_norm_and_dropout_first_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(TrainConfig { layer_norm: true, layer_order: Some(LayerOrder::DropoutFirst), ..cora(ConvKind::Sage) });
+}
+
+/// GAT's hidden LayerNorm spans all concatenated heads.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_with_layer_norm_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(TrainConfig { layer_norm: true, ..cora(ConvKind::Gat) });
+}
+
+/// Dropout first without LayerNorm splits the fused bias and activation on the device.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_with_dropout_first_on_the_device_follows_the_cpu_loss_curve() {
+    curves_match(TrainConfig { layer_order: Some(LayerOrder::DropoutFirst), ..cora(ConvKind::Gcn) });
 }

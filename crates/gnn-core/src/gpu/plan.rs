@@ -40,6 +40,9 @@ pub struct LayerPlan {
     pub concat: bool,
     /// Followed by activation and dropout (every layer but the last).
     pub hidden: bool,
+    /// LayerNorm's scale and shift (hidden layers of a model with `layer_norm`), applied
+    /// after the conv and before the activation, as the CPU [`Model`] does.
+    pub norm: Option<(usize, usize)>,
 }
 
 /// A model as the device holds it: one buffer per parameter tensor, in layout order.
@@ -53,12 +56,9 @@ pub struct DevicePlan {
 }
 
 impl DevicePlan {
-    /// The plan of `model`'s architecture; LayerNorm is not on the device yet.
+    /// The plan of `model`'s architecture.
     pub fn of(model: &Model) -> Result<Self, PlanError> {
         let cfg = model.config();
-        if cfg.layer_norm {
-            return Err(PlanError::Unsupported("LayerNorm (layer_norm = true)"));
-        }
         let tensors: Vec<(String, ParamSlot)> = model.param_info().iter().map(|p| (p.name.clone(), p.slot)).collect();
         let find = |name: String| tensors.iter().position(|(n, _)| *n == name).ok_or(PlanError::MissingParam(name));
         let layers = model
@@ -67,6 +67,9 @@ impl DevicePlan {
             .map(|(l, conv)| {
                 let hidden = l + 1 < cfg.layers;
                 let p = |suffix: &str| find(format!("conv{l}.{suffix}"));
+                let norm = (hidden && cfg.layer_norm)
+                    .then(|| Ok((find(format!("norm{l}.gamma"))?, find(format!("norm{l}.beta"))?)))
+                    .transpose()?;
                 let (weight, self_weight, attention) = match cfg.kind {
                     ConvKind::Gcn => (p("weight")?, None, None),
                     ConvKind::Sage => (p("weight_neigh")?, Some(p("weight_self")?), None),
@@ -87,6 +90,7 @@ impl DevicePlan {
                     head_dim,
                     concat: cfg.kind == ConvKind::Gat && hidden,
                     hidden,
+                    norm,
                 })
             })
             .collect::<Result<_, PlanError>>()?;
@@ -220,11 +224,32 @@ mod tests {
         assert_eq!((gat.layers[1].heads, gat.layers[1].head_dim, gat.layers[1].concat), (1, 3, false));
     }
 
+    /// LayerNorm's scale and shift go to the device as tensors of their own, one pair per
+    /// hidden layer, starting from the CPU's initialisation (ones and zeros), and come back in
+    /// place.
     #[test]
-    fn layer_norm_is_refused_by_name() {
-        let cfg = ModelConfig { layer_norm: true, ..ModelConfig::gcn(6, 5, 3) };
-        let err = DevicePlan::of(&Model::new(cfg).unwrap()).unwrap_err();
-        assert!(err.to_string().contains("LayerNorm"), "{err}");
+    fn layer_norm_parameters_round_trip_through_the_device_buffers() {
+        for base in [ModelConfig::gcn(6, 5, 3), ModelConfig::sage(6, 5, 3), ModelConfig::gat(6, 2, 3)] {
+            let cfg = ModelConfig { layer_norm: true, layers: 3, ..base };
+            let mut model = Model::new(cfg.clone()).unwrap();
+            // Distinct values everywhere, so a misplaced tensor cannot round-trip by accident.
+            let distinct: Vec<f32> = (0..model.num_params()).map(|i| i as f32).collect();
+            let plan = DevicePlan::of(&model).unwrap();
+            let parts: Vec<Vec<f32>> = plan.split(model.params()).unwrap().into_iter().map(<[f32]>::to_vec).collect();
+            let norms: Vec<_> = plan.layers.iter().map(|l| l.norm).collect();
+            assert!(norms[..2].iter().all(Option::is_some) && norms[2].is_none(), "{:?}: {norms:?}", cfg.kind);
+            for (l, (gamma, beta)) in norms.iter().flatten().copied().enumerate() {
+                let width = plan.layers[l].out_dim;
+                assert_eq!(plan.tensors[gamma].0, format!("norm{l}.gamma"));
+                assert_eq!(plan.tensors[beta].0, format!("norm{l}.beta"));
+                assert_eq!(parts[gamma], vec![1.0; width], "{:?} layer {l}: gamma starts at ones", cfg.kind);
+                assert_eq!(parts[beta], vec![0.0; width], "{:?} layer {l}: beta starts at zeros", cfg.kind);
+            }
+            model.set_params(&distinct).unwrap();
+            let parts: Vec<Vec<f32>> = plan.split(model.params()).unwrap().into_iter().map(<[f32]>::to_vec).collect();
+            assert_eq!(parts.len(), model.param_info().len());
+            assert_eq!(plan.join(&parts).unwrap(), distinct, "{:?}", cfg.kind);
+        }
     }
 
     /// A one-layer GCN or GraphSAGE with identity weights and zero bias outputs its

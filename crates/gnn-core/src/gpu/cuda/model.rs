@@ -8,6 +8,10 @@
 //! attention-dropout flags (generated on the host each epoch: the one per-epoch upload), and
 //! aggregates all heads with one SpMM over the head-expanded CSR ([`expand_heads`]); the
 //! attention vectors act through block-diagonal matrices so their products are GEMMs.
+//!
+//! A hidden layer runs the CPU's steps in its [`LayerOrder`]: `conv -> [LayerNorm] ->
+//! activation -> dropout` or `conv -> dropout -> [LayerNorm] -> activation`; bias and
+//! activation fuse into one kernel when nothing sits between them.
 
 use cudarc::driver::CudaSlice;
 
@@ -18,7 +22,8 @@ use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, attentio
 use crate::graph::AggGraph;
 use crate::layers::ForwardCtx;
 use crate::layers::gat::NEGATIVE_SLOPE;
-use crate::model::{ConvKind, Model, ModelConfig};
+use crate::model::{ConvKind, LayerOrder, Model, ModelConfig};
+use crate::norm::LAYER_NORM_EPS;
 use crate::optim::Adam;
 
 /// A whole graph on the device, aggregation coefficients folded in for one conv kind (see
@@ -134,6 +139,18 @@ struct Tensor {
     v: CudaSlice<f32>,
 }
 
+/// Two distinct tensors of `tensors`, both mutable.
+fn two_mut(tensors: &mut [Tensor], a: usize, b: usize) -> Result<(&mut Tensor, &mut Tensor), GpuError> {
+    let shape =
+        || GpuError::Shape { kernel: "model", detail: format!("tensors {a} and {b} are not two of {}", tensors.len()) };
+    if a == b || a.max(b) >= tensors.len() {
+        return Err(shape());
+    }
+    let (lo, hi) = tensors.split_at_mut(a.max(b));
+    let (first, second) = (&mut lo[a.min(b)], &mut hi[0]);
+    Ok(if a < b { (first, second) } else { (second, first) })
+}
+
 /// What one layer's forward keeps for its backward.
 #[derive(Default)]
 struct LayerCache {
@@ -141,9 +158,12 @@ struct LayerCache {
     input: Option<CudaSlice<f32>>,
     /// The aggregated input, when the layer aggregates before its weight.
     aggregated: Option<CudaSlice<f32>>,
-    /// Hidden layers: the activation output before dropout, and the dropout keep flags.
+    /// Hidden layers with dropout last: the activation output before dropout.
     activated: Option<CudaSlice<f32>>,
+    /// Hidden layers: the dropout keep flags (of whichever dropout the layer order places).
     mask: Option<CudaSlice<u8>>,
+    /// LayerNorm's normalised rows and inverse deviations.
+    norm: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     gat: Option<GatCache>,
 }
 
@@ -293,27 +313,46 @@ impl<'d> DeviceModel<'d> {
                     (out, aggregated, None)
                 }
             };
-            let bias = &self.tensors[layer.bias].value;
+            let mut cache = LayerCache { input: Some(h), aggregated, gat, ..LayerCache::default() };
+            let site = self.dropout_site(self.cfg.dropout, l + 1, ctx).filter(|_| layer.hidden);
+            let dropout_first = self.cfg.layer_order == LayerOrder::DropoutFirst;
             let act = layer.hidden.then_some(self.cfg.activation);
-            self.dev.bias_act(n, layer.out_dim, Some(bias), act, &mut out)?;
-            let cache = &mut self.caches[l];
-            cache.input = Some(h);
-            cache.aggregated = aggregated;
-            cache.gat = gat;
-            cache.mask = None;
-            cache.activated = None;
-            h = match self.dropout_site(self.cfg.dropout, l + 1, ctx).filter(|_| layer.hidden) {
+            // `conv -> activation` fuses bias and activation; anything between them (dropout
+            // first, LayerNorm) splits them, in the CPU model's order.
+            let fused = layer.norm.is_none() && !dropout_first;
+            self.dev.bias_act(
+                n,
+                layer.out_dim,
+                Some(&self.tensors[layer.bias].value),
+                act.filter(|_| fused),
+                &mut out,
+            )?;
+            if !fused && layer.hidden {
+                if let Some(site) = site.filter(|_| dropout_first) {
+                    let mut mask = self.dev.zeros::<u8>(n * layer.out_dim)?;
+                    self.dev.dropout_rows(&site, layer.out_dim, &graph.gids, &mut out, Some(&mut mask))?;
+                    cache.mask = Some(mask);
+                }
+                if let Some((gamma, beta)) = layer.norm {
+                    let (gamma, beta) = (&self.tensors[gamma].value, &self.tensors[beta].value);
+                    let normed = self.dev.layer_norm(n, layer.out_dim, LAYER_NORM_EPS, &out, gamma, beta)?;
+                    cache.norm = Some((normed.xhat, normed.rstd));
+                    out = normed.out;
+                }
+                self.dev.bias_act(n, layer.out_dim, None, act, &mut out)?;
+            }
+            h = match site.filter(|_| !dropout_first) {
                 Some(site) => {
                     let mut dropped = self.dev.stream().clone_dtod(&out)?;
                     let mut mask = self.dev.zeros::<u8>(n * layer.out_dim)?;
                     self.dev.dropout_rows(&site, layer.out_dim, &graph.gids, &mut dropped, Some(&mut mask))?;
-                    let cache = &mut self.caches[l];
                     cache.mask = Some(mask);
                     cache.activated = Some(out);
                     dropped
                 }
                 None => out,
             };
+            self.caches[l] = cache;
         }
         self.logits = Some(h);
         self.last = Some(ctx);
@@ -483,13 +522,32 @@ impl<'d> DeviceModel<'d> {
             let layer = self.plan.layers[l].clone();
             let cache = std::mem::take(&mut self.caches[l]);
             if layer.hidden {
-                // `d` is the gradient of this layer's (dropped-out) output.
+                // `d` is the gradient of this layer's output: back through its steps in the
+                // reverse of the forward's order.
                 let scale = DropoutSite::new(self.cfg.dropout, ctx.seed, ctx.round(), l + 1).scale();
-                if let Some(mask) = &cache.mask {
+                let dropout_first = self.cfg.layer_order == LayerOrder::DropoutFirst;
+                if let Some(mask) = cache.mask.as_ref().filter(|_| !dropout_first) {
                     self.dev.dropout_backward(mask, scale, &mut d)?;
                 }
                 let y = cache.activated.as_ref().or(next_input.as_ref()).ok_or(GpuError::NoForward)?;
                 self.dev.act_backward(self.cfg.activation, y, &mut d)?;
+                if let Some((gamma, beta)) = layer.norm {
+                    let (xhat, rstd) = cache.norm.as_ref().ok_or(GpuError::NoForward)?;
+                    let (gamma, beta) = two_mut(&mut self.tensors, gamma, beta)?;
+                    d = self.dev.layer_norm_backward(
+                        n,
+                        layer.out_dim,
+                        &d,
+                        xhat,
+                        rstd,
+                        &gamma.value,
+                        &mut gamma.grad,
+                        &mut beta.grad,
+                    )?;
+                }
+                if let Some(mask) = cache.mask.as_ref().filter(|_| dropout_first) {
+                    self.dev.dropout_backward(mask, scale, &mut d)?;
+                }
             }
             let x = cache.input.as_ref().ok_or(GpuError::NoForward)?;
             self.dev.column_sum(n, layer.out_dim, &d, &mut self.tensors[layer.bias].grad)?;
