@@ -14,7 +14,7 @@ mod device_flags;
 mod ecgraph_flags;
 mod featpart_flags;
 mod keeper;
-mod launch;
+pub(crate) mod launch;
 mod memory_flags;
 mod progress;
 mod reliability_flags;
@@ -49,11 +49,12 @@ use summary::summary;
 
 /// `--backend`'s help, which says whether this build can run under mpirun.
 const BACKEND_HELP: &str = if cfg!(feature = "mpi") {
-    "Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local; \
-     mpi when started by mpirun]. This build has MPI."
+    "Distributed methods: `local` (in-process threads) or `mpi` (MPI processes, `mpirun -np P halo ...`) \
+     [default: local; mpi when started by mpirun]. This build has MPI. (NCCL is in `halo bench comm` only.)"
 } else {
-    "Distributed methods: in-process threads or MPI processes (`mpirun -np P halo ...`) [default: local]. \
-     This build has no MPI: build it with `cargo build --release --features mpi`."
+    "Distributed methods: `local` (in-process threads) or `mpi` (MPI processes, `mpirun -np P halo ...`) \
+     [default: local]. This build has no MPI: build it with `cargo build --release --features mpi`. \
+     (NCCL is in `halo bench comm` only.)"
 };
 
 #[derive(Debug, clap::Args)]
@@ -119,7 +120,7 @@ pub struct Args {
     /// Distributed methods: hosts the workers are spread over, dividing the workers [default: 1].
     #[arg(long, value_name = "H", allow_negative_numbers = true)]
     hosts: Option<usize>,
-    #[arg(long, value_enum, help = BACKEND_HELP)]
+    #[arg(long, value_name = "local|mpi", help = BACKEND_HELP)]
     backend: Option<Backend>,
     /// Distributed methods: the modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart,
     /// adgraph (the papers' clusters) [default: cdfgnn].
@@ -502,6 +503,17 @@ mod tests {
             let err = checked(&parse(&["--device", "cuda"])).unwrap_err().to_string();
             assert!(err.contains(device_flags::CUDA_BUILD), "{err}");
         }
+    }
+
+    /// NCCL is a `halo bench comm` backend; training has none, and the refusal says where it is.
+    #[test]
+    fn the_backend_flag_points_nccl_at_the_benchmark() {
+        assert_eq!(parse(&["--backend", "mpi"]).backend, Some(Backend::Mpi));
+        assert_eq!(parse(&["--backend", "local"]).backend, Some(Backend::Local));
+        let cli = Cli::try_parse_from(["train", "--backend", "nccl"]).err().expect("training has no NCCL backend");
+        assert!(cli.to_string().contains("halo bench comm --backend nccl"), "{cli}");
+        let cli = Cli::try_parse_from(["train", "--backend", "gloo"]).err().expect("an unknown backend is refused");
+        assert!(cli.to_string().contains("expected local or mpi"), "{cli}");
     }
 
     #[test]

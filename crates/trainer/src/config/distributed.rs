@@ -10,8 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::ConfigError;
 
 /// Where the workers run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// One thread per worker in this process.
@@ -22,12 +21,45 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend, in declaration order.
+    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Mpi];
+
     /// The name used on the command line, in TOML and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Local => "local",
             Backend::Mpi => "mpi",
         }
+    }
+}
+
+/// A backend name training does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownBackend {
+    #[error(
+        "backend `nccl` is available for `halo bench comm --backend nccl` only: training across GPUs is not \
+         built; train on one GPU with --device cuda[:N], or across processes with --backend mpi"
+    )]
+    Nccl,
+    #[error("unknown backend `{0}`; expected local or mpi")]
+    Other(String),
+}
+
+impl std::str::FromStr for Backend {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match Self::ALL.into_iter().find(|b| b.as_str() == s) {
+            Some(backend) => Ok(backend),
+            None if s == "nccl" => Err(UnknownBackend::Nccl),
+            None => Err(UnknownBackend::Other(s.to_string())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Backend {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -265,6 +297,13 @@ mod tests {
         let msg =
             TrainConfig::from_toml_str("[distributed]\nbackend = \"nccl\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `backend`"), "{msg}");
+        assert!(
+            msg.contains("`halo bench comm --backend nccl` only") && msg.contains("across GPUs is not built"),
+            "{msg}"
+        );
+        let msg =
+            TrainConfig::from_toml_str("[distributed]\nbackend = \"gloo\"\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.contains("unknown backend `gloo`; expected local or mpi"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\ntopology = \"dgx\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `topology`"), "{msg}");

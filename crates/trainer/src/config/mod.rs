@@ -27,7 +27,7 @@ pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
 pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
 pub use device::{Device, UnknownDevice};
-pub use distributed::{Backend, DistributedConfig, ParamSync};
+pub use distributed::{Backend, DistributedConfig, ParamSync, UnknownBackend};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 pub use memory::{MemoryConfig, parse_size};
