@@ -32,8 +32,10 @@ enum Backend {
     Local,
     /// One process per rank under an MPI launcher (`mpirun -np P halo bench comm ...`).
     Mpi,
-    /// NCCL on GPU buffers, one GPU per worker thread of this process (worker `i` on GPU `i`;
-    /// --workers defaults to every GPU). Needs a build with `--features nccl`.
+    /// NCCL on GPU buffers. Alone: one GPU per worker thread of this process (worker `i` on
+    /// GPU `i`; --workers defaults to every GPU). Under an MPI launcher (`mpirun -np P halo
+    /// bench comm --backend nccl`): one process per GPU, each on the GPU of its index among
+    /// its host's ranks. Needs a build with `--features nccl` (and `mpi` under mpirun).
     Nccl,
 }
 
@@ -126,15 +128,28 @@ fn run_local(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Re
 
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &CommArgs, links: LinkModel, timeout: Duration) -> anyhow::Result<()> {
+    run_mpi_with(args, links, timeout, Backend::Mpi, |comm, plan| Ok(measure(comm, plan)?))
+}
+
+/// One rank of `backend`'s benchmark under an MPI launcher: `rank_measure` runs this rank's
+/// share with the MPI communicator (barriers, timings, ledgers); rank 0 writes the report.
+#[cfg(feature = "mpi")]
+fn run_mpi_with(
+    args: &CommArgs,
+    links: LinkModel,
+    timeout: Duration,
+    backend: Backend,
+    rank_measure: impl FnOnce(&comm_hierarchy::mpi_backend::MpiCommunicator, &Plan) -> anyhow::Result<Option<Report>>,
+) -> anyhow::Result<()> {
     use comm_hierarchy::mpi_backend::{self, MpiOptions};
 
     let options = MpiOptions { hosts: args.hosts, links, timeout, fault: None };
-    let plan = Plan { backend: Backend::Mpi, bytes: args.bytes, iterations: args.iterations };
+    let plan = Plan { backend, bytes: args.bytes, iterations: args.iterations };
     mpi_backend::run(&options, |comm| -> anyhow::Result<()> {
         if let Some(workers) = args.workers {
             ensure!(workers == comm.size(), "--workers {workers} does not match the MPI world size {}", comm.size());
         }
-        match measure(&comm, &plan)? {
+        match rank_measure(&comm, &plan)? {
             Some(report) => finish(&report, args.report.as_deref()),
             None => Ok(()),
         }
