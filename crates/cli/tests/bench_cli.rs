@@ -1,5 +1,5 @@
-//! `halo bench comm`: the report's ledger totals, flag validation, and (with the `mpi`
-//! feature) the same run under `mpirun -np 4`.
+//! `halo bench comm`: the report's ledger totals, flag validation, (with the `mpi` feature) the
+//! same run under `mpirun -np 4`, and (with `nccl`) the NCCL backend's launch paths.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -132,22 +132,66 @@ fn nccl_backend_without_a_driver_names_it() {
     }
 }
 
+/// Open MPI's launcher, allowed to run as root (CI does).
 #[cfg(feature = "mpi")]
-#[test]
-fn mpirun_four_ranks_report_4n_intra_8n_inter_and_link_fits() {
+fn mpirun() -> Command {
     let path_var = std::env::var_os("PATH").unwrap_or_default();
     let mpirun =
         std::env::split_paths(&path_var).map(|d| d.join("mpirun")).find(|p| p.is_file()).unwrap_or_else(|| {
             panic!("mpirun was not found on PATH; install Open MPI or run the tests without --features mpi")
         });
+    let mut command = Command::new(mpirun);
+    command.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    command
+}
+
+/// NCCL under mpirun, one process per GPU: without a GPU driver (CI) every rank fails with an
+/// error naming the driver, not a panic; on a host with two GPUs it reports two NCCL workers.
+#[cfg(all(feature = "mpi", feature = "nccl"))]
+#[test]
+fn nccl_under_mpirun_runs_a_process_per_gpu_or_names_the_missing_driver() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("comm.json");
-    let out = Command::new(mpirun)
+    let out = mpirun()
+        .args(["--oversubscribe", "-np", "2", env!("CARGO_BIN_EXE_halo")])
+        .args(["bench", "comm", "--backend", "nccl", "--bytes", "65536", "--iterations", "2"])
+        .args(["--timeout-s", "60", "--report", path.to_str().unwrap()])
+        .output()
+        .expect("cannot run mpirun");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if out.status.success() {
+        let report = read_report(&path);
+        assert_eq!((report["backend"].as_str(), report["workers"].as_u64()), (Some("nccl"), Some(2)), "{report:#}");
+    } else {
+        assert!(stderr.contains("no CUDA driver") || stderr.contains("GPUs"), "{stderr}");
+    }
+}
+
+/// An MPI launch of a build without MPI is told apart from the launcher's variables and
+/// refused, instead of every process running its own one-thread-per-GPU job.
+#[cfg(all(feature = "nccl", not(feature = "mpi")))]
+#[test]
+fn nccl_under_a_launcher_without_mpi_says_how_to_build_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_halo"))
+        .args(["bench", "comm", "--backend", "nccl"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .expect("cannot run halo");
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("OMPI_COMM_WORLD_SIZE=2") && stderr.contains("--features nccl,mpi"), "{stderr}");
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn mpirun_four_ranks_report_4n_intra_8n_inter_and_link_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("comm.json");
+    let out = mpirun()
         .args(["--oversubscribe", "-np", "4", env!("CARGO_BIN_EXE_halo")])
         .args(["bench", "comm", "--backend", "mpi", "--hosts", "2", "--bytes", "65536", "--iterations", "2"])
         .args(["--timeout-s", "60", "--report", path.to_str().unwrap()])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .expect("cannot run mpirun");
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
