@@ -2,6 +2,7 @@
 """Tabulates featpart grids (`halo experiment experiments/featpart-*.toml --out results/<name>`).
 
     python3 experiments/featpart-table.py results/featpart-cora [results/featpart-synth ...]
+    python3 experiments/featpart-table.py --targets 0.84,0.85 results/featpart-synth10k [...]
 
 Per variant, means ± standard error over seeds, differences paired by seed with the baseline
 (tau0): the accuracy the run ends at, fetch and all bytes per iteration, fetch/local
@@ -18,6 +19,10 @@ the secant's second full one) plus their modeled communication. Under `--bias-es
 running-max` every fetch iteration does one more forward-backward (its own-column gradient):
 norm counts it as one more iteration's compute, and the reference figure is taken over the
 runs without it.
+
+Each cell's summary line also gives the fetch-free ceiling: how much faster than tau = 0 an
+iteration could be if every fetch were skipped at no cost in accuracy (normalised compute,
+tau = 0's modeled communication less the fetches' share of its bytes). No tau can beat it.
 
 Where runs decide tau (`auto`), a second table gives what eq. 20 read: eta and sigma_bias at
 the first fetch and their medians over the fetches of the last 10% of iterations.
@@ -57,10 +62,29 @@ def compute_per_iteration(report):
     return sum(e["compute_s"] for e in report["epochs"]) / iterations(report)
 
 
-def normalised_target_s(report, c_ref, with_trials=True):
+def hit_epoch(report, target):
+    """The epoch where `target` is reached by the paper's rule, as `featpart/target.rs` finds it:
+    the first evaluation at or above the target that starts `target_window_epochs` evaluations
+    of population variance below 1e-4."""
+    accs = [e["test_acc"] for e in report["epochs"]]
+    window = report["final"]["method"]["target_window_epochs"]
+    for i in range(len(accs) - window + 1):
+        span = accs[i : i + window]
+        mean = statistics.fmean(span)
+        if accs[i] >= target and sum((a - mean) ** 2 for a in span) / window < 1e-4:
+            return report["epochs"][i]["epoch"]
+    return None
+
+
+def run_target_epoch(report):
+    hit = report["final"]["method"].get("time_to_target")
+    return hit["epoch"] if hit else None
+
+
+def normalised_target_s(report, c_ref, with_trials=True, epoch=None):
     m = report["final"]["method"]
-    hit = m.get("time_to_target")
-    if not hit:
+    epoch = run_target_epoch(report) if epoch is None else epoch
+    if epoch is None:
         return None
     seconds = 0.0
     if with_trials and m.get("trials"):
@@ -69,17 +93,68 @@ def normalised_target_s(report, c_ref, with_trials=True):
     for e in report["epochs"]:
         passes = e["method"]["steps"] + (e["method"]["fetch_iterations"] if second_pass else 0)
         seconds += passes * c_ref + e["modeled_comm_s"]
-        if e["epoch"] == hit["epoch"]:
+        if e["epoch"] == epoch:
             return seconds
     return None
+
+
+def fetch_free_ceiling(report, c_ref):
+    """The most any tau could gain per iteration over this tau = 0 run: its normalised iteration
+    time over the same without the fetches' share of the modeled communication (taken in
+    proportion to bytes), as if every fetch were skipped at no cost in accuracy."""
+    m = report["final"]["method"]
+    comm = sum(e["modeled_comm_s"] for e in report["epochs"]) / iterations(report)
+    fetch_share = m["fetch_bytes_per_iteration"] / m["bytes_per_iteration"]
+    return (c_ref + comm) / (c_ref + comm * (1 - fetch_share))
+
+
+def reference_compute(runs):
+    """The grid's one compute figure per iteration: the median over its runs (over those without
+    the running maximum's second pass, where there are such)."""
+    every = [r for v in runs.values() for r in v.values()]
+    single = [r for r in every if r["final"]["method"].get("bias_estimate") != "running-max"]
+    return statistics.median(compute_per_iteration(r) for r in single or every)
+
+
+def targets_table(grid, targets):
+    """Time to target at targets other than the grid's own: a sensitivity check of the verdict,
+    not the verdict. Per target and variant: the seeds that reach it, and the paired normalised
+    speed-up against tau0 with and without the trials' time."""
+    runs = runs_of(grid)
+    base = runs.get("tau0", {})
+    c_ref = reference_compute(runs)
+    for by_seed in runs.values():
+        for report in by_seed.values():
+            own = report["final"]["method"]["target_acc"]
+            if hit_epoch(report, own) != run_target_epoch(report):
+                sys.exit(f"{grid}: the rule here disagrees with the run's own time to target at {own}")
+    print(f"#### {grid.name}: other targets (grid target {report['final']['method']['target_acc']})\n")
+    print("| target | variant | reached (tau0) | speed-up vs tau0, norm (paired) | without trials |")
+    print("|---|---|---|---|---|")
+    for target in targets:
+        for variant, by_seed in runs.items():
+            if variant == "tau0":
+                continue
+            hits = {s: hit_epoch(r, target) for s, r in by_seed.items()}
+            base_hits = {s: hit_epoch(base[s], target) for s in by_seed if s in base}
+            both = [s for s in hits if hits[s] and base_hits.get(s)]
+            def speed(with_trials):
+                return mean_se(
+                    normalised_target_s(base[s], c_ref, True, base_hits[s])
+                    / normalised_target_s(by_seed[s], c_ref, with_trials, hits[s])
+                    for s in both
+                )
+            reached = sum(1 for e in hits.values() if e)
+            base_reached = sum(1 for e in base_hits.values() if e)
+            print(f"| {target} | {variant} | {reached}/{len(hits)} ({base_reached}) | {speed(True)} ({len(both)}) "
+                  f"| {speed(False)} |")
+    print()
 
 
 def table(grid):
     runs = runs_of(grid)
     base = runs.get("tau0", {})
-    every = [r for v in runs.values() for r in v.values()]
-    single = [r for r in every if r["final"]["method"].get("bias_estimate") != "running-max"]
-    c_ref = statistics.median(compute_per_iteration(r) for r in single or every)
+    c_ref = reference_compute(runs)
     rows = []
     header = (
         "| variant | seeds | final test acc | diff vs tau0 (paired) | test acc at best val, diff | fetch MB/iter "
@@ -127,6 +202,8 @@ def table(grid):
             "speedup_bare": statistics.fmean(speed_bare) if speed_bare else None,
             "diff": statistics.fmean(diff) if diff else None,
         }
+    if base:
+        summary["tau0"]["ceiling"] = statistics.fmean(fetch_free_ceiling(r, c_ref) for r in base.values())
     print(f"### {grid.name}\n\nreference compute per iteration: {c_ref * 1e3:.1f} ms\n")
     print("\n".join(rows))
     print()
@@ -163,7 +240,13 @@ def inputs_table(runs):
 
 
 def main():
-    cells = {Path(arg).name: table(Path(arg)) for arg in sys.argv[1:]}
+    args = sys.argv[1:]
+    if args[:1] == ["--targets"]:
+        targets = [float(t) for t in args[1].split(",")]
+        for arg in args[2:]:
+            targets_table(Path(arg), targets)
+        return
+    cells = {Path(arg).name: table(Path(arg)) for arg in args}
     # Time to target over the cells: a variant is no slower than tau0 in a cell where it reaches
     # the target in at least as many seeds and its paired normalised speed-up is at least 1.
     variants = sorted({v for summary in cells.values() for v in summary if v.startswith("auto")})
@@ -186,8 +269,9 @@ def main():
         for cell, ok, speed, reached, base_reached, speed_bare in verdicts:
             shown = f"{speed:.3f}" if speed is not None else "-"
             shown_bare = f"{speed_bare:.3f}" if speed_bare is not None else "-"
+            ceiling = cells[cell]["tau0"]["ceiling"]
             print(f"  {cell}: {'no slower' if ok else 'slower'} (speed-up {shown}, without trials {shown_bare}, "
-                  f"reached {reached} vs {base_reached})")
+                  f"reached {reached} vs {base_reached}; fetch-free ceiling per iteration {ceiling:.3f})")
 
 
 if __name__ == "__main__":
