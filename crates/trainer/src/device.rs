@@ -1,7 +1,9 @@
 //! `device = "cuda[:N]"`: single-process full-batch training with the model, its gradients, Adam
 //! moments and activations resident on one GPU (`gnn_core::gpu::DeviceModel`). The parameters
 //! are initialised on the CPU from the same seed and uploaded, so a run starts where the CPU
-//! path starts. Only single-label (softmax) objectives are on the device.
+//! path starts. At each new best validation epoch the parameters come back to the host (into
+//! the CPU model's flat layout), so `--save-model` writes the same file as a CPU run. Only
+//! single-label (softmax) objectives are on the device.
 
 use graph_partition::Dataset;
 
@@ -28,16 +30,19 @@ pub fn run(
 #[cfg(feature = "cuda")]
 mod cuda {
     use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel};
-    use gnn_core::{Adam, ForwardCtx, Model};
+    use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
     use graph_partition::Splits;
 
     use super::*;
+    use crate::export::TrainedModel;
     use crate::objective::{Hits, Objective};
     use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop};
 
     /// The device twin of [`crate::single::SingleProcess`].
     struct OnDevice<'d> {
         model: DeviceModel<'d>,
+        /// The CPU model's configuration, which the saved weights carry.
+        config: ModelConfig,
         graph: DeviceGraph,
         features: CudaSlice<f32>,
         /// Train, validation and test rows with their labels.
@@ -64,6 +69,7 @@ mod cuda {
             Ok(Self {
                 graph: model.upload_graph(&graph)?,
                 model,
+                config: cpu.config().clone(),
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
                 optimizer: config.optimizer(),
@@ -93,6 +99,11 @@ mod cuda {
                 *a = Hits { correct: out.correct as u64, total: split.len() as u64 }.fraction();
             }
             Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
+        }
+
+        /// Downloads the parameters, joined into the CPU model's flat layout (`DevicePlan::join`).
+        fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+            Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
         }
     }
 

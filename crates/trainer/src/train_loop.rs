@@ -73,6 +73,13 @@ pub trait Strategy {
     fn model(&self) -> Option<&Model> {
         None
     }
+    /// The parameters after the 1-based `epoch`, which the loop asks for at every new best
+    /// validation epoch (and only then) to keep for `--save-model`: a copy of
+    /// [`Strategy::model`]'s by default; a strategy whose parameters live elsewhere (on a
+    /// device) fetches them here.
+    fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, Self::Error> {
+        Ok(self.model().map(|m| TrainedModel::of(m, epoch)))
+    }
     /// This worker's state for a checkpoint: parameters, optimizer and the method's own state
     /// (its controller's settings, caches, ...); an error says why the strategy cannot be
     /// checkpointed (yet), and a run that asks for checkpoints is refused before its first epoch.
@@ -239,7 +246,7 @@ where
         };
         best = Some(current);
         if current.epoch == epoch {
-            trained = strategy.model().map(|m| TrainedModel::of(m, epoch));
+            trained = strategy.snapshot(epoch)?;
         }
         observer.on_epoch(&record, &current);
         epochs.push(record);
@@ -325,6 +332,42 @@ mod tests {
         assert_eq!((out.final_.bytes_exchange, out.final_.bytes_grad_sync), (6 * 9, 6 * 4));
         assert_eq!(out.final_.modeled_train_s, 9.0);
         assert!(!out.stopped_early);
+    }
+
+    /// A strategy whose parameters the loop cannot borrow is asked for them at each new best
+    /// epoch only, and the run keeps the last of them.
+    #[test]
+    fn snapshots_are_taken_at_new_best_epochs_only() {
+        struct Fetched {
+            scripted: Scripted,
+            asked: Vec<usize>,
+        }
+        impl Strategy for Fetched {
+            type Error = String;
+            fn train_step(&mut self, epoch: usize) -> Result<StepStats, String> {
+                self.scripted.train_step(epoch)
+            }
+            fn evaluate(&mut self) -> Result<EvalStats, String> {
+                self.scripted.evaluate()
+            }
+            fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, String> {
+                self.asked.push(epoch);
+                let config = gnn_core::ModelConfig::gcn(2, 2, 2);
+                Ok(Some(TrainedModel { config, params: vec![epoch as f32], epoch }))
+            }
+        }
+        let scripted = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.6], steps: 0 };
+        let mut s = Fetched { scripted, asked: Vec::new() };
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None }, &mut ()).unwrap();
+        assert_eq!(s.asked, [1, 2, 5]);
+        let trained = out.trained.expect("the best epoch's snapshot");
+        assert_eq!((trained.epoch, trained.params), (5, vec![5.0]));
+        assert!(
+            train_loop(&mut Scripted { val: vec![0.3], steps: 0 }, LoopOptions { epochs: 1, patience: None }, &mut ())
+                .unwrap()
+                .trained
+                .is_none()
+        );
     }
 
     #[test]

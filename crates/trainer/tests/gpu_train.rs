@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use gnn_core::{ConvKind, LayerOrder};
+use graph_partition::Dataset;
 use trainer::config::{Device, FeatureNorm, TrainConfig};
 
 const EPOCHS: usize = 20;
@@ -34,9 +35,18 @@ fn describe(config: &TrainConfig) -> String {
     format!("{}{norm}, {}", config.model, config.layer_order().as_str())
 }
 
+fn load(config: &TrainConfig) -> Dataset {
+    trainer::data::prepare_dataset(config, Path::new("datasets"), &Default::default()).expect("Cora loads")
+}
+
+/// `|a - b|` is at most one vertex of a split of `n`.
+fn within_one_vertex(a: f64, b: f64, n: usize) -> bool {
+    (a - b).abs() * n as f64 <= 1.0 + 1e-9
+}
+
 fn curves_match(cpu: TrainConfig) {
     let model = describe(&cpu);
-    let dataset = trainer::data::prepare_dataset(&cpu, Path::new("datasets"), &Default::default()).expect("Cora loads");
+    let dataset = load(&cpu);
     let run = |config: &TrainConfig| trainer::single::run("single", config, &dataset, &mut ()).expect("training runs");
     let on_cpu = run(&cpu);
     let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu.clone() });
@@ -49,7 +59,7 @@ fn curves_match(cpu: TrainConfig) {
             ("val", c.val_acc, g.val_acc, sizes.valid),
             ("test", c.test_acc, g.test_acc, sizes.test),
         ] {
-            assert!((a - b).abs() * n as f64 <= 1.0 + 1e-9, "{model} epoch {}: {what} acc CPU {a} GPU {b}", c.epoch);
+            assert!(within_one_vertex(a, b, n), "{model} epoch {}: {what} acc CPU {a} GPU {b}", c.epoch);
         }
     }
 }
@@ -98,4 +108,33 @@ fn gat_with_layer_norm_on_the_device_follows_the_cpu_loss_curve() {
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_with_dropout_first_on_the_device_follows_the_cpu_loss_curve() {
     curves_match(TrainConfig { layer_order: Some(LayerOrder::DropoutFirst), ..cora(ConvKind::Gcn) });
+}
+
+/// `--save-model` after a device run: the file holds the best validation epoch's parameters
+/// (downloaded at that epoch), and the CPU model loaded from it scores what the device run
+/// reported for that epoch, within one vertex per split (GAT with LayerNorm: every kind of
+/// device tensor).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn saved_device_weights_reproduce_the_best_epoch_on_the_cpu() {
+    let config = TrainConfig { device: Device::Cuda(0), layer_norm: true, ..cora(ConvKind::Gat) };
+    let dataset = load(&config);
+    let report = trainer::single::run("single", &config, &dataset, &mut ()).expect("training runs");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    trainer::export::save(&path, &report).expect("the device run kept its best epoch");
+    let (mut model, sidecar) = trainer::export::load(&path).expect("the saved weights load");
+    let best = report.final_.best_epoch;
+    assert_eq!(sidecar.epoch, best);
+    assert_eq!(model.config(), &config.model_config(dataset.num_features(), dataset.num_classes));
+    let eval = trainer::export::predict(&mut model, &dataset).expect("the CPU evaluates").eval;
+    let reported = &report.epochs[best - 1];
+    let sizes = &report.split_sizes;
+    for (what, cpu, gpu, n) in [
+        ("train", eval.train_acc, reported.train_acc, sizes.train),
+        ("val", eval.val_acc, report.final_.best_val_acc, sizes.valid),
+        ("test", eval.test_acc, report.final_.test_acc_at_best_val, sizes.test),
+    ] {
+        assert!(within_one_vertex(cpu, gpu, n), "epoch {best}: {what} acc of the saved weights {cpu}, device {gpu}");
+    }
 }
