@@ -1,5 +1,6 @@
-// The two steps of a device training epoch that the layer kernels do not cover: softmax
-// cross-entropy over the labelled rows (loss, gradient and arg-max hit per row) and Adam.
+// The steps of a device training epoch that the layer kernels do not cover: the loss over the
+// labelled rows (softmax cross-entropy for classes, sigmoid binary cross-entropy for
+// multi-label targets; loss, gradient and hits per row) and Adam.
 #include "halo_common.cuh"
 
 // One thread per labelled row i (logits row rows[i], class labels[i]): writes the row's
@@ -31,6 +32,33 @@ extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict_
         float p = (float)(exp((double)(x[j] - mx)) / sum);
         g[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
     }
+}
+
+// One thread per labelled row i (logits row rows[i], its c targets at targets + i * c): writes
+// the row's binary cross-entropy with logits summed over its columns to loss[i], how many of
+// its columns the prediction (logit > 0) gets right (target > 0.5) to hit[i], and
+// (sigmoid - target) * grad_scale into dlogits (whose other rows the caller zeroed), as
+// gnn_core::loss::bce_with_logits and multilabel_counts.
+extern "C" __global__ void sigmoid_bce(u32 count, u32 c, const u32* __restrict__ rows,
+                                       const float* __restrict__ targets, const float* __restrict__ logits,
+                                       float grad_scale, float* __restrict__ dlogits, float* __restrict__ loss,
+                                       float* __restrict__ hit) {
+    u64 i = halo_tid();
+    if (i >= count) return;
+    const float* x = logits + (u64)rows[i] * c;
+    const float* t = targets + i * c;
+    float* g = dlogits + (u64)rows[i] * c;
+    double sum = 0.0;
+    u32 right = 0;
+    for (u32 j = 0; j < c; ++j) {
+        double xj = (double)x[j], tj = (double)t[j];
+        // Stable form: max(x, 0) - x t + ln(1 + e^-|x|).
+        sum += fmax(xj, 0.0) - xj * tj + log1p(exp(-fabs(xj)));
+        right += (x[j] > 0.0f) == (t[j] > 0.5f) ? 1u : 0u;
+        g[j] = (float)(1.0 / (1.0 + exp(-xj)) - tj) * grad_scale;
+    }
+    loss[i] = (float)sum;
+    hit[i] = (float)right;
 }
 
 // One Adam / AdamW step over len values, as gnn_core::optim::Adam::step: coupled is the L2

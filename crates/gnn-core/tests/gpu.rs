@@ -5,12 +5,12 @@
 #![cfg(feature = "cuda")]
 
 use gnn_core::dropout::DropoutSite;
-use gnn_core::gpu::{Device, DeviceCsr, RowCodes, reference};
+use gnn_core::gpu::{Device, DeviceCsr, DeviceLabels, RowCodes, reference};
 use gnn_core::params::ParamLayout;
 use gnn_core::sparse::{self, Write};
 use gnn_core::{Activation, Adam, LayerNorm, Optimizer, loss};
 use graph_partition::rng::SplitMix64;
-use graph_partition::{Csr, EdgeListOptions};
+use graph_partition::{Csr, EdgeListOptions, Labels};
 use ndarray::Array2;
 
 const FLOAT: f32 = 1e-5;
@@ -186,48 +186,89 @@ fn layer_norm_matches_the_cpu_layer() {
     assert_close(&dev.download(&db).unwrap(), &grads[d..], REDUCTION);
 }
 
-/// Only every third row is labelled (in shuffled order), so the other rows' gradient must stay
-/// zero; one row ties for its maximum (the first index wins, as `count_correct` decides) and
-/// one is large enough that an exponential without the max shift would overflow.
+/// Every third of `n` rows, in shuffled order: a split whose other rows' gradient must stay zero.
+fn labelled_rows(n: usize) -> Vec<u32> {
+    let mut rows: Vec<u32> = (0..n as u32).step_by(3).collect();
+    rows.reverse();
+    rows.swap(1, 40);
+    rows
+}
+
+/// The device's loss of `labels` over `rows` of `logits`, gradient scaled by `scale`, against
+/// the CPU's: `cpu_row(r)` is row `r`'s loss and hits, `cpu` the loss over `rows` and its
+/// gradient already scaled.
+fn check_labelled_loss(
+    labels: Labels,
+    rows: &[u32],
+    logits: &Array2<f32>,
+    scale: f32,
+    cpu_row: impl Fn(u32) -> (f64, u64),
+    cpu: (f64, Vec<f32>),
+) {
+    let dev = device();
+    let (n, c) = logits.dim();
+    let split = DeviceLabels::upload(&dev, &labels, rows, n, c).unwrap();
+    let mut dlogits = dev.zeros::<f32>(n * c).unwrap();
+    let flat = dev.upload(logits.as_slice().unwrap()).unwrap();
+    let (row_loss, hit) = dev.labelled_loss(&split, &flat, scale, &mut dlogits).unwrap();
+    let (row_loss, hit) = (dev.download(&row_loss).unwrap(), dev.download(&hit).unwrap());
+    for (i, &r) in rows.iter().enumerate() {
+        let (want, hits) = cpu_row(r);
+        assert_close(&row_loss[i..=i], &[want as f32], FLOAT);
+        assert_eq!(hit[i], hits as f32, "row {r}: hits");
+    }
+    assert_close(&[row_loss.iter().sum::<f32>()], &[cpu.0 as f32], REDUCTION);
+    assert_close(&dev.download(&dlogits).unwrap(), &cpu.1, FLOAT);
+}
+
+/// Only every third row is labelled (in shuffled order); one row ties for its maximum (the
+/// first index wins, as `count_correct` decides) and one is large enough that an exponential
+/// without the max shift would overflow.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn softmax_cross_entropy_matches_the_cpu_loss() {
-    let dev = device();
     let (n, c) = (600, 7);
     let mut logits = values(n * c, 22);
     logits[..c].fill(0.25);
     logits[3 * c..4 * c].iter_mut().enumerate().for_each(|(j, v)| *v = 80.0 + j as f32);
     let labels: Vec<u32> = (0..n as u32).map(|r| (r * 5 + r / 7) % c as u32).collect();
-    let mut rows: Vec<u32> = (0..n as u32).step_by(3).collect();
-    rows.reverse();
-    rows.swap(1, 40);
-    let logits_cpu = array(n, c, &logits);
-    let (total, grad) = loss::softmax_cross_entropy(&logits_cpu, &labels, &rows).unwrap();
+    let rows = labelled_rows(n);
+    let logits = array(n, c, &logits);
+    let (total, grad) = loss::softmax_cross_entropy(&logits, &labels, &rows).unwrap();
     let scale = (rows.len() as f32).recip();
+    let cpu_row = |r: u32| {
+        let (loss, _) = loss::softmax_cross_entropy(&logits, &labels, &[r]).unwrap();
+        (loss, loss::count_correct(&logits, &labels, &[r]).unwrap() as u64)
+    };
+    let want_grad = grad.iter().map(|g| g * scale).collect();
+    check_labelled_loss(Labels::Classes(labels.clone()), &rows, &logits, scale, cpu_row, (total, want_grad));
+}
 
-    let picked: Vec<u32> = rows.iter().map(|&r| labels[r as usize]).collect();
-    let mut dlogits = dev.zeros::<f32>(n * c).unwrap();
-    let (row_loss, hit) = dev
-        .softmax_xent(
-            n,
-            c,
-            &dev.upload(&rows).unwrap(),
-            &dev.upload(&picked).unwrap(),
-            &dev.upload(&logits).unwrap(),
-            scale,
-            &mut dlogits,
-        )
-        .unwrap();
-    let (row_loss, hit) = (dev.download(&row_loss).unwrap(), dev.download(&hit).unwrap());
-    for (i, &r) in rows.iter().enumerate() {
-        let (want, _) = loss::softmax_cross_entropy(&logits_cpu, &labels, &[r]).unwrap();
-        assert_close(&row_loss[i..=i], &[want as f32], FLOAT);
-        let correct = loss::count_correct(&logits_cpu, &labels, &[r]).unwrap();
-        assert_eq!(hit[i], correct as f32, "row {r}: hit");
-    }
-    assert_close(&[row_loss.iter().sum::<f32>()], &[total as f32], REDUCTION);
-    let want_grad: Vec<f32> = grad.iter().map(|g| g * scale).collect();
-    assert_close(&dev.download(&dlogits).unwrap(), &want_grad, FLOAT);
+/// Every third row labelled (shuffled); logits of both signs, zeros (predicted 0, as
+/// `multilabel_counts` decides) and large magnitudes (where the loss without its stable form
+/// would overflow); targets 0 and 1. The gradient is scaled by one over rows times columns, as
+/// the CPU path divides it; hits are the true positives and negatives of the row.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sigmoid_binary_cross_entropy_matches_the_cpu_loss() {
+    let (n, c) = (600, 5);
+    let mut logits = values(n * c, 25);
+    logits[..c].fill(0.0);
+    logits[3 * c..4 * c].iter_mut().enumerate().for_each(|(j, v)| *v = if j % 2 == 0 { 90.0 } else { -90.0 });
+    let targets: Vec<f32> = values(n * c, 26).iter().map(|&v| if v > 0.0 { 1.0 } else { 0.0 }).collect();
+    let rows = labelled_rows(n);
+    let (logits, targets) = (array(n, c, &logits), array(n, c, &targets));
+    let (total, grad) = loss::bce_with_logits(&logits, &targets, &rows).unwrap();
+    let terms = rows.len() * c;
+    let cpu_row = |r: u32| {
+        let (loss, _) = loss::bce_with_logits(&logits, &targets, &[r]).unwrap();
+        let counts = loss::multilabel_counts(&logits, &targets, &[r]).unwrap();
+        (loss, counts.true_pos + counts.true_neg)
+    };
+    // The CPU divides its gradient by the term count; the device multiplies by its reciprocal.
+    let want_grad = grad.iter().map(|g| g / terms as f32).collect();
+    let scale = (terms as f32).recip();
+    check_labelled_loss(Labels::MultiLabel(targets.clone()), &rows, &logits, scale, cpu_row, (total, want_grad));
 }
 
 /// Four steps of Adam (coupled L2) and AdamW on the same start: parameters and both moments

@@ -2,8 +2,9 @@
 //! moments and activations resident on one GPU (`gnn_core::gpu::DeviceModel`). The parameters
 //! are initialised on the CPU from the same seed and uploaded, so a run starts where the CPU
 //! path starts. At each new best validation epoch the parameters come back to the host (into
-//! the CPU model's flat layout), so `--save-model` writes the same file as a CPU run. Only
-//! single-label (softmax) objectives are on the device.
+//! the CPU model's flat layout), so `--save-model` writes the same file as a CPU run. The loss
+//! is the CPU's objective for the dataset's labels: softmax cross-entropy of classes, or
+//! sigmoid binary cross-entropy of multi-label targets (accuracy over label columns).
 
 use graph_partition::Dataset;
 
@@ -35,7 +36,7 @@ mod cuda {
 
     use super::*;
     use crate::export::TrainedModel;
-    use crate::objective::{Hits, Objective};
+    use crate::objective::Hits;
     use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop};
 
     /// The device twin of [`crate::single::SingleProcess`].
@@ -56,15 +57,13 @@ mod cuda {
             if dataset.splits.train.is_empty() {
                 return Err(TrainError::NoTrainingNodes { split: dataset.splits.name.clone() });
             }
-            let Objective::Classes(labels) = Objective::new(&dataset.labels) else {
-                return Err(gnn_core::gpu::plan::PlanError::Unsupported("multi-label objectives").into());
-            };
+            // Classes, or label columns of a multi-label dataset: the width of the logits.
             let classes = dataset.num_classes;
             let cpu = Model::new(config.model_config(dataset.num_features(), classes))?;
             let graph = gnn_core::AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
             let n = graph.num_local();
             let Splits { train, valid, test, .. } = &dataset.splits;
-            let upload = |rows: &[u32]| DeviceLabels::upload(dev, labels, rows, n, classes);
+            let upload = |rows: &[u32]| DeviceLabels::upload(dev, &dataset.labels, rows, n, classes);
             let model = DeviceModel::from_model(dev, &cpu)?;
             Ok(Self {
                 graph: model.upload_graph(&graph)?,
@@ -85,10 +84,12 @@ mod cuda {
             self.model.zero_grad()?;
             self.model.forward(&self.graph, &self.features, ForwardCtx::train(self.seed, epoch as u64))?;
             let train = &self.splits[0];
-            let out = self.model.loss(train, train.len())?;
+            // The mean over every loss term, as the CPU's `Objective::terms_per_row` counts them.
+            let terms = train.len() * train.terms_per_row();
+            let out = self.model.loss(train, terms)?;
             self.model.backward(&self.graph)?;
             self.model.step(&self.optimizer)?;
-            Ok(StepStats { loss: out.loss_sum / train.len() as f64, ..StepStats::default() })
+            Ok(StepStats { loss: out.loss_sum / terms as f64, ..StepStats::default() })
         }
 
         fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
@@ -96,7 +97,8 @@ mod cuda {
             let mut acc = [0.0; 3];
             for (a, split) in acc.iter_mut().zip(&self.splits) {
                 let out = self.model.loss(split, split.len())?;
-                *a = Hits { correct: out.correct as u64, total: split.len() as u64 }.fraction();
+                let total = split.len() * split.terms_per_row();
+                *a = Hits { correct: out.correct as u64, total: total as u64 }.fraction();
             }
             Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
         }

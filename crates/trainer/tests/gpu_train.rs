@@ -9,7 +9,8 @@
 use std::path::Path;
 
 use gnn_core::{ConvKind, LayerOrder};
-use graph_partition::Dataset;
+use graph_partition::{Dataset, Labels};
+use ndarray::Array2;
 use trainer::config::{Device, FeatureNorm, TrainConfig};
 
 const EPOCHS: usize = 20;
@@ -45,9 +46,13 @@ fn within_one_vertex(a: f64, b: f64, n: usize) -> bool {
 }
 
 fn curves_match(cpu: TrainConfig) {
-    let model = describe(&cpu);
     let dataset = load(&cpu);
-    let run = |config: &TrainConfig| trainer::single::run("single", config, &dataset, &mut ()).expect("training runs");
+    curves_match_on(cpu, &dataset);
+}
+
+fn curves_match_on(cpu: TrainConfig, dataset: &Dataset) {
+    let model = describe(&cpu);
+    let run = |config: &TrainConfig| trainer::single::run("single", config, dataset, &mut ()).expect("training runs");
     let on_cpu = run(&cpu);
     let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu.clone() });
     assert_eq!(on_gpu.epochs.len(), EPOCHS);
@@ -108,6 +113,31 @@ fn gat_with_layer_norm_on_the_device_follows_the_cpu_loss_curve() {
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_with_dropout_first_on_the_device_follows_the_cpu_loss_curve() {
     curves_match(TrainConfig { layer_order: Some(LayerOrder::DropoutFirst), ..cora(ConvKind::Gcn) });
+}
+
+/// Cora as a multi-label task: columns 0 to 6 one-hot of the class, column 7 set where the
+/// vertex has more than three neighbours, so rows carry one or two labels.
+fn cora_multi_label(config: &TrainConfig) -> Dataset {
+    let mut dataset = load(config);
+    let Labels::Classes(classes) = &dataset.labels else { panic!("Cora is single-label") };
+    let columns = dataset.num_classes + 1;
+    let targets = Array2::from_shape_fn((classes.len(), columns), |(v, j)| {
+        let on = if j < dataset.num_classes { classes[v] as usize == j } else { dataset.graph.degree(v) > 3 };
+        if on { 1.0 } else { 0.0 }
+    });
+    dataset.labels = Labels::MultiLabel(targets);
+    dataset.num_classes = columns;
+    dataset
+}
+
+/// Sigmoid binary cross-entropy on the device (`sigmoid_bce`): the mean over rows and columns,
+/// accuracy over (row, column) pairs, as the CPU's multi-label objective.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn multi_label_gcn_on_the_device_follows_the_cpu_loss_curve() {
+    let config = cora(ConvKind::Gcn);
+    let dataset = cora_multi_label(&config);
+    curves_match_on(config, &dataset);
 }
 
 /// `--save-model` after a device run: the file holds the best validation epoch's parameters

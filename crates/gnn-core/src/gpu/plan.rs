@@ -3,6 +3,8 @@
 //! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
 //! as one weighted CSR with the self term folded in as a diagonal entry.
 
+use graph_partition::Labels;
+
 use crate::dropout::DropoutSite;
 use crate::graph::AggGraph;
 use crate::model::{ConvKind, Model};
@@ -11,14 +13,18 @@ use crate::params::ParamSlot;
 /// Why a model or graph cannot go to the device.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error("the device path does not support {0} yet; train this model with --device cpu")]
-    Unsupported(&'static str),
     #[error("model layout has no parameter `{0}`")]
     MissingParam(String),
     #[error("parameter vector has {got} values, the model has {expected}")]
     ParamLength { got: usize, expected: usize },
     #[error("the device path trains on a whole graph held by one process; this graph has {halo} halo rows")]
     NotWholeGraph { halo: usize },
+    #[error("labelled row {row} is out of range: {rows} rows have labels")]
+    LabelledRow { row: u32, rows: usize },
+    #[error("row {row} has label {label}, but the model predicts {classes} classes")]
+    Label { row: u32, label: u32, classes: usize },
+    #[error("the targets have {got} columns, but the model predicts {expected}")]
+    TargetColumns { got: usize, expected: usize },
 }
 
 /// The tensors and shape of one convolution.
@@ -123,6 +129,43 @@ impl DevicePlan {
     pub fn num_params(&self) -> usize {
         self.num_params
     }
+}
+
+/// A split's labels as the device's loss kernels read them, in the split's row order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PickedLabels {
+    /// One class per row.
+    Classes(Vec<u32>),
+    /// One row of `width` targets per row, row-major.
+    MultiLabel(Vec<f32>),
+}
+
+/// The labels of `rows`, checked so that the loss kernels index only inside logits of
+/// `num_nodes x width`: every row below `num_nodes` and within `labels`, every class below
+/// `width` (an unlabelled vertex's marker is not), multi-label targets `width` columns wide.
+pub fn pick_labels(labels: &Labels, rows: &[u32], num_nodes: usize, width: usize) -> Result<PickedLabels, PlanError> {
+    let labelled = num_nodes.min(match labels {
+        Labels::Classes(classes) => classes.len(),
+        Labels::MultiLabel(targets) => targets.nrows(),
+    });
+    if let Some(&row) = rows.iter().find(|&&r| r as usize >= labelled) {
+        return Err(PlanError::LabelledRow { row, rows: labelled });
+    }
+    Ok(match labels {
+        Labels::Classes(classes) => {
+            let picked: Vec<u32> = rows.iter().map(|&r| classes[r as usize]).collect();
+            if let Some((&row, &label)) = rows.iter().zip(&picked).find(|&(_, &c)| c as usize >= width) {
+                return Err(PlanError::Label { row, label, classes: width });
+            }
+            PickedLabels::Classes(picked)
+        }
+        Labels::MultiLabel(targets) => {
+            if targets.ncols() != width {
+                return Err(PlanError::TargetColumns { got: targets.ncols(), expected: width });
+            }
+            PickedLabels::MultiLabel(rows.iter().flat_map(|&r| targets.row(r as usize).to_vec()).collect())
+        }
+    })
 }
 
 /// A CSR with one value per entry; row `v` lists the sources aggregated into `v`.
@@ -276,6 +319,29 @@ mod tests {
         let gat = aggregation(&graph, ConvKind::Gat).unwrap();
         assert_eq!(gat.indices.len(), graph.fwd().num_edges() + 12);
         assert!((0..12).all(|v| gat.indices[gat.indptr[v] as usize] == v as u32));
+    }
+
+    #[test]
+    fn picked_labels_follow_the_split_order_and_stay_inside_the_logits() {
+        let classes = Labels::Classes(vec![2, 0, 1, Labels::UNLABELLED]);
+        assert_eq!(pick_labels(&classes, &[2, 0], 4, 3).unwrap(), PickedLabels::Classes(vec![1, 2]));
+        assert_eq!(
+            pick_labels(&classes, &[1, 3], 4, 3).unwrap_err(),
+            PlanError::Label { row: 3, label: Labels::UNLABELLED, classes: 3 }
+        );
+        assert_eq!(pick_labels(&classes, &[0], 4, 2).unwrap_err(), PlanError::Label { row: 0, label: 2, classes: 2 });
+        // Rows must lie below both the vertex count and the label table.
+        assert_eq!(pick_labels(&classes, &[0, 4], 9, 3).unwrap_err(), PlanError::LabelledRow { row: 4, rows: 4 });
+        assert_eq!(pick_labels(&classes, &[2], 2, 3).unwrap_err(), PlanError::LabelledRow { row: 2, rows: 2 });
+
+        let targets = Labels::MultiLabel(ndarray::array![[1.0f32, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]]);
+        assert_eq!(
+            pick_labels(&targets, &[2, 0], 3, 3).unwrap(),
+            PickedLabels::MultiLabel(vec![1.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+        );
+        assert_eq!(pick_labels(&targets, &[0], 3, 4).unwrap_err(), PlanError::TargetColumns { got: 3, expected: 4 });
+        assert_eq!(pick_labels(&targets, &[3], 5, 3).unwrap_err(), PlanError::LabelledRow { row: 3, rows: 3 });
+        assert_eq!(pick_labels(&targets, &[], 3, 3).unwrap(), PickedLabels::MultiLabel(Vec::new()));
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! those sizes, and CSR indices are below the column count by `graph_partition::Csr`'s invariant.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use graph_partition::Csr;
+use graph_partition::{Csr, Labels};
 
 use super::{Device, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
+use crate::gpu::plan::{PickedLabels, pick_labels};
 use crate::gpu::reference::max_code;
 use crate::optim::{Adam, AdamScalars};
 
@@ -76,6 +77,58 @@ impl DeviceIndex {
     pub fn upload(device: &Device, idx: &[u32], bound: usize) -> Result<Self, GpuError> {
         check_indices("gather_rows", idx, bound)?;
         Ok(Self { idx: device.upload(idx)?, bound })
+    }
+}
+
+/// Labelled rows (a split) and their labels on the device, for logits of `num_nodes x width`.
+pub struct DeviceLabels {
+    rows: CudaSlice<u32>,
+    labels: DeviceTargets,
+    num_nodes: usize,
+    width: usize,
+}
+
+/// What the rows of a [`DeviceLabels`] are trained to predict.
+enum DeviceTargets {
+    /// One class per row: softmax cross-entropy.
+    Classes(CudaSlice<u32>),
+    /// `width` 0/1 targets per row: sigmoid binary cross-entropy.
+    MultiLabel(CudaSlice<f32>),
+}
+
+impl DeviceLabels {
+    /// The labels of `rows` for logits of `num_nodes x width` (`width`: classes, or label
+    /// columns), checked on the host by [`pick_labels`]: what makes the loss kernels'
+    /// indexing safe.
+    pub fn upload(
+        device: &Device,
+        labels: &Labels,
+        rows: &[u32],
+        num_nodes: usize,
+        width: usize,
+    ) -> Result<Self, GpuError> {
+        let labels = match pick_labels(labels, rows, num_nodes, width)? {
+            PickedLabels::Classes(classes) => DeviceTargets::Classes(device.upload(&classes)?),
+            PickedLabels::MultiLabel(targets) => DeviceTargets::MultiLabel(device.upload(&targets)?),
+        };
+        Ok(Self { rows: device.upload(rows)?, labels, num_nodes, width })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.len() == 0
+    }
+
+    /// Loss terms and predictions per row: one for a class, `width` for multi-label targets
+    /// (as the CPU's `Objective::terms_per_row`).
+    pub fn terms_per_row(&self) -> usize {
+        match self.labels {
+            DeviceTargets::Classes(_) => 1,
+            DeviceTargets::MultiLabel(_) => self.width,
+        }
     }
 }
 
@@ -267,35 +320,48 @@ impl Device {
         Ok(dz)
     }
 
-    /// Softmax cross-entropy of the `labels.len()` rows `rows` of `logits` (`n x c`): writes
-    /// `(softmax - onehot) * grad_scale` into those rows of `dlogits` (other rows untouched) and
-    /// returns each row's loss and arg-max hit (1 or 0).
-    #[allow(clippy::too_many_arguments)]
-    pub fn softmax_xent(
+    /// The loss of `split`'s rows of `logits` (`num_nodes x width`, as `split` was uploaded
+    /// for): softmax cross-entropy of classes (`softmax_xent`), sigmoid binary cross-entropy of
+    /// multi-label targets (`sigmoid_bce`). Writes the loss's gradient times `grad_scale` into
+    /// those rows of `dlogits` (other rows untouched) and returns each row's loss and hits (the
+    /// arg-max is the class: 1 or 0; multi-label: the columns whose prediction, logit > 0, is
+    /// the target).
+    pub fn labelled_loss(
         &self,
-        n: usize,
-        c: usize,
-        rows: &CudaSlice<u32>,
-        labels: &CudaSlice<u32>,
+        split: &DeviceLabels,
         logits: &CudaSlice<f32>,
         grad_scale: f32,
         dlogits: &mut CudaSlice<f32>,
     ) -> Result<(CudaSlice<f32>, CudaSlice<f32>), GpuError> {
-        // The kernel indexes rows[i] < n and labels[i] < c: the caller (DeviceLabels) checked
-        // both on the host when it uploaded them.
-        expect_len("softmax_xent", "labels", labels.len(), rows.len())?;
-        expect_len("softmax_xent", "logits", logits.len(), n * c)?;
-        expect_len("softmax_xent", "dlogits", dlogits.len(), n * c)?;
-        let count = rows.len();
+        let kernel = match split.labels {
+            DeviceTargets::Classes(_) => "softmax_xent",
+            DeviceTargets::MultiLabel(_) => "sigmoid_bce",
+        };
+        // The kernels index rows[i] < num_nodes and classes below width (checked on upload by
+        // DeviceLabels), inside logits and dlogits of num_nodes x width (checked here).
+        let size = split.num_nodes * split.width;
+        expect_len(kernel, "logits", logits.len(), size)?;
+        expect_len(kernel, "dlogits", dlogits.len(), size)?;
+        let count = split.len();
         let (mut loss, mut hit) = (self.zeros::<f32>(count)?, self.zeros::<f32>(count)?);
-        let (cnt, cw): (u32, u32) = (int("softmax_xent", count)?, int("softmax_xent", c)?);
-        launch!(
-            self,
-            "train",
-            "softmax_xent",
-            count,
-            [&cnt, &cw, rows, labels, logits, &grad_scale, dlogits, &mut loss, &mut hit]
-        );
+        let (cnt, cw): (u32, u32) = (int(kernel, count)?, int(kernel, split.width)?);
+        let rows = &split.rows;
+        match &split.labels {
+            DeviceTargets::Classes(classes) => launch!(
+                self,
+                "train",
+                "softmax_xent",
+                count,
+                [&cnt, &cw, rows, classes, logits, &grad_scale, dlogits, &mut loss, &mut hit]
+            ),
+            DeviceTargets::MultiLabel(targets) => launch!(
+                self,
+                "train",
+                "sigmoid_bce",
+                count,
+                [&cnt, &cw, rows, targets, logits, &grad_scale, dlogits, &mut loss, &mut hit]
+            ),
+        }
         Ok((loss, hit))
     }
 

@@ -14,8 +14,8 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
-pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, NormOut, RowCodes};
-pub use model::{DeviceGraph, DeviceLabels, DeviceLoss, DeviceModel};
+pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
+pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
 
 /// A failure of the device path.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::{Device, DeviceCsr, DeviceIndex, GpuError};
+use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
 use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, attention_keep, expand_heads};
@@ -89,42 +89,8 @@ impl DeviceGraph {
     }
 }
 
-/// Labelled rows (a split) on the device.
-pub struct DeviceLabels {
-    rows: CudaSlice<u32>,
-    labels: CudaSlice<u32>,
-}
-
-impl DeviceLabels {
-    /// `labels[r]` for each of `rows`, checked against `num_nodes` rows and `classes`.
-    pub fn upload(
-        device: &Device,
-        labels: &[u32],
-        rows: &[u32],
-        num_nodes: usize,
-        classes: usize,
-    ) -> Result<Self, GpuError> {
-        let bad = |detail: String| Err(GpuError::Shape { kernel: "softmax_xent", detail });
-        if let Some(r) = rows.iter().find(|&&r| r as usize >= num_nodes || r as usize >= labels.len()) {
-            return bad(format!("labelled row {r} out of {num_nodes} vertices"));
-        }
-        let picked: Vec<u32> = rows.iter().map(|&r| labels[r as usize]).collect();
-        if let Some(c) = picked.iter().find(|&&c| c as usize >= classes) {
-            return bad(format!("label {c} out of {classes} classes"));
-        }
-        Ok(Self { rows: device.upload(rows)?, labels: device.upload(&picked)? })
-    }
-
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.len() == 0
-    }
-}
-
-/// Sum of the loss and number of correct arg-max predictions over a split.
+/// Sum of the loss and number of correct predictions over a split (arg-max for classes, one
+/// per label column for multi-label targets).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeviceLoss {
     pub loss_sum: f64,
@@ -491,22 +457,24 @@ impl<'d> DeviceModel<'d> {
         self.dev.download(logits)
     }
 
-    /// Softmax cross-entropy of the last forward's logits over `split`, with the gradient
-    /// `1 / normalizer` times its sum kept for [`DeviceModel::backward`] (`normalizer` is the
-    /// number of training rows, for the mean loss).
+    /// The loss of the last forward's logits over `split` (softmax cross-entropy, or sigmoid
+    /// binary cross-entropy for multi-label targets), with the gradient `1 / normalizer` times
+    /// its sum kept for [`DeviceModel::backward`] (`normalizer` is the number of training loss
+    /// terms, rows times [`DeviceLabels::terms_per_row`], for the mean loss).
     pub fn loss(&mut self, split: &DeviceLabels, normalizer: usize) -> Result<DeviceLoss, GpuError> {
         let logits = self.logits.as_ref().ok_or(GpuError::NoForward)?;
-        let c = self.cfg.out_dim;
-        let n = logits.len() / c;
         let mut dlogits = self.dev.zeros::<f32>(logits.len())?;
         let scale = (normalizer.max(1) as f32).recip();
-        let (loss, hit) = self.dev.softmax_xent(n, c, &split.rows, &split.labels, logits, scale, &mut dlogits)?;
-        let (mut loss_sum, mut hits) = (self.dev.zeros::<f32>(1)?, self.dev.zeros::<f32>(1)?);
+        let (loss, hit) = self.dev.labelled_loss(split, logits, scale, &mut dlogits)?;
+        let mut loss_sum = self.dev.zeros::<f32>(1)?;
         self.dev.column_sum(split.len(), 1, &loss, &mut loss_sum)?;
-        self.dev.column_sum(split.len(), 1, &hit, &mut hits)?;
-        let (loss_sum, hits) = (self.dev.download(&loss_sum)?[0], self.dev.download(&hits)?[0]);
+        let loss_sum = self.dev.download(&loss_sum)?[0];
+        // The hits come back per row (exact small integers) and add up here in integers: a
+        // multi-label split's count (rows times columns) passes 2^24, where a float sum on the
+        // device would start to round.
+        let correct = self.dev.download(&hit)?.iter().map(|&h| h as usize).sum();
         self.dlogits = Some(dlogits);
-        Ok(DeviceLoss { loss_sum: f64::from(loss_sum), correct: hits as usize })
+        Ok(DeviceLoss { loss_sum: f64::from(loss_sum), correct })
     }
 
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
