@@ -77,3 +77,25 @@ extern "C" __global__ void edge_softmax_backward(u32 rows, u32 heads, const u64*
         dz[i] = w[i] * (g[i] - dot);
     }
 }
+
+// GAT attention dropout with the CPU's keyed flags (gnn_core::dropout::DropoutSite::edge_keep):
+// entry k (row r, source indices[k]) keeps head h when 16-bit lane h % 4 of
+// mix64(key + h / 4) >= threshold, key = hash_extend(hash_extend(prefix, gids[source]), gids[r])
+// (prefix = hash_key([ATTENTION_DOMAIN, seed, epoch, layer])). Scales w in place (by 0 or
+// scale, as the CPU multiplies) and records the flags in keep; one thread per (entry, head).
+extern "C" __global__ void attention_dropout(u32 rows, u32 heads, const u64* __restrict__ indptr,
+                                             const u32* __restrict__ indices, const u32* __restrict__ gids,
+                                             u64 prefix, u32 threshold, float scale, float* __restrict__ w,
+                                             u8* __restrict__ keep) {
+    u64 t = halo_tid();
+    u64 nnz = indptr[rows];
+    if (t >= nnz * heads) return;
+    u64 k = t / heads, h = t % heads;
+    u64 r = halo_row_of(indptr, rows, k);
+    u64 key = halo_hash_extend(halo_hash_extend(prefix, (u64)gids[indices[k]]), (u64)gids[r]);
+    u64 bits = halo_mix64(key + h / 4);
+    u32 lane = (u32)((bits >> (16 * (h % 4))) & 0xFFFFULL);
+    u8 kept = lane >= threshold ? 1 : 0;
+    w[t] *= (float)kept * scale;
+    keep[t] = kept;
+}

@@ -44,13 +44,52 @@ extern "C" __global__ void act_backward(u64 len, u32 act, float alpha, const flo
     grad[t] *= halo_act_grad(act, alpha, y[t]);
 }
 
-// db[j] += sum_i grad[i, j]: one thread per column, rows in order (a reduction).
-extern "C" __global__ void column_sum(u32 n, u32 f, const float* __restrict__ grad, float* __restrict__ db) {
+// Column sums in two passes, each deterministic (no atomics; a fixed summation order).
+// Pass 1: partial[c * f + j] = sum of a[i, j] (times b[i, j] when b is not null) over the rows
+// of chunk c, [c * chunk, min(n, (c + 1) * chunk)). Blocks are COLUMN_TILE x COLUMN_LANES
+// threads: a tile of consecutive columns (so loads coalesce) times lanes that stride the chunk's
+// rows and then meet in shared memory in lane order. Grid: (column tiles, chunks).
+#define COLUMN_TILE 32u
+#define COLUMN_LANES 8u
+extern "C" __global__ void column_partials(u32 n, u32 f, u32 chunk, const float* __restrict__ a,
+                                           const float* __restrict__ b, float* __restrict__ partial) {
+    __shared__ float lanes[COLUMN_LANES][COLUMN_TILE + 1];
+    u32 j = blockIdx.x * COLUMN_TILE + threadIdx.x;
+    u64 begin = (u64)blockIdx.y * chunk;
+    u64 end = begin + chunk < (u64)n ? begin + chunk : (u64)n;
+    float acc = 0.0f;
+    if (j < f) {
+        for (u64 i = begin + threadIdx.y; i < end; i += COLUMN_LANES) {
+            float v = a[i * f + j];
+            acc += b ? v * b[i * f + j] : v;
+        }
+    }
+    lanes[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < f) {
+        float s = 0.0f;
+        for (u32 y = 0; y < COLUMN_LANES; ++y) s += lanes[y][threadIdx.x];
+        partial[(u64)blockIdx.y * f + j] = s;
+    }
+}
+
+// Pass 2: out[j] += sum over the chunks c of partial[c * f + j], in chunk order; one thread per
+// column.
+extern "C" __global__ void column_total(u32 chunks, u32 f, const float* __restrict__ partial, float* __restrict__ out) {
     u64 j = halo_tid();
     if (j >= f) return;
     float acc = 0.0f;
-    for (u64 i = 0; i < n; ++i) acc += grad[i * f + j];
-    db[j] += acc;
+    for (u32 c = 0; c < chunks; ++c) acc += partial[(u64)c * f + j];
+    out[j] += acc;
+}
+
+// out[0] += sum of x[0..len), each a small non-negative integer held in a float (per-row hit
+// counts): warp sums, then one 64-bit integer atomic per warp, so the total is exact in any order.
+extern "C" __global__ void count_total(u64 len, const float* __restrict__ x, unsigned long long* __restrict__ out) {
+    u64 t = halo_tid();
+    unsigned long long v = t < len ? (unsigned long long)x[t] : 0ULL;
+    for (u32 offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if ((threadIdx.x & 31u) == 0 && v != 0ULL) atomicAdd(out, v);
 }
 
 // Feature dropout of gnn_core::dropout::DropoutSite::apply_rows. `prefix` is
@@ -119,19 +158,4 @@ extern "C" __global__ void layer_norm_backward(u32 n, u32 d, const float* __rest
     for (u32 j = 0; j < d; ++j) {
         dx[r * d + j] = rstd[r] * (dy[r * d + j] * gamma[j] - m1 - xhat[r * d + j] * m2);
     }
-}
-
-// dgamma[j] += sum_i dy[i, j] * xhat[i, j]; dbeta[j] += sum_i dy[i, j]; one thread per column.
-extern "C" __global__ void layer_norm_param_grad(u32 n, u32 d, const float* __restrict__ dy,
-                                                 const float* __restrict__ xhat, float* __restrict__ dgamma,
-                                                 float* __restrict__ dbeta) {
-    u64 j = halo_tid();
-    if (j >= d) return;
-    float g = 0.0f, b = 0.0f;
-    for (u64 i = 0; i < n; ++i) {
-        g += dy[i * d + j] * xhat[i * d + j];
-        b += dy[i * d + j];
-    }
-    dgamma[j] += g;
-    dbeta[j] += b;
 }

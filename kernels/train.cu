@@ -6,7 +6,8 @@
 // One thread per labelled row i (logits row rows[i], class labels[i]): writes the row's
 // loss to loss[i], whether its arg-max (first on ties) is the label to hit[i], and
 // (softmax - onehot) * grad_scale into dlogits (whose other rows the caller zeroed), as
-// gnn_core::loss::softmax_cross_entropy and count_correct.
+// gnn_core::loss::softmax_cross_entropy and count_correct. A null dlogits (evaluation) writes
+// no gradient.
 extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict__ rows,
                                         const u32* __restrict__ labels, const float* __restrict__ logits,
                                         float grad_scale, float* __restrict__ dlogits, float* __restrict__ loss,
@@ -14,7 +15,7 @@ extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict_
     u64 i = halo_tid();
     if (i >= count) return;
     const float* x = logits + (u64)rows[i] * c;
-    float* g = dlogits + (u64)rows[i] * c;
+    float* g = dlogits ? dlogits + (u64)rows[i] * c : 0;
     u32 label = labels[i];
     float mx = x[0];
     u32 best = 0;
@@ -28,6 +29,7 @@ extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict_
     for (u32 j = 0; j < c; ++j) sum += exp((double)(x[j] - mx));
     loss[i] = (float)(log(sum) - (double)(x[label] - mx));
     hit[i] = best == label ? 1.0f : 0.0f;
+    if (!dlogits) return;
     for (u32 j = 0; j < c; ++j) {
         float p = (float)(exp((double)(x[j] - mx)) / sum);
         g[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
@@ -38,7 +40,7 @@ extern "C" __global__ void softmax_xent(u32 count, u32 c, const u32* __restrict_
 // the row's binary cross-entropy with logits summed over its columns to loss[i], how many of
 // its columns the prediction (logit > 0) gets right (target > 0.5) to hit[i], and
 // (sigmoid - target) * grad_scale into dlogits (whose other rows the caller zeroed), as
-// gnn_core::loss::bce_with_logits and multilabel_counts.
+// gnn_core::loss::bce_with_logits and multilabel_counts. A null dlogits writes no gradient.
 extern "C" __global__ void sigmoid_bce(u32 count, u32 c, const u32* __restrict__ rows,
                                        const float* __restrict__ targets, const float* __restrict__ logits,
                                        float grad_scale, float* __restrict__ dlogits, float* __restrict__ loss,
@@ -47,7 +49,7 @@ extern "C" __global__ void sigmoid_bce(u32 count, u32 c, const u32* __restrict__
     if (i >= count) return;
     const float* x = logits + (u64)rows[i] * c;
     const float* t = targets + i * c;
-    float* g = dlogits + (u64)rows[i] * c;
+    float* g = dlogits ? dlogits + (u64)rows[i] * c : 0;
     double sum = 0.0;
     u32 right = 0;
     for (u32 j = 0; j < c; ++j) {
@@ -55,7 +57,7 @@ extern "C" __global__ void sigmoid_bce(u32 count, u32 c, const u32* __restrict__
         // Stable form: max(x, 0) - x t + ln(1 + e^-|x|).
         sum += fmax(xj, 0.0) - xj * tj + log1p(exp(-fabs(xj)));
         right += (x[j] > 0.0f) == (t[j] > 0.5f) ? 1u : 0u;
-        g[j] = (float)(1.0 / (1.0 + exp(-xj)) - tj) * grad_scale;
+        if (g) g[j] = (float)(1.0 / (1.0 + exp(-xj)) - tj) * grad_scale;
     }
     loss[i] = (float)sum;
     hit[i] = (float)right;

@@ -57,10 +57,7 @@ impl DropoutSite {
 
     /// Keep flags for heads `0..keep.len()` of the edge `src -> dst` (global ids).
     pub fn edge_keep(&self, src: u32, dst: u32, keep: &mut [u8]) {
-        self.fill(
-            hash_key(&[ATTENTION_DOMAIN, self.seed, self.epoch, self.layer, u64::from(src), u64::from(dst)]),
-            keep,
-        );
+        self.fill(hash_extend(self.attention_prefix(), &[u64::from(src), u64::from(dst)]), keep);
     }
 
     fn feature_key(&self, gid: u32) -> u64 {
@@ -71,6 +68,12 @@ impl DropoutSite {
     /// `hash_extend(prefix, [gid])`. The device kernel receives it instead of the seed words.
     pub fn feature_prefix(&self) -> u64 {
         hash_key(&[FEATURE_DOMAIN, self.seed, self.epoch, self.layer])
+    }
+
+    /// The key prefix of this site's attention dropout; an edge's key is
+    /// `hash_extend(prefix, [src, dst])` (global ids). The device kernel receives it.
+    pub fn attention_prefix(&self) -> u64 {
+        hash_key(&[ATTENTION_DOMAIN, self.seed, self.epoch, self.layer])
     }
 
     /// A 16-bit lane draw at or above this keeps its element.

@@ -123,9 +123,48 @@ fn bias_activation_and_bias_gradient_match_the_cpu() {
             assert_close(&dev.download(&dg).unwrap(), want_g.as_slice().unwrap(), FLOAT);
         }
     }
-    let mut sums = dev.zeros::<f32>(f).unwrap();
-    dev.column_sum(n, f, &dev.upload(&x).unwrap(), &mut sums).unwrap();
-    assert_close(&dev.download(&sums).unwrap(), &reference::column_sum(f, &x), REDUCTION);
+}
+
+/// Column sums, plain and of an element-wise product, over shapes that take one chunk, many
+/// chunks of one column (the loss sums) and many column tiles; they add into what `out` held.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn column_sums_match_the_cpu() {
+    let dev = device();
+    for (n, f) in [(700, 19), (100_003, 1), (20_000, 300), (3, 70)] {
+        let (x, y) = (values(n * f, 18), values(n * f, 19));
+        let start = values(f, 20);
+        let (dx, dy) = (dev.upload(&x).unwrap(), dev.upload(&y).unwrap());
+        let mut sums = dev.upload(&start).unwrap();
+        dev.column_sum(n, f, &dx, None, &mut sums.slice_mut(..)).unwrap();
+        let want: Vec<f32> = reference::column_sum(f, &x).iter().zip(&start).map(|(s, b)| s + b).collect();
+        assert_close(&dev.download(&sums).unwrap(), &want, REDUCTION);
+        let mut products = dev.zeros::<f32>(f).unwrap();
+        dev.column_sum(n, f, &dx, Some(&dy), &mut products.slice_mut(..)).unwrap();
+        let xy: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+        assert_close(&dev.download(&products).unwrap(), &reference::column_sum(f, &xy), REDUCTION);
+    }
+}
+
+/// GAT's attention dropout drawn on the device is the CPU's keyed mask, flag for flag, and
+/// scales the kept weights as the CPU does.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn attention_dropout_flags_are_the_cpu_flags_exactly() {
+    let dev = device();
+    let graph = gnn_core::AggGraph::single(&graph(300, 2400, 21)).unwrap();
+    let folded = gnn_core::gpu::plan::aggregation(&graph, gnn_core::ConvKind::Gat).unwrap();
+    let csr = DeviceCsr::from_parts(&dev, 300, &folded.indptr, &folded.indices).unwrap();
+    let gids = dev.upload(graph.global_ids()).unwrap();
+    for (heads, site) in [(8, DropoutSite::new(0.6, 4, 9, 1)), (3, DropoutSite::new(0.1, 0, 1, 0))] {
+        let want = gnn_core::gpu::plan::attention_keep(&graph, &folded, &site, heads);
+        let w = values(want.len(), 22);
+        let mut dw = dev.upload(&w).unwrap();
+        let keep = dev.attention_dropout(&csr, heads, &gids, &site, &mut dw).unwrap();
+        assert_eq!(dev.download(&keep).unwrap(), want);
+        let scaled: Vec<f32> = w.iter().zip(&want).map(|(v, &k)| v * (f32::from(k) * site.scale())).collect();
+        assert_eq!(dev.download(&dw).unwrap(), scaled);
+    }
 }
 
 #[test]
@@ -207,18 +246,29 @@ fn check_labelled_loss(
 ) {
     let dev = device();
     let (n, c) = logits.dim();
-    let split = DeviceLabels::upload(&dev, &labels, rows, n, c).unwrap();
+    let mut split = DeviceLabels::upload(&dev, &labels, rows, n, c).unwrap();
     let mut dlogits = dev.zeros::<f32>(n * c).unwrap();
     let flat = dev.upload(logits.as_slice().unwrap()).unwrap();
-    let (row_loss, hit) = dev.labelled_loss(&split, &flat, scale, &mut dlogits).unwrap();
-    let (row_loss, hit) = (dev.download(&row_loss).unwrap(), dev.download(&hit).unwrap());
+    let (mut loss_sum, mut hits) = (dev.zeros::<f32>(2).unwrap(), dev.zeros::<u64>(2).unwrap());
+    let grad = Some((scale, &mut dlogits));
+    dev.labelled_loss(&mut split, &flat, grad, &mut loss_sum.slice_mut(0..1), &mut hits.slice_mut(0..1)).unwrap();
+    let (row_loss, hit) = split.last_rows();
+    let (row_loss, hit) = (dev.download(row_loss).unwrap(), dev.download(hit).unwrap());
+    let mut want_hits = 0;
     for (i, &r) in rows.iter().enumerate() {
         let (want, hits) = cpu_row(r);
         assert_close(&row_loss[i..=i], &[want as f32], FLOAT);
         assert_eq!(hit[i], hits as f32, "row {r}: hits");
+        want_hits += hits;
     }
-    assert_close(&[row_loss.iter().sum::<f32>()], &[cpu.0 as f32], REDUCTION);
+    let sums = dev.download(&loss_sum).unwrap();
+    assert_close(&sums[..1], &[cpu.0 as f32], REDUCTION);
+    assert_eq!(dev.download(&hits).unwrap()[0], want_hits);
     assert_close(&dev.download(&dlogits).unwrap(), &cpu.1, FLOAT);
+    // Evaluation: the same sums without a gradient.
+    dev.labelled_loss(&mut split, &flat, None, &mut loss_sum.slice_mut(1..2), &mut hits.slice_mut(1..2)).unwrap();
+    let (sums, counts) = (dev.download(&loss_sum).unwrap(), dev.download(&hits).unwrap());
+    assert_eq!((sums[1], counts[1]), (sums[0], counts[0]));
 }
 
 /// Only every third row is labelled (in shuffled order); one row ties for its maximum (the

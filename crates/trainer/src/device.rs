@@ -30,17 +30,21 @@ pub fn run(
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel};
+    use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, PhaseClock, Transfers};
     use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
     use graph_partition::Splits;
 
     use super::*;
+    use crate::checkpoint::{Moments, WorkerState};
     use crate::export::TrainedModel;
     use crate::objective::Hits;
-    use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop};
+    use crate::report::{DeviceEpoch, DeviceSummary};
+    use crate::single::{alone, checkpoints_alone};
+    use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop_with};
 
     /// The device twin of [`crate::single::SingleProcess`].
     struct OnDevice<'d> {
+        dev: &'d Device,
         model: DeviceModel<'d>,
         /// The CPU model's configuration, which the saved weights carry.
         config: ModelConfig,
@@ -50,6 +54,9 @@ mod cuda {
         splits: [DeviceLabels; 3],
         optimizer: Adam,
         seed: u64,
+        /// The epoch being measured: its phases so far and the transfers before it.
+        epoch: DeviceEpoch,
+        transfers: Transfers,
     }
 
     impl<'d> OnDevice<'d> {
@@ -66,6 +73,7 @@ mod cuda {
             let upload = |rows: &[u32]| DeviceLabels::upload(dev, &dataset.labels, rows, n, classes);
             let model = DeviceModel::from_model(dev, &cpu)?;
             Ok(Self {
+                dev,
                 graph: model.upload_graph(&graph)?,
                 model,
                 config: cpu.config().clone(),
@@ -73,39 +81,84 @@ mod cuda {
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
                 optimizer: config.optimizer(),
                 seed: config.seed,
+                epoch: DeviceEpoch::default(),
+                transfers: dev.transfers(),
             })
         }
+    }
+
+    /// GPU seconds of the phase `name` in `phases`.
+    fn phase(phases: &[(&'static str, f64)], name: &str) -> f64 {
+        phases.iter().filter(|(p, _)| *p == name).map(|(_, s)| s).sum()
     }
 
     impl Strategy for OnDevice<'_> {
         type Error = TrainError;
 
         fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
+            let mut clock: PhaseClock<'_> = self.dev.clock()?;
             self.model.zero_grad()?;
             self.model.forward(&self.graph, &self.features, ForwardCtx::train(self.seed, epoch as u64))?;
-            let train = &self.splits[0];
+            clock.mark("forward")?;
+            let train = &mut self.splits[0];
             // The mean over every loss term, as the CPU's `Objective::terms_per_row` counts them.
             let terms = train.len() * train.terms_per_row();
             let out = self.model.loss(train, terms)?;
+            clock.mark("loss")?;
             self.model.backward(&self.graph)?;
+            clock.mark("backward")?;
             self.model.step(&self.optimizer)?;
+            clock.mark("optimizer")?;
+            let phases = clock.read()?;
+            self.epoch = DeviceEpoch {
+                forward_s: phase(&phases, "forward"),
+                loss_s: phase(&phases, "loss"),
+                backward_s: phase(&phases, "backward"),
+                optimizer_s: phase(&phases, "optimizer"),
+                ..DeviceEpoch::default()
+            };
             Ok(StepStats { loss: out.loss_sum / terms as f64, ..StepStats::default() })
         }
 
         fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
+            let mut clock = self.dev.clock()?;
             self.model.forward(&self.graph, &self.features, ForwardCtx::eval())?;
+            let totals = self.model.evaluate(&mut self.splits)?;
+            clock.mark("eval")?;
+            self.epoch.eval_s = phase(&clock.read()?, "eval");
             let mut acc = [0.0; 3];
-            for (a, split) in acc.iter_mut().zip(&self.splits) {
-                let out = self.model.loss(split, split.len())?;
+            for ((a, split), out) in acc.iter_mut().zip(&self.splits).zip(totals) {
                 let total = split.len() * split.terms_per_row();
                 *a = Hits { correct: out.correct as u64, total: total as u64 }.fraction();
             }
             Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
         }
 
+        fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+            let now = self.dev.transfers();
+            let moved = now.since(self.transfers);
+            self.transfers = now;
+            Some(DeviceEpoch { h2d_bytes: moved.host_to_device, d2h_bytes: moved.device_to_host, ..self.epoch })
+        }
+
         /// Downloads the parameters, joined into the CPU model's flat layout (`DevicePlan::join`).
         fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
             Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
+        }
+
+        /// Parameters and Adam's moments downloaded in the CPU model's flat layout, so a device
+        /// checkpoint holds what a CPU one holds.
+        fn checkpoint_state(&self) -> Result<WorkerState, String> {
+            let download = || -> Result<WorkerState, gnn_core::gpu::GpuError> {
+                let (m, v, t) = self.model.moments()?;
+                Ok(WorkerState { params: self.model.params()?, optimizer: Moments { m, v, t }, method: Vec::new() })
+            };
+            download().map_err(|e| format!("downloading the device state: {e}"))
+        }
+
+        fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
+            let WorkerState { params, optimizer: Moments { m, v, t }, .. } = state;
+            self.model.set_state(&params, &m, &v, t).map_err(|e| format!("uploading the device state: {e}"))
         }
     }
 
@@ -117,10 +170,23 @@ mod cuda {
         ordinal: usize,
         observer: &mut dyn EpochObserver,
     ) -> Result<Report, TrainError> {
+        let agreement = alone(config)?;
         let dev = Device::new(ordinal)?;
+        let memory = dev.memory()?;
+        let estimate = crate::memory::device::estimate(config, dataset)?;
+        crate::memory::device::check(ordinal, estimate, memory.free)?;
+        dev.reset_peak()?;
         let mut strategy = OnDevice::new(&dev, config, dataset)?;
-        let outcome =
-            train_loop(&mut strategy, LoopOptions { epochs: config.epochs, patience: config.patience }, observer)?;
+        let checkpoints = checkpoints_alone(method, config, dataset, agreement)?;
+        let options = LoopOptions { epochs: config.epochs, patience: config.patience };
+        let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+        outcome.final_.device = Some(DeviceSummary {
+            ordinal,
+            estimated_gpu_bytes: estimate.total(),
+            free_gpu_bytes: memory.free,
+            total_gpu_bytes: memory.total,
+            peak_gpu_bytes: dev.peak_bytes()?,
+        });
         Ok(crate::single::report(method, config, dataset, outcome))
     }
 }

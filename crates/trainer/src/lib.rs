@@ -105,20 +105,6 @@ pub fn run_on(
     Ok(report.expect("in-process runs report on the calling thread"))
 }
 
-/// Refuses checkpoint settings for the runner that does not write or read checkpoints yet
-/// (the GPU path), before any work.
-fn check_checkpoints(name: &str, parts: &method::Parts, config: &TrainConfig) -> Result<(), TrainError> {
-    let on_gpu = matches!((parts.data, config.device), (DataPlan::Whole, config::Device::Cuda(_)));
-    if config.reliability.uses_checkpoints() && on_gpu {
-        let detail = "checkpoints cover training on the CPU (every method, full-batch and mini-batch); \
-                      the GPU path (--device cuda) does not write them yet";
-        return Err(
-            checkpoint::CheckpointError::Unsupported { method: name.to_string(), detail: detail.to_string() }.into()
-        );
-    }
-    Ok(())
-}
-
 /// Trains `method` (a built-in one, or any other [`MethodDef`]) on `source` as `config` says.
 /// `options` matter for in-process measurements only.
 pub fn run_method(
@@ -141,7 +127,6 @@ pub fn run_method(
         }
         parts.sync = method::GradSync::ParamServers { servers };
     }
-    check_checkpoints(name, &parts, config)?;
     if parts.halo_features == method::HaloFeatures::Cached && parts.data != DataPlan::Cut(CutKind::EdgeCut) {
         return Err(TrainError::Parts {
             method: name.to_string(),

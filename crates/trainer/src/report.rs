@@ -104,6 +104,46 @@ pub struct EpochRecord {
     /// Method-specific fields (cache hit rate, bit widths, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<serde_json::Value>,
+    /// Runs on a GPU: the epoch's GPU time per phase and its host-device traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceEpoch>,
+}
+
+/// One epoch on a GPU: each phase's GPU time (CUDA events on the device's stream) and the
+/// bytes copied between host and device, which the network ledger does not count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceEpoch {
+    /// Forward pass of the training step.
+    pub forward_s: f64,
+    /// Loss, its gradient and the loss sum.
+    pub loss_s: f64,
+    /// Backward pass (gradients of every parameter).
+    pub backward_s: f64,
+    /// Optimizer step.
+    pub optimizer_s: f64,
+    /// Evaluation: one forward and every split's loss and hits.
+    pub eval_s: f64,
+    /// Bytes copied host to device during the epoch.
+    pub h2d_bytes: u64,
+    /// Bytes copied device to host during the epoch.
+    pub d2h_bytes: u64,
+}
+
+/// A GPU run's device memory: what was estimated before training, what was free, and the
+/// most the run's buffers held at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSummary {
+    /// The GPU's ordinal.
+    pub ordinal: usize,
+    /// The estimate checked against `free_gpu_bytes` before the first epoch.
+    pub estimated_gpu_bytes: u64,
+    /// Free device memory when the run started.
+    pub free_gpu_bytes: u64,
+    /// The device's memory.
+    pub total_gpu_bytes: u64,
+    /// The high-water mark of the memory pool the run's buffers come from (cuBLAS's workspace
+    /// and the kernel modules are outside it).
+    pub peak_gpu_bytes: u64,
 }
 
 /// Summary of a run.
@@ -135,6 +175,9 @@ pub struct FinalRecord {
     /// Method-specific summary fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<serde_json::Value>,
+    /// Runs on a GPU: its memory, estimated and measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceSummary>,
 }
 
 /// Sizes of a dataset's splits.
@@ -207,6 +250,7 @@ mod tests {
             bytes_by_phase: BTreeMap::new(),
             modeled_epoch_s: wall_s,
             method: None,
+            device: None,
         }
     }
 

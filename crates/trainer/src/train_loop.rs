@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{CheckpointError, Checkpoints, WorkerState};
 use crate::export::TrainedModel;
-use crate::report::{EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
+use crate::report::{DeviceEpoch, EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
 
 /// Communication of one training step (all zero for single-process runs).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,6 +66,11 @@ pub trait Strategy {
     fn evaluate(&mut self) -> Result<EvalStats, Self::Error>;
     /// Method-specific summary fields for the final record.
     fn final_method(&mut self) -> Option<serde_json::Value> {
+        None
+    }
+    /// A strategy on a GPU: the GPU time per phase and host-device traffic of the epoch whose
+    /// step and evaluation just ran (asked once per epoch, after the evaluation).
+    fn device_epoch(&mut self) -> Option<DeviceEpoch> {
         None
     }
     /// The model being trained, whole on this worker (every worker holds the same parameters);
@@ -223,6 +228,14 @@ where
         let eval = strategy.evaluate()?;
         let eval_s = start.elapsed().as_secs_f64();
         let compute_s = (wall_s - step.comm.waited_s).max(0.0);
+        let current = match best {
+            Some(b) if eval.val_acc <= b.val_acc => b,
+            _ => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
+        };
+        best = Some(current);
+        if current.epoch == epoch {
+            trained = strategy.snapshot(epoch)?;
+        }
         let record = EpochRecord {
             epoch,
             loss: step.loss,
@@ -239,15 +252,9 @@ where
             modeled_epoch_s: step.comm.modeled_epoch_s.unwrap_or(compute_s),
             bytes_by_phase: step.comm.bytes_by_phase,
             method: step.method,
+            // After the snapshot, so the epoch's device traffic includes its download.
+            device: strategy.device_epoch(),
         };
-        let current = match best {
-            Some(b) if eval.val_acc <= b.val_acc => b,
-            _ => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
-        };
-        best = Some(current);
-        if current.epoch == epoch {
-            trained = strategy.snapshot(epoch)?;
-        }
         observer.on_epoch(&record, &current);
         epochs.push(record);
         after_epoch(strategy, epoch, &epochs, current, trained.as_ref())?;
@@ -273,6 +280,7 @@ where
         peak_rss_bytes: crate::memory::peak_rss_bytes(),
         memory: None,
         method: strategy.final_method(),
+        device: None,
     };
     Ok(LoopOutcome { epochs, final_, stopped_early, trained })
 }

@@ -168,3 +168,115 @@ fn saved_device_weights_reproduce_the_best_epoch_on_the_cpu() {
         assert!(within_one_vertex(cpu, gpu, n), "epoch {best}: {what} acc of the saved weights {cpu}, device {gpu}");
     }
 }
+
+/// Every device epoch reports each phase's GPU time, and moves almost nothing over the bus:
+/// per epoch only the loss and the splits' sums come back, except at a new best epoch, whose
+/// parameters the loop downloads; nothing goes up once the run has started (GCN).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn device_epochs_report_phase_times_and_almost_no_bus_traffic() {
+    let config = TrainConfig { device: Device::Cuda(0), epochs: 8, ..cora(ConvKind::Gcn) };
+    let dataset = load(&config);
+    let report = trainer::single::run("single", &config, &dataset, &mut ()).expect("training runs");
+    let mut best = 0.0;
+    for e in &report.epochs {
+        let d = e.device.expect("a device epoch reports its phases");
+        for (phase, s) in
+            [("forward", d.forward_s), ("loss", d.loss_s), ("backward", d.backward_s), ("optimizer", d.optimizer_s)]
+        {
+            assert!(s > 0.0 && s <= e.wall_s, "epoch {}: {phase} {s} s of a {} s step", e.epoch, e.wall_s);
+        }
+        assert!(d.eval_s > 0.0 && d.eval_s <= e.eval_s, "epoch {}: eval {} of {}", e.epoch, d.eval_s, e.eval_s);
+        assert_eq!(d.h2d_bytes, 0, "epoch {}: uploads", e.epoch);
+        // One loss sum, three loss sums and three 64-bit hit counts.
+        let scalars = 4 + 3 * 4 + 3 * 8;
+        if e.val_acc > best {
+            best = e.val_acc;
+            assert!(d.d2h_bytes > scalars, "epoch {}: a new best epoch downloads the parameters", e.epoch);
+        } else {
+            assert_eq!(d.d2h_bytes, scalars, "epoch {}: downloads", e.epoch);
+        }
+    }
+    let summary = report.final_.device.expect("a device run reports its memory");
+    assert!(summary.peak_gpu_bytes > 0 && summary.estimated_gpu_bytes > 0);
+}
+
+/// The device memory estimate made before training falls within 15% of the memory pool's
+/// measured high-water mark, for GCN, GraphSAGE and GAT on a 20k-vertex synthetic graph.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn the_memory_estimate_is_within_15_percent_of_the_measured_peak() {
+    let synth = graph_partition::SynthConfig {
+        nodes: 20_000,
+        avg_degree: 20.0,
+        features: 128,
+        classes: 16,
+        ..graph_partition::SynthConfig::default()
+    };
+    let dataset = synth.generate().expect("the synthetic graph");
+    for (model, hidden, heads) in [(ConvKind::Gcn, 256, 1), (ConvKind::Sage, 256, 1), (ConvKind::Gat, 32, 8)] {
+        let config = TrainConfig {
+            device: Device::Cuda(0),
+            model,
+            layers: 3,
+            hidden,
+            heads,
+            epochs: 3,
+            ..TrainConfig::default()
+        };
+        let report = trainer::single::run("single", &config, &dataset, &mut ()).expect("training runs");
+        let d = report.final_.device.expect("a device run reports its memory");
+        let (estimate, peak) = (d.estimated_gpu_bytes as f64, d.peak_gpu_bytes as f64);
+        assert!((estimate - peak).abs() <= 0.15 * peak, "{model}: estimate {estimate} bytes, measured peak {peak}");
+    }
+}
+
+/// A device run checkpointed after epoch 5 and resumed continues where it stopped: the
+/// parameters, Adam's moments and step count come back bit for bit (downloaded, put into a
+/// fresh device model, downloaded again), the resumed report keeps the first run's epochs
+/// bit for bit, and the later epochs follow the uninterrupted run (within the 1e-3 of the
+/// device against the CPU: the backward's atomics make the device's sums vary run to run).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn a_device_run_resumes_from_its_checkpoint() {
+    use gnn_core::Model;
+    use gnn_core::gpu::DeviceModel;
+
+    // The state round trip itself.
+    let dev = gnn_core::gpu::Device::new(0).expect("CUDA device 0");
+    let cfg = gnn_core::ModelConfig::gat(12, 4, 3);
+    let cpu = Model::new(cfg).unwrap();
+    let mut trained = DeviceModel::from_model(&dev, &cpu).unwrap();
+    let params: Vec<f32> = cpu.params().iter().map(|p| p * 0.5 + 0.25).collect();
+    let m: Vec<f32> = (0..params.len()).map(|i| i as f32 * 1e-3).collect();
+    let v: Vec<f32> = (0..params.len()).map(|i| (i % 7) as f32 * 1e-4).collect();
+    trained.set_state(&params, &m, &v, 17).unwrap();
+    let (got_m, got_v, steps) = trained.moments().unwrap();
+    let mut fresh = DeviceModel::from_model(&dev, &cpu).unwrap();
+    fresh.set_state(&trained.params().unwrap(), &got_m, &got_v, steps).unwrap();
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fresh.params().unwrap()), bits(&params));
+    let (m2, v2, t2) = fresh.moments().unwrap();
+    assert_eq!((bits(&m2), bits(&v2), t2), (bits(&m), bits(&v), 17));
+
+    // A whole run.
+    let config = TrainConfig { device: Device::Cuda(0), epochs: 10, ..cora(ConvKind::Gcn) };
+    let dataset = load(&config);
+    let run = |c: &TrainConfig| trainer::single::run("single", c, &dataset, &mut ()).expect("training runs");
+    let straight = run(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = TrainConfig { epochs: 5, ..config.clone() };
+    first.reliability.checkpoint_dir = Some(dir.path().to_path_buf());
+    first.reliability.checkpoint_every = 5;
+    let first = run(&first);
+    let mut second = config.clone();
+    second.reliability.resume = Some(dir.path().to_path_buf());
+    let resumed = run(&second);
+    assert_eq!(resumed.epochs.len(), 10);
+    for (a, b) in first.epochs.iter().zip(&resumed.epochs) {
+        assert_eq!((a.loss.to_bits(), a.val_acc.to_bits()), (b.loss.to_bits(), b.val_acc.to_bits()), "epoch {}", a.epoch);
+    }
+    for (a, b) in straight.epochs.iter().zip(&resumed.epochs).skip(5) {
+        assert!((a.loss - b.loss).abs() <= 1e-3, "epoch {}: straight {} resumed {}", a.epoch, a.loss, b.loss);
+    }
+}

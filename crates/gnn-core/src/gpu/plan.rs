@@ -3,7 +3,7 @@
 //! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
 //! as one weighted CSR with the self term folded in as a diagonal entry.
 
-use graph_partition::Labels;
+use graph_partition::{Csr, CsrError, Labels};
 
 use crate::dropout::DropoutSite;
 use crate::graph::AggGraph;
@@ -25,6 +25,8 @@ pub enum PlanError {
     Label { row: u32, label: u32, classes: usize },
     #[error("the targets have {got} columns, but the model predicts {expected}")]
     TargetColumns { got: usize, expected: usize },
+    #[error("the folded aggregation: {0}")]
+    Folded(#[from] CsrError),
 }
 
 /// The tensors and shape of one convolution.
@@ -176,6 +178,22 @@ pub struct WeightedCsr {
     pub vals: Vec<f32>,
 }
 
+impl WeightedCsr {
+    /// The transpose of this square matrix, each entry's value following it: what the
+    /// backward's `A^T x` runs on as a plain SpMM, rows in a fixed order, instead of
+    /// scattering into `x` with atomics (deterministic, and no contention).
+    pub fn transpose(&self) -> Result<WeightedCsr, PlanError> {
+        let n = self.indptr.len() - 1;
+        let csr = Csr::try_new(n, n, self.indptr.clone(), self.indices.clone())?;
+        let (t, perm) = csr.transpose_with_perm();
+        Ok(WeightedCsr {
+            vals: perm.iter().map(|&k| self.vals[k]).collect(),
+            indptr: t.indptr().to_vec(),
+            indices: t.indices().to_vec(),
+        })
+    }
+}
+
 /// The aggregation of a `kind` convolution on `graph` as one weighted CSR: GCN's symmetric
 /// coefficients with the self loop as each row's first entry, GraphSAGE's mean (no self
 /// entry: its root term has its own weight), GAT's edges plus a leading self loop (values 1;
@@ -212,7 +230,8 @@ pub fn aggregation(graph: &AggGraph, kind: ConvKind) -> Result<WeightedCsr, Plan
 }
 
 /// Attention-dropout keep flags of every entry of [`aggregation`]`(graph, Gat)` and head,
-/// keyed as the CPU's `GatConv` keys them (global source, global destination).
+/// keyed as the CPU's `GatConv` keys them (global source, global destination): the CPU
+/// reference of the `attention_dropout` kernel.
 pub fn attention_keep(graph: &AggGraph, csr: &WeightedCsr, site: &DropoutSite, heads: usize) -> Vec<u8> {
     let gids = graph.global_ids();
     let mut keep = vec![0u8; csr.indices.len() * heads];
@@ -366,6 +385,29 @@ mod tests {
 
     fn graph_row(csr: &WeightedCsr, v: usize) -> &[u32] {
         &csr.indices[csr.indptr[v] as usize..csr.indptr[v + 1] as usize]
+    }
+
+    /// `A^T x` by SpMM over the transpose equals the scatter of `A`'s rows, and transposing
+    /// twice gives `A` back.
+    #[test]
+    fn the_transpose_carries_each_entry_and_its_value() {
+        let graph = random_graph(30, 120, 4);
+        let folded = aggregation(&graph, ConvKind::Gcn).unwrap();
+        let t = folded.transpose().unwrap();
+        assert_eq!(t.transpose().unwrap(), folded);
+        let x = random_array(30, 5, 1.0, 2);
+        let mut want = Array2::<f32>::zeros((30, 5));
+        for v in 0..30 {
+            for k in folded.indptr[v] as usize..folded.indptr[v + 1] as usize {
+                let row = x.row(v).to_owned() * folded.vals[k];
+                let mut o = want.row_mut(folded.indices[k] as usize);
+                o += &row;
+            }
+        }
+        let got = spmm(&t, &x);
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
+        }
     }
 
     #[test]

@@ -78,13 +78,15 @@ pub fn bias_act(f: usize, bias: Option<&[f32]>, act: Option<Activation>, x: &mut
     }
 }
 
-/// Column sums of an `n x f` matrix (the bias gradient).
+/// Column sums of an `n x f` matrix (the bias gradient), accumulated in `f64`: a reference
+/// closer to the exact sum than any `f32` order, which the kernel's chunked order is checked
+/// against.
 pub fn column_sum(f: usize, grad: &[f32]) -> Vec<f32> {
-    let mut db = vec![0.0f32; f];
+    let mut db = vec![0.0f64; f];
     for row in grad.chunks_exact(f) {
-        db.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+        db.iter_mut().zip(row).for_each(|(d, &g)| *d += f64::from(g));
     }
-    db
+    db.into_iter().map(|d| d as f32).collect()
 }
 
 /// The `dropout_rows` kernel's keep flag for column `col` of the row of global vertex `gid`:

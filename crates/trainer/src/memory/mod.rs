@@ -1,6 +1,7 @@
 //! Peak resident memory of this process, the CPU time of the calling thread, the estimate of a
 //! run's peak ([`estimate`]) and the ceiling it is checked against ([`limit`]).
 
+pub mod device;
 pub mod estimate;
 pub mod limit;
 

@@ -171,6 +171,7 @@ mod tests {
             bytes_by_phase: BTreeMap::new(),
             modeled_epoch_s: 0.01,
             method: None,
+            device: None,
         }
     }
 

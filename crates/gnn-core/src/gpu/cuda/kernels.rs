@@ -2,13 +2,14 @@
 //! sizes it passes, which is what makes the launches memory-safe: the kernels index only below
 //! those sizes, and CSR indices are below the column count by `graph_partition::Csr`'s invariant.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig, PushKernelArg};
 use graph_partition::{Csr, Labels};
 
 use super::{Device, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
 use crate::gpu::plan::{PickedLabels, pick_labels};
+use crate::gpu::{COLUMN_TILE, column_chunks};
 use crate::gpu::reference::max_code;
 use crate::optim::{Adam, AdamScalars};
 
@@ -86,6 +87,9 @@ pub struct DeviceLabels {
     labels: DeviceTargets,
     num_nodes: usize,
     width: usize,
+    /// Scratch of [`Device::labelled_loss`]: each row's loss and hits, allocated once.
+    row_loss: CudaSlice<f32>,
+    row_hits: CudaSlice<f32>,
 }
 
 /// What the rows of a [`DeviceLabels`] are trained to predict.
@@ -111,11 +115,23 @@ impl DeviceLabels {
             PickedLabels::Classes(classes) => DeviceTargets::Classes(device.upload(&classes)?),
             PickedLabels::MultiLabel(targets) => DeviceTargets::MultiLabel(device.upload(&targets)?),
         };
-        Ok(Self { rows: device.upload(rows)?, labels, num_nodes, width })
+        Ok(Self {
+            rows: device.upload(rows)?,
+            labels,
+            num_nodes,
+            width,
+            row_loss: device.zeros(rows.len())?,
+            row_hits: device.zeros(rows.len())?,
+        })
     }
 
     pub fn len(&self) -> usize {
         self.rows.len()
+    }
+
+    /// Each row's loss and hits from the last [`Device::labelled_loss`] over this split.
+    pub fn last_rows(&self) -> (&CudaSlice<f32>, &CudaSlice<f32>) {
+        (&self.row_loss, &self.row_hits)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,17 +198,24 @@ fn act_code(act: Option<Activation>) -> (u32, f32) {
     }
 }
 
-/// Launches `$module::$kernel` over `$threads` threads with the given arguments.
+/// Launches `$module::$kernel` over `$threads` threads (or with the launch configuration after
+/// `config:`) with the given arguments.
 macro_rules! launch {
-    ($dev:expr, $module:literal, $kernel:literal, $threads:expr, [$($arg:expr),* $(,)?]) => {{
+    ($dev:expr, $module:literal, $kernel:literal, config: $cfg:expr, [$($arg:expr),* $(,)?]) => {{
         let function = $dev.function($module, $kernel)?;
         let mut builder = $dev.stream.launch_builder(&function);
         $(builder.arg($arg);)*
         // SAFETY: every caller checks its buffers against the sizes it passes (see the module
         // comment), and the argument list matches the kernel's signature in kernels/*.cu.
-        unsafe { builder.launch(grid($threads)) }?;
+        unsafe { builder.launch($cfg) }?;
     }};
+    ($dev:expr, $module:literal, $kernel:literal, $threads:expr, [$($arg:expr),* $(,)?]) => {
+        launch!($dev, $module, $kernel, config: grid($threads), [$($arg),*])
+    };
 }
+
+/// The column reductions' block shape (`COLUMN_TILE` x `COLUMN_LANES` in elementwise.cu).
+const COLUMN_LANES: u32 = 8;
 
 impl Device {
     fn null_f32(&self) -> Result<CudaSlice<f32>, GpuError> {
@@ -322,17 +345,20 @@ impl Device {
 
     /// The loss of `split`'s rows of `logits` (`num_nodes x width`, as `split` was uploaded
     /// for): softmax cross-entropy of classes (`softmax_xent`), sigmoid binary cross-entropy of
-    /// multi-label targets (`sigmoid_bce`). Writes the loss's gradient times `grad_scale` into
-    /// those rows of `dlogits` (other rows untouched) and returns each row's loss and hits (the
-    /// arg-max is the class: 1 or 0; multi-label: the columns whose prediction, logit > 0, is
-    /// the target).
+    /// multi-label targets (`sigmoid_bce`). Adds the rows' loss sum to `loss_sum[0]` and their
+    /// hits to `hits[0]` (the arg-max is the class: 1 or 0 a row; multi-label: the columns whose
+    /// prediction, logit > 0, is the target), both reduced on the device into the split's own
+    /// scratch buffers. With `grad`, `(scale, dlogits)`, writes the loss's gradient times
+    /// `scale` into those rows of `dlogits` (other rows untouched); without, no gradient is
+    /// computed (evaluation).
     pub fn labelled_loss(
         &self,
-        split: &DeviceLabels,
+        split: &mut DeviceLabels,
         logits: &CudaSlice<f32>,
-        grad_scale: f32,
-        dlogits: &mut CudaSlice<f32>,
-    ) -> Result<(CudaSlice<f32>, CudaSlice<f32>), GpuError> {
+        grad: Option<(f32, &mut CudaSlice<f32>)>,
+        loss_sum: &mut CudaViewMut<'_, f32>,
+        hits: &mut CudaViewMut<'_, u64>,
+    ) -> Result<(), GpuError> {
         let kernel = match split.labels {
             DeviceTargets::Classes(_) => "softmax_xent",
             DeviceTargets::MultiLabel(_) => "sigmoid_bce",
@@ -341,28 +367,64 @@ impl Device {
         // DeviceLabels), inside logits and dlogits of num_nodes x width (checked here).
         let size = split.num_nodes * split.width;
         expect_len(kernel, "logits", logits.len(), size)?;
-        expect_len(kernel, "dlogits", dlogits.len(), size)?;
+        let mut null = self.null_f32()?;
+        let (grad_scale, dlogits) = match grad {
+            Some((scale, dlogits)) => {
+                expect_len(kernel, "dlogits", dlogits.len(), size)?;
+                (scale, dlogits)
+            }
+            None => (0.0, &mut null),
+        };
         let count = split.len();
-        let (mut loss, mut hit) = (self.zeros::<f32>(count)?, self.zeros::<f32>(count)?);
         let (cnt, cw): (u32, u32) = (int(kernel, count)?, int(kernel, split.width)?);
-        let rows = &split.rows;
-        match &split.labels {
+        let DeviceLabels { rows, labels, row_loss, row_hits, .. } = split;
+        match labels {
             DeviceTargets::Classes(classes) => launch!(
                 self,
                 "train",
                 "softmax_xent",
                 count,
-                [&cnt, &cw, rows, classes, logits, &grad_scale, dlogits, &mut loss, &mut hit]
+                [&cnt, &cw, &*rows, &*classes, logits, &grad_scale, dlogits, &mut *row_loss, &mut *row_hits]
             ),
             DeviceTargets::MultiLabel(targets) => launch!(
                 self,
                 "train",
                 "sigmoid_bce",
                 count,
-                [&cnt, &cw, rows, targets, logits, &grad_scale, dlogits, &mut loss, &mut hit]
+                [&cnt, &cw, &*rows, &*targets, logits, &grad_scale, dlogits, &mut *row_loss, &mut *row_hits]
             ),
         }
-        Ok((loss, hit))
+        if count > 0 {
+            self.column_sum(count, 1, row_loss, None, loss_sum)?;
+            self.count_total(row_hits, hits)?;
+        }
+        Ok(())
+    }
+
+    /// `w *= keep * scale` per entry and head of `csr` with GAT's keyed attention-dropout flags
+    /// of `site` (as `DropoutSite::edge_keep` for global source `gids[col]` and destination
+    /// `gids[row]`), which it returns for the backward pass.
+    pub fn attention_dropout(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        gids: &CudaSlice<u32>,
+        site: &DropoutSite,
+        w: &mut CudaSlice<f32>,
+    ) -> Result<CudaSlice<u8>, GpuError> {
+        expect_len("attention_dropout", "w", w.len(), csr.nnz * heads)?;
+        expect_len("attention_dropout", "gids", gids.len(), csr.rows.max(csr.cols))?;
+        let mut keep = self.zeros::<u8>(csr.nnz * heads)?;
+        let (rows, h): (u32, u32) = (int("attention_dropout", csr.rows)?, int("attention_dropout", heads)?);
+        let (prefix, threshold, scale) = (site.attention_prefix(), site.threshold(), site.scale());
+        launch!(
+            self,
+            "attention",
+            "attention_dropout",
+            csr.nnz * heads,
+            [&rows, &h, &csr.indptr, &csr.indices, gids, &prefix, &threshold, &scale, w, &mut keep]
+        );
+        Ok(keep)
     }
 
     /// Step `t` (1-based) of `adam`'s rule over `p` with gradient `g` and moments `m`, `v`, as
@@ -422,18 +484,42 @@ impl Device {
         Ok(())
     }
 
-    /// `db += column sums of grad` for `grad` of `n x f`.
+    /// `out += column sums of a` (of `a * b` element-wise when `b` is given) for `a` of `n x f`:
+    /// per-chunk partial sums, then their totals (two deterministic passes, no atomics).
     pub fn column_sum(
         &self,
         n: usize,
         f: usize,
-        grad: &CudaSlice<f32>,
-        db: &mut CudaSlice<f32>,
+        a: &CudaSlice<f32>,
+        b: Option<&CudaSlice<f32>>,
+        out: &mut CudaViewMut<'_, f32>,
     ) -> Result<(), GpuError> {
-        expect_len("column_sum", "grad", grad.len(), n * f)?;
-        expect_len("column_sum", "db", db.len(), f)?;
-        let (nr, fw): (u32, u32) = (int("column_sum", n)?, int("column_sum", f)?);
-        launch!(self, "elementwise", "column_sum", f, [&nr, &fw, grad, db]);
+        expect_len("column_partials", "a", a.len(), n * f)?;
+        if let Some(b) = b {
+            expect_len("column_partials", "b", b.len(), n * f)?;
+        }
+        expect_len("column_total", "out", out.len(), f)?;
+        let (chunks, chunk) = column_chunks(n, f);
+        let mut partial = self.zeros::<f32>(chunks * f)?;
+        let null = self.null_f32()?;
+        let (nr, fw, rows, parts): (u32, u32, u32, u32) =
+            (int("column_partials", n)?, int("column_partials", f)?, int("column_partials", chunk)?, int("column_total", chunks)?);
+        let config = LaunchConfig {
+            grid_dim: (f.div_ceil(COLUMN_TILE).max(1) as u32, parts, 1),
+            block_dim: (COLUMN_TILE as u32, COLUMN_LANES, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(self, "elementwise", "column_partials", config: config, [&nr, &fw, &rows, a, b.unwrap_or(&null), &mut partial]);
+        launch!(self, "elementwise", "column_total", f, [&parts, &fw, &partial, out]);
+        Ok(())
+    }
+
+    /// `out[0] += the sum of x`, whose elements are small non-negative integers (per-row hit
+    /// counts), exactly: 64-bit integer atomics per warp.
+    pub fn count_total(&self, x: &CudaSlice<f32>, out: &mut CudaViewMut<'_, u64>) -> Result<(), GpuError> {
+        expect_len("count_total", "out", out.len(), 1)?;
+        let len = x.len() as u64;
+        launch!(self, "elementwise", "count_total", x.len(), [&len, x, out]);
         Ok(())
     }
 
@@ -518,7 +604,8 @@ impl Device {
         let mut dx = self.zeros(n * d)?;
         let (nr, dw): (u32, u32) = (int("layer_norm_backward", n)?, int("layer_norm_backward", d)?);
         launch!(self, "elementwise", "layer_norm_backward", n, [&nr, &dw, dy, xhat, rstd, gamma, &mut dx]);
-        launch!(self, "elementwise", "layer_norm_param_grad", d, [&nr, &dw, dy, xhat, dgamma, dbeta]);
+        self.column_sum(n, d, dy, Some(xhat), &mut dgamma.slice_mut(..))?;
+        self.column_sum(n, d, dy, None, &mut dbeta.slice_mut(..))?;
         Ok(dx)
     }
 

@@ -4,9 +4,11 @@
 
 mod blas;
 mod kernels;
+mod meter;
 mod model;
 mod ptx;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
@@ -15,6 +17,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
+pub use meter::{MemoryInfo, PhaseClock, Transfers};
 pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
 
 /// A failure of the device path.
@@ -45,6 +48,9 @@ pub struct Device {
     blas: CudaBlas,
     /// One slot per embedded PTX module, filled on first use.
     modules: Mutex<Vec<Option<Arc<CudaModule>>>>,
+    /// Bytes uploaded and downloaded so far ([`Device::transfers`]).
+    h2d_bytes: AtomicU64,
+    d2h_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for Device {
@@ -65,7 +71,13 @@ impl Device {
         let ctx = CudaContext::new(ordinal)?;
         let stream = ctx.new_stream()?;
         let blas = CudaBlas::new(stream.clone())?;
-        Ok(Self { stream, blas, modules: Mutex::new(vec![None; ptx::MODULES.len()]) })
+        Ok(Self {
+            stream,
+            blas,
+            modules: Mutex::new(vec![None; ptx::MODULES.len()]),
+            h2d_bytes: AtomicU64::new(0),
+            d2h_bytes: AtomicU64::new(0),
+        })
     }
 
     pub fn ordinal(&self) -> usize {
@@ -79,11 +91,23 @@ impl Device {
 
     /// Copies host data to a new device buffer.
     pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        self.count_transfer(true, std::mem::size_of_val(host));
         Ok(self.stream.clone_htod(host)?)
+    }
+
+    /// Copies host data into an existing device buffer of the same length.
+    pub fn upload_into<T: DeviceRepr>(&self, host: &[T], dev: &mut CudaSlice<T>) -> Result<(), GpuError> {
+        if host.len() != dev.len() {
+            let detail = format!("{} host values into a buffer of {}", host.len(), dev.len());
+            return Err(GpuError::Shape { kernel: "upload", detail });
+        }
+        self.count_transfer(true, std::mem::size_of_val(host));
+        Ok(self.stream.memcpy_htod(host, dev)?)
     }
 
     /// Copies a device buffer back to the host (waiting for the stream).
     pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        self.count_transfer(false, dev.len() * std::mem::size_of::<T>());
         Ok(self.stream.clone_dtoh(dev)?)
     }
 

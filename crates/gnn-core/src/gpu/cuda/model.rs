@@ -5,7 +5,7 @@
 //! Each GCN or GraphSAGE aggregation is one weighted SpMM over [`aggregation`]'s CSR, run on
 //! the narrower side of the weight (as the CPU's `ExchangePoint::choose` does). GAT computes
 //! its scores per entry and head (`gat_logits`, `edge_softmax`), applies the CPU's keyed
-//! attention-dropout flags (generated on the host each epoch: the one per-epoch upload), and
+//! attention-dropout flags (drawn on the device from the same keys: `attention_dropout`), and
 //! aggregates all heads with one SpMM over the head-expanded CSR ([`expand_heads`]); the
 //! attention vectors act through block-diagonal matrices so their products are GEMMs.
 //!
@@ -18,7 +18,7 @@ use cudarc::driver::CudaSlice;
 use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
-use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, attention_keep, expand_heads};
+use crate::gpu::plan::{DevicePlan, LayerPlan, aggregation, expand_heads};
 use crate::graph::AggGraph;
 use crate::layers::ForwardCtx;
 use crate::layers::gat::NEGATIVE_SLOPE;
@@ -32,11 +32,11 @@ pub struct DeviceGraph {
     kind: ConvKind,
     csr: DeviceCsr,
     vals: CudaSlice<f32>,
+    /// GCN and GraphSAGE: the transpose, for the backward's `A^T x` as a plain SpMM.
+    transposed: Option<(DeviceCsr, CudaSlice<f32>)>,
     gids: CudaSlice<u32>,
     /// GAT: one head-expanded CSR per head count of the model's layers.
     expanded: Vec<Expanded>,
-    /// GAT: the host graph and folded CSR, to key attention dropout each epoch.
-    host: Option<(AggGraph, WeightedCsr)>,
 }
 
 /// [`expand_heads`] on the device, with a column of ones for per-row and per-column sums.
@@ -67,13 +67,20 @@ impl DeviceGraph {
                 ones: device.upload(&vec![1.0f32; n * h])?,
             });
         }
+        let transposed = match kind {
+            ConvKind::Gat => None,
+            ConvKind::Gcn | ConvKind::Sage => {
+                let t = folded.transpose()?;
+                Some((DeviceCsr::from_parts(device, n, &t.indptr, &t.indices)?, device.upload(&t.vals)?))
+            }
+        };
         Ok(Self {
             kind,
+            transposed,
             csr: DeviceCsr::from_parts(device, n, &folded.indptr, &folded.indices)?,
             vals: device.upload(&folded.vals)?,
             gids: device.upload(graph.global_ids())?,
             expanded,
-            host: (kind == ConvKind::Gat).then(|| (graph.clone(), folded)),
         })
     }
 
@@ -223,6 +230,27 @@ impl<'d> DeviceModel<'d> {
     /// The gradients, flat in the CPU model's layout.
     pub fn grads(&self) -> Result<Vec<f32>, GpuError> {
         self.flat(|t| &t.grad)
+    }
+
+    /// Adam's first and second moments, flat in the CPU model's layout, and its step count.
+    pub fn moments(&self) -> Result<(Vec<f32>, Vec<f32>, u64), GpuError> {
+        Ok((self.flat(|t| &t.m)?, self.flat(|t| &t.v)?, self.adam_steps))
+    }
+
+    /// Puts back parameters and Adam's state as [`DeviceModel::params`] and
+    /// [`DeviceModel::moments`] gave them (empty moments: none yet, zeros), bit for bit.
+    pub fn set_state(&mut self, params: &[f32], m: &[f32], v: &[f32], steps: u64) -> Result<(), GpuError> {
+        let zeros = vec![0.0f32; params.len()];
+        let or_zeros = |moments: &'_ [f32]| if moments.is_empty() { zeros.clone() } else { moments.to_vec() };
+        let (m, v) = (or_zeros(m), or_zeros(v));
+        let parts = [self.plan.split(params)?, self.plan.split(&m)?, self.plan.split(&v)?];
+        for (i, t) in self.tensors.iter_mut().enumerate() {
+            self.dev.upload_into(parts[0][i], &mut t.value)?;
+            self.dev.upload_into(parts[1][i], &mut t.m)?;
+            self.dev.upload_into(parts[2][i], &mut t.v)?;
+        }
+        self.adam_steps = steps;
+        Ok(())
     }
 
     fn flat(&self, pick: impl Fn(&Tensor) -> &CudaSlice<f32>) -> Result<Vec<f32>, GpuError> {
@@ -379,14 +407,9 @@ impl<'d> DeviceModel<'d> {
         let mut weights = dev.stream().clone_dtod(&scores)?;
         dev.edge_softmax(&graph.csr, hs, &mut weights)?;
         let mut dropped = dev.stream().clone_dtod(&weights)?;
-        let site = self.dropout_site(self.cfg.attn_dropout, l, ctx);
-        let keep = match (&site, &graph.host) {
-            (Some(site), Some((host_graph, folded))) => {
-                let keep = dev.upload(&attention_keep(host_graph, folded, site, hs))?;
-                dev.dropout_backward(&keep, site.scale(), &mut dropped)?;
-                Some(keep)
-            }
-            _ => None,
+        let keep = match self.dropout_site(self.cfg.attn_dropout, l, ctx) {
+            Some(site) => Some(dev.attention_dropout(&graph.csr, hs, &graph.gids, &site, &mut dropped)?),
+            None => None,
         };
         let entries = graph.csr.nnz() * hs;
         let dropped = dev.gather_rows_at(1, &ex.perm, &dropped, entries)?;
@@ -460,21 +483,40 @@ impl<'d> DeviceModel<'d> {
     /// The loss of the last forward's logits over `split` (softmax cross-entropy, or sigmoid
     /// binary cross-entropy for multi-label targets), with the gradient `1 / normalizer` times
     /// its sum kept for [`DeviceModel::backward`] (`normalizer` is the number of training loss
-    /// terms, rows times [`DeviceLabels::terms_per_row`], for the mean loss).
-    pub fn loss(&mut self, split: &DeviceLabels, normalizer: usize) -> Result<DeviceLoss, GpuError> {
+    /// terms, rows times [`DeviceLabels::terms_per_row`], for the mean loss). The loss sum and
+    /// the hits are reduced on the device; two scalars come back.
+    pub fn loss(&mut self, split: &mut DeviceLabels, normalizer: usize) -> Result<DeviceLoss, GpuError> {
         let logits = self.logits.as_ref().ok_or(GpuError::NoForward)?;
         let mut dlogits = self.dev.zeros::<f32>(logits.len())?;
         let scale = (normalizer.max(1) as f32).recip();
-        let (loss, hit) = self.dev.labelled_loss(split, logits, scale, &mut dlogits)?;
-        let mut loss_sum = self.dev.zeros::<f32>(1)?;
-        self.dev.column_sum(split.len(), 1, &loss, &mut loss_sum)?;
-        let loss_sum = self.dev.download(&loss_sum)?[0];
-        // The hits come back per row (exact small integers) and add up here in integers: a
-        // multi-label split's count (rows times columns) passes 2^24, where a float sum on the
-        // device would start to round.
-        let correct = self.dev.download(&hit)?.iter().map(|&h| h as usize).sum();
+        let (mut loss_sum, mut hits) = (self.dev.zeros::<f32>(1)?, self.dev.zeros::<u64>(1)?);
+        let grad = Some((scale, &mut dlogits));
+        self.dev.labelled_loss(split, logits, grad, &mut loss_sum.slice_mut(..), &mut hits.slice_mut(..))?;
         self.dlogits = Some(dlogits);
-        Ok(DeviceLoss { loss_sum: f64::from(loss_sum), correct })
+        Ok(self.totals(&loss_sum, &hits)?.remove(0))
+    }
+
+    /// The loss sums and hits of the last forward's logits over each of `splits`, computed
+    /// without a gradient (evaluation): one loss kernel and two reductions a split into the
+    /// splits' own scratch, then one download of the sums and one of the hits.
+    pub fn evaluate(&self, splits: &mut [DeviceLabels]) -> Result<Vec<DeviceLoss>, GpuError> {
+        let logits = self.logits.as_ref().ok_or(GpuError::NoForward)?;
+        let (mut loss_sums, mut hits) = (self.dev.zeros::<f32>(splits.len())?, self.dev.zeros::<u64>(splits.len())?);
+        for (i, split) in splits.iter_mut().enumerate() {
+            let (mut loss, mut hit) = (loss_sums.slice_mut(i..=i), hits.slice_mut(i..=i));
+            self.dev.labelled_loss(split, logits, None, &mut loss, &mut hit)?;
+        }
+        self.totals(&loss_sums, &hits)
+    }
+
+    /// Loss sums and hit counts, downloaded.
+    fn totals(&self, loss_sums: &CudaSlice<f32>, hits: &CudaSlice<u64>) -> Result<Vec<DeviceLoss>, GpuError> {
+        let (loss_sums, hits) = (self.dev.download(loss_sums)?, self.dev.download(hits)?);
+        Ok(loss_sums
+            .iter()
+            .zip(hits)
+            .map(|(&loss, correct)| DeviceLoss { loss_sum: f64::from(loss), correct: correct as usize })
+            .collect())
     }
 
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
@@ -518,7 +560,7 @@ impl<'d> DeviceModel<'d> {
                 }
             }
             let x = cache.input.as_ref().ok_or(GpuError::NoForward)?;
-            self.dev.column_sum(n, layer.out_dim, &d, &mut self.tensors[layer.bias].grad)?;
+            self.dev.column_sum(n, layer.out_dim, &d, None, &mut self.tensors[layer.bias].grad.slice_mut(..))?;
             d = match cache.gat {
                 Some(gat) => self.gat_backward(&layer, graph, x, gat, &d, l > 0)?,
                 None => self.conv_backward(&layer, graph, x, cache.aggregated.as_ref(), &d, l > 0)?,
@@ -540,7 +582,12 @@ impl<'d> DeviceModel<'d> {
         need_dx: bool,
     ) -> Result<CudaSlice<f32>, GpuError> {
         let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
-        let (a, vals) = (&graph.csr, Some(&graph.vals));
+        let (at, t_vals) = graph.transposed.as_ref().ok_or(GpuError::Shape {
+            kernel: "model",
+            detail: format!("graph folded for {} has no transpose", graph.kind),
+        })?;
+        // `A^T x`: a plain SpMM over the transpose.
+        let a_t = |x: &CudaSlice<f32>, f: usize| dev.spmm(at, Some(t_vals), x, f);
         if let Some(ws) = layer.self_weight {
             dev.gemm_into(x, true, d, false, din, n, dout, 1.0, &mut self.tensors[ws].grad)?;
         }
@@ -552,10 +599,10 @@ impl<'d> DeviceModel<'d> {
                     return dev.zeros(0);
                 }
                 let dz = dev.matmul(d, false, &self.tensors[w].value, true, n, dout, din)?;
-                dev.spmm_t(a, vals, &dz, din)?
+                a_t(&dz, din)?
             }
             None => {
-                let dxw = dev.spmm_t(a, vals, d, dout)?;
+                let dxw = a_t(d, dout)?;
                 dev.gemm_into(x, true, &dxw, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
                 if !need_dx {
                     return dev.zeros(0);

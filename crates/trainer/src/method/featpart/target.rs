@@ -74,6 +74,7 @@ mod tests {
                 bytes_by_phase: Default::default(),
                 modeled_epoch_s: 0.5,
                 method: None,
+                device: None,
             })
             .collect()
     }

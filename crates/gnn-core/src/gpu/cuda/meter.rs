@@ -1,0 +1,145 @@
+//! What a device measures about its own work: GPU time between points of its stream (CUDA
+//! events), the bytes copied between host and device, and its memory (free, total, and the
+//! high-water mark of the stream-ordered pool every buffer of this path is allocated from).
+
+use std::sync::atomic::Ordering;
+
+use cudarc::driver::sys::{CUevent_flags, CUmemPool_attribute};
+use cudarc::driver::{CudaEvent, result};
+
+use super::{Device, GpuError};
+
+/// Bytes copied between host and device since the device was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transfers {
+    pub host_to_device: u64,
+    pub device_to_host: u64,
+}
+
+impl Transfers {
+    /// What was copied between `earlier` and `self`.
+    pub fn since(self, earlier: Transfers) -> Transfers {
+        Transfers {
+            host_to_device: self.host_to_device - earlier.host_to_device,
+            device_to_host: self.device_to_host - earlier.device_to_host,
+        }
+    }
+}
+
+/// Events recorded on a device's stream between named phases; [`PhaseClock::read`] gives the
+/// GPU time of each phase (from the previous mark, or the clock's start, to its own).
+pub struct PhaseClock<'d> {
+    dev: &'d Device,
+    start: CudaEvent,
+    marks: Vec<(&'static str, CudaEvent)>,
+}
+
+impl PhaseClock<'_> {
+    /// Ends phase `name` at this point of the stream.
+    pub fn mark(&mut self, name: &'static str) -> Result<(), GpuError> {
+        let event = self.dev.timed_event()?;
+        self.marks.push((name, event));
+        Ok(())
+    }
+
+    /// Each phase's GPU seconds, in the order marked (waits for the last mark).
+    pub fn read(self) -> Result<Vec<(&'static str, f64)>, GpuError> {
+        let mut previous = &self.start;
+        let mut phases = Vec::with_capacity(self.marks.len());
+        for (name, event) in &self.marks {
+            phases.push((*name, f64::from(previous.elapsed_ms(event)?) / 1e3));
+            previous = event;
+        }
+        Ok(phases)
+    }
+}
+
+/// A device's memory as the driver reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryInfo {
+    pub free: u64,
+    pub total: u64,
+}
+
+impl Device {
+    /// A clock starting at this point of the stream.
+    pub fn clock(&self) -> Result<PhaseClock<'_>, GpuError> {
+        Ok(PhaseClock { dev: self, start: self.timed_event()?, marks: Vec::new() })
+    }
+
+    fn timed_event(&self) -> Result<CudaEvent, GpuError> {
+        Ok(self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+    }
+
+    /// Bytes copied by [`Device::upload`] and [`Device::download`] so far.
+    pub fn transfers(&self) -> Transfers {
+        Transfers {
+            host_to_device: self.h2d_bytes.load(Ordering::Relaxed),
+            device_to_host: self.d2h_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(super) fn count_transfer(&self, host_to_device: bool, bytes: usize) {
+        let counter = if host_to_device { &self.h2d_bytes } else { &self.d2h_bytes };
+        counter.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Free and total memory of the device.
+    pub fn memory(&self) -> Result<MemoryInfo, GpuError> {
+        let (free, total) = self.stream.context().mem_get_info()?;
+        Ok(MemoryInfo { free: free as u64, total: total as u64 })
+    }
+
+    /// The most bytes the device's memory pool has had in use at once since the last
+    /// [`Device::reset_peak`] (every buffer of this path comes from that pool; cuBLAS's
+    /// workspace and the loaded modules do not).
+    pub fn peak_bytes(&self) -> Result<u64, GpuError> {
+        let mut value: u64 = 0;
+        let pool = self.pool()?;
+        // SAFETY: `pool` is the device's current pool (from the driver, for a device of this
+        // context), and USED_MEM_HIGH is a cuuint64_t attribute, which `value` is.
+        unsafe {
+            result::mem_pool::get_attribute(
+                pool,
+                CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                (&mut value as *mut u64).cast(),
+            )
+        }?;
+        Ok(value)
+    }
+
+    /// Restarts [`Device::peak_bytes`] from the bytes in use now.
+    pub fn reset_peak(&self) -> Result<(), GpuError> {
+        let mut zero: u64 = 0;
+        let pool = self.pool()?;
+        // SAFETY: as in `peak_bytes`; the driver only accepts 0 for this attribute, a
+        // cuuint64_t.
+        unsafe {
+            result::mem_pool::set_attribute(
+                pool,
+                CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                (&mut zero as *mut u64).cast(),
+            )
+        }?;
+        Ok(())
+    }
+
+    fn pool(&self) -> Result<cudarc::driver::sys::CUmemoryPool, GpuError> {
+        let ctx = self.stream.context();
+        ctx.bind_to_thread()?;
+        // SAFETY: the device handle comes from this live context.
+        Ok(unsafe { result::device::get_mem_pool(ctx.cu_device()) }?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_since_an_earlier_reading_are_the_difference() {
+        let earlier = Transfers { host_to_device: 10, device_to_host: 3 };
+        let now = Transfers { host_to_device: 25, device_to_host: 7 };
+        assert_eq!(now.since(earlier), Transfers { host_to_device: 15, device_to_host: 4 });
+    }
+}
