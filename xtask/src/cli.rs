@@ -22,6 +22,9 @@ commands:
                                    --nvcc (ARCH defaults to sm_80); --check compares a fresh
                                    compile with the committed files instead of writing
   gpu-test                         run the GPU tests (ignored by `cargo test`; needs a CUDA GPU)
+  gpu-bundle DIR                   build `halo` (cuda), the GPU test binaries, Cora, the PyG
+                                   speed peer and a `run` script into DIR, for a GPU machine
+                                   without Rust: `DIR/run [OUTDIR]` (docs/CUDA.md)
   help                             show this message
 ";
 
@@ -31,6 +34,7 @@ pub enum Command {
     Download { dataset: &'static OgbDataset, dir: Option<PathBuf> },
     Ptx { arch: String, compiler: Compiler, mode: Mode },
     GpuTest,
+    GpuBundle { dir: PathBuf },
     Help,
 }
 
@@ -78,6 +82,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         "gpu-test" => match args.next() {
             None => Ok(Command::GpuTest),
             Some(arg) => bail!("gpu-test: unexpected argument `{arg}`\n\n{USAGE}"),
+        },
+        "gpu-bundle" => match (args.next(), args.next()) {
+            (Some(dir), None) if !dir.starts_with('-') => Ok(Command::GpuBundle { dir: dir.into() }),
+            (None, _) => bail!("gpu-bundle: missing the folder to write the bundle into\n\n{USAGE}"),
+            (Some(dir), None) => bail!("gpu-bundle: unknown flag `{dir}`\n\n{USAGE}"),
+            (Some(_), Some(extra)) => bail!("gpu-bundle: one folder only (extra argument `{extra}`)"),
         },
         "help" | "-h" | "--help" => Ok(Command::Help),
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
@@ -149,6 +159,14 @@ mod tests {
         assert!(err(&["ptx", "--arch", "90"]).contains("--arch `90`"));
         assert!(err(&["ptx", "--arch", "sm_"]).contains("--arch `sm_`"));
         assert!(err(&["ptx", "extra"]).contains("unexpected argument `extra`"));
+    }
+
+    #[test]
+    fn gpu_bundle_takes_one_folder() {
+        assert_eq!(run(&["gpu-bundle", "/tmp/b"]).unwrap(), Command::GpuBundle { dir: "/tmp/b".into() });
+        assert!(err(&["gpu-bundle"]).contains("missing the folder"));
+        assert!(err(&["gpu-bundle", "--out"]).contains("unknown flag `--out`"));
+        assert!(err(&["gpu-bundle", "a", "b"]).contains("extra argument `b`"));
     }
 
     #[test]

@@ -3,13 +3,17 @@
 //! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
 //! - `cargo xtask ptx [--arch sm_XX] [--nvcc] [--check]`: compile `kernels/*.cu` to PTX, or check it.
 //! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
+//! - `cargo xtask gpu-bundle DIR`: those tests, `halo`, Cora and the PyG speed peer in one folder
+//!   that a GPU machine without Rust runs with `DIR/run`.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
 //! live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
+mod bundle;
 mod cli;
 mod datasets;
 mod download;
+mod gpu;
 mod install;
 mod meta;
 mod progress;
@@ -24,7 +28,7 @@ mod verify;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use cli::Command;
 
@@ -46,27 +50,8 @@ fn run() -> Result<()> {
             install::download(dataset, &dir, &download::agent(true))?;
         }
         Command::Ptx { arch, compiler, mode } => ptx::run(&project_root().join("kernels"), &arch, compiler, mode)?,
-        Command::GpuTest => gpu_test()?,
-    }
-    Ok(())
-}
-
-/// The `#[ignore]`d GPU test targets, as (package, feature, test): every kernel against its CPU
-/// reference, device training against the CPU loss curve on Cora, and NCCL against the host
-/// backend (that one needs two GPUs).
-const GPU_TESTS: &[(&str, &str, &str)] =
-    &[("gnn-core", "cuda", "gpu"), ("trainer", "cuda", "gpu_train"), ("comm-hierarchy", "nccl", "nccl")];
-
-/// Runs the GPU tests that `cargo test` skips.
-fn gpu_test() -> Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    for (package, feature, test) in GPU_TESTS {
-        let status = std::process::Command::new(&cargo)
-            .current_dir(project_root())
-            .args(["test", "-p", package, "--features", feature, "--test", test, "--", "--ignored", "--test-threads=1"])
-            .status()
-            .context("starting cargo test")?;
-        anyhow::ensure!(status.success(), "GPU tests of {package} (--test {test}) failed ({status})");
+        Command::GpuTest => gpu::test(&project_root())?,
+        Command::GpuBundle { dir } => bundle::run(&project_root(), &dir)?,
     }
     Ok(())
 }

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
+from what `run` left in OUTDIR (machine.txt, tests/, speed/, timeline.tsv).
+
+usage: summary.py OUTDIR --bundle BUNDLE_DIR
+
+Standard library only: it must work where torch is missing. Times are medians over the epochs
+after the second; a ratio is Halo's time over PyG's (below 1: Halo is faster). Halo's per-phase
+device timings (`epochs[].device`) and memory (`final.device`) are included where the report
+has them.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+
+# Issue 35's targets, as the largest Halo/PyG ratio allowed: (what, ratio key, models it covers).
+TARGETS = [
+    ("whole epoch <= 0.7x PyG", "epoch", 0.7, ("gcn", "sage", "gat")),
+    ("step <= 0.5x PyG", "step", 0.5, ("gcn", "sage")),
+    ("step <= 0.7x PyG", "step", 0.7, ("gat",)),
+    ("evaluation <= 1.0x PyG", "eval", 1.0, ("gcn", "sage", "gat")),
+]
+RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored")
+FAILED = re.compile(r"^test (\S+) \.\.\. FAILED")
+
+
+def after_second(values):
+    """The epochs the summary takes: those after the second (all of them for a short run)."""
+    return values[2:] if len(values) > 2 else values
+
+
+def median(values):
+    values = after_second(values)
+    return statistics.median(values) if values else None
+
+
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def read_json(path):
+    text = read(path)
+    if text is None:
+        return None, f"{os.path.basename(path)} is missing"
+    try:
+        return json.loads(text), None
+    except ValueError as e:
+        return None, f"{os.path.basename(path)} is not JSON ({e})"
+
+
+def test_results(out, bundle):
+    rows = []
+    listing = read(os.path.join(bundle, "tests.tsv")) or ""
+    for line in listing.splitlines():
+        if not line.strip():
+            continue
+        name, gpus = line.split("\t")
+        log = read(os.path.join(out, "tests", f"{name}.log")) or ""
+        exit_code = (read(os.path.join(out, "tests", f"{name}.exit")) or "").strip()
+        row = {"name": name, "gpus": int(gpus), "exit": exit_code, "passed": 0, "failed": 0, "ignored": 0}
+        results = [RESULT.match(l) for l in log.splitlines()]
+        results = [m for m in results if m]
+        for m in results:
+            row["passed"] += int(m.group(1))
+            row["failed"] += int(m.group(2))
+            row["ignored"] += int(m.group(3))
+        row["failed_tests"] = [m.group(1) for m in map(FAILED.match, log.splitlines()) if m]
+        if exit_code == "skip":
+            row["status"] = log.strip() or "skipped"
+        elif not exit_code:
+            row["status"] = "not run"
+        elif exit_code == "124":
+            row["status"] = "timed out"
+        elif not results:
+            row["status"] = f"no test result (exit {exit_code}): see tests/{name}.log"
+        else:
+            row["status"] = "ok" if exit_code == "0" and row["failed"] == 0 else "failed"
+        rows.append(row)
+    return rows
+
+
+def numeric_medians(records):
+    """Per key, the median over `records` (dicts, one per epoch) of its numeric values."""
+    keys = sorted({k for r in records for k, v in r.items() if isinstance(v, (int, float))})
+    return {k: median([r[k] for r in records if isinstance(r.get(k), (int, float))]) for k in keys}
+
+
+def halo_side(report):
+    epochs = report.get("epochs") or []
+    step = [e["wall_s"] for e in epochs]
+    evaluation = [e["eval_s"] for e in epochs]
+    side = {
+        "step_s": median(step),
+        "eval_s": median(evaluation),
+        "epoch_s": median([s + e for s, e in zip(step, evaluation)]),
+        "epochs": len(epochs),
+        "val_acc": epochs[-1]["val_acc"] if epochs else None,
+        "loss": epochs[-1]["loss"] if epochs else None,
+    }
+    devices = after_second([e["device"] for e in epochs if isinstance(e.get("device"), dict)])
+    if devices:
+        side["device"] = numeric_medians(devices)
+    final_device = (report.get("final") or {}).get("device")
+    if isinstance(final_device, dict):
+        side["final_device"] = final_device
+    if report.get("incomplete"):
+        side["incomplete"] = report.get("reason", True)
+    return side
+
+
+def pyg_side(result):
+    path = result.get("faster")
+    side = {"path": path, "paths": {}}
+    for name, r in (result.get("paths") or {}).items():
+        if "error" in r:
+            side["paths"][name] = {"error": r["error"]}
+            continue
+        side["paths"][name] = {
+            "step_s": median(r["step_s"]),
+            "eval_s": median(r["eval_s"]),
+            "epoch_s": median([s + e for s, e in zip(r["step_s"], r["eval_s"])]),
+            "val_acc": r.get("val_acc"),
+            "loss": r["loss"][-1] if r.get("loss") else None,
+            "peak_gpu_bytes": r.get("peak_gpu_bytes"),
+        }
+    if path in side["paths"]:
+        side.update(side["paths"][path])
+    for key in ("torch", "torch_geometric", "loaded_from", "load_s"):
+        side[key] = result.get(key)
+    return side
+
+
+def speed_rows(out):
+    rows = []
+    listing = read(os.path.join(out, "speed", "rows.tsv")) or ""
+    for line in listing.splitlines():
+        if not line.strip():
+            continue
+        row_id, graph, model = line.split("\t")
+        row = {"id": row_id, "graph": graph, "model": model, "errors": []}
+        for side, reader in (("halo", halo_side), ("pyg", pyg_side)):
+            data, error = read_json(os.path.join(out, "speed", f"{row_id}.{side}.json"))
+            if error:
+                row["errors"].append(f"{side}: {error} (see speed/{row_id}.{side}.log)")
+                continue
+            try:
+                row[side] = reader(data)
+            except (KeyError, TypeError) as e:
+                row["errors"].append(f"{side}: unexpected report ({type(e).__name__}: {e})")
+        halo, pyg = row.get("halo", {}), row.get("pyg", {})
+        row["ratio"] = {
+            k: halo[f"{k}_s"] / pyg[f"{k}_s"]
+            for k in ("step", "eval", "epoch")
+            if halo.get(f"{k}_s") is not None and pyg.get(f"{k}_s")
+        }
+        kind = row_id.split("-")[-1]
+        row["targets"] = {
+            what: row["ratio"][key] <= limit
+            for what, key, limit, models in TARGETS
+            if kind in models and key in row["ratio"]
+        }
+        rows.append(row)
+    return rows
+
+
+def ms(seconds):
+    return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def ratio(value):
+    return "-" if value is None else f"{value:.2f}"
+
+
+def mib(value):
+    return "-" if not isinstance(value, (int, float)) else f"{value / 2**20:.0f} MiB"
+
+
+def markdown(summary):
+    lines = ["# Halo GPU bundle: summary", ""]
+    lines.append(f"Bundle built from `{summary['bundle'].get('commit', 'unknown')}`.")
+    lines += [""] + [f"- {line}" for line in summary["machine"]] + [""]
+    lines += ["## GPU tests", "", "| binary | passed | failed | ignored | status |", "|---|---|---|---|---|"]
+    for t in summary["tests"]:
+        status = t["status"] + (f": {', '.join(t['failed_tests'])}" if t["failed_tests"] else "")
+        lines.append(f"| {t['name']} | {t['passed']} | {t['failed']} | {t['ignored']} | {status} |")
+    total = summary["tests_total"]
+    lines += ["", f"Total: {total['passed']} passed, {total['failed']} failed; logs in `tests/`.", ""]
+    lines += ["## Speed against PyG on the same GPU", ""]
+    speed = summary["speed"]
+    if speed["skipped"]:
+        lines += [f"Skipped: {speed['skipped']}.", ""]
+    else:
+        lines += [
+            "Medians of the epochs after the second; ratio = Halo / PyG (below 1: Halo is faster); PyG on "
+            "whichever adjacency path had the faster whole epoch.",
+            "",
+            "| graph | model | Halo step | PyG step | ratio | Halo eval | PyG eval | ratio "
+            "| Halo epoch | PyG epoch | ratio | PyG path | targets missed |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in speed["rows"]:
+            h, p, q = r.get("halo", {}), r.get("pyg", {}), r["ratio"]
+            missed = ", ".join(k for k, ok in r["targets"].items() if not ok) or ("none" if r["targets"] else "-")
+            lines.append(
+                f"| {r['graph']} | {r['model']} | {ms(h.get('step_s'))} | {ms(p.get('step_s'))} | {ratio(q.get('step'))} "
+                f"| {ms(h.get('eval_s'))} | {ms(p.get('eval_s'))} | {ratio(q.get('eval'))} "
+                f"| {ms(h.get('epoch_s'))} | {ms(p.get('epoch_s'))} | {ratio(q.get('epoch'))} "
+                f"| {p.get('path') or '-'} | {missed} |"
+            )
+        lines += ["", "Both PyG paths, last-epoch validation accuracy of each side, and GPU memory:", ""]
+        lines += ["| row | PyG edge_index epoch | PyG csr epoch | Halo val acc | PyG val acc | Halo peak GPU "
+                  "| Halo estimate | PyG peak GPU |", "|---|---|---|---|---|---|---|---|"]
+        for r in speed["rows"]:
+            h, p = r.get("halo", {}), r.get("pyg", {})
+            paths = p.get("paths", {})
+            cells = [ms(paths[k].get("epoch_s")) if k in paths and "error" not in paths[k] else
+                     ("failed" if k in paths else "-") for k in ("edge_index", "csr")]
+            fd = h.get("final_device", {})
+            acc = lambda v: "-" if v is None else f"{v:.3f}"
+            lines.append(f"| {r['id']} | {cells[0]} | {cells[1]} | {acc(h.get('val_acc'))} | {acc(p.get('val_acc'))} "
+                         f"| {mib(fd.get('peak_gpu_bytes'))} | {mib(fd.get('estimated_gpu_bytes'))} "
+                         f"| {mib(p.get('peak_gpu_bytes'))} |")
+        phased = [r for r in speed["rows"] if r.get("halo", {}).get("device")]
+        if phased:
+            keys = sorted({k for r in phased for k in r["halo"]["device"]})
+            lines += ["", "Halo's device phases (medians of `epochs[].device`):", ""]
+            lines += ["| row | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+            for r in phased:
+                d = r["halo"]["device"]
+                cells = [ms(d.get(k)) if k.endswith("_s") else str(d.get(k, "-")) for k in keys]
+                lines.append(f"| {r['id']} | " + " | ".join(cells) + " |")
+        errors = [f"- {r['id']}: {e}" for r in speed["rows"] for e in r["errors"]]
+        errors += [f"- {r['id']}: PyG {name}: {v['error']}" for r in speed["rows"]
+                   for name, v in r.get("pyg", {}).get("paths", {}).items() if "error" in v]
+        if errors:
+            lines += ["", "Problems:", ""] + errors
+        lines.append("")
+    if summary["timeline"]:
+        lines += ["## Timeline", "", "| step | seconds | exit |", "|---|---|---|"]
+        lines += [f"| {t['step']} | {t['seconds']} | {t['exit']} |" for t in summary["timeline"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--bundle", required=True)
+    a = ap.parse_args()
+    bundle, _ = read_json(os.path.join(a.bundle, "bundle.json"))
+    tests = test_results(a.out, a.bundle)
+    skipped = (read(os.path.join(a.out, "speed", "skipped.txt")) or "").strip()
+    rows = speed_rows(a.out)
+    if not rows and not skipped:
+        skipped = "no rows were run (HALO_BUNDLE_ROWS=none)"
+    timeline = []
+    for line in (read(os.path.join(a.out, "timeline.tsv")) or "").splitlines()[1:]:
+        step, seconds, exit_code = line.split("\t")
+        timeline.append({"step": step, "seconds": float(seconds), "exit": int(exit_code)})
+    summary = {
+        "bundle": bundle or {},
+        "machine": (read(os.path.join(a.out, "machine.txt")) or "").splitlines(),
+        "tests": tests,
+        "tests_total": {k: sum(t[k] for t in tests) for k in ("passed", "failed", "ignored")},
+        "speed": {"skipped": skipped or None, "epochs": "medians of the epochs after the second", "rows": rows},
+        "timeline": timeline,
+    }
+    with open(os.path.join(a.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=1)
+        fh.write("\n")
+    with open(os.path.join(a.out, "summary.md"), "w") as fh:
+        fh.write(markdown(summary))
+
+
+if __name__ == "__main__":
+    main()

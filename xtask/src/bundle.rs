@@ -1,0 +1,390 @@
+//! `cargo xtask gpu-bundle DIR`: everything a GPU machine without a Rust toolchain needs to check
+//! the device path in one call, `DIR/run`.
+//!
+//! The bundle holds `bin/halo` (release, feature `cuda`), every GPU test binary under `tests/`
+//! (listed with the GPUs each needs in `tests.tsv`), Cora under `datasets/cora`, the PyG peer
+//! (`pyg_gpu.py`, from `benches/peers/`), the summary script and the `run` script (both from
+//! `xtask/bundle/`), and `bundle.json` (the commit it was built from). Nothing in it names a
+//! path of the machine that built it: the test binaries find Cora through `HALO_CORA`, which
+//! `run` sets. Binaries are copied without their debug info so the bundle stays under
+//! [`SIZE_LIMIT`].
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+use crate::gpu::GPU_TESTS;
+
+/// The most the bundle may weigh (issue 35: under 60 MB).
+pub const SIZE_LIMIT: u64 = 60_000_000;
+
+/// Marks a directory as a bundle, so a rebuild may replace what an earlier one wrote.
+const MARKER: &str = "bundle.json";
+
+/// Files copied from the repository as they are: (source under the workspace, name in the bundle).
+const SCRIPTS: [(&str, &str); 3] = [
+    ("xtask/bundle/run", "run"),
+    ("xtask/bundle/summary.py", "summary.py"),
+    ("benches/peers/pyg_gpu.py", "pyg_gpu.py"),
+];
+
+/// What a bundle writes at its top level; a rebuild replaces exactly these.
+const ENTRIES: [&str; 8] = ["bin", "tests", "datasets", "tests.tsv", "run", "summary.py", "pyg_gpu.py", MARKER];
+
+/// Builds the bundle into `dir` from the workspace at `root`.
+pub fn run(root: &Path, dir: &Path) -> Result<()> {
+    prepare(dir)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let halo = build(root, &cargo, &["build", "--release", "-p", "cli", "--features", "cuda"], "halo")?;
+    let mut binaries = vec![(PathBuf::from("bin/halo"), halo)];
+    let mut listing = String::new();
+    for test in GPU_TESTS {
+        let args = ["test", "--no-run", "-p", test.package, "--features", test.feature, "--test", test.test];
+        let executable = build(root, &cargo, &args, test.test)?;
+        let name = test.bundle_name();
+        listing.push_str(&format!("{name}\t{}\n", test.gpus));
+        binaries.push((Path::new("tests").join(&name), executable));
+    }
+    for (name, executable) in &binaries {
+        install_binary(executable, &dir.join(name))?;
+    }
+    fs::write(dir.join("tests.tsv"), listing).context("writing tests.tsv")?;
+    copy_tree(&root.join("datasets/cora"), &dir.join("datasets/cora"))?;
+    for (source, name) in SCRIPTS {
+        let target = dir.join(name);
+        fs::copy(root.join(source), &target)
+            .with_context(|| format!("copying {} to {}", root.join(source).display(), target.display()))?;
+    }
+    let marker = serde_json::json!({ "commit": commit(root), "tests": GPU_TESTS.iter().map(|t| t.bundle_name()).collect::<Vec<_>>() });
+    fs::write(dir.join(MARKER), format!("{marker:#}\n")).context("writing bundle.json")?;
+    let size = tree_size(dir)?;
+    ensure!(
+        size < SIZE_LIMIT,
+        "the bundle in {} weighs {} MB, over the {} MB limit (were the binaries stripped? `objcopy` comes with binutils)",
+        dir.display(),
+        size / 1_000_000,
+        SIZE_LIMIT / 1_000_000
+    );
+    println!(
+        "wrote {} ({:.1} MB); on the GPU machine: {}/run [OUTDIR]",
+        dir.display(),
+        size as f64 / 1e6,
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Creates `dir`, or clears what an earlier bundle wrote there; any other non-empty folder is
+/// refused, so a mistyped path loses nothing.
+fn prepare(dir: &Path) -> Result<()> {
+    match fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read the bundle folder {}", dir.display())),
+        Ok(mut entries) => {
+            let empty = entries.next().is_none();
+            if !empty && !dir.join(MARKER).is_file() {
+                bail!("{} is not empty and holds no {MARKER}: give an empty or new folder", dir.display());
+            }
+            for entry in ENTRIES.map(|e| dir.join(e)) {
+                let removed = if entry.is_dir() { fs::remove_dir_all(&entry) } else { fs::remove_file(&entry) };
+                match removed {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(e)
+                            .with_context(|| format!("cannot remove {} of the earlier bundle", entry.display()));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    fs::create_dir_all(dir.join("bin"))
+        .and_then(|()| fs::create_dir_all(dir.join("tests")))
+        .with_context(|| format!("cannot create the bundle folder {}", dir.display()))
+}
+
+/// Runs `cargo ARGS --message-format=json-render-diagnostics` in `root` (diagnostics and progress
+/// on stderr as usual) and returns the executable it reports for target `target`.
+fn build(root: &Path, cargo: &std::ffi::OsStr, args: &[&str], target: &str) -> Result<PathBuf> {
+    let command = format!("cargo {}", args.join(" "));
+    eprintln!("gpu-bundle: {command}");
+    let output = Command::new(cargo)
+        .current_dir(root)
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot start `{command}`"))?;
+    ensure!(output.status.success(), "`{command}` failed ({})", output.status);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    executable(&stdout, target).with_context(|| format!("`{command}`"))
+}
+
+/// The `executable` of the compiler-artifact message for `target` in cargo's JSON messages.
+fn executable(messages: &str, target: &str) -> Result<PathBuf> {
+    let mut found = None;
+    for line in messages.lines().filter(|l| l.starts_with('{')) {
+        let message: Value =
+            serde_json::from_str(line).with_context(|| format!("unreadable cargo message `{line}`"))?;
+        if message["reason"] == "compiler-artifact"
+            && message["target"]["name"] == target
+            && let Some(path) = message["executable"].as_str()
+        {
+            found = Some(PathBuf::from(path));
+        }
+    }
+    found.with_context(|| format!("reported no executable for target `{target}`"))
+}
+
+/// Copies `executable` to `target` without its debug info (`objcopy --strip-debug`); as it is
+/// where objcopy is missing, leaving the size check to say so.
+fn install_binary(executable: &Path, target: &Path) -> Result<()> {
+    let status = Command::new("objcopy").arg("--strip-debug").arg(executable).arg(target).status();
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => bail!("`objcopy --strip-debug {} {}` failed ({status})", executable.display(), target.display()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            eprintln!("gpu-bundle: objcopy not found; copying {} with its debug info", executable.display());
+            fs::copy(executable, target).map(drop).with_context(|| format!("copying {}", executable.display()))
+        }
+        Err(e) => Err(e).context("cannot start objcopy"),
+    }
+}
+
+/// Copies the files under `from` to `to`, leaving out Halo's binary cache (`processed/`), which
+/// the first load on the GPU machine rebuilds.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let entry = entry.with_context(|| format!("cannot read {}", from.display()))?;
+        let (source, name) = (entry.path(), entry.file_name());
+        if source.is_dir() {
+            if name != "processed" {
+                copy_tree(&source, &to.join(&name))?;
+            }
+        } else {
+            fs::copy(&source, to.join(&name)).with_context(|| format!("copying {}", source.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of the files under `dir`.
+fn tree_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
+        let meta = entry.metadata().with_context(|| format!("cannot stat {}", entry.path().display()))?;
+        total += if meta.is_dir() { tree_size(&entry.path())? } else { meta.len() };
+    }
+    Ok(total)
+}
+
+/// The commit the bundle is built from, `-dirty` when tracked files differ from it, or
+/// `unknown` outside a git checkout.
+fn commit(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match (git(&["rev-parse", "--short=12", "HEAD"]), git(&["status", "--porcelain", "--untracked-files=no"])) {
+        (Some(hash), Some(changes)) if !changes.is_empty() => format!("{hash}-dirty"),
+        (Some(hash), _) => hash,
+        (None, _) => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_executable_comes_from_the_named_targets_artifact() {
+        let messages = r#"{"reason":"compiler-artifact","target":{"name":"gnn_core","kind":["lib"]},"executable":null}
+{"reason":"build-script-executed","package_id":"x"}
+{"reason":"compiler-artifact","target":{"name":"gpu","kind":["test"]},"profile":{"test":true},"executable":"/t/debug/deps/gpu-1a2b"}
+{"reason":"build-finished","success":true}
+"#;
+        assert_eq!(executable(messages, "gpu").unwrap(), PathBuf::from("/t/debug/deps/gpu-1a2b"));
+        let err = executable(messages, "gpu_train").unwrap_err().to_string();
+        assert_eq!(err, "reported no executable for target `gpu_train`");
+        let err = format!("{:#}", executable("{\"reason\":", "gpu").unwrap_err());
+        assert!(err.contains("unreadable cargo message `{\"reason\":`"), "{err}");
+    }
+
+    #[test]
+    fn a_folder_that_is_not_a_bundle_is_refused_and_a_bundle_is_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let other = tmp.path().join("other");
+        fs::create_dir(&other).unwrap();
+        fs::write(other.join("notes.txt"), "keep").unwrap();
+        let err = prepare(&other).unwrap_err().to_string();
+        assert!(err.contains("is not empty and holds no bundle.json"), "{err}");
+        assert_eq!(fs::read_to_string(other.join("notes.txt")).unwrap(), "keep");
+
+        let bundle = tmp.path().join("bundle");
+        prepare(&bundle).unwrap();
+        assert!(bundle.join("bin").is_dir() && bundle.join("tests").is_dir());
+        fs::write(bundle.join("tests/old-test"), "x").unwrap();
+        fs::write(bundle.join(MARKER), "{}").unwrap();
+        fs::create_dir(bundle.join("out")).unwrap();
+        prepare(&bundle).unwrap();
+        assert!(!bundle.join("tests/old-test").exists() && !bundle.join(MARKER).exists());
+        assert!(bundle.join("out").is_dir(), "a run's results beside the bundle are kept");
+    }
+
+    #[test]
+    fn cora_is_copied_without_the_binary_cache_and_sizes_add_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let from = tmp.path().join("cora");
+        for dir in ["raw", "split/public", "processed"] {
+            fs::create_dir_all(from.join(dir)).unwrap();
+        }
+        fs::write(from.join("meta.json"), "{}").unwrap();
+        fs::write(from.join("raw/edge.csv.gz"), [0u8; 100]).unwrap();
+        fs::write(from.join("split/public/train.csv.gz"), [0u8; 20]).unwrap();
+        fs::write(from.join("processed/halo-cache-v2.bin"), [0u8; 1000]).unwrap();
+        let to = tmp.path().join("bundle/datasets/cora");
+        copy_tree(&from, &to).unwrap();
+        assert!(to.join("raw/edge.csv.gz").is_file() && to.join("split/public/train.csv.gz").is_file());
+        assert!(!to.join("processed").exists());
+        assert_eq!(tree_size(&to).unwrap(), 122);
+    }
+
+    #[test]
+    fn binaries_lose_their_debug_info() {
+        // Any executable with debug info will do: this test binary has some (the test profile).
+        let me = std::env::current_exe().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("copy");
+        install_binary(&me, &copy).unwrap();
+        let size = |p: &Path| fs::metadata(p).unwrap().len();
+        assert!(size(&copy) > 0 && size(&copy) < size(&me), "{} !< {}", size(&copy), size(&me));
+        let err = install_binary(&tmp.path().join("missing"), &copy).unwrap_err().to_string();
+        assert!(err.contains("missing"), "{err}");
+    }
+    /// Stand-ins with the interfaces `run` uses: `halo` (synth writes meta.json, train a report
+    /// of five epochs with device phases), `nvidia-smi` (one GPU), test binaries (libtest's
+    /// output: one failing, one passing, one needing two GPUs) and a Python that imports PyG
+    /// (unless `FAKE_PYG=0`), writes the peer's JSON and runs the real summary.
+    const FAKE_HALO: &str = r#"#!/bin/sh
+echo "halo $*" >>"$FAKE_LOG"
+case $1 in
+datasets) while [ $# -gt 1 ]; do [ "$1" = --out ] && out=$2; shift; done; mkdir -p "$out"; echo '{}' >"$out/meta.json" ;;
+train) while [ $# -gt 1 ]; do [ "$1" = --report ] && report=$2; shift; done
+  e() { echo "{\"epoch\":$1,\"wall_s\":0.$1,\"eval_s\":0.01,\"loss\":1,\"val_acc\":0.5,\"device\":{\"forward_s\":0.00$1,\"h2d_bytes\":64}}"; }
+  echo "{\"epochs\":[$(e 1),$(e 2),$(e 3),$(e 4),$(e 5)],\"final\":{\"device\":{\"peak_gpu_bytes\":1048576}}}" >"$report" ;;
+esac
+"#;
+    const FAKE_PYTHON: &str = r#"#!/bin/sh
+case $1 in
+-c) [ "${FAKE_PYG:-1}" = 1 ] || { echo "ModuleNotFoundError: No module named 'torch'" >&2; exit 1; } ;;
+*pyg_gpu.py) echo "pyg $*" >>"$FAKE_LOG"; while [ $# -gt 1 ]; do [ "$1" = --out ] && out=$2; shift; done
+  echo '{"faster":"csr","paths":{"edge_index":{"error":"RuntimeError: no"},"csr":{"step_s":[1,1,0.2,0.2,0.2],"eval_s":[1,1,0.02,0.02,0.02],"loss":[1,1,1,1,1],"val_acc":0.4}}}' >"$out" ;;
+*) exec python3 "$@" ;;
+esac
+"#;
+    const FAKE_SMI: &str = "#!/bin/sh\ncase $1 in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)' ;; *) echo 'Fake GPU, 580.00, 81559 MiB' ;; esac\n";
+    const PASSING: &str = "#!/bin/sh\n[ -f \"$HALO_CORA/meta.json\" ] || exit 3\necho 'test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out'\n";
+    const FAILING: &str = "#!/bin/sh\necho 'test a ... ok'\necho 'test b ... FAILED'\necho 'test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out'\nexit 101\n";
+
+    /// Runs a bundle of stand-ins (and the real `run` and `summary.py`) with `env`; returns the
+    /// exit code, the summary and the stand-ins' log of calls.
+    fn run_fake_bundle(env: &[(&str, &str)]) -> (i32, Value, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (bundle, fakes) = (tmp.path().join("bundle"), tmp.path().join("fakes"));
+        let executable = |path: PathBuf, text: &str| {
+            use std::os::unix::fs::PermissionsExt;
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, text).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        executable(bundle.join("bin/halo"), FAKE_HALO);
+        executable(bundle.join("tests/gnn-core-gpu"), FAILING);
+        executable(bundle.join("tests/trainer-gpu_train"), PASSING);
+        executable(bundle.join("tests/comm-hierarchy-nccl"), PASSING);
+        executable(fakes.join("python"), FAKE_PYTHON);
+        executable(fakes.join("nvidia-smi"), FAKE_SMI);
+        fs::create_dir_all(bundle.join("datasets/cora")).unwrap();
+        fs::write(bundle.join("datasets/cora/meta.json"), "{}").unwrap();
+        fs::write(bundle.join("tests.tsv"), "gnn-core-gpu\t1\ntrainer-gpu_train\t1\ncomm-hierarchy-nccl\t2\n").unwrap();
+        fs::write(bundle.join(MARKER), r#"{"commit": "abc123"}"#).unwrap();
+        let root = crate::project_root();
+        for (source, name) in SCRIPTS {
+            fs::copy(root.join(source), bundle.join(name)).unwrap();
+        }
+        let log = tmp.path().join("calls.log");
+        let path = format!("{}:{}", fakes.display(), std::env::var("PATH").unwrap_or_default());
+        let status = Command::new("bash")
+            .arg(bundle.join("run"))
+            .current_dir(tmp.path())
+            .env("PATH", path)
+            .env("PYTHON", fakes.join("python"))
+            .env("FAKE_LOG", &log)
+            .env("HALO_BUNDLE_EPOCHS", "5")
+            .env("HALO_BUNDLE_WORK", tmp.path().join("graphs"))
+            .env_remove("OUT")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        let summary = fs::read_to_string(tmp.path().join("out/summary.json")).expect("run writes out/summary.json");
+        assert!(tmp.path().join("out/summary.md").is_file());
+        (status.code().unwrap(), serde_json::from_str(&summary).unwrap(), fs::read_to_string(log).unwrap_or_default())
+    }
+
+    #[test]
+    fn the_run_script_records_every_test_and_times_both_sides_of_each_row() {
+        let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
+        assert_eq!(code, 1, "a failing test fails the run");
+        assert_eq!(summary["bundle"]["commit"], "abc123");
+        assert!(summary["machine"].as_array().unwrap().iter().any(|l| l == "gpu: Fake GPU, 580.00, 81559 MiB"));
+        let tests = summary["tests"].as_array().unwrap();
+        let fields = |t: &Value| (t["name"].clone(), t["passed"].clone(), t["failed"].clone(), t["status"].clone());
+        assert_eq!(fields(&tests[0]), ("gnn-core-gpu".into(), 1.into(), 1.into(), "failed".into()));
+        assert_eq!(tests[0]["failed_tests"], serde_json::json!(["b"]));
+        assert_eq!(fields(&tests[1]), ("trainer-gpu_train".into(), 3.into(), 0.into(), "ok".into()));
+        assert_eq!(tests[2]["status"], "skipped: needs 2 GPUs, nvidia-smi lists 1");
+        assert_eq!(summary["tests_total"], serde_json::json!({"passed": 4, "failed": 1, "ignored": 1}));
+
+        let rows = summary["speed"]["rows"].as_array().unwrap();
+        let ids: Vec<_> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["100k-gcn", "100k-sage", "100k-gat"]);
+        let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+        for row in rows {
+            // Halo: steps 0.1..0.5 s, so the median after the second epoch is 0.4; PyG's 0.2 (csr).
+            assert!(close(&row["halo"]["step_s"], 0.4) && close(&row["pyg"]["step_s"], 0.2), "{row}");
+            assert!(close(&row["ratio"]["step"], 2.0) && close(&row["ratio"]["eval"], 0.5), "{row}");
+            assert!(close(&row["ratio"]["epoch"], 0.41 / 0.22), "{row}");
+            assert!(close(&row["halo"]["device"]["forward_s"], 0.004), "{row}");
+            assert_eq!(row["halo"]["final_device"]["peak_gpu_bytes"], 1048576);
+            assert_eq!(row["pyg"]["path"], "csr");
+            assert_eq!(row["pyg"]["paths"]["edge_index"]["error"], "RuntimeError: no");
+            assert_eq!(row["targets"]["evaluation <= 1.0x PyG"], true);
+            assert_eq!(row["targets"]["whole epoch <= 0.7x PyG"], false);
+        }
+        assert_eq!(calls.matches("halo datasets synth --nodes 100000").count(), 1, "one graph for three rows\n{calls}");
+        assert!(calls.contains("--model gat --layers 3 --hidden 32 --epochs 5 --heads 8"), "{calls}");
+        assert!(calls.contains("--device cuda --model gcn --layers 3 --hidden 256 --epochs 5 --report"), "{calls}");
+        assert!(!calls.contains("--model gcn --layers 3 --hidden 256 --epochs 5 --heads"), "{calls}");
+        assert_eq!(calls.matches("pyg ").count(), 3, "{calls}");
+    }
+
+    #[test]
+    fn without_pyg_the_run_skips_the_speed_table_and_still_summarises() {
+        let (_, summary, calls) = run_fake_bundle(&[("FAKE_PYG", "0")]);
+        let skipped = summary["speed"]["skipped"].as_str().unwrap();
+        assert!(skipped.contains("cannot import torch and torch_geometric (ModuleNotFoundError"), "{skipped}");
+        assert_eq!(summary["speed"]["rows"], serde_json::json!([]));
+        assert_eq!(summary["tests_total"]["passed"], 4);
+        assert!(calls.is_empty(), "{calls}");
+    }
+}
