@@ -277,7 +277,12 @@ fn a_device_run_resumes_from_its_checkpoint() {
     let resumed = run(&second);
     assert_eq!(resumed.epochs.len(), 10);
     for (a, b) in first.epochs.iter().zip(&resumed.epochs) {
-        assert_eq!((a.loss.to_bits(), a.val_acc.to_bits()), (b.loss.to_bits(), b.val_acc.to_bits()), "epoch {}", a.epoch);
+        assert_eq!(
+            (a.loss.to_bits(), a.val_acc.to_bits()),
+            (b.loss.to_bits(), b.val_acc.to_bits()),
+            "epoch {}",
+            a.epoch
+        );
     }
     for (a, b) in straight.epochs.iter().zip(&resumed.epochs).skip(5) {
         assert!((a.loss - b.loss).abs() <= 1e-3, "epoch {}: straight {} resumed {}", a.epoch, a.loss, b.loss);

@@ -9,8 +9,8 @@ use super::{Device, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
 use crate::gpu::plan::{PickedLabels, pick_labels};
-use crate::gpu::{COLUMN_TILE, column_chunks};
 use crate::gpu::reference::max_code;
+use crate::gpu::{COLUMN_TILE, column_chunks};
 use crate::optim::{Adam, AdamScalars};
 
 const BLOCK: u32 = 256;
@@ -502,8 +502,12 @@ impl Device {
         let (chunks, chunk) = column_chunks(n, f);
         let mut partial = self.zeros::<f32>(chunks * f)?;
         let null = self.null_f32()?;
-        let (nr, fw, rows, parts): (u32, u32, u32, u32) =
-            (int("column_partials", n)?, int("column_partials", f)?, int("column_partials", chunk)?, int("column_total", chunks)?);
+        let (nr, fw, rows, parts): (u32, u32, u32, u32) = (
+            int("column_partials", n)?,
+            int("column_partials", f)?,
+            int("column_partials", chunk)?,
+            int("column_total", chunks)?,
+        );
         let config = LaunchConfig {
             grid_dim: (f.div_ceil(COLUMN_TILE).max(1) as u32, parts, 1),
             block_dim: (COLUMN_TILE as u32, COLUMN_LANES, 1),
