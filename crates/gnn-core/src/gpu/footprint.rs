@@ -114,19 +114,23 @@ fn partials(rows: usize, cols: usize) -> u64 {
     (column_chunks(rows, cols).0 * cols) as u64 * F32
 }
 
-/// What a training step adds on top of the resident buffers, walked through the forward
-/// (with the previous evaluation's logits still held), the loss and the backward.
+/// What a training step adds on top of the resident buffers, walked through the forward (with
+/// the previous evaluation's caches and logits still held: each layer's goes as the training
+/// forward replaces it), the loss and the backward.
 fn step(plan: &DevicePlan, cfg: &ModelConfig, s: &Shapes) -> u64 {
     let n = s.nodes as u64;
     let e = entries(plan.kind, s);
     let out_width = plan.layers.last().map_or(0, |l| l.out_dim) as u64;
+    let evaluation: Vec<Cache> =
+        plan.layers.iter().map(|layer| forward_layer(&mut Walk::default(), layer, cfg, n, e, false).1).collect();
     let mut w = Walk::default();
-    w.alloc(n * out_width * F32); // the evaluation's logits, freed as the forward ends
+    w.alloc(evaluation.iter().map(|c| c.total).sum::<u64>() + n * out_width * F32);
     w.alloc(n * cfg.in_dim as u64 * F32); // the input copy, layer 0's cache
     // Per layer: its cache (held until its backward), and its output.
     let mut caches = Vec::with_capacity(plan.layers.len());
-    for layer in &plan.layers {
-        let (out, cache) = forward_layer(&mut w, layer, cfg, n, e);
+    for (layer, held) in plan.layers.iter().zip(&evaluation) {
+        let (out, cache) = forward_layer(&mut w, layer, cfg, n, e, true);
+        w.free(held.total);
         caches.push((cache, out));
     }
     w.free(n * out_width * F32);
@@ -168,9 +172,9 @@ struct Cache {
     input: u64,
 }
 
-/// Walks one layer's forward (the input is live already); returns the bytes of its output
-/// and of its cache (input included).
-fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: u64) -> (u64, Cache) {
+/// Walks one layer's forward (the input is live already; dropout only in `training`); returns
+/// the bytes of its output and of its cache (input included).
+fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: u64, training: bool) -> (u64, Cache) {
     let (din, dout) = (layer.in_dim as u64, layer.out_dim as u64);
     let input = n * din * F32;
     let mut cache = input;
@@ -179,7 +183,7 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
         let (hs, hd) = (layer.heads as u64, layer.head_dim as u64);
         let (hw, eh) = (hs * hd, e * hs);
         let blocks = hs * hs * hd * F32;
-        let attention = active(cfg.attn_dropout);
+        let attention = training && active(cfg.attn_dropout);
         // h, both block matrices, both alphas, scores, softmax, its dropped copy, the keep
         // flags, the dropped copy in expanded order, the per-head aggregation.
         w.alloc(n * hw * F32 + 2 * blocks + 2 * n * hs * F32);
@@ -209,7 +213,7 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
         out = n * dout * F32;
     }
     if layer.hidden {
-        let site = active(cfg.dropout);
+        let site = training && active(cfg.dropout);
         let dropout_first = cfg.layer_order == LayerOrder::DropoutFirst;
         let fused = layer.norm.is_none() && !dropout_first;
         if !fused {
@@ -285,14 +289,16 @@ mod tests {
     }
 
     /// Without dropout a two-layer GCN 8 -> 4 -> 3 transforms before it aggregates in both
-    /// layers and peaks in its last layer's backward. In floats per vertex: the input copy
-    /// (8), layer 0's output (4), the logits (3) and their gradient (3), then that backward's
-    /// `A^T d` (3) and the input gradient `(A^T d) W^T` (4): 25.
+    /// layers. In floats per vertex, the training forward starts with the last evaluation's
+    /// caches (its input copy 8, layer 0's output 4) and logits (3) still held: with its own
+    /// input copy (8) and layer 0's `x W` and `A (x W)` (4 + 4), 31. The last layer's
+    /// backward holds less: the input copy, layer 0's output, the logits and their gradient
+    /// (8 + 4 + 3 + 3), `A^T d` (3) and `(A^T d) W^T` (4), 25.
     #[test]
     fn the_step_peak_follows_the_buffers_of_the_walk() {
         let cfg = ModelConfig { layers: 2, dropout: 0.0, input_dropout: 0.0, ..ModelConfig::gcn(8, 4, 3) };
         let plan = DevicePlan::of(&Model::new(cfg.clone()).unwrap()).unwrap();
-        assert_eq!(Footprint::of(&plan, &cfg, &shapes(10, 30)).step, 25 * 10 * F32);
+        assert_eq!(Footprint::of(&plan, &cfg, &shapes(10, 30)).step, 31 * 10 * F32);
     }
 
     /// Dropout, LayerNorm and GAT's attention only add: each configuration needs at least

@@ -26,7 +26,7 @@ pub enum PlanError {
     #[error("the targets have {got} columns, but the model predicts {expected}")]
     TargetColumns { got: usize, expected: usize },
     #[error("the folded aggregation: {0}")]
-    Folded(#[from] CsrError),
+    Folded(CsrError),
 }
 
 /// The tensors and shape of one convolution.
@@ -184,7 +184,7 @@ impl WeightedCsr {
     /// scattering into `x` with atomics (deterministic, and no contention).
     pub fn transpose(&self) -> Result<WeightedCsr, PlanError> {
         let n = self.indptr.len() - 1;
-        let csr = Csr::try_new(n, n, self.indptr.clone(), self.indices.clone())?;
+        let csr = Csr::try_new(n, n, self.indptr.clone(), self.indices.clone()).map_err(PlanError::Folded)?;
         let (t, perm) = csr.transpose_with_perm();
         Ok(WeightedCsr {
             vals: perm.iter().map(|&k| self.vals[k]).collect(),
