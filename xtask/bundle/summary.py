@@ -86,7 +86,7 @@ def test_results(out, bundle):
 
 
 def numeric_medians(records):
-    """Per key, the median over `records` (dicts, one per epoch) of its numeric values."""
+    """Per key, the median of its numeric values over `records` (dicts, one per epoch) after the second."""
     keys = sorted({k for r in records for k, v in r.items() if isinstance(v, (int, float))})
     return {k: median([r[k] for r in records if isinstance(r.get(k), (int, float))]) for k in keys}
 
@@ -103,7 +103,7 @@ def halo_side(report):
         "val_acc": epochs[-1]["val_acc"] if epochs else None,
         "loss": epochs[-1]["loss"] if epochs else None,
     }
-    devices = after_second([e["device"] for e in epochs if isinstance(e.get("device"), dict)])
+    devices = [e["device"] for e in epochs if isinstance(e.get("device"), dict)]
     if devices:
         side["device"] = numeric_medians(devices)
     final_device = (report.get("final") or {}).get("device")
