@@ -263,9 +263,11 @@ def main():
     for line in (read(os.path.join(a.out, "timeline.tsv")) or "").splitlines()[1:]:
         step, seconds, exit_code = line.split("\t")
         timeline.append({"step": step, "seconds": float(seconds), "exit": int(exit_code)})
+    machine = (read(os.path.join(a.out, "machine.txt")) or "").splitlines()
     summary = {
         "bundle": bundle or {},
-        "machine": (read(os.path.join(a.out, "machine.txt")) or "").splitlines(),
+        "gpus": [line.split(": ", 1)[1] for line in machine if line.startswith("gpu: ")],
+        "machine": machine,
         "tests": tests,
         "tests_total": {k: sum(t[k] for t in tests) for k in ("passed", "failed", "ignored")},
         "speed": {"skipped": skipped or None, "epochs": "medians of the epochs after the second", "rows": rows},

@@ -346,7 +346,7 @@ esac
         let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
         assert_eq!(code, 1, "a failing test fails the run");
         assert_eq!(summary["bundle"]["commit"], "abc123");
-        assert!(summary["machine"].as_array().unwrap().iter().any(|l| l == "gpu: Fake GPU, 580.00, 81559 MiB"));
+        assert_eq!(summary["gpus"], serde_json::json!(["Fake GPU, 580.00, 81559 MiB"]));
         let tests = summary["tests"].as_array().unwrap();
         let fields = |t: &Value| (t["name"].clone(), t["passed"].clone(), t["failed"].clone(), t["status"].clone());
         assert_eq!(fields(&tests[0]), ("gnn-core-gpu".into(), 1.into(), 1.into(), "failed".into()));
