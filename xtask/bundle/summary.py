@@ -147,7 +147,9 @@ def speed_rows(out):
         for side, reader in (("halo", halo_side), ("pyg", pyg_side)):
             data, error = read_json(os.path.join(out, "speed", f"{row_id}.{side}.json"))
             if error:
-                row["errors"].append(f"{side}: {error} (see speed/{row_id}.{side}.log)")
+                log = (read(os.path.join(out, "speed", f"{row_id}.{side}.log")) or "").strip().splitlines()
+                last = f": {log[-1].strip()}" if log else ""
+                row["errors"].append(f"{side}: {error} (speed/{row_id}.{side}.log ends{last or ' empty'})")
                 continue
             try:
                 row[side] = reader(data)
@@ -236,6 +238,8 @@ def markdown(summary):
                 cells = [ms(d.get(k)) if k.endswith("_s") else str(d.get(k, "-")) for k in keys]
                 lines.append(f"| {r['id']} | " + " | ".join(cells) + " |")
         errors = [f"- {r['id']}: {e}" for r in speed["rows"] for e in r["errors"]]
+        errors += [f"- {r['id']}: Halo's report is incomplete: {r['halo']['incomplete']}" for r in speed["rows"]
+                   if "incomplete" in r.get("halo", {})]
         errors += [f"- {r['id']}: PyG {name}: {v['error']}" for r in speed["rows"]
                    for name, v in r.get("pyg", {}).get("paths", {}).items() if "error" in v]
         if errors:
