@@ -4,7 +4,7 @@ training step and the evaluation apart, through both of PyG's adjacency paths.
 
 usage: pyg_gpu.py DATA_DIR [--model gcn|sage|gat] [--layers 2] [--hidden 16] [--heads 8]
                   [--epochs 10] [--lr 0.01] [--weight-decay 5e-4] [--dropout 0.5] [--seed 0]
-                  [--split NAME] [--paths edge_index,csr] [--out FILE.json]
+                  [--split NAME] [--paths edge_index,csr] [--device cuda] [--out FILE.json]
 
 The model is Halo's (`halo train` with the same flags): dropout on the input of every layer,
 ReLU between layers (GAT: ELU, `--heads` heads of `--hidden` concatenated in the hidden layers,
@@ -140,13 +140,16 @@ def after_second(values):
 
 def train(a, x, y, adj, splits, classes):
     torch.manual_seed(a.seed)
-    model = Net(a.model, x.shape[1], a.hidden, classes, a.layers, a.heads, a.dropout).cuda()
+    model = Net(a.model, x.shape[1], a.hidden, classes, a.layers, a.heads, a.dropout).to(x.device)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     train_idx = splits[0]
     step_s, eval_s, losses = [], [], []
-    torch.cuda.reset_peak_memory_stats()
+    cuda = x.device.type == "cuda"
+    synchronize = torch.cuda.synchronize if cuda else lambda: None
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     for _ in range(a.epochs):
-        torch.cuda.synchronize()
+        synchronize()
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad(set_to_none=True)
@@ -154,13 +157,13 @@ def train(a, x, y, adj, splits, classes):
         loss = F.cross_entropy(out[train_idx], y[train_idx])
         loss.backward()
         opt.step()
-        torch.cuda.synchronize()
+        synchronize()
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():
             correct = model(x, adj).argmax(1) == y
             accs = torch.stack([correct[idx].float().mean() for idx in splits]).tolist()
-        torch.cuda.synchronize()
+        synchronize()
         t2 = time.perf_counter()
         step_s.append(t1 - t0)
         eval_s.append(t2 - t1)
@@ -173,7 +176,7 @@ def train(a, x, y, adj, splits, classes):
         "train_acc": accs[0],
         "val_acc": accs[1],
         "test_acc": accs[2],
-        "peak_gpu_bytes": torch.cuda.max_memory_allocated(),
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "epoch_median_s": statistics.median(after_second(epoch)),
     }
 
@@ -192,22 +195,24 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split")
     ap.add_argument("--paths", default="edge_index,csr")
+    ap.add_argument("--device", default="cuda", help="a torch device (cpu: a check of the script without a GPU)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device visible to torch")
     t0 = time.perf_counter()
     (edge_index, x, y), splits, source, classes = load(a.data, a.split)
     load_s = time.perf_counter() - t0
     n = x.shape[0]
-    x, y, edge_index = x.cuda(), y.cuda(), edge_index.cuda()
-    splits = [s.cuda() for s in splits]
+    x, y, edge_index = x.to(device), y.to(device), edge_index.to(device)
+    splits = [s.to(device) for s in splits]
     classes = classes or int(y.max()) + 1
     result = {
         "peer": "pyg-gpu",
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
-        "gpu": torch.cuda.get_device_name(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "dataset": os.path.abspath(a.data),
         "loaded_from": source,
         "load_s": round(load_s, 3),
@@ -230,7 +235,8 @@ def main():
         except Exception as e:  # one path failing (unsupported, out of memory) leaves the other
             result["paths"][path] = {"error": f"{type(e).__name__}: {e}"}
         adj = None
-        torch.cuda.empty_cache()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     timed = {p: r for p, r in result["paths"].items() if "epoch_median_s" in r}
     result["faster"] = min(timed, key=lambda p: timed[p]["epoch_median_s"]) if timed else None
     line = json.dumps(result)

@@ -86,7 +86,7 @@ def test_results(out, bundle):
 
 
 def numeric_medians(records):
-    """Per key, the median over `records` (dicts, one per epoch) of its numeric values."""
+    """Per key, the median of its numeric values over `records` (dicts, one per epoch) after the second."""
     keys = sorted({k for r in records for k, v in r.items() if isinstance(v, (int, float))})
     return {k: median([r[k] for r in records if isinstance(r.get(k), (int, float))]) for k in keys}
 
@@ -103,7 +103,7 @@ def halo_side(report):
         "val_acc": epochs[-1]["val_acc"] if epochs else None,
         "loss": epochs[-1]["loss"] if epochs else None,
     }
-    devices = after_second([e["device"] for e in epochs if isinstance(e.get("device"), dict)])
+    devices = [e["device"] for e in epochs if isinstance(e.get("device"), dict)]
     if devices:
         side["device"] = numeric_medians(devices)
     final_device = (report.get("final") or {}).get("device")
@@ -147,7 +147,9 @@ def speed_rows(out):
         for side, reader in (("halo", halo_side), ("pyg", pyg_side)):
             data, error = read_json(os.path.join(out, "speed", f"{row_id}.{side}.json"))
             if error:
-                row["errors"].append(f"{side}: {error} (see speed/{row_id}.{side}.log)")
+                log = (read(os.path.join(out, "speed", f"{row_id}.{side}.log")) or "").strip().splitlines()
+                last = f": {log[-1].strip()}" if log else ""
+                row["errors"].append(f"{side}: {error} (speed/{row_id}.{side}.log ends{last or ' empty'})")
                 continue
             try:
                 row[side] = reader(data)
@@ -236,6 +238,8 @@ def markdown(summary):
                 cells = [ms(d.get(k)) if k.endswith("_s") else str(d.get(k, "-")) for k in keys]
                 lines.append(f"| {r['id']} | " + " | ".join(cells) + " |")
         errors = [f"- {r['id']}: {e}" for r in speed["rows"] for e in r["errors"]]
+        errors += [f"- {r['id']}: Halo's report is incomplete: {r['halo']['incomplete']}" for r in speed["rows"]
+                   if "incomplete" in r.get("halo", {})]
         errors += [f"- {r['id']}: PyG {name}: {v['error']}" for r in speed["rows"]
                    for name, v in r.get("pyg", {}).get("paths", {}).items() if "error" in v]
         if errors:
@@ -263,9 +267,11 @@ def main():
     for line in (read(os.path.join(a.out, "timeline.tsv")) or "").splitlines()[1:]:
         step, seconds, exit_code = line.split("\t")
         timeline.append({"step": step, "seconds": float(seconds), "exit": int(exit_code)})
+    machine = (read(os.path.join(a.out, "machine.txt")) or "").splitlines()
     summary = {
         "bundle": bundle or {},
-        "machine": (read(os.path.join(a.out, "machine.txt")) or "").splitlines(),
+        "gpus": [line.split(": ", 1)[1] for line in machine if line.startswith("gpu: ")],
+        "machine": machine,
         "tests": tests,
         "tests_total": {k: sum(t[k] for t in tests) for k in ("passed", "failed", "ignored")},
         "speed": {"skipped": skipped or None, "epochs": "medians of the epochs after the second", "rows": rows},

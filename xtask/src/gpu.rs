@@ -41,3 +41,37 @@ pub fn test(root: &std::path::Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test file compiled only with a GPU feature is a GPU test: `gpu-test` and `gpu-bundle`
+    /// must list it, or it would never run.
+    #[test]
+    fn every_gpu_test_file_is_listed() {
+        let root = crate::project_root();
+        let mut found = Vec::new();
+        for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+            let krate = krate.unwrap().path();
+            let Ok(tests) = std::fs::read_dir(krate.join("tests")) else { continue };
+            for file in tests {
+                let path = file.unwrap().path();
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if let Some(feature) = ["cuda", "nccl"]
+                    .into_iter()
+                    .find(|f| text.lines().any(|l| l.trim() == format!("#![cfg(feature = \"{f}\")]")))
+                {
+                    let package = krate.file_name().unwrap().to_string_lossy().into_owned();
+                    let test = path.file_stem().unwrap().to_string_lossy().into_owned();
+                    found.push((package, feature, test));
+                }
+            }
+        }
+        found.sort();
+        let mut listed: Vec<_> =
+            GPU_TESTS.iter().map(|t| (t.package.to_owned(), t.feature, t.test.to_owned())).collect();
+        listed.sort();
+        assert_eq!(found, listed, "GPU test files (crates/*/tests/*.rs behind cuda or nccl) against GPU_TESTS");
+    }
+}
