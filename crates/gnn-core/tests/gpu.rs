@@ -47,22 +47,24 @@ fn array(rows: usize, cols: usize, v: &[f32]) -> Array2<f32> {
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn spmm_and_its_transpose_match_the_cpu() {
     let dev = device();
-    let (csr, f) = (graph(500, 4000, 1), 33);
-    let vals = values(csr.num_edges(), 2);
-    let x = values(csr.num_cols() * f, 3);
-    let a = DeviceCsr::upload(&dev, &csr).unwrap();
-    let (dv, dx) = (dev.upload(&vals).unwrap(), dev.upload(&x).unwrap());
-    let mut want = Array2::zeros((csr.num_rows(), f));
-    sparse::spmm(&csr, Some(&vals), &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
-    assert_close(
-        &dev.download(&dev.spmm(&a, Some(&dv), &dx, f).unwrap()).unwrap(),
-        want.as_slice().unwrap(),
-        REDUCTION,
-    );
-    sparse::spmm(&csr, None, &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
-    assert_close(&dev.download(&dev.spmm(&a, None, &dx, f).unwrap()).unwrap(), want.as_slice().unwrap(), REDUCTION);
-    let want_t = reference::spmm_t(&csr, Some(&vals), &x, f);
-    assert_close(&dev.download(&dev.spmm_t(&a, Some(&dv), &dx, f).unwrap()).unwrap(), &want_t, REDUCTION);
+    // A thread per output (8 columns), a warp per row with scalar (33, 300) and float4 (64)
+    // loads.
+    for f in [8, 33, 64, 300] {
+        let csr = graph(500, 4000, 1);
+        let vals = values(csr.num_edges(), 2);
+        let x = values(csr.num_cols() * f, 3);
+        let a = DeviceCsr::upload(&dev, &csr).unwrap();
+        let (dv, dx) = (dev.upload(&vals).unwrap(), dev.upload(&x).unwrap());
+        let mut want = Array2::zeros((csr.num_rows(), f));
+        sparse::spmm(&csr, Some(&vals), &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
+        let got = dev.download(&dev.spmm(&a, Some(&dv), &dx, f).unwrap()).unwrap();
+        assert_close(&got, want.as_slice().unwrap(), REDUCTION);
+        sparse::spmm(&csr, None, &array(csr.num_cols(), f, &x).view(), &mut want, Write::Overwrite);
+        let got = dev.download(&dev.spmm(&a, None, &dx, f).unwrap()).unwrap();
+        assert_close(&got, want.as_slice().unwrap(), REDUCTION);
+        let want_t = reference::spmm_t(&csr, Some(&vals), &x, f);
+        assert_close(&dev.download(&dev.spmm_t(&a, Some(&dv), &dx, f).unwrap()).unwrap(), &want_t, REDUCTION);
+    }
 }
 
 #[test]
@@ -152,7 +154,10 @@ fn column_sums_match_the_cpu() {
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn attention_dropout_flags_are_the_cpu_flags_exactly() {
     let dev = device();
-    let graph = gnn_core::AggGraph::single(&graph(300, 2400, 21)).unwrap();
+    let mut r = SplitMix64::new(21);
+    let edges: Vec<(u32, u32)> = (0..2400).map(|_| (r.below(300) as u32, r.below(300) as u32)).collect();
+    let csr = Csr::from_edges(300, &edges, EdgeListOptions { symmetrize: false, remove_self_loops: true }).unwrap();
+    let graph = gnn_core::AggGraph::single(&csr).unwrap();
     let folded = gnn_core::gpu::plan::aggregation(&graph, gnn_core::ConvKind::Gat).unwrap();
     let csr = DeviceCsr::from_parts(&dev, 300, &folded.indptr, &folded.indices).unwrap();
     let gids = dev.upload(graph.global_ids()).unwrap();

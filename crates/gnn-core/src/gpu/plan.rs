@@ -3,7 +3,7 @@
 //! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
 //! as one weighted CSR with the self term folded in as a diagonal entry.
 
-use graph_partition::{Csr, CsrError, Labels};
+use graph_partition::Labels;
 
 use crate::dropout::DropoutSite;
 use crate::graph::AggGraph;
@@ -25,8 +25,6 @@ pub enum PlanError {
     Label { row: u32, label: u32, classes: usize },
     #[error("the targets have {got} columns, but the model predicts {expected}")]
     TargetColumns { got: usize, expected: usize },
-    #[error("the folded aggregation: {0}")]
-    Folded(CsrError),
 }
 
 /// The tensors and shape of one convolution.
@@ -179,18 +177,31 @@ pub struct WeightedCsr {
 }
 
 impl WeightedCsr {
-    /// The transpose of this square matrix, each entry's value following it: what the
+    /// The transpose of this square matrix, each entry's value following it (rows need not be
+    /// sorted: GCN's and GAT's lead with the self loop): what the
     /// backward's `A^T x` runs on as a plain SpMM, rows in a fixed order, instead of
     /// scattering into `x` with atomics (deterministic, and no contention).
-    pub fn transpose(&self) -> Result<WeightedCsr, PlanError> {
+    pub fn transpose(&self) -> WeightedCsr {
         let n = self.indptr.len() - 1;
-        let csr = Csr::try_new(n, n, self.indptr.clone(), self.indices.clone()).map_err(PlanError::Folded)?;
-        let (t, perm) = csr.transpose_with_perm();
-        Ok(WeightedCsr {
-            vals: perm.iter().map(|&k| self.vals[k]).collect(),
-            indptr: t.indptr().to_vec(),
-            indices: t.indices().to_vec(),
-        })
+        let mut indptr = vec![0u64; n + 1];
+        for &c in &self.indices {
+            indptr[c as usize + 1] += 1;
+        }
+        for i in 0..n {
+            indptr[i + 1] += indptr[i];
+        }
+        let mut fill = indptr.clone();
+        let (mut indices, mut vals) = (vec![0u32; self.indices.len()], vec![0.0f32; self.vals.len()]);
+        // Rows in order: each transposed row lists its sources in increasing row order.
+        for row in 0..n {
+            for k in self.indptr[row] as usize..self.indptr[row + 1] as usize {
+                let slot = &mut fill[self.indices[k] as usize];
+                indices[*slot as usize] = row as u32;
+                vals[*slot as usize] = self.vals[k];
+                *slot += 1;
+            }
+        }
+        WeightedCsr { indptr, indices, vals }
     }
 }
 
@@ -393,8 +404,19 @@ mod tests {
     fn the_transpose_carries_each_entry_and_its_value() {
         let graph = random_graph(30, 120, 4);
         let folded = aggregation(&graph, ConvKind::Gcn).unwrap();
-        let t = folded.transpose().unwrap();
-        assert_eq!(t.transpose().unwrap(), folded);
+        let t = folded.transpose();
+        // Transposing twice sorts each row by source; the self loop led GCN's rows before.
+        let mut sorted = folded.clone();
+        for v in 0..30 {
+            let range = folded.indptr[v] as usize..folded.indptr[v + 1] as usize;
+            let mut row: Vec<(u32, f32)> = range.map(|k| (folded.indices[k], folded.vals[k])).collect();
+            row.sort_by_key(|e| e.0);
+            for (i, (c, w)) in row.into_iter().enumerate() {
+                sorted.indices[folded.indptr[v] as usize + i] = c;
+                sorted.vals[folded.indptr[v] as usize + i] = w;
+            }
+        }
+        assert_eq!(t.transpose(), sorted);
         let x = random_array(30, 5, 1.0, 2);
         let mut want = Array2::<f32>::zeros((30, 5));
         for v in 0..30 {

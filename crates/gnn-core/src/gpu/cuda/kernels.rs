@@ -214,6 +214,12 @@ macro_rules! launch {
     };
 }
 
+/// From this many columns on, [`Device::spmm`] runs a warp per row (`csr_spmm_warp`);
+/// narrower products keep a thread per output (`csr_spmm`), where a warp would idle.
+const WARP_SPMM_MIN_COLUMNS: usize = 32;
+/// Warps per block of `csr_spmm_warp`.
+const SPMM_WARPS: u32 = 8;
+
 /// The column reductions' block shape (`COLUMN_TILE` x `COLUMN_LANES` in elementwise.cu).
 const COLUMN_LANES: u32 = 8;
 
@@ -237,13 +243,21 @@ impl Device {
         let null = self.null_f32()?;
         let mut out = self.zeros::<f32>(a.rows * f)?;
         let (rows, fw): (u32, u32) = (int("csr_spmm", a.rows)?, int("csr_spmm", f)?);
-        launch!(
-            self,
-            "sparse",
-            "csr_spmm",
-            a.rows * f,
-            [&rows, &fw, &a.indptr, &a.indices, vals.unwrap_or(&null), x, &mut out]
-        );
+        let v = vals.unwrap_or(&null);
+        if f < WARP_SPMM_MIN_COLUMNS {
+            launch!(self, "sparse", "csr_spmm", a.rows * f, [&rows, &fw, &a.indptr, &a.indices, v, x, &mut out]);
+            return Ok(out);
+        }
+        // One warp per row and slab of 128 columns (32 when f is not a multiple of 4).
+        let slab = if f.is_multiple_of(4) { 128 } else { 32 };
+        let slabs: u32 = int("csr_spmm_warp", f.div_ceil(slab))?;
+        let warps = a.rows * slabs as usize;
+        let config = LaunchConfig {
+            grid_dim: (int("csr_spmm_warp", warps.div_ceil(SPMM_WARPS as usize).max(1))?, 1, 1),
+            block_dim: (32, SPMM_WARPS, 1),
+            shared_mem_bytes: 0,
+        };
+        launch!(self, "sparse", "csr_spmm_warp", config: config, [&rows, &fw, &slabs, &a.indptr, &a.indices, v, x, &mut out]);
         Ok(out)
     }
 
