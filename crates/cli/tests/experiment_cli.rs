@@ -168,7 +168,9 @@ fn the_grid_s_reports_compare_and_plot() {
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let table = run(&["compare", vanilla, single, "--markdown"]);
+    let printed = run(&["compare", vanilla, single, "--markdown"]);
+    let (differ, table) = printed.split_once("\n\n").expect("the differing settings, then the table");
+    assert!(differ.starts_with("runs differ in: ") && differ.contains("vanilla, single"), "{printed}");
     assert!(table.starts_with("| run |") && table.lines().count() == 4, "{table}");
     assert!(table.lines().nth(2).unwrap().contains("1.000x") && table.contains("| single"), "{table}");
     for name in ["runs.svg", "runs.png"] {
