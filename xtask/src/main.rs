@@ -4,8 +4,8 @@
 //! - `cargo xtask ptx [--arch sm_XX] [--nvcc] [--check]`: compile `kernels/*.cu` to PTX, or check it.
 //! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
 //!
-//! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
-//! live in `tidy` as tests, so `cargo test --workspace` enforces them.
+//! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies,
+//! portability) live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
 mod cli;
 mod datasets;
