@@ -70,4 +70,9 @@ fn featpart_and_data_parallel_summaries_state_bytes_and_modeled_time() {
             assert!(line.contains("tau 4") && line.contains("fetched at "), "{line}");
         }
     }
+    // `tau auto` fetches in its trials too, through the clock: serialized compute (the default
+    // with more workers than cores) runs to the end.
+    let auto = ["--method", "featpart", "--hosts", "4", "--tau", "auto", "--serialize-compute", "--comm-timeout", "60"];
+    let (line, _) = train(&[&sampled[..], &auto[..]].concat(), dir.path());
+    assert!(line.contains("tau auto") && line.contains("compute measured as serialized"), "{line}");
 }
