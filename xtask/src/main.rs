@@ -6,8 +6,8 @@
 //! - `cargo xtask gpu-bundle DIR`: those tests, `halo`, Cora and the PyG speed peer in one folder
 //!   that a GPU machine without Rust runs with `DIR/run`.
 //!
-//! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
-//! live in `tidy` as tests, so `cargo test --workspace` enforces them.
+//! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies,
+//! portability) live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
 mod bundle;
 mod cli;

@@ -119,6 +119,11 @@ fn bad_files_and_outputs_are_named_before_any_run() {
         (grid.replace("\"1\"]", "\"1\", \"--workers\", \"many\"]"), "bad.toml:7: flags of variant `a`: "),
         (grid.replace("\"1\"]", "\"1\", \"--seed\", \"4\"]"), "bad.toml:7: key `variant[0].flags[2]`: `--seed`"),
         (grid.replace("\"1\"]", "\"1\", \"--threads\", \"1\"]"), "variant `a` sets `threads`"),
+        // A bad flag of `base` is named at the base's line, not at a variant's.
+        (
+            grid.replace("baseline", "base = [\"--epochs\", \"2\",\n  \"--dropout\", \"lots\"]\nbaseline"),
+            "bad.toml:4: base flags: ",
+        ),
     ];
     for (text, want) in cases {
         std::fs::write(dir.path().join("bad.toml"), text).unwrap();
@@ -168,7 +173,9 @@ fn the_grid_s_reports_compare_and_plot() {
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let table = run(&["compare", vanilla, single, "--markdown"]);
+    let printed = run(&["compare", vanilla, single, "--markdown"]);
+    let (differ, table) = printed.split_once("\n\n").expect("the differing settings, then the table");
+    assert!(differ.starts_with("runs differ in: ") && differ.contains("vanilla, single"), "{printed}");
     assert!(table.starts_with("| run |") && table.lines().count() == 4, "{table}");
     assert!(table.lines().nth(2).unwrap().contains("1.000x") && table.contains("| single"), "{table}");
     for name in ["runs.svg", "runs.png"] {

@@ -1,9 +1,10 @@
-//! `HALO_FAULT` through the `halo` binary: random (rank, point, kind) trials of a checkpointed
-//! vanilla run on in-process workers. Every run must end within its deadline with a non-zero
-//! exit and an error naming the rank and the point, and the newest complete checkpoint it
-//! leaves must resume to the end. CI runs a few trials; `HALO_FAULT_TRIALS=200` runs the long
-//! set (`docs/RELIABILITY.md`) and prints its figures. With the `mpi` feature the same trials
-//! run as `mpirun` jobs, one rank a process (`HALO_FAULT_MPI_TRIALS`, a few by default).
+//! `HALO_FAULT` through the `halo` binary: (rank, point, kind) trials of a checkpointed vanilla
+//! run on in-process workers. Every run must end within its deadline with a non-zero exit and an
+//! error naming the rank and the point, and the newest complete checkpoint it leaves must resume
+//! to the end. CI runs the enumeration ([`enumerated`]: every point with a hang and with an
+//! error, and every kind); `HALO_FAULT_TRIALS=200` adds random trials up to 200, the long set
+//! (`docs/RELIABILITY.md`), and prints its figures. With the `mpi` feature the same trials run as
+//! `mpirun` jobs, one rank a process (`HALO_FAULT_MPI_TRIALS`).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -105,6 +106,18 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+#[test]
+fn the_enumeration_reaches_every_point_and_kind() {
+    let planned = enumerated();
+    for point in POINTS {
+        for kind in ["hang", "error"] {
+            assert!(planned.iter().any(|t| (t.1, t.2) == (point, kind)), "{point}:{kind}");
+        }
+    }
+    assert!(KINDS.iter().all(|k| planned.iter().any(|t| t.2 == *k)));
+    assert!((0..WORKERS).all(|r| planned.iter().any(|t| t.0 == r)));
+}
+
 #[derive(Default)]
 struct Tally {
     trials: usize,
@@ -128,18 +141,31 @@ fn random_faults_end_mpirun_jobs_cleanly_and_leave_a_loadable_checkpoint() {
     trials(Launch::Mpi, "HALO_FAULT_MPI_TRIALS");
 }
 
-/// Runs as many random trials as the environment variable `count` says (6 when unset), and
-/// asserts the figures.
+/// The trials CI runs, as (rank, point, kind, N): every point with a hang (its peers must name
+/// it where they wait, in whichever collective that is) and with an error (the rank names
+/// itself), then the other kinds once each; ranks rotate. N is 1 at `setup` (reached once), 2
+/// elsewhere, so that every trial fires and the later ones leave a checkpoint to resume.
+fn enumerated() -> Vec<(usize, &'static str, &'static str, u64)> {
+    let mut list: Vec<(&str, &str)> = POINTS.iter().flat_map(|&p| [(p, "hang"), (p, "error")]).collect();
+    list.extend(KINDS.iter().filter(|k| !["hang", "error"].contains(k)).zip(POINTS).map(|(&k, p)| (p, k)));
+    let nth = |point: &str| if point == "setup" { 1 } else { 2 };
+    list.into_iter().enumerate().map(|(i, (point, kind))| (i % WORKERS, point, kind, nth(point))).collect()
+}
+
+/// Runs the enumeration, then random trials up to the number the environment variable `count`
+/// says, and asserts the figures.
 fn trials(launch: Launch, count: &str) {
-    let trials: usize = std::env::var(count).ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let planned = enumerated();
+    let trials: usize = std::env::var(count).ok().and_then(|v| v.parse().ok()).unwrap_or(planned.len());
     let mut rng = 0x5EED_u64;
     let mut tally = Tally::default();
-    for trial in 0..trials {
-        // The first trials cover every kind once in CI; the rest are drawn at random.
-        let kind = KINDS.get(trial).copied().unwrap_or_else(|| KINDS[next(&mut rng) as usize % KINDS.len()]);
-        let rank = next(&mut rng) as usize % WORKERS;
-        let point = POINTS[next(&mut rng) as usize % POINTS.len()];
-        let nth = 1 + next(&mut rng) % 3;
+    for trial in 0..trials.max(planned.len()) {
+        let (rank, point, kind, nth) = planned.get(trial).copied().unwrap_or_else(|| {
+            let kind = KINDS[next(&mut rng) as usize % KINDS.len()];
+            let rank = next(&mut rng) as usize % WORKERS;
+            let point = POINTS[next(&mut rng) as usize % POINTS.len()];
+            (rank, point, kind, 1 + next(&mut rng) % 3)
+        });
         let fault = format!("{rank}:{point}:{kind}:{nth}");
         let dir = tempfile::tempdir().unwrap();
         tally.trials += 1;
@@ -195,6 +221,7 @@ fn trials(launch: Launch, count: &str) {
         tally.slowest.as_secs_f64()
     );
     assert_eq!(tally.hangs, 0);
+    assert!(tally.fired >= planned.len(), "every enumerated trial fires");
     assert_eq!(tally.failed_cleanly, tally.fired, "every fault that fired ends its run non-zero");
     assert!(tally.unnamed.is_empty(), "{:#?}", tally.unnamed);
     assert!(tally.resume_failures.is_empty(), "{:#?}", tally.resume_failures);

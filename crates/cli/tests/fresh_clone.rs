@@ -1,5 +1,5 @@
-//! A fresh clone of the repository, with nothing beside it, has everything the README's two
-//! commands need. The clone is of the committed tree (`git clone` of this checkout), so it sees
+//! A fresh clone of the repository, with nothing beside it, has everything the README's quick
+//! start needs. The clone is of the committed tree (`git clone` of this checkout), so it sees
 //! what a user who clones Halo gets; running the whole test suite inside a test would take far
 //! too long, so the test command is checked for the data it reads instead: no tracked file may
 //! point outside the repository for test data, and the vendored Cora must be tracked.
@@ -63,15 +63,15 @@ fn a_fresh_clone_runs_the_readme_commands_without_a_sibling_shared_directory() {
         assert!(tracked.contains(&file), "{file} is not tracked");
     }
 
-    // The README's two commands: the test command, and the main job with the binary already
-    // built (the `cargo run` prefix only builds it), from the clone's root.
+    // The README's quick start: the install, the test command, and the main job with the binary
+    // already built (the install only builds it and puts it on the PATH), from the clone's root.
     let readme = std::fs::read_to_string(clone.join("README.md")).unwrap();
+    assert_eq!(readme_block(&readme, "Build and install the `halo` binary"), ["cargo install --path crates/cli"]);
     assert_eq!(readme_block(&readme, "Run the tests:"), ["cargo test --workspace"]);
     let main_job = readme_block(&readme, "Run the main job");
     let [command] = main_job.as_slice() else { panic!("expected one main-job command, got {main_job:?}") };
-    let args = command
-        .strip_prefix("cargo run --release -p cli --bin halo -- ")
-        .unwrap_or_else(|| panic!("the main job is not a `cargo run` of halo: {command}"));
+    let args =
+        command.strip_prefix("halo ").unwrap_or_else(|| panic!("the main job is not a `halo` command: {command}"));
     let report = parent.path().join("main-job.json");
     run(Command::new(env!("CARGO_BIN_EXE_halo"))
         .args(args.split_whitespace())

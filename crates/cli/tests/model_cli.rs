@@ -106,9 +106,15 @@ fn bad_model_files_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let out = halo(&["predict", "--model", "absent.safetensors"], dir.path());
     let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && msg.contains("--model") && msg.contains("absent.json"), "{msg}");
+    assert!(!out.status.success() && msg.contains("--model") && msg.contains("absent.safetensors"), "{msg}");
     let cora = cora();
     ok(halo(&["train", "--dataset", &cora, "--epochs", "1", "-q", "--save-model", "m.safetensors"], dir.path()));
+    // Weights without their sidecar: the sidecar is named.
+    std::fs::rename(dir.path().join("m.json"), dir.path().join("kept.json")).unwrap();
+    let out = halo(&["predict", "--model", "m.safetensors"], dir.path());
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && msg.contains("m.json"), "{msg}");
+    std::fs::rename(dir.path().join("kept.json"), dir.path().join("m.json")).unwrap();
     std::fs::write(dir.path().join("m.safetensors"), b"not a safetensors file").unwrap();
     let out = halo(&["predict", "--model", "m.safetensors"], dir.path());
     let msg = String::from_utf8_lossy(&out.stderr);

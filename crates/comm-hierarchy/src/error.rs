@@ -7,15 +7,16 @@ use crate::ledger::LedgerError;
 use crate::topology::TopologyError;
 
 /// Why a communicator call failed. Every variant that concerns another worker names its rank,
-/// and every variant names the phase label of the call that noticed it.
+/// and every variant names the phase label of the call that noticed it; those about another
+/// worker also name the point of the run the call is at ([`crate::fault::Point::during`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CommError {
     /// Another worker returned an error or panicked; this call gave up instead of waiting.
-    #[error("rank {rank} failed ({reason}); rank {observer} abandoned `{phase}`")]
+    #[error("rank {rank} failed ({reason}); rank {observer} abandoned `{phase}`{}", crate::fault::point_suffix(.phase))]
     PeerFailed { rank: usize, reason: String, observer: usize, phase: String },
     /// A peer finished its work without sending what this call waits for: the workers called
     /// different sequences of collectives.
-    #[error("rank {rank} exited before sending what rank {observer} waits for in `{phase}`")]
+    #[error("rank {rank} exited before sending what rank {observer} waits for in `{phase}`{}", crate::fault::point_suffix(.phase))]
     PeerExited { rank: usize, observer: usize, phase: String },
     /// Nothing arrived from `peer` within the timeout: the peer is stuck, or the workers called
     /// different collectives.

@@ -62,6 +62,28 @@ impl Point {
             _ => None,
         }
     }
+
+    /// The point of the run a call under `phase` is at, for naming it in messages: a fault
+    /// point's own phase ([`Point::of_phase`]), or the stretch of the run around one. The
+    /// collectives of the setup (the memory agreement, the message cap, the halo-feature fetch,
+    /// the devices' agreement) are at `setup`; featpart's feature fetches at `forward-exchange`; the step's
+    /// other collectives (loss, evaluation, statistics, the parameter servers, the methods'
+    /// controllers) at `all-reduce`, where the step syncs. `None` for phases Halo does not use.
+    pub fn during(phase: &str) -> Option<Point> {
+        const SETUP: [&str; 5] = ["memory", "messages", "setup/", "nccl-", "ledger-setup"];
+        const STEP: [&str; 9] = ["loss", "eval", "stats", "ledger", "ps/", "trial/", "bias/", "adaqp/", "ecgraph/"];
+        Point::of_phase(phase).or_else(|| {
+            if SETUP.iter().any(|s| phase.starts_with(s)) {
+                Some(Point::Setup)
+            } else if phase.starts_with("fetch/") && phase != "fetch/loss" {
+                Some(Point::ForwardExchange)
+            } else if phase == "fetch/loss" || STEP.iter().any(|s| phase.starts_with(s)) {
+                Some(Point::AllReduce)
+            } else {
+                None
+            }
+        })
+    }
 }
 
 impl fmt::Display for Point {
@@ -255,9 +277,9 @@ impl Armed {
     }
 }
 
-/// ` (point P)` when a call under `phase` is at one of the fault points, for error messages.
+/// ` (point P)`: the point of the run a call under `phase` is at, for error messages.
 pub(crate) fn point_suffix(phase: &str) -> String {
-    Point::of_phase(phase).map(|p| format!(" (point {p})")).unwrap_or_default()
+    Point::during(phase).map(|p| format!(" (point {p})")).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -292,6 +314,39 @@ mod tests {
         assert_eq!(Point::of_phase("bwd/0"), Some(Point::BackwardExchange));
         assert_eq!(Point::of_phase("grads"), Some(Point::AllReduce));
         assert_eq!(Point::of_phase("loss"), None);
+        assert_eq!(Point::of_phase("memory"), None, "faults fire only at the five points");
+    }
+
+    #[test]
+    fn every_phase_halo_uses_is_named_by_its_point() {
+        let cases = [
+            ("setup", Point::Setup),
+            ("memory", Point::Setup),
+            ("setup/halo-features", Point::Setup),
+            ("messages", Point::Setup),
+            ("nccl-init", Point::Setup),
+            ("fwd/0", Point::ForwardExchange),
+            ("fetch/columns", Point::ForwardExchange),
+            ("bwd/1", Point::BackwardExchange),
+            ("grads", Point::AllReduce),
+            ("loss", Point::AllReduce),
+            ("eval", Point::AllReduce),
+            ("stats", Point::AllReduce),
+            ("ledger", Point::AllReduce),
+            ("ps/pull", Point::AllReduce),
+            ("fetch/loss", Point::AllReduce),
+            ("adaqp/assign", Point::AllReduce),
+            ("checkpoint", Point::Checkpoint),
+        ];
+        for (phase, point) in cases {
+            assert_eq!(Point::during(phase), Some(point), "{phase}");
+        }
+        assert_eq!(Point::during("made-up"), None);
+        let timeout =
+            CommError::Timeout { observer: 0, peer: 2, phase: "memory".into(), timeout: Duration::from_secs(1) };
+        assert!(timeout.to_string().ends_with("in `memory` (point setup)"), "{timeout}");
+        let exited = CommError::PeerExited { rank: 1, observer: 0, phase: "eval".into() };
+        assert!(exited.to_string().ends_with("(point all-reduce)"), "{exited}");
     }
 
     /// Every rank all-reduces under `grads` twice, through a fault at rank 1.

@@ -124,10 +124,11 @@ pub fn load(path: &Path) -> Result<(Model, Sidecar), ExportError> {
     let sidecar_file = sidecar_path(path);
     let read =
         |p: &Path| std::fs::read(p).map_err(|source| ExportError::Io { action: "read", path: p.to_path_buf(), source });
+    // The weights first: a wrong path is named as given, not through its sidecar.
+    let bytes = read(path)?;
     let sidecar: Sidecar = serde_json::from_slice(&read(&sidecar_file)?)
         .map_err(|e| ExportError::Invalid { path: sidecar_file.clone(), detail: e.to_string() })?;
     let invalid = |detail: String| ExportError::Invalid { path: path.to_path_buf(), detail };
-    let bytes = read(path)?;
     let tensors = SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("not a safetensors file: {e}")))?;
     let mut model =
         Model::new(sidecar.model.clone()).map_err(|e| invalid(format!("model of {}: {e}", sidecar_file.display())))?;

@@ -10,7 +10,8 @@
 //!   (one process, or data-parallel workers that each hold the whole graph).
 //! - [`objective`]: loss and accuracy as sums and counts (they add up across workers).
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
-//! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory.
+//! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory;
+//!   [`measure`]: how workers' compute is measured.
 //!
 //! [`run`] is the whole of `halo train` but the command line, for every method
 //! (`examples/method.rs` runs single-process and vanilla training on Cora):
@@ -36,6 +37,7 @@ pub mod experiment;
 pub mod export;
 pub mod features;
 pub mod guard;
+pub mod measure;
 pub mod memory;
 pub mod method;
 pub mod minibatch;
@@ -115,7 +117,10 @@ pub fn run_method(
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
     config.validate()?;
-    let options = LocalOptions { serialize_compute: options.serialize_compute || config.distributed.serialize_compute };
+    let serialize = options.serialize_compute || config.distributed.serialize_compute;
+    let measure =
+        measure::ComputeMeasure::choose(config, distributed::backend_of(source, config), measure::cores(), serialize);
+    let options = LocalOptions { serialize_compute: measure.serializes() };
     let mut parts = method.parts(config);
     let name = method.name();
     if let Some(servers) = config.distributed.param_servers() {
@@ -142,7 +147,8 @@ pub fn run_method(
                 .to_string(),
         });
     }
-    match (parts.data, &parts.batches) {
+    let whole = parts.data == DataPlan::Whole;
+    let mut report = match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;
             match batches {
@@ -187,5 +193,9 @@ pub fn run_method(
                     .to_string(),
             })
         }
+    }?;
+    if let Some(report) = report.as_mut().filter(|_| !whole) {
+        report.final_.compute_measure = Some(measure.as_str().to_string());
     }
+    Ok(report)
 }

@@ -167,6 +167,10 @@ pub struct FinalRecord {
     pub bytes_grad_sync: u64,
     /// Sum of the epochs' `modeled_epoch_s`.
     pub modeled_train_s: f64,
+    /// How the workers' compute under the modeled epochs was measured
+    /// ([`crate::measure::ComputeMeasure`]); absent for single-process runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_measure: Option<String>,
     /// Peak resident memory of the process (`null` where the platform does not report it).
     pub peak_rss_bytes: Option<u64>,
     /// The estimated peak and its breakdown, next to `peak_rss_bytes` (full-batch runners).

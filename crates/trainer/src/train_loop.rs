@@ -277,6 +277,7 @@ where
         bytes_exchange: phase_bytes(&is_exchange_phase),
         bytes_grad_sync: phase_bytes(&|p| GRAD_SYNC_PHASES.contains(&p)),
         modeled_train_s: epochs.iter().map(|e| e.modeled_epoch_s).sum(),
+        compute_measure: None,
         peak_rss_bytes: crate::memory::peak_rss_bytes(),
         memory: None,
         method: strategy.final_method(),

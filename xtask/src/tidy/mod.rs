@@ -1,12 +1,13 @@
 //! Repository checks, run as tests so that `cargo test --workspace` enforces them: crate layering
-//! ([`layering`]), workspace manifests ([`manifests`]), source hygiene ([`source`]) and unused
-//! dependencies ([`unused_deps`]).
+//! ([`layering`]), workspace manifests ([`manifests`]), source hygiene ([`source`]), unused
+//! dependencies ([`unused_deps`]) and what a clone on another machine needs ([`portable`]).
 //!
 //! Each check is a function over parsed data returning its violations, so the unit tests can feed
 //! it small bad inputs and prove it fails; one test per check then runs it on the real workspace.
 
 mod layering;
 mod manifests;
+mod portable;
 mod source;
 mod unused_deps;
 

@@ -1,6 +1,7 @@
 //! What codecs did to the rows they carried, summed per (layer, direction, route).
 //!
-//! The exchange counts rows and payload bytes of every message; codecs add what only they know
+//! The exchange counts rows and payload bytes of every message, and the bytes the same rows take
+//! uncoded (what the exact exchange sends); codecs add what only they know
 //! ([`super::Codec::take_stats`]): rows they skipped, the bit-width each sent row used, and the
 //! squared error of what the receiver decodes against the true rows. A [`StatsTable`] flattens
 //! to a fixed-length `f64` vector so that workers can all-reduce it.
@@ -21,6 +22,8 @@ pub struct CodecStats {
     pub rows_skipped: u64,
     /// Bytes of the encoded messages.
     pub bytes: u64,
+    /// Bytes the same rows take uncoded, 4 per value: what the exact exchange sends for them.
+    pub exact_bytes: u64,
     /// Rows sent at each bit-width (index = bits), for codecs that choose one per row.
     pub bits: [u64; MAX_BITS + 1],
     /// Sum of squared differences between the decoded and the true values.
@@ -31,12 +34,12 @@ pub struct CodecStats {
 
 impl Default for CodecStats {
     fn default() -> Self {
-        Self { rows: 0, rows_skipped: 0, bytes: 0, bits: [0; MAX_BITS + 1], err_sq: 0.0, ref_sq: 0.0 }
+        Self { rows: 0, rows_skipped: 0, bytes: 0, exact_bytes: 0, bits: [0; MAX_BITS + 1], err_sq: 0.0, ref_sq: 0.0 }
     }
 }
 
 /// Length of [`CodecStats::to_vec`].
-const FIELDS: usize = 5 + MAX_BITS + 1;
+const FIELDS: usize = 6 + MAX_BITS + 1;
 
 impl CodecStats {
     /// Adds `other` into `self`.
@@ -44,9 +47,15 @@ impl CodecStats {
         self.rows += other.rows;
         self.rows_skipped += other.rows_skipped;
         self.bytes += other.bytes;
+        self.exact_bytes += other.exact_bytes;
         self.bits.iter_mut().zip(&other.bits).for_each(|(a, b)| *a += b);
         self.err_sq += other.err_sq;
         self.ref_sq += other.ref_sq;
+    }
+
+    /// Bytes sent over the exact exchange's bytes for the same rows (1 when nothing was counted).
+    pub fn bytes_fraction(&self) -> f64 {
+        if self.exact_bytes > 0 { self.bytes as f64 / self.exact_bytes as f64 } else { 1.0 }
     }
 
     /// Relative error `||decoded - true|| / ||true||` over the counted rows (0 when nothing
@@ -57,21 +66,23 @@ impl CodecStats {
 
     fn to_vec(&self) -> [f64; FIELDS] {
         let mut v = [0.0; FIELDS];
-        v[..5].copy_from_slice(&[
+        v[..6].copy_from_slice(&[
             self.rows as f64,
             self.rows_skipped as f64,
             self.bytes as f64,
             self.err_sq,
             self.ref_sq,
+            self.exact_bytes as f64,
         ]);
-        v[5..].iter_mut().zip(&self.bits).for_each(|(a, &b)| *a = b as f64);
+        v[6..].iter_mut().zip(&self.bits).for_each(|(a, &b)| *a = b as f64);
         v
     }
 
     fn from_slice(v: &[f64]) -> Self {
         let mut bits = [0u64; MAX_BITS + 1];
-        bits.iter_mut().zip(&v[5..]).for_each(|(a, &b)| *a = b as u64);
-        Self { rows: v[0] as u64, rows_skipped: v[1] as u64, bytes: v[2] as u64, err_sq: v[3], ref_sq: v[4], bits }
+        bits.iter_mut().zip(&v[6..]).for_each(|(a, &b)| *a = b as u64);
+        let (rows, rows_skipped, bytes, exact_bytes) = (v[0] as u64, v[1] as u64, v[2] as u64, v[5] as u64);
+        Self { rows, rows_skipped, bytes, exact_bytes, err_sq: v[3], ref_sq: v[4], bits }
     }
 }
 
@@ -151,7 +162,7 @@ mod tests {
     fn sample(rows: u64) -> CodecStats {
         let mut bits = [0; MAX_BITS + 1];
         bits[8] = rows - 1;
-        CodecStats { rows, rows_skipped: 1, bytes: 40, bits, err_sq: 0.5, ref_sq: 2.0 }
+        CodecStats { rows, rows_skipped: 1, bytes: 40, exact_bytes: 160, bits, err_sq: 0.5, ref_sq: 2.0 }
     }
 
     #[test]
@@ -166,6 +177,8 @@ mod tests {
         assert_eq!(back, t);
         let total = t.total();
         assert_eq!((total.rows, total.rows_skipped, total.bytes, total.bits[8]), (13, 3, 120, 10));
+        assert_eq!((total.exact_bytes, total.bytes_fraction()), (480, 0.25));
+        assert_eq!(CodecStats::default().bytes_fraction(), 1.0);
         assert!((total.relative_error() - 0.5).abs() < 1e-12);
         assert_eq!(k1.to_string(), "bwd/1/to-primary");
         // Summing two ranks' vectors sums their tables.

@@ -1,6 +1,8 @@
 //! `halo compare REPORT.json...`: the final figures of several runs side by side (accuracy,
-//! bytes, modeled and measured time), each with its ratio against the first report: the
-//! baseline. A terminal table by default, Markdown with `--markdown`.
+//! bytes, modeled and measured time), each with its ratio against the baseline: the first
+//! complete report. Above the table, the settings on which the runs differ. An incomplete report
+//! shows the figures of its epochs so far, without ratios. A terminal table by default, Markdown
+//! with `--markdown`.
 
 use std::path::PathBuf;
 
@@ -21,9 +23,39 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let reports = reports::load(&args.reports)?;
+    print!("{}", header(&reports));
     let table = table(&reports);
     print!("{}", if args.markdown { markdown(&table) } else { aligned(&table) });
     Ok(())
+}
+
+/// The report the ratios are against: the first complete one (the first when none is).
+fn baseline(reports: &[LoadedReport]) -> usize {
+    reports.iter().position(|r| !r.incomplete()).unwrap_or(0)
+}
+
+/// The lines above the table: the settings the runs differ on, and the baseline when it is not
+/// the first report.
+fn header(reports: &[LoadedReport]) -> String {
+    let mut text = String::new();
+    let differ = reports::differing_settings(reports);
+    if !differ.is_empty() {
+        text += "runs differ in:";
+        for (key, values) in &differ {
+            text += &format!(" {key} ({});", values.join(", "));
+        }
+        text.pop();
+        text.push('\n');
+    }
+    let base = baseline(reports);
+    if base > 0 {
+        text += &format!("ratios against {} (the first complete report)\n", reports[base].label);
+    }
+    // A blank line, so that Markdown renders the table as one.
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text
 }
 
 /// The cost columns, each followed by its ratio against the baseline.
@@ -59,9 +91,9 @@ fn table(reports: &[LoadedReport]) -> Vec<Vec<String>> {
         header.extend([name.to_string(), "ratio".to_string()]);
     }
     let na = || "n/a".to_string();
-    let base = &rows[0];
+    let base = &rows[baseline(reports)];
     let mut cells = vec![header];
-    for row in &rows {
+    for (row, report) in rows.iter().zip(reports) {
         let acc = row.value(Metric::TestAcc);
         let diff = acc.zip(base.value(Metric::TestAcc)).map(|(a, b)| format!("{:+.2}", 100.0 * (a - b)));
         let mut line = vec![
@@ -72,7 +104,11 @@ fn table(reports: &[LoadedReport]) -> Vec<Vec<String>> {
         ];
         for (metric, _, unit) in COSTS {
             let value = row.value(metric);
-            let ratio = value.zip(base.value(metric)).and_then(|(v, b)| trainer::experiment::stats::ratio(v, b));
+            // Sums over fewer epochs than the baseline's have no ratio to it.
+            let ratio = value
+                .zip(base.value(metric))
+                .filter(|_| !report.incomplete())
+                .and_then(|(v, b)| trainer::experiment::stats::ratio(v, b));
             line.push(value.map_or_else(na, |v| unit.show(v)));
             line.push(ratio.map_or_else(na, |r| format!("{r:.3}x")));
         }
@@ -131,6 +167,25 @@ mod tests {
         assert_eq!((cdfgnn[4].as_str(), cdfgnn[5].as_str()), ("1.9 MiB", "0.250x"));
         assert_eq!(cells[1][5], "1.000x", "the baseline against itself");
         assert_eq!(cdfgnn[9], "1.000x", "same modeled time");
+    }
+
+    #[test]
+    fn an_incomplete_first_report_spoils_no_ratio() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut partial = report("adaqp", &[0.5, 0.6], 8_000_000);
+        partial["final"] = serde_json::Value::Null;
+        partial["incomplete"] = serde_json::json!(true);
+        let a = write(dir.path(), "a.json", &partial);
+        let b = write(dir.path(), "b.json", &report("vanilla", &[0.5, 0.80], 4_000_000));
+        let c = write(dir.path(), "c.json", &report("cdfgnn", &[0.5, 0.79], 1_000_000));
+        let loaded = reports::load(&[a, b, c]).unwrap();
+        let cells = table(&loaded);
+        // The incomplete run: its epochs so far, no ratios.
+        assert_eq!(&cells[1][..4], ["adaqp [incomplete: 2 epochs]", "0.6000", "-20.00", "0.6000"]);
+        assert_eq!((cells[1][4].as_str(), cells[1][5].as_str()), ("15.3 MiB", "n/a"));
+        // The others against the first complete report.
+        assert_eq!((cells[2][5].as_str(), cells[3][5].as_str()), ("1.000x", "0.250x"));
+        assert_eq!(header(&loaded), "ratios against vanilla (the first complete report)\n\n");
     }
 
     #[test]

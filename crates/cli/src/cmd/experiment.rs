@@ -39,9 +39,17 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let spec = ExperimentSpec::from_file(&args.file)?;
     let file = args.file.display().to_string();
+    // A flag at fault in `base` fails alone as it fails in every variant: named at its own line.
+    let base_error = config_from_flags(&spec.base).err().map(|e| format!("{e:#}"));
+    let base_spec = spec.clone();
     let plan = Plan::new(spec, |variant, flags| {
-        config_from_flags(flags)
-            .with_context(|| format!("{file}:{}: flags of variant `{}`", variant.line, variant.name))
+        config_from_flags(flags).map_err(|e| {
+            let message = format!("{e:#}");
+            match base_spec.base_line_named(&message).filter(|_| base_error.as_ref() == Some(&message)) {
+                Some(line) => anyhow::anyhow!("{file}:{line}: base flags: {message}"),
+                None => e.context(format!("{file}:{}: flags of variant `{}`", variant.line, variant.name)),
+            }
+        })
     })?;
     let mut progress = Progress::new(plan.total_runs(), args.quiet);
     let table = experiment::run(&plan, &args.out, &args.datasets, &mut progress);

@@ -1,7 +1,10 @@
 //! `halo plot REPORT.json... --out FILE.svg|png`: the epochs of one or several runs, one colour
 //! per report, so what a method saves and what it costs shows at a glance: loss; train,
 //! validation and test accuracy; bytes per epoch (intra- and inter-host); modeled communication
-//! and epoch time; and every numeric method field (eps, rows sent, bit-widths, tau, ...).
+//! and epoch time; and every numeric method field (eps, rows sent, bit-widths, tau, ...) that
+//! changes in some run (the fields constant across every run are left out unless asked for).
+//! Byte axes start at 0. Each report's line is drawn thinner than the one before it, with markers
+//! at staggered epochs, so that runs whose curves coincide all stay visible.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +25,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// Method fields to draw, by a part of their dotted name (`controller.eps`,
-    /// `codec.total.rows_sent_fraction`); repeatable [default: the first ones found].
+    /// `codec.total.rows_sent_fraction`); repeatable [default: the first ones found that are not
+    /// constant across every run].
     #[arg(long = "field", value_name = "NAME")]
     fields: Vec<String>,
 }
@@ -31,12 +35,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let reports = reports::load(&args.reports)?;
     let (panels, left_out) = panels(&reports, &args.fields);
     draw(&args.out, &reports, &panels, "--out")?;
-    if !left_out.is_empty() {
-        let some: Vec<&str> = left_out.iter().take(5).map(String::as_str).collect();
+    let some = |fields: &[String]| fields.iter().take(5).map(String::as_str).collect::<Vec<_>>().join(", ");
+    if !left_out.constant.is_empty() {
+        let n = left_out.constant.len();
+        eprintln!("{n} method fields constant across every run not drawn (pick them with --field), e.g. {}", {
+            some(&left_out.constant)
+        });
+    }
+    if !left_out.past_max.is_empty() {
         eprintln!(
             "{} method fields not drawn (at most {MAX_METHOD_PANELS}; pick them with --field), e.g. {}",
-            left_out.len(),
-            some.join(", ")
+            left_out.past_max.len(),
+            some(&left_out.past_max)
         );
     }
     println!("wrote {}", args.out.display());
@@ -54,6 +64,25 @@ const FONT: &str = "sans-serif";
 pub struct Panel {
     title: String,
     lines: Vec<Line>,
+    /// The y axis starts at 0 (byte counts).
+    from_zero: bool,
+}
+
+impl Panel {
+    /// Whether every point of every line has one value (and there are at least two points).
+    fn constant(&self) -> bool {
+        let mut values = self.lines.iter().flat_map(|l| &l.points).map(|p| p.1);
+        let Some(first) = values.next() else { return false };
+        let mut rest = values.peekable();
+        rest.peek().is_some() && rest.all(|v| v == first)
+    }
+}
+
+/// Method fields not drawn: constant across every run, or past [`MAX_METHOD_PANELS`].
+#[derive(Debug, Default)]
+pub struct LeftOut {
+    pub constant: Vec<String>,
+    pub past_max: Vec<String>,
 }
 
 /// One report's series on a panel.
@@ -74,17 +103,17 @@ fn panel(reports: &[LoadedReport], title: &str, solid: &str, dashed: Option<&str
             }
         }
     }
-    Panel { title: title.to_string(), lines }
+    Panel { title: title.to_string(), lines, from_zero: title.contains("bytes") }
 }
 
 fn series(epochs: &[Value], value: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, f64)> {
     epochs.iter().filter_map(|e| Some((e["epoch"].as_f64()?, value(e)?))).filter(|(_, v)| v.is_finite()).collect()
 }
 
-/// The fixed panels, then one per numeric method field (in first-seen order over the reports);
-/// also the fields left out past [`MAX_METHOD_PANELS`]. Non-empty `wanted` keeps only the
-/// fields whose dotted name contains one of its entries.
-pub fn panels(reports: &[LoadedReport], wanted: &[String]) -> (Vec<Panel>, Vec<String>) {
+/// The fixed panels, then one per numeric method field (in first-seen order over the reports)
+/// that is not constant across every run; also the fields left out. Non-empty `wanted` keeps
+/// only the fields whose dotted name contains one of its entries, constant or not.
+pub fn panels(reports: &[LoadedReport], wanted: &[String]) -> (Vec<Panel>, LeftOut) {
     let mut out = vec![
         panel(reports, "training loss", "/loss", None),
         panel(reports, "train accuracy", "/train_acc", None),
@@ -107,14 +136,25 @@ pub fn panels(reports: &[LoadedReport], wanted: &[String]) -> (Vec<Panel>, Vec<S
     if !wanted.is_empty() {
         fields.retain(|path| wanted.iter().any(|w| path.join(".").contains(w.as_str())));
     }
-    let left_out = fields.split_off(fields.len().min(MAX_METHOD_PANELS));
+    let mut left_out = LeftOut::default();
     for path in fields {
         // JSON pointers escape `~` and `/`, which method keys (ledger phases) contain.
         let pointer: String = path.iter().map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1"))).collect();
-        out.push(panel(reports, &format!("method: {}", path.join(".")), &format!("/method{pointer}"), None));
+        let name = path.join(".");
+        let field = panel(reports, &format!("method: {name}"), &format!("/method{pointer}"), None);
+        if wanted.is_empty() && field.constant() {
+            left_out.constant.push(name);
+        } else if out.len() >= FIXED_PANELS + MAX_METHOD_PANELS {
+            left_out.past_max.push(name);
+        } else {
+            out.push(field);
+        }
     }
-    (out, left_out.iter().map(|path| path.join(".")).collect())
+    (out, left_out)
 }
+
+/// The panels every plot has before the method fields.
+const FIXED_PANELS: usize = 6;
 
 /// The key paths (below `value`) of its numeric leaves, added to `out` once each.
 fn numeric_leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
@@ -222,6 +262,7 @@ fn chart<DB: DrawingBackend>(
         (true, false) => (y_min - 0.5 * y_min.abs().max(1.0), y_max + 0.5 * y_max.abs().max(1.0)),
         (true, true) => (y_min - 0.05 * (y_max - y_min), y_max + 0.05 * (y_max - y_min)),
     };
+    let (y_min, y_max) = if panel.from_zero { (0.0, y_max.max(1.0)) } else { (y_min, y_max) };
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FONT, 15))
         .margin(10)
@@ -236,15 +277,33 @@ fn chart<DB: DrawingBackend>(
         .y_label_formatter(&|v| short(*v))
         .light_line_style(WHITE)
         .draw()?;
+    let reports = panel.lines.iter().map(|l| l.report + 1).max().unwrap_or(1);
     for line in &panel.lines {
         let colour = colour(line.report);
+        let style = colour.stroke_width(line_width(line.report, reports));
         if line.dashed {
-            chart.draw_series(DashedLineSeries::new(line.points.iter().copied(), 6, 4, colour.stroke_width(2)))?;
+            chart.draw_series(DashedLineSeries::new(line.points.iter().copied(), 6, 4, style))?;
         } else {
-            chart.draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))?;
+            chart.draw_series(LineSeries::new(line.points.iter().copied(), style))?;
         }
+        let n = line.points.len();
+        let markers = line.points.iter().enumerate().filter(|(i, _)| marked(*i, n, line.report, reports));
+        chart.draw_series(markers.map(|(_, &p)| Circle::new(p, 3, colour.filled())))?;
     }
     Ok(())
+}
+
+/// Line widths from thick (the first report, drawn first) to 2 px (the last), so that a line
+/// drawn over an equal one leaves its edges showing.
+fn line_width(report: usize, reports: usize) -> u32 {
+    2 + 2 * (reports - 1 - report.min(reports - 1)) as u32
+}
+
+/// Whether point `i` of `n` carries a marker: about 12 per line, each report's shifted by a
+/// fraction of the spacing so that coinciding lines show every colour.
+fn marked(i: usize, n: usize, report: usize, reports: usize) -> bool {
+    let every = n.div_ceil(12).max(reports);
+    i % every == (report * every / reports) % every
 }
 
 /// An axis label short enough for the label area: 3 significant digits, thousands as k/M/G.
@@ -275,11 +334,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (panels, left_out) = panels(&loaded(dir.path()), &[]);
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
-        assert_eq!(titles[6..], ["method: eps", "method: rows.fwd/0"]);
-        assert_eq!(panels[7].lines.len(), 2, "a key holding `/` is found");
-        assert!(left_out.is_empty());
+        assert_eq!(titles[6..], ["method: eps"]);
+        assert_eq!((left_out.constant, left_out.past_max), (vec!["rows.fwd/0".to_string()], vec![]));
         let (picked, _) = super::panels(&loaded(dir.path()), &["rows".to_string()]);
         assert_eq!(picked.last().map(|p| p.title.as_str()), Some("method: rows.fwd/0"));
+        assert_eq!(picked[6].lines.len(), 2, "a key holding `/` is found");
         assert_eq!(picked.len(), 7, "the fixed panels and the one field asked for");
         let bytes = &panels[4];
         assert_eq!(bytes.lines.len(), 4, "intra and inter per report");
@@ -308,6 +367,34 @@ mod tests {
             .unwrap()
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'));
         assert_eq!(leftovers.count(), 0, "no temporary file is left");
+    }
+
+    #[test]
+    fn constant_fields_are_left_out_unless_asked_for_and_byte_axes_start_at_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut flat = report("vanilla", &[0.5, 0.7, 0.8], 4000);
+        for e in flat["epochs"].as_array_mut().unwrap() {
+            e["method"]["bits"] = serde_json::json!(8);
+        }
+        let reports = reports::load(&[write(dir.path(), "flat.json", &flat)]).unwrap();
+        let (drawn, left_out) = panels(&reports, &[]);
+        let mut constant = left_out.constant;
+        constant.sort();
+        assert_eq!(constant, ["bits", "rows.fwd/0"]);
+        assert!(drawn.iter().all(|p| !p.title.contains("bits")), "the constant field is not drawn");
+        let (asked, left_out) = panels(&reports, &["bits".to_string()]);
+        assert!(left_out.constant.is_empty() && asked.last().unwrap().title == "method: bits");
+        assert!(drawn[4].from_zero && !drawn[0].from_zero, "bytes from 0, loss from its range");
+    }
+
+    #[test]
+    fn coinciding_lines_keep_every_colour_visible() {
+        assert_eq!((line_width(0, 3), line_width(1, 3), line_width(2, 3)), (6, 4, 2));
+        // Two reports of 24 epochs: 12 markers each, never on the same epoch.
+        let a: Vec<usize> = (0..24).filter(|&i| marked(i, 24, 0, 2)).collect();
+        let b: Vec<usize> = (0..24).filter(|&i| marked(i, 24, 1, 2)).collect();
+        assert_eq!((a.len(), b.len()), (12, 12));
+        assert!(a.iter().all(|i| !b.contains(i)), "{a:?} {b:?}");
     }
 
     #[test]

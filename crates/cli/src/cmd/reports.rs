@@ -18,6 +18,83 @@ impl LoadedReport {
     pub fn epochs(&self) -> &[Value] {
         self.json["epochs"].as_array().map_or(&[], Vec::as_slice)
     }
+
+    /// Whether the run stopped before its last epoch (its `final` figures are those of the
+    /// epochs so far).
+    pub fn incomplete(&self) -> bool {
+        self.json["incomplete"].as_bool() == Some(true)
+    }
+}
+
+/// The `final` figures of `epochs`, as `halo train` sums them: what an incomplete report, which
+/// has no `final`, shows for the epochs it finished.
+fn final_of(epochs: &[Value]) -> Value {
+    let num = |e: &Value, key: &str| e[key].as_f64().unwrap_or(0.0);
+    let sum = |key: &str| epochs.iter().map(|e| num(e, key)).sum::<f64>();
+    let phases = |keep: fn(&str) -> bool| -> f64 {
+        let by_phase = epochs.iter().filter_map(|e| e["bytes_by_phase"].as_object()).flatten();
+        by_phase.filter(|(phase, _)| keep(phase.as_str())).filter_map(|(_, b)| b.as_f64()).sum()
+    };
+    // The earliest epoch of the highest validation accuracy.
+    let best = epochs.iter().fold(None::<&Value>, |best, e| match best {
+        Some(b) if num(b, "val_acc") >= num(e, "val_acc") => Some(b),
+        _ => Some(e),
+    });
+    serde_json::json!({
+        "best_val_acc": best.map(|b| num(b, "val_acc")),
+        "test_acc_at_best_val": best.map(|b| num(b, "test_acc")),
+        "best_epoch": best.map(|b| num(b, "epoch")),
+        "train_wall_s": sum("wall_s"),
+        "bytes_total": sum("bytes_intra") + sum("bytes_inter"),
+        "bytes_exchange": phases(trainer::report::is_exchange_phase),
+        "bytes_grad_sync": phases(|p: &str| trainer::report::GRAD_SYNC_PHASES.contains(&p)),
+        "modeled_comm_s_total": sum("modeled_comm_s"),
+        "modeled_train_s": sum("modeled_epoch_s"),
+    })
+}
+
+/// The settings (dotted keys of the reports' `config`, file paths left out) on which the
+/// reports differ, each with every report's value in order (`-` where one lacks it).
+pub fn differing_settings(reports: &[LoadedReport]) -> Vec<(String, Vec<String>)> {
+    let flat: Vec<std::collections::BTreeMap<String, String>> = reports
+        .iter()
+        .map(|r| {
+            let mut out = std::collections::BTreeMap::new();
+            if r.json["config"].is_object() {
+                flatten("", &r.json["config"], &mut out);
+            }
+            out
+        })
+        .collect();
+    let keys: std::collections::BTreeSet<&String> = flat.iter().flat_map(|f| f.keys()).collect();
+    keys.into_iter()
+        .filter(|key| !PATHS.iter().any(|p| key.ends_with(p)))
+        .filter_map(|key| {
+            let values: Vec<String> = flat.iter().map(|f| f.get(key).cloned().unwrap_or_else(|| "-".into())).collect();
+            values.iter().any(|v| *v != values[0]).then(|| (key.clone(), values))
+        })
+        .collect()
+}
+
+/// Settings that name where a run writes or reads its files, not how it trains.
+const PATHS: [&str; 4] = ["report", "save-model", "checkpoint-dir", "resume"];
+
+/// `value`'s leaves under dotted keys; arrays are one value.
+fn flatten(prefix: &str, value: &Value, out: &mut std::collections::BTreeMap<String, String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let key = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                flatten(&key, child, out);
+            }
+        }
+        Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
 }
 
 /// Reads `paths`; each is labelled with its method and, where two share a method, its file stem
@@ -31,8 +108,13 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Vec<LoadedReport>> {
             let stem = report.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             report.label = format!("{} ({stem})", report.label);
         }
-        if report.json["incomplete"].as_bool() == Some(true) {
-            report.label.push_str(" [incomplete]");
+        if report.incomplete() {
+            let done = report.epochs().len();
+            let planned = report.json["config"]["epochs"].as_u64().map_or(String::new(), |n| format!(" of {n}"));
+            report.label.push_str(&format!(" [incomplete: {done}{planned} epochs]"));
+            if report.json.get("final").is_none_or(Value::is_null) {
+                report.json["final"] = final_of(report.epochs());
+            }
         }
     }
     Ok(reports)
@@ -91,6 +173,36 @@ pub(crate) mod tests {
         let c = write(dir.path(), "c.json", &report("cdfgnn", &[0.5], 10));
         let labels: Vec<String> = load(&[a, b, c]).unwrap().into_iter().map(|r| r.label).collect();
         assert_eq!(labels, ["vanilla", "cdfgnn (b)", "cdfgnn (c)"]);
+    }
+
+    #[test]
+    fn an_incomplete_report_gets_the_figures_of_its_epochs_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut partial = report("vanilla", &[0.5, 0.7, 0.6], 100);
+        partial["final"] = Value::Null;
+        partial["incomplete"] = json!(true);
+        partial["config"] = json!({"epochs": 10});
+        let path = write(dir.path(), "partial.json", &partial);
+        let loaded = load(&[path]).unwrap().remove(0);
+        assert_eq!(loaded.label, "vanilla [incomplete: 3 of 10 epochs]");
+        let f = &loaded.json["final"];
+        assert_eq!((f["best_val_acc"].as_f64(), f["best_epoch"].as_f64()), (Some(0.7), Some(2.0)));
+        assert_eq!(f["bytes_total"].as_f64(), Some(300.0));
+        assert!((f["modeled_train_s"].as_f64().unwrap() - 1.8).abs() < 1e-12, "{f}");
+    }
+
+    #[test]
+    fn differing_settings_name_each_key_with_every_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gcn = report("vanilla", &[0.5], 10);
+        gcn["config"] = json!({"model": "gcn", "epochs": 200, "layers": 2, "report": "a.json", "reliability": {"checkpoint-dir": "ck1"}});
+        let mut sage = report("vanilla", &[0.5], 10);
+        sage["config"] = json!({"model": "sage", "epochs": 20, "layers": 2, "report": "b.json", "reliability": {"checkpoint-dir": "ck2"}});
+        let paths = [write(dir.path(), "a.json", &gcn), write(dir.path(), "b.json", &sage)];
+        let differ = differing_settings(&load(&paths).unwrap());
+        let expected = [("epochs", ["200", "20"]), ("model", ["gcn", "sage"])]
+            .map(|(k, v)| (k.to_string(), v.map(String::from).to_vec()));
+        assert_eq!(differ, expected);
     }
 
     #[test]

@@ -139,7 +139,8 @@ pub struct Args {
     masters_only: bool,
     /// Distributed methods, in-process workers: compute one worker at a time, so each worker's
     /// measured compute (and the modeled epoch) is what it takes with the machine to itself.
-    /// Results are unchanged; runs take longer.
+    /// Results are unchanged; runs take longer. On without the flag when the workers outnumber
+    /// the cores (and no checkpoints are written).
     #[arg(long)]
     serialize_compute: bool,
     /// Distributed methods: evaluate through the method's codecs (advancing their state)

@@ -126,6 +126,7 @@ impl CachedSync {
                 .map_err(|e| fail("encoding deltas for", Some(peer), e))?;
             stats.rows += rows.len() as u64;
             stats.bytes += messages[peer].len() as u64;
+            stats.exact_bytes += (rows.len() * width * 4) as u64;
             router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToPrimary }, &stats);
         }
         let received = router.post(tag, messages)?;
@@ -149,6 +150,7 @@ impl CachedSync {
                 .map_err(|e| fail("encoding sums for", Some(peer), e))?;
             stats.rows += rows.len() as u64;
             stats.bytes += messages[peer].len() as u64;
+            stats.exact_bytes += (rows.len() * width * 4) as u64;
             router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToCopies }, &stats);
         }
         cache.commit_sums();

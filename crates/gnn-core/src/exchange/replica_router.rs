@@ -390,6 +390,7 @@ impl<'a> ReplicaRouter<'a> {
                     let mut stats = codec.take_stats();
                     stats.rows += rows.len() as u64;
                     stats.bytes += bytes.len() as u64;
+                    stats.exact_bytes += (rows.len() * width * 4) as u64;
                     self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
                 }
             }

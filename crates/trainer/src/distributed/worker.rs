@@ -303,6 +303,8 @@ fn stats_json(table: &StatsTable) -> Value {
             "rows_skipped": s.rows_skipped,
             "rows_sent_fraction": if s.rows > 0 { (s.rows - s.rows_skipped) as f64 / s.rows as f64 } else { 1.0 },
             "bytes": s.bytes,
+            "exact_bytes": s.exact_bytes,
+            "bytes_fraction": s.bytes_fraction(),
             "relative_error": s.relative_error(),
             "bits": bits,
         })

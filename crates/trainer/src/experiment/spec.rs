@@ -20,6 +20,8 @@ pub struct ExperimentSpec {
     pub seeds: Vec<u64>,
     /// `halo train` flags shared by every variant, placed before the variant's own.
     pub base: Vec<String>,
+    /// The 1-based line of each of `base`'s flags, for errors about them.
+    pub base_lines: Vec<usize>,
     /// Name of the variant the others are compared with.
     pub baseline: String,
     /// The variants, in file order; names distinct and usable in file names.
@@ -117,6 +119,7 @@ impl ExperimentSpec {
         Ok(Self {
             name: raw.name.into_inner(),
             seeds: raw.seeds.into_inner().into_iter().map(Spanned::into_inner).collect(),
+            base_lines: raw.base.iter().map(|flag| line(flag.span())).collect(),
             base: strings(raw.base),
             baseline: raw.baseline.into_inner(),
             variants: raw
@@ -130,6 +133,13 @@ impl ExperimentSpec {
                 })
                 .collect(),
         })
+    }
+
+    /// The line of the base flag that `message` (an error about flags) names: the first flag of
+    /// `base` it quotes, else `base`'s first line; `None` without base flags.
+    pub fn base_line_named(&self, message: &str) -> Option<usize> {
+        let named = self.base.iter().position(|flag| flag.starts_with("--") && message.contains(flag.as_str()));
+        self.base_lines.get(named.unwrap_or(0)).copied()
     }
 
     /// The full `halo train` flags of `variant`: the base flags, then its own.
@@ -186,6 +196,16 @@ flags = ["--method", "vanilla", "--workers", "2"]
 
     fn error(text: &str) -> String {
         ExperimentSpec::from_toml_str(text, "e.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn base_flags_know_their_lines() {
+        let text =
+            SMOKE.replace("base = [\"--epochs\", \"3\"]", "base = [\n  \"--epochs\", \"3\",\n  \"--lr\", \"x\",\n]");
+        let spec = ExperimentSpec::from_toml_str(&text, "e.toml").unwrap();
+        assert_eq!(spec.base_lines, [5, 5, 6, 6]);
+        assert_eq!(spec.base_line_named("invalid value 'x' for '--lr <F>'"), Some(6));
+        assert_eq!(spec.base_line_named("something else"), Some(5), "the first line when no flag is named");
     }
 
     #[test]

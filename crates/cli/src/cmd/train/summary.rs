@@ -1,14 +1,17 @@
 //! The one line `halo train` prints when a run ends.
 //!
 //! Training step and evaluation are timed apart (evaluation can be most of a real epoch on a
-//! large graph). Distributed runs add what the run costs on the modeled cluster: the traffic per
-//! epoch inside and across hosts, the modeled communication time, and the partition's quality
+//! large graph). Runs with more than one worker add what the method sent and what the run
+//! costs on the modeled cluster ([`traffic`]), and partitioned runs the partition's quality
 //! (replication factor for a vertex-cut, edge-cut fraction for an edge-cut).
+
+mod traffic;
 
 use graph_partition::book::CutKind;
 use trainer::report::Report;
 
 use crate::cmd::output::bytes;
+use traffic::traffic;
 
 /// The summary line of `report`.
 pub fn summary(report: &Report) -> String {
@@ -29,16 +32,10 @@ pub fn summary(report: &Report) -> String {
         seconds(median(epochs.iter().map(|e| e.eval_s))),
         epochs.len(),
     );
+    if let Some(traffic) = traffic(report) {
+        line += &format!("; {traffic}");
+    }
     if let Some(partition) = &report.partition {
-        let per_epoch = |total: f64| total / epochs.len().max(1) as f64;
-        let intra = per_epoch(epochs.iter().map(|e| e.bytes_intra as f64).sum());
-        let inter = per_epoch(epochs.iter().map(|e| e.bytes_inter as f64).sum());
-        line += &format!(
-            "; per epoch {} intra-host, {} inter-host, modeled comm {}",
-            bytes(intra),
-            bytes(inter),
-            seconds(per_epoch(f.modeled_comm_s_total))
-        );
         let quality = if report.cut == CutKind::VertexCut.as_str() {
             format!("replication factor {:.3}", partition.replication_factor)
         } else {
@@ -47,8 +44,13 @@ pub fn summary(report: &Report) -> String {
         line += &format!("; {} {} parts, {quality}", partition.algorithm, partition.parts);
     }
     let rss = f.peak_rss_bytes.map_or("n/a".to_string(), |b| bytes(b as f64));
-    let estimate =
-        f.memory.as_ref().map_or(String::new(), |m| format!(" (estimated {})", bytes(m.estimate_bytes as f64)));
+    // The estimate counts the run's data and buffers (`trainer::memory`), not the program's own
+    // code, libraries and allocator slack, which the measured peak holds too.
+    let estimate = f.memory.as_ref().map_or(String::new(), |m| {
+        format!(" (estimated {} for the run's data and buffers, the program itself not counted)", {
+            bytes(m.estimate_bytes as f64)
+        })
+    });
     line + &format!("; peak RSS {rss}{estimate}")
 }
 

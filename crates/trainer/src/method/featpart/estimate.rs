@@ -106,7 +106,8 @@ impl Trials<'_> {
             let seeds = plan.batch(index % plan.num_steps()).expect("index below the step count");
             let key = StepKey { epoch: TRIAL_EPOCH, step: index as u64 };
             let batch = sampler.sample(key, share.of(seeds))?;
-            let rows = shard.fetch_rows(comm, batch.input_ids())?.clone();
+            // Through the clock, which hands the compute gate over while the fetch waits.
+            let rows = self.clock.call(|| shard.fetch_rows(comm, batch.input_ids()))?.clone();
             sampled += batch.input_ids().len() as f64;
             let trial = TrialBatch { batch, rows, global_rows: seeds.len() };
             let (g, c) = self.gradient(trainer, index, &trial, &trial.rows)?;
