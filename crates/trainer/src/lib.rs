@@ -128,6 +128,7 @@ pub fn run_method(
     options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
+    let config = &config.clone().with_method_cut();
     config.validate()?;
     let options = LocalOptions { serialize_compute: options.serialize_compute || config.distributed.serialize_compute };
     let mut parts = method.parts(config);
