@@ -116,6 +116,7 @@ pub fn run_method(
     options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
+    let config = &config.clone().with_method_cut();
     config.validate()?;
     let serialize = options.serialize_compute || config.distributed.serialize_compute;
     let measure =

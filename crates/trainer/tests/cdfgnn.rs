@@ -60,3 +60,21 @@ fn eps_zero_without_quantization_equals_vanilla_vertex_cut() {
         assert!(method["codec_stats"][key]["rows"].as_u64().unwrap_or(0) > 0, "{key}: {method}");
     }
 }
+
+/// A configuration that names cdfgnn and nothing about the cut (TOML alone, or code leaving the
+/// default edge-cut) trains on an EBV vertex-cut, and its report says so.
+#[test]
+fn cdfgnn_sets_its_own_vertex_cut() {
+    let toml = TrainConfig::from_toml_str("method = \"cdfgnn\"\nepochs = 2\n[distributed]\nworkers = 2\n", "t.toml")
+        .expect("a TOML-only cdfgnn configuration");
+    let mut coded = TrainConfig { epochs: 2, method: MethodConfig::named(Method::Cdfgnn), ..TrainConfig::default() };
+    coded.distributed.workers = 2;
+    assert_eq!(coded.distributed.cut, CutKind::EdgeCut, "code leaves the default cut");
+    let dataset = data::builtin_synthetic(0).expect("the built-in graph");
+    for config in [toml, coded] {
+        let report = run_on(&config, &dataset, LocalOptions::default(), &mut ()).expect("cdfgnn run");
+        let algorithm = report.partition.as_ref().map(|p| p.algorithm.as_str());
+        assert_eq!((report.cut.as_str(), algorithm), ("vertex", Some("ebv")));
+        assert_eq!(report.config.distributed.cut, CutKind::VertexCut);
+    }
+}

@@ -50,9 +50,10 @@ impl CodecBank {
         (self.factory)(&Stream { id, rows: Arc::from(Vec::new()) })
     }
 
-    /// Name of the codec stack this bank makes (of the streams seen so far, or of a fresh one).
+    /// Name of the codec stack this bank makes: of the first stream in key order seen so far
+    /// (the same on every run, where streams' stacks differ), or of a fresh one.
     pub fn codec_name(&self) -> String {
-        match self.codecs.values().next() {
+        match self.codecs.iter().min_by_key(|(id, _)| **id).map(|(_, codec)| codec) {
             Some(codec) => codec.name(),
             None => self.probe().name(),
         }

@@ -176,6 +176,28 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    /// Every committed experiment's variants are valid `halo train` flags, so that a refusal
+    /// added to `train` shows here and not when someone reruns the experiment.
+    #[test]
+    fn every_committed_experiment_resolves() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let spec = ExperimentSpec::from_file(&path).unwrap();
+            let file = path.display().to_string();
+            Plan::new(spec, |variant, flags| {
+                config_from_flags(flags).with_context(|| format!("{file}: variant `{}`", variant.name))
+            })
+            .unwrap_or_else(|err| panic!("{err:#}"));
+            checked += 1;
+        }
+        assert!(checked > 10, "{checked} experiments under {}", dir.display());
+    }
+
     #[test]
     fn variant_flags_mean_what_they_mean_to_halo_train() {
         let c =

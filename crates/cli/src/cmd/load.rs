@@ -8,13 +8,14 @@ use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions};
 /// How a dataset directory is read: the binary cache and non-finite features.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
-    /// Neither read nor write the binary dataset cache (by default DATASET/processed/).
+    /// Neither read nor write the dataset cache, the binary copy of the parsed dataset (by
+    /// default DATASET/processed/).
     #[arg(long, conflicts_with_all = ["refresh_cache", "cache_dir"])]
     no_cache: bool,
-    /// Parse the raw files and rewrite the binary cache even when it is up to date.
+    /// Parse the raw files and rewrite the dataset cache even when it is up to date.
     #[arg(long)]
     refresh_cache: bool,
-    /// Keep the binary cache in DIR (one file per dataset directory) instead of
+    /// Keep the dataset cache in DIR (one file per dataset directory) instead of
     /// DATASET/processed/, for read-only or shared dataset directories.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use comm_hierarchy::Preset;
-use gnn_core::{ConvKind, GcnNorm};
+use gnn_core::{ConvKind, GcnNorm, LayerOrder};
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use graph_partition::sample::Fanouts;
@@ -34,7 +34,7 @@ use trainer::config::{Backend, FeatureNorm, LrScaling, Method, ParamSync, TrainC
 
 use super::load::LoadArgs;
 use super::output::check_writable;
-use adaqp_flags::AdaqpFlags;
+use adaqp_flags::{AdaqpFlags, on_off};
 use adgraph_flags::AdgraphFlags;
 use cdfgnn_flags::CdfgnnFlags;
 use device_flags::DeviceFlags;
@@ -57,199 +57,282 @@ const BACKEND_HELP: &str = if cfg!(feature = "mpi") {
      (NCCL is in `halo bench comm` only.)"
 };
 
-#[derive(Debug, clap::Args)]
+/// `halo train`'s flags, and which of them the command line gave (the refusals of flags that do
+/// not apply to the run read them; a config file's keys are not counted: one file may hold the
+/// settings of every method, and only the named method's apply).
+#[derive(Debug)]
 pub struct Args {
+    flags: Flags,
+    /// The long names of the flags given on the command line.
+    given: Vec<String>,
+}
+
+impl clap::FromArgMatches for Args {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(Self { flags: Flags::from_arg_matches(matches)?, given: given(matches) })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.flags.update_from_arg_matches(matches)?;
+        self.given = given(matches);
+        Ok(())
+    }
+}
+
+impl clap::Args for Args {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        Flags::augment_args(command)
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Flags::augment_args_for_update(command)
+    }
+}
+
+/// The long names of the flags `matches` got from the command line (an argument's id is its
+/// field's name, which the long name spells with dashes).
+fn given(matches: &clap::ArgMatches) -> Vec<String> {
+    matches
+        .ids()
+        .filter(|id| matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.as_str().replace('_', "-"))
+        .collect()
+}
+
+/// The sections of `halo train --help`; a method's settings sit under `method <name>`.
+mod heading {
+    pub const DATA: &str = "Data";
+    pub const MODEL: &str = "Model";
+    pub const OPTIMIZATION: &str = "Optimization";
+    pub const DISTRIBUTED: &str = "Distributed";
+    pub const VANILLA: &str = "Method vanilla";
+    pub const DATA_PARALLEL: &str = "Method data-parallel";
+    pub const ADAQP: &str = "Method adaqp";
+    pub const ADGRAPH: &str = "Method adgraph";
+    pub const CDFGNN: &str = "Method cdfgnn";
+    pub const FEATPART: &str = "Method featpart";
+    pub const ECGRAPH: &str = "Method ecgraph";
+    pub const RELIABILITY: &str = "Reliability";
+    pub const OUTPUT: &str = "Output";
+}
+
+#[derive(Debug, clap::Args)]
+struct Flags {
     /// TOML file with any of the keys below (spelled like the flags, e.g. `weight-decay = 0.0`);
     /// flags given on the command line override it.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
-    /// Dataset directory in the OGB raw layout, or the name of one under `datasets/`
-    /// [default: a built-in synthetic graph].
-    #[arg(long, value_name = "PATH")]
-    dataset: Option<String>,
-    /// Architecture: gcn, sage or gat [default: gcn].
-    #[arg(long, value_name = "NAME")]
-    model: Option<ConvKind>,
-    /// Number of GNN layers [default: 2].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    layers: Option<usize>,
-    /// Hidden width (per head for GAT) [default: 16].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    hidden: Option<usize>,
-    /// Attention heads of GAT's hidden layers [default: 8].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    heads: Option<usize>,
-    /// Training epochs [default: 200].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    epochs: Option<usize>,
-    /// Adam learning rate [default: 0.01].
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    lr: Option<f32>,
-    /// L2 weight decay [default: 0.0005].
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    weight_decay: Option<f32>,
-    /// Dropout probability [default: 0.5].
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    dropout: Option<f32>,
-    /// Seed of initialisation, dropout and the synthetic graph [default: 0].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    seed: Option<u64>,
-    /// Feature normalisation [default: none].
-    #[arg(long, value_enum)]
-    feature_norm: Option<FeatureNorm>,
-    /// Split under `split/` [default: the dataset's default split].
-    #[arg(long, value_name = "NAME")]
-    split: Option<String>,
     /// Training method [default: single].
     #[arg(long, value_enum)]
     method: Option<Method>,
+    #[command(flatten)]
+    device: DeviceFlags,
+    /// Compute threads [default: all cores].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    threads: Option<usize>,
+    /// Dataset directory in the OGB raw layout, or the name of one under `datasets/`
+    /// [default: a built-in synthetic graph].
+    #[arg(help_heading = heading::DATA, long, value_name = "PATH")]
+    dataset: Option<String>,
+    /// Split under `split/` [default: the dataset's default split].
+    #[arg(help_heading = heading::DATA, long, value_name = "NAME")]
+    split: Option<String>,
+    /// Feature normalisation [default: none].
+    #[arg(help_heading = heading::DATA, long, value_enum)]
+    feature_norm: Option<FeatureNorm>,
+    #[command(flatten, next_help_heading = heading::DATA)]
+    load: LoadArgs,
+    /// Architecture: gcn, sage or gat [default: gcn].
+    #[arg(help_heading = heading::MODEL, long, value_name = "NAME")]
+    model: Option<ConvKind>,
+    /// Number of GNN layers [default: 2].
+    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
+    layers: Option<usize>,
+    /// Hidden width (per head for GAT) [default: 16].
+    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
+    hidden: Option<usize>,
+    /// Attention heads of GAT's hidden layers [default: 8].
+    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
+    heads: Option<usize>,
+    /// Dropout probability [default: 0.5].
+    #[arg(help_heading = heading::MODEL, long, value_name = "F", allow_negative_numbers = true)]
+    dropout: Option<f32>,
+    /// LayerNorm after every hidden conv, before its activation [default: off].
+    #[arg(help_heading = heading::MODEL, long, value_name = "on|off", value_parser = on_off)]
+    layer_norm: Option<bool>,
+    /// Hidden layer order: dropout-last (conv, LayerNorm, activation, dropout) or dropout-first
+    /// (conv, dropout, LayerNorm, activation) [default: the method's, dropout-first for adaqp,
+    /// else dropout-last].
+    #[arg(help_heading = heading::MODEL, long, value_name = "ORDER")]
+    layer_order: Option<LayerOrder>,
+    /// Training epochs [default: 200].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
+    epochs: Option<usize>,
+    /// Adam learning rate [default: 0.01].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "F", allow_negative_numbers = true)]
+    lr: Option<f32>,
+    /// L2 weight decay [default: 0.0005].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "F", allow_negative_numbers = true)]
+    weight_decay: Option<f32>,
+    /// Seed of initialisation, dropout and the synthetic graph [default: 0].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
+    seed: Option<u64>,
+    /// Stop after N epochs without a validation improvement [default: never].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
+    patience: Option<usize>,
+    /// Mini-batch training: seed vertices per step, per worker for data-parallel
+    /// [default: full batch].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
+    batch_size: Option<usize>,
+    /// Neighbours sampled per vertex and layer, input layer first, -1 for all (e.g. 10,25):
+    /// per mini-batch block, or without --batch-size (single, vanilla, ecgraph) each layer's
+    /// in-edges drawn anew every epoch, full-batch [default: every neighbour].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "LIST")]
+    fanouts: Option<Fanouts>,
+    /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones
+    /// [default: global].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "NORM")]
+    gcn_norm: Option<GcnNorm>,
+    /// Mini-batch: vertices per batch of layer-wise evaluation [default: 4096].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
+    eval_batch_size: Option<usize>,
+    /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
+    /// over the first N epochs (`--lr-scaling linear`'s warm-up) [default: 0].
+    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
+    lr_warmup: Option<usize>,
     /// Distributed methods: how the graph is split, edge or vertex [default: edge].
-    #[arg(long, value_name = "CUT")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "CUT")]
     cut: Option<CutKind>,
     /// Distributed methods: partitioner, one of hash, random, metis, bdg (edge-cut) or
     /// random-vertex-cut, ebv (vertex-cut) [default: metis for edge, ebv for vertex].
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "NAME")]
     partitioner: Option<Algorithm>,
     /// Distributed methods: use the partition book `halo partition --out DIR` saved instead of
     /// partitioning (checked against the dataset, the workers and the cut).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "DIR")]
     partition_book: Option<PathBuf>,
     /// Distributed methods: workers of the local backend [default: 4]; under MPI the world size.
-    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "P", allow_negative_numbers = true)]
     workers: Option<usize>,
     /// Distributed methods: hosts the workers are spread over, dividing the workers [default: 1].
-    #[arg(long, value_name = "H", allow_negative_numbers = true)]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "H", allow_negative_numbers = true)]
     hosts: Option<usize>,
-    #[arg(long, value_name = "local|mpi", help = BACKEND_HELP)]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "local|mpi", help = BACKEND_HELP)]
     backend: Option<Backend>,
     /// Distributed methods: the modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart,
     /// adgraph (the papers' clusters) [default: cdfgnn].
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "NAME")]
     topology: Option<Preset>,
     /// Distributed methods: multiply the topology's link bandwidths (latencies kept)
     /// [default: 1].
-    #[arg(long, value_name = "F")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "F")]
     bandwidth_scale: Option<f64>,
     /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
-    #[arg(long)]
+    #[arg(help_heading = heading::DISTRIBUTED, long)]
     overlap: bool,
     /// Distributed vertex-cut: only masters run the dense per-row work; mirrors aggregate their
     /// edges and push partial sums (less memory and compute; the same traffic as a replica sync).
-    #[arg(long)]
+    #[arg(help_heading = heading::DISTRIBUTED, long)]
     masters_only: bool,
     /// Distributed methods, in-process workers: compute one worker at a time, so each worker's
     /// measured compute (and the modeled epoch) is what it takes with the machine to itself.
     /// Results are unchanged; runs take longer. On without the flag when the workers outnumber
     /// the cores (and no checkpoints are written).
-    #[arg(long)]
+    #[arg(help_heading = heading::DISTRIBUTED, long)]
     serialize_compute: bool,
     /// Distributed methods: evaluate through the method's codecs (advancing their state)
     /// instead of exactly.
-    #[arg(long)]
+    #[arg(help_heading = heading::DISTRIBUTED, long)]
     lossy_eval: bool,
     /// Full-batch distributed methods: agree on the update by an all-reduce of the gradients,
     /// or through parameter servers holding contiguous slices (push gradients, pull slices)
     /// [default: allreduce].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_enum)]
     param_sync: Option<ParamSync>,
     /// --param-sync ps: parameter servers, co-located with the first workers [default: one per
     /// worker].
-    #[arg(long, value_name = "M")]
+    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "M")]
     servers: Option<usize>,
     /// vanilla: send only the rows a receiver does not already hold (lossless).
-    #[arg(long)]
+    #[arg(help_heading = heading::VANILLA, long)]
     skip_repeats: bool,
-    /// Mini-batch training: seed vertices per step, per worker for data-parallel
-    /// [default: full batch].
-    #[arg(long, value_name = "N")]
-    batch_size: Option<usize>,
-    /// Neighbours sampled per vertex and layer, input layer first, -1 for all (e.g. 10,25):
-    /// per mini-batch block, or without --batch-size (single, vanilla, ecgraph) each layer's
-    /// in-edges drawn anew every epoch, full-batch [default: every neighbour].
-    #[arg(long, value_name = "LIST")]
-    fanouts: Option<Fanouts>,
-    /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones
-    /// [default: global].
-    #[arg(long, value_name = "NORM")]
-    gcn_norm: Option<GcnNorm>,
-    /// Mini-batch: vertices per batch of layer-wise evaluation [default: 4096].
-    #[arg(long, value_name = "N")]
-    eval_batch_size: Option<usize>,
     /// data-parallel, adgraph: learning rate times the number of workers (linear) or as given
     /// [default: none for data-parallel, linear for adgraph].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = heading::DATA_PARALLEL, long, value_enum)]
     lr_scaling: Option<LrScaling>,
-    /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
-    /// over the first N epochs (`--lr-scaling linear`'s warm-up) [default: 0].
-    #[arg(long, value_name = "N")]
-    lr_warmup: Option<usize>,
-    /// Compute threads [default: all cores].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    threads: Option<usize>,
-    /// Stop after N epochs without a validation improvement [default: never].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    patience: Option<usize>,
+    #[command(flatten, next_help_heading = heading::ADAQP)]
+    adaqp: AdaqpFlags,
+    #[command(flatten, next_help_heading = heading::ADGRAPH)]
+    adgraph: AdgraphFlags,
+    #[command(flatten, next_help_heading = heading::CDFGNN)]
+    cdfgnn: CdfgnnFlags,
+    #[command(flatten, next_help_heading = heading::FEATPART)]
+    featpart: FeatpartFlags,
+    #[command(flatten, next_help_heading = heading::ECGRAPH)]
+    ecgraph: EcgraphFlags,
+    #[command(flatten, next_help_heading = heading::RELIABILITY)]
+    reliability: ReliabilityFlags,
+    #[command(flatten, next_help_heading = heading::RELIABILITY)]
+    memory: MemoryFlags,
     /// Write the JSON report here (checked before training starts; a run that fails or is
     /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
-    #[arg(long, value_name = "FILE.json")]
+    #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE.json")]
     report: Option<PathBuf>,
     /// Write the weights of the best validation epoch here (safetensors), and the model and
     /// training configuration beside it (the same name ending in `.json`), for `halo predict`.
-    #[arg(long, value_name = "FILE.safetensors")]
+    #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE.safetensors")]
     save_model: Option<PathBuf>,
-    #[command(flatten)]
-    adaqp: AdaqpFlags,
-    #[command(flatten)]
-    adgraph: AdgraphFlags,
-    #[command(flatten)]
-    cdfgnn: CdfgnnFlags,
-    #[command(flatten)]
-    featpart: FeatpartFlags,
-    #[command(flatten)]
-    ecgraph: EcgraphFlags,
-    #[command(flatten)]
-    device: DeviceFlags,
-    #[command(flatten)]
-    reliability: ReliabilityFlags,
-    #[command(flatten)]
-    memory: MemoryFlags,
-    #[command(flatten)]
-    load: LoadArgs,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
-    #[arg(long, short)]
+    #[arg(help_heading = heading::OUTPUT, long, short)]
     quiet: bool,
 }
 
 impl Args {
-    /// The distributed flags given on the command line (those of a config file are not counted:
-    /// one file may hold the settings of every method, and only the named method's apply).
-    fn distributed_flags(&self) -> Vec<&'static str> {
-        let given = [
-            ("--cut", self.cut.is_some()),
-            ("--partitioner", self.partitioner.is_some()),
-            ("--workers", self.workers.is_some()),
-            ("--hosts", self.hosts.is_some()),
-            ("--backend", self.backend.is_some()),
-            ("--topology", self.topology.is_some()),
-            ("--bandwidth-scale", self.bandwidth_scale.is_some()),
-            ("--overlap", self.overlap),
-            ("--masters-only", self.masters_only),
-            ("--serialize-compute", self.serialize_compute),
-            ("--lossy-eval", self.lossy_eval),
-            ("--param-sync", self.param_sync.is_some()),
-            ("--servers", self.servers.is_some()),
-            ("--skip-repeats", self.skip_repeats),
-        ];
-        let mut flags: Vec<&'static str> =
-            given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect();
-        flags.extend(self.adaqp.given());
-        flags.extend(self.adgraph.given());
-        flags.extend(self.cdfgnn.given());
-        flags.extend(self.featpart.given());
-        flags.extend(self.ecgraph.given());
-        flags
+    /// Defaults, overridden by the config file, overridden by the flags; validated after the
+    /// flags that do not apply to the method are refused.
+    fn resolve(&self) -> anyhow::Result<TrainConfig> {
+        let c = self.flags.merged()?;
+        refuse_foreign(&self.given, c.method.name)?;
+        if let (Some(cut), Some(own)) = (self.flags.cut, c.method.name.cut())
+            && cut != own
+        {
+            bail!("--cut {cut}: --method {} trains on a {own}-cut", c.method.name.as_str());
+        }
+        let c = c.with_method_cut();
+        c.validate().context("invalid training setting (flag or config key)")?;
+        Ok(c)
     }
+}
 
+/// The configuration key a flag sets (the flag's name but for these).
+fn flag_key(flag: &str) -> &str {
+    FLAG_KEYS.iter().find(|(f, _)| *f == flag).map_or(flag, |(_, key)| key)
+}
+
+/// Refuses the `given` flags of another method's settings than `method`'s, naming the methods
+/// they belong to.
+fn refuse_foreign(given: &[String], method: Method) -> anyhow::Result<()> {
+    let foreign: Vec<String> = given
+        .iter()
+        .filter_map(|flag| {
+            let owners = trainer::config::owners(flag_key(flag));
+            let names: Vec<&str> = owners.iter().map(|m| m.as_str()).collect();
+            (!owners.is_empty() && !owners.contains(&method))
+                .then(|| format!("--{flag} is a setting of --method {}", names.join(" or ")))
+        })
+        .collect();
+    if !foreign.is_empty() {
+        let it = if foreign.len() == 1 { "it" } else { "them" };
+        bail!("{}; this run is --method {}, which would ignore {it}", foreign.join(", "), method.as_str());
+    }
+    Ok(())
+}
+
+/// The flags spelled otherwise than their configuration key.
+const FLAG_KEYS: [(&str, &str); 3] =
+    [("method", "name"), ("lr-warmup", "lr-warmup-epochs"), ("fetch-trials", "trials")];
+
+impl Flags {
     /// How errors about the report path name it: the flag, or the config file's key.
     fn report_flag(&self) -> String {
         match (&self.report, &self.config) {
@@ -258,8 +341,8 @@ impl Args {
         }
     }
 
-    /// Defaults, overridden by the config file, overridden by the flags; validated.
-    fn resolve(&self) -> anyhow::Result<TrainConfig> {
+    /// Defaults, overridden by the config file, overridden by the flags (not validated yet).
+    fn merged(&self) -> anyhow::Result<TrainConfig> {
         let mut c = match &self.config {
             Some(path) => TrainConfig::from_toml_file(path)?,
             None => TrainConfig::default(),
@@ -283,6 +366,8 @@ impl Args {
         set(&mut c.lr, &self.lr);
         set(&mut c.weight_decay, &self.weight_decay);
         set(&mut c.dropout, &self.dropout);
+        set(&mut c.layer_norm, &self.layer_norm);
+        set_opt(&mut c.layer_order, &self.layer_order);
         set(&mut c.seed, &self.seed);
         set(&mut c.feature_norm, &self.feature_norm);
         set_opt(&mut c.split, &self.split);
@@ -320,7 +405,6 @@ impl Args {
         self.device.apply(&mut c);
         self.reliability.apply(&mut c);
         self.memory.apply(&mut c);
-        c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
 }
@@ -340,6 +424,7 @@ pub(crate) fn config_from_flags(flags: &[String]) -> anyhow::Result<TrainConfig>
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (config, report_target) = checked(&args)?;
+    let args = args.flags;
     if let Some(threads) = config.threads {
         use_threads(threads)?;
     }
@@ -369,7 +454,12 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
     let mut config = args.resolve()?;
     device_flags::check_build(&config, cfg!(feature = "cuda"))?;
     if config.method.name == Method::Single {
-        let ignored = args.distributed_flags();
+        let ignored: Vec<String> = args
+            .given
+            .iter()
+            .filter(|flag| trainer::config::is_distributed(flag_key(flag)))
+            .map(|flag| format!("--{flag}"))
+            .collect();
         if !ignored.is_empty() {
             bail!(
                 "{} {} no effect with --method single, which trains in one process; add --method vanilla \
@@ -379,6 +469,7 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
             );
         }
     }
+    let args = &args.flags;
     let launch = MpiLaunch::from_env();
     if let Some(backend) = launch::backend_for(launch.as_ref(), &config, args.backend, cfg!(feature = "mpi"))? {
         tracing::info!("started by an MPI launcher: training with --backend {}", backend.as_str());
@@ -486,7 +577,10 @@ mod tests {
         );
         let err = parse(&["--method", "adgraph", "--hops", "2"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`batch-size`"), "{err:#}");
-        assert_eq!(parse(&["--hops", "2"]).distributed_flags(), ["--hops"], "refused with --method single");
+        let err = parse(&["--hops", "2"]).resolve().unwrap_err().to_string();
+        assert!(err.contains("--hops is a setting of --method adgraph"), "{err}");
+        let err = checked(&parse(&["--workers", "2", "--overlap"])).unwrap_err().to_string();
+        assert!(err.starts_with("--workers, --overlap have no effect with --method single"), "{err}");
     }
 
     #[test]
@@ -509,12 +603,119 @@ mod tests {
     /// NCCL is a `halo bench comm` backend; training has none, and the refusal says where it is.
     #[test]
     fn the_backend_flag_points_nccl_at_the_benchmark() {
-        assert_eq!(parse(&["--backend", "mpi"]).backend, Some(Backend::Mpi));
-        assert_eq!(parse(&["--backend", "local"]).backend, Some(Backend::Local));
+        assert_eq!(parse(&["--backend", "mpi"]).flags.backend, Some(Backend::Mpi));
+        assert_eq!(parse(&["--backend", "local"]).flags.backend, Some(Backend::Local));
         let cli = Cli::try_parse_from(["train", "--backend", "nccl"]).err().expect("training has no NCCL backend");
         assert!(cli.to_string().contains("halo bench comm --backend nccl"), "{cli}");
         let cli = Cli::try_parse_from(["train", "--backend", "gloo"]).err().expect("an unknown backend is refused");
         assert!(cli.to_string().contains("expected local or mpi"), "{cli}");
+    }
+
+    /// The command's arguments, as `halo train --help` lists them.
+    fn command() -> clap::Command {
+        <Args as clap::Args>::augment_args(clap::Command::new("train"))
+    }
+
+    /// A value `--long` parses (none for a switch).
+    fn sample_value(arg: &clap::Arg) -> Option<String> {
+        if !arg.get_action().takes_values() {
+            return None;
+        }
+        let long = arg.get_long().unwrap();
+        let possible = arg.get_possible_values().into_iter().map(|v| v.get_name().to_string());
+        let candidates = possible.chain(["4", "0.5", "on"].map(String::from));
+        let parses = |value: &String| Cli::try_parse_from(["train", &format!("--{long}"), value]).is_ok();
+        Some(candidates.into_iter().find(parses).unwrap_or_else(|| panic!("no sample value for --{long}")))
+    }
+
+    /// Each flag of a method's settings, given under every method that does not read it, is
+    /// refused, naming the methods it belongs to (before it could train plain vanilla).
+    #[test]
+    fn a_methods_flag_under_another_method_is_refused_naming_its_owner() {
+        let mut refused = 0;
+        for arg in command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let owners = trainer::config::owners(flag_key(long));
+            if owners.is_empty() {
+                continue;
+            }
+            let names: Vec<&str> = owners.iter().map(|m| m.as_str()).collect();
+            let expected = format!("--{long} is a setting of --method {}", names.join(" or "));
+            let value = sample_value(arg);
+            for method in Method::ALL.into_iter().filter(|m| !owners.contains(m)) {
+                let flag = format!("--{long}");
+                let mut argv = vec!["--method", method.as_str(), &flag];
+                argv.extend(value.as_deref());
+                let err = parse(&argv).resolve().expect_err(&format!("{argv:?} is refused")).to_string();
+                assert!(err.contains(&expected) && err.contains(method.as_str()), "{argv:?}: {err}");
+                refused += 1;
+            }
+            let flag = format!("--{long}");
+            let mut argv = vec!["--method", owners[0].as_str(), &flag];
+            argv.extend(value.as_deref());
+            if let Err(err) = parse(&argv).resolve() {
+                assert!(!err.to_string().contains("is a setting of"), "{argv:?}: {err}");
+            }
+        }
+        assert!(refused >= 30 * 6, "{refused} refusals: the method flags were not found");
+        for (argv, expected) in [
+            (&["--method", "vanilla", "--quant-bits", "4"][..], "--quant-bits is a setting of --method cdfgnn"),
+            (&["--method", "vanilla", "--fp-bits", "2"], "--fp-bits is a setting of --method ecgraph"),
+            (&["--method", "vanilla", "--cache", "on"], "--cache is a setting of --method cdfgnn"),
+            (&["--method", "vanilla", "--tau", "4"], "--tau is a setting of --method featpart"),
+            (&["--method", "vanilla", "--hops", "2"], "--hops is a setting of --method adgraph"),
+            (&["--method", "cdfgnn", "--bits", "4"], "--bits is a setting of --method adaqp"),
+        ] {
+            let err = parse(argv).resolve().unwrap_err().to_string();
+            assert!(err.contains(expected), "{argv:?}: {err}");
+        }
+    }
+
+    /// `--help` has a section per method holding exactly the flags of its settings, and
+    /// `--method` offers every method.
+    #[test]
+    fn help_has_a_section_per_method() {
+        let command = command();
+        let cli_only = ["config", "quiet", "save-model", "no-cache", "refresh-cache", "cache-dir", "allow-nonfinite"];
+        let mut sections = std::collections::BTreeSet::new();
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let key = flag_key(long);
+            assert!(
+                cli_only.contains(&long) || !trainer::config::sections_of(key).is_empty(),
+                "--{long} sets no configuration key"
+            );
+            let owners = trainer::config::owners(key);
+            match arg.get_help_heading().and_then(|h| h.strip_prefix("Method ")) {
+                Some(name) => {
+                    assert!(owners.iter().any(|m| m.as_str() == name), "--{long} under `Method {name}`");
+                    sections.insert(name);
+                }
+                None => assert!(owners.is_empty(), "--{long} of {owners:?} is not in a method's section"),
+            }
+        }
+        let offered: Vec<String> = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some("method"))
+            .unwrap()
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(offered, Method::ALL.map(|m| m.as_str().to_string()));
+        let with_settings: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).filter(|m| *m != "single").collect();
+        assert_eq!(
+            sections.into_iter().collect::<std::collections::BTreeSet<_>>(),
+            with_settings.into_iter().collect()
+        );
+    }
+
+    #[test]
+    fn a_cut_the_method_does_not_train_on_is_refused() {
+        let err = parse(&["--method", "cdfgnn", "--cut", "edge"]).resolve().unwrap_err().to_string();
+        assert!(err.contains("--cut edge: --method cdfgnn trains on a vertex-cut"), "{err}");
+        let c = parse(&["--method", "cdfgnn", "--partitioner", "ebv"]).resolve().unwrap();
+        assert_eq!(c.distributed.cut, CutKind::VertexCut);
     }
 
     #[test]

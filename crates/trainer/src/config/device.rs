@@ -61,7 +61,7 @@ impl Device {
         let invalid = |message: String| Err(ConfigError::Invalid { key: "device", message });
         match self {
             Device::Cpu => Ok(()),
-            Device::Cuda(_) if method != Method::Single => invalid(format!(
+            Device::Cuda(_) if !method.rules().cuda => invalid(format!(
                 "{self} trains single-process full-batch only for now; method {} needs --device cpu",
                 method.as_str()
             )),

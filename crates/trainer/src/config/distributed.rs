@@ -166,8 +166,9 @@ impl DistributedConfig {
         (self.param_sync == ParamSync::Ps).then(|| self.servers.unwrap_or(self.workers))
     }
 
-    /// Checks the settings; the error names the key (= flag) at fault.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks the settings for a run on a `cut` ([`super::TrainConfig::cut`]: the method may fix
+    /// it); the error names the key (= flag) at fault.
+    pub fn validate(&self, cut: CutKind) -> Result<(), ConfigError> {
         let invalid = |key, message| Err(ConfigError::Invalid { key, message });
         if let Some(m) = self.servers {
             if self.param_sync != ParamSync::Ps {
@@ -189,17 +190,17 @@ impl DistributedConfig {
         if !(self.bandwidth_scale.is_finite() && self.bandwidth_scale > 0.0) {
             return invalid("bandwidth-scale", format!("must be finite and > 0, got {}", self.bandwidth_scale));
         }
-        if self.cut == CutKind::FeatureCut {
+        if cut == CutKind::FeatureCut {
             return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
         }
-        if self.masters_only && self.cut != CutKind::VertexCut {
-            return invalid("masters-only", format!("is for cut = \"vertex\"; this run is a {}-cut", self.cut));
+        if self.masters_only && cut != CutKind::VertexCut {
+            return invalid("masters-only", format!("is for cut = \"vertex\"; this run is a {cut}-cut"));
         }
-        let algorithm = self.algorithm_for(self.cut);
-        if algorithm.is_vertex_cut() != (self.cut == CutKind::VertexCut) {
+        let algorithm = self.algorithm_for(cut);
+        if algorithm.is_vertex_cut() != (cut == CutKind::VertexCut) {
             let fitting =
-                if self.cut == CutKind::VertexCut { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
-            return invalid("partitioner", format!("`{algorithm}` does not make a {}-cut; use {fitting}", self.cut));
+                if cut == CutKind::VertexCut { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
+            return invalid("partitioner", format!("`{algorithm}` does not make a {cut}-cut; use {fitting}"));
         }
         Ok(())
     }
@@ -210,7 +211,7 @@ mod tests {
     use super::*;
 
     fn key_of(config: &DistributedConfig) -> &'static str {
-        match config.validate() {
+        match config.validate(config.cut) {
             Err(ConfigError::Invalid { key, .. }) => key,
             other => panic!("expected an invalid key, got {other:?}"),
         }
@@ -219,10 +220,10 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_pick_the_cut_partitioner() {
         let c = DistributedConfig::default();
-        c.validate().unwrap();
+        c.validate(c.cut).unwrap();
         assert_eq!(c.algorithm_for(c.cut), Algorithm::Metis);
         let v = DistributedConfig { cut: CutKind::VertexCut, ..c };
-        v.validate().unwrap();
+        v.validate(v.cut).unwrap();
         assert_eq!(v.algorithm_for(v.cut), Algorithm::Ebv);
         assert!(v.primaries_only(CutKind::EdgeCut) && !v.primaries_only(CutKind::VertexCut));
         let masters = DistributedConfig { masters_only: true, ..v };
@@ -242,7 +243,9 @@ mod tests {
         }
         let mismatch = DistributedConfig { cut: CutKind::VertexCut, partitioner: Some(Algorithm::Metis), ..ok };
         assert_eq!(key_of(&mismatch), "partitioner");
-        assert!(mismatch.validate().unwrap_err().to_string().contains("`metis` does not make a vertex-cut"));
+        assert!(
+            mismatch.validate(mismatch.cut).unwrap_err().to_string().contains("`metis` does not make a vertex-cut")
+        );
     }
 
     #[test]

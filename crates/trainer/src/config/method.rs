@@ -10,9 +10,16 @@
 //! skip-repeats = true
 //! ```
 //!
-//! Settings of every method can sit in one file; only the named method's are used. Adding a
-//! method adds its name here, its settings table, and its [`crate::method::MethodDef`].
+//! Settings of every method can sit in one file; only the named method's are used.
+//!
+//! [`Method::rules`] is the registry of what each method fixes and accepts ([`Rules`]: the cut it
+//! forces, its batch modes, its device, its default layer order); validation, the command line
+//! and the docs' method table follow it. Adding a method adds its name, its rules and its
+//! settings table here, and its [`crate::method::MethodDef`] (`docs/ARCHITECTURE.md`, "Adding
+//! a method", lists every touch).
 
+use gnn_core::LayerOrder;
+use graph_partition::book::CutKind;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +59,37 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method, in the order of `halo train --help`.
+    pub const ALL: [Method; 8] = [
+        Method::Single,
+        Method::Vanilla,
+        Method::DataParallel,
+        Method::Adaqp,
+        Method::Adgraph,
+        Method::Cdfgnn,
+        Method::Featpart,
+        Method::Ecgraph,
+    ];
+
+    /// What the method fixes and accepts ([`Rules`]).
+    pub fn rules(self) -> Rules {
+        use BatchMode::{Full, MiniBatch, SampledEdges};
+        let distributed = Rules { cut: None, batches: &[Full], cuda: false, layer_order: LayerOrder::DropoutLast };
+        match self {
+            Method::Single => Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, ..distributed },
+            Method::Vanilla | Method::Ecgraph => Rules { batches: &[Full, SampledEdges], ..distributed },
+            Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, ..distributed },
+            Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), ..distributed },
+            Method::DataParallel | Method::Adgraph | Method::Featpart => Rules { batches: &[MiniBatch], ..distributed },
+        }
+    }
+
+    /// The cut the method always trains on, whatever `[distributed] cut` says (cdfgnn's replica
+    /// sync is a vertex-cut's); `None` where the configured cut holds.
+    pub fn cut(self) -> Option<CutKind> {
+        self.rules().cut
+    }
+
     /// The name used on the command line, in TOML and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -65,6 +103,55 @@ impl Method {
             Method::Ecgraph => "ecgraph",
         }
     }
+}
+
+/// How a method's steps take their vertices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Every training vertex on every edge, one step per epoch.
+    Full,
+    /// Every training vertex, each layer on in-edges sampled anew every epoch (`fanouts`
+    /// without `batch-size`).
+    SampledEdges,
+    /// Sampled mini-batches of training vertices (`batch-size`).
+    MiniBatch,
+}
+
+impl BatchMode {
+    /// The mode as the docs' method table names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchMode::Full => "full",
+            BatchMode::SampledEdges => "sampled in-edges",
+            BatchMode::MiniBatch => "mini-batch",
+        }
+    }
+
+    /// The mode `minibatch` asks for.
+    pub fn of(minibatch: &MiniBatchConfig) -> Self {
+        match (minibatch.batch_size, &minibatch.fanouts) {
+            (Some(_), _) => BatchMode::MiniBatch,
+            (None, Some(_)) => BatchMode::SampledEdges,
+            (None, None) => BatchMode::Full,
+        }
+    }
+}
+
+/// What a method fixes and accepts, whatever else the configuration says: a method's entry in
+/// the registry ([`Method::rules`]), which validation, `halo train --help` and the method table
+/// of `docs/ARCHITECTURE.md` follow (tested).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// The cut it always trains on (cdfgnn's vertex-cut); `None`: the configured one, where it
+    /// partitions the graph.
+    pub cut: Option<CutKind>,
+    /// The batch modes it trains with.
+    pub batches: &'static [BatchMode],
+    /// Whether it trains on a CUDA device (`device = "cuda"`); the others train on the CPU.
+    pub cuda: bool,
+    /// Its hidden layers' order where `layer-order` is not set (adaqp's paper puts dropout
+    /// before LayerNorm and the activation).
+    pub layer_order: LayerOrder,
 }
 
 /// `[method.vanilla]`: exact distributed training.
@@ -135,37 +222,43 @@ impl MethodConfig {
         Self { name: method, ..Self::default() }
     }
 
-    /// Checks the settings against the mini-batch ones (which methods train on mini-batches);
-    /// the error names the key at fault.
+    /// Checks the settings, and the batch mode of the mini-batch ones against the method's
+    /// [`Rules`]; the error names the key at fault.
     pub fn validate(&self, minibatch: &MiniBatchConfig) -> Result<(), ConfigError> {
-        let invalid = |message: &str| Err(ConfigError::Invalid { key: "batch-size", message: message.to_string() });
-        match (self.name, minibatch.batch_size) {
-            (Method::DataParallel, None) => {
-                invalid("data-parallel trains on sampled mini-batches: set batch-size (seed vertices per worker)")
-            }
-            (Method::Vanilla | Method::Adaqp | Method::Cdfgnn | Method::Ecgraph, Some(_)) => invalid(&format!(
-                "{} trains full-batch on a partitioned graph; mini-batches need single, data-parallel or adgraph",
-                self.name.as_str()
-            )),
-            (Method::Adaqp | Method::Cdfgnn, None) if minibatch.fanouts.is_some() => Err(ConfigError::Invalid {
-                key: "fanouts",
-                message: format!(
-                    "without batch-size, fanouts sample every layer's in-edges per epoch, which single, vanilla \
-                         and ecgraph do; {} trains on every edge",
-                    self.name.as_str()
+        let name = self.name.as_str();
+        let batches = self.name.rules().batches;
+        let mode = BatchMode::of(minibatch);
+        if !batches.contains(&mode) {
+            let with = |mode: BatchMode| -> String {
+                let names: Vec<&str> =
+                    Method::ALL.iter().filter(|m| m.rules().batches.contains(&mode)).map(|m| m.as_str()).collect();
+                names.join(", ")
+            };
+            let (key, message) = match mode {
+                BatchMode::MiniBatch => {
+                    ("batch-size", format!("{name} trains full-batch; mini-batches need {}", with(mode)))
+                }
+                _ if !batches.contains(&BatchMode::Full) => (
+                    "batch-size",
+                    format!("{name} trains on sampled mini-batches: set batch-size (seed vertices per worker)"),
                 ),
-            }),
-            (Method::Adaqp, None) => self.adaqp.validate(),
-            (Method::Cdfgnn, None) => self.cdfgnn.validate(),
-            (Method::Ecgraph, None) => self.ecgraph.validate(),
-            (Method::Adgraph, None) => {
-                invalid("adgraph trains on sampled mini-batches: set batch-size (seed vertices per worker)")
-            }
-            (Method::Featpart, None) => {
-                invalid("featpart trains on sampled mini-batches: set batch-size (seed vertices per worker)")
-            }
-            (Method::Featpart, Some(_)) => self.featpart.validate(),
-            _ => Ok(()),
+                _ => (
+                    "fanouts",
+                    format!(
+                        "without batch-size, fanouts sample every layer's in-edges per epoch, which {} do; {name} \
+                         trains on every edge",
+                        with(BatchMode::SampledEdges)
+                    ),
+                ),
+            };
+            return Err(ConfigError::Invalid { key, message });
+        }
+        match self.name {
+            Method::Adaqp => self.adaqp.validate(),
+            Method::Cdfgnn => self.cdfgnn.validate(),
+            Method::Ecgraph => self.ecgraph.validate(),
+            Method::Featpart => self.featpart.validate(),
+            Method::Single | Method::Vanilla | Method::DataParallel | Method::Adgraph => Ok(()),
         }
     }
 
@@ -246,6 +339,27 @@ mod tests {
         let text = "method = \"vanilla\"\n[minibatch]\nbatch-size = 32\n";
         let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
         assert!(msg.starts_with("m.toml:3: key `batch-size`") && msg.contains("full-batch"), "{msg}");
+    }
+
+    /// The method table of `docs/ARCHITECTURE.md` lists every method with the batches, cut and
+    /// device its rules give.
+    #[test]
+    fn the_docs_method_table_follows_the_registry() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/ARCHITECTURE.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        for method in Method::ALL {
+            let start = format!("| `{}` |", method.as_str());
+            let row = text.lines().find(|l| l.starts_with(&start)).unwrap_or_else(|| panic!("{path}: no row {start}"));
+            // | Method | Data plan | Cut | Batches | Device | Settings |
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let rules = method.rules();
+            let batches: Vec<&str> = rules.batches.iter().map(|b| b.as_str()).collect();
+            assert_eq!(cells[4], batches.join(", "), "{row}");
+            assert_eq!(cells[5].contains("CUDA"), rules.cuda, "{row}");
+            if let Some(cut) = rules.cut {
+                assert!(cells[3].starts_with(cut.as_str()), "{row}");
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod ecgraph;
 mod featpart;
 #[cfg(test)]
 mod fuzz;
+mod keys;
 mod memory;
 mod method;
 mod minibatch;
@@ -21,6 +22,7 @@ mod reliability;
 use std::path::{Path, PathBuf};
 
 use gnn_core::{Activation, Adam, ConvKind, LayerOrder, ModelConfig};
+use graph_partition::book::CutKind;
 use serde::{Deserialize, Serialize};
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
@@ -30,8 +32,9 @@ pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync, UnknownBackend};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
+pub use keys::{is_distributed, owners, sections_of};
 pub use memory::{MemoryConfig, parse_size};
-pub use method::{DataParallelSettings, LrScaling, Method, MethodConfig, VanillaSettings};
+pub use method::{BatchMode, DataParallelSettings, LrScaling, Method, MethodConfig, Rules, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 pub use reliability::ReliabilityConfig;
 
@@ -178,16 +181,28 @@ impl TrainConfig {
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
-    /// Parses TOML text; `origin` names it in errors (usually the file path). The result is validated.
+    /// Parses TOML text; `origin` names it in errors (usually the file path). The result is validated,
+    /// and holds the method's own cut ([`TrainConfig::with_method_cut`]).
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let config: Self = toml::from_str(text).map_err(|err| toml_error(text, origin, &err))?;
+        let config: Self = toml::from_str(text).map_err(|err| {
+            let error = toml_error(text, origin, &err);
+            misplaced(text, &error).unwrap_or(error)
+        })?;
+        let at = |key: &'static str, message: String| ConfigError::Toml {
+            origin: origin.to_string(),
+            line: key_line(text, key).unwrap_or(1),
+            key: Some(key.to_string()),
+            message,
+        };
+        if let Some(cut) = config.method.name.cut().filter(|&cut| cut != config.distributed.cut)
+            && key_line(text, "cut").is_some()
+        {
+            let method = config.method.name.as_str();
+            return Err(at("cut", format!("{method} trains on a {cut}-cut; drop the key or set it to \"{cut}\"")));
+        }
+        let config = config.with_method_cut();
         config.validate().map_err(|err| match err {
-            ConfigError::Invalid { key, message } => ConfigError::Toml {
-                origin: origin.to_string(),
-                line: key_line(text, key).unwrap_or(1),
-                key: Some(key.to_string()),
-                message,
-            },
+            ConfigError::Invalid { key, message } => at(key, message),
             other => other,
         })?;
         Ok(config)
@@ -238,7 +253,7 @@ impl TrainConfig {
         if self.dataset.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return invalid("dataset", "must not be empty".to_string());
         }
-        self.distributed.validate()?;
+        self.distributed.validate(self.cut())?;
         if self.method.adaqp.time_fit.is_some() && self.distributed.backend != Backend::Mpi {
             return invalid(
                 "time-fit",
@@ -285,10 +300,20 @@ impl TrainConfig {
 
     /// The hidden layers' order: the configured one, else the method's.
     pub fn layer_order(&self) -> LayerOrder {
-        self.layer_order.unwrap_or(match self.method.name {
-            Method::Adaqp => LayerOrder::DropoutFirst,
-            _ => LayerOrder::DropoutLast,
-        })
+        self.layer_order.unwrap_or(self.method.name.rules().layer_order)
+    }
+
+    /// The cut the run partitions with: the method's own where it has one
+    /// ([`Method::cut`]), else `[distributed] cut`.
+    pub fn cut(&self) -> CutKind {
+        self.method.name.cut().unwrap_or(self.distributed.cut)
+    }
+
+    /// This configuration with [`TrainConfig::cut`] in `[distributed] cut`, so that it (and the
+    /// report's copy of it) says the cut the run trains on.
+    pub fn with_method_cut(mut self) -> Self {
+        self.distributed.cut = self.cut();
+        self
     }
 
     /// The optimizer: Adam with L2 weight decay coupled into the gradient (`torch.optim.Adam`).
@@ -312,6 +337,28 @@ pub(crate) fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> Con
         key,
         message: err.message().trim().to_string(),
     }
+}
+
+/// For an unknown key that another section holds, the error naming the section it sits in and
+/// those it belongs in (a top-level `workers = 2` belongs in `[distributed]`).
+fn misplaced(text: &str, error: &ConfigError) -> Option<ConfigError> {
+    let ConfigError::Toml { origin, line, key: Some(key), message } = error else { return None };
+    let homes = sections_of(key);
+    if !message.starts_with("unknown field") || homes.is_empty() {
+        return None;
+    }
+    let header = |l: &str| {
+        let l = l.trim();
+        l.starts_with('[').then(|| l.trim_matches(|c| c == '[' || c == ']').replace(['"', ' '], ""))
+    };
+    let here = text.lines().take(line - 1).filter_map(header).last().unwrap_or_default();
+    let homes: Vec<String> = homes.iter().map(|home| keys::describe(home)).collect();
+    Some(ConfigError::Toml {
+        origin: origin.clone(),
+        line: *line,
+        key: Some(key.clone()),
+        message: format!("not a key of {}: it belongs in {}", keys::describe(&here), homes.join(" or ")),
+    })
 }
 
 /// The 1-based line on which `key` is assigned.
@@ -388,6 +435,39 @@ report = "out.json"
         let msg = err.to_string();
         assert!(msg.starts_with("run.toml:2: key `learning-rate`"), "{msg}");
         assert!(msg.contains("unknown field"), "{msg}");
+    }
+
+    #[test]
+    fn a_key_in_the_wrong_section_is_told_where_it_belongs() {
+        let msg = TrainConfig::from_toml_str("epochs = 3\nworkers = 2\n", "run.toml").unwrap_err().to_string();
+        assert_eq!(msg, "run.toml:2: key `workers`: not a key of the top level: it belongs in [distributed]");
+        let text = "[method]\nname = \"vanilla\"\n[method.vanilla]\nquant-bits = 4\n";
+        let msg = TrainConfig::from_toml_str(text, "run.toml").unwrap_err().to_string();
+        assert_eq!(msg, "run.toml:4: key `quant-bits`: not a key of [method.vanilla]: it belongs in [method.cdfgnn]");
+        let msg = TrainConfig::from_toml_str("[distributed]\nepochs = 3\n", "run.toml").unwrap_err().to_string();
+        assert!(msg.ends_with("not a key of [distributed]: it belongs in the top level"), "{msg}");
+    }
+
+    /// cdfgnn trains on a vertex-cut whether the configuration comes from TOML, flags or code:
+    /// the method sets it, and the partitioner is checked against it.
+    #[test]
+    fn the_method_sets_its_cut() {
+        let c = TrainConfig::from_toml_str("method = \"cdfgnn\"\n", "run.toml").unwrap();
+        assert_eq!((c.distributed.cut, c.cut()), (CutKind::VertexCut, CutKind::VertexCut));
+        let c = TrainConfig::from_toml_str("method = \"cdfgnn\"\n[distributed]\npartitioner = \"ebv\"\n", "t").unwrap();
+        assert_eq!(c.distributed.algorithm_for(c.cut()).to_string(), "ebv");
+        let text = "method = \"cdfgnn\"\n[distributed]\npartitioner = \"metis\"\n";
+        let msg = TrainConfig::from_toml_str(text, "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:3: key `partitioner`") && msg.contains("vertex-cut"), "{msg}");
+        let text = "method = \"cdfgnn\"\n[distributed]\ncut = \"edge\"\n";
+        let msg = TrainConfig::from_toml_str(text, "run.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("run.toml:3: key `cut`: cdfgnn trains on a vertex-cut"), "{msg}");
+        let mut coded = TrainConfig::default();
+        coded.method.name = Method::Cdfgnn;
+        assert_eq!((coded.distributed.cut, coded.cut()), (CutKind::EdgeCut, CutKind::VertexCut));
+        assert_eq!(coded.with_method_cut().distributed.cut, CutKind::VertexCut);
+        let vanilla = TrainConfig::from_toml_str("method = \"vanilla\"\n", "run.toml").unwrap();
+        assert_eq!(vanilla.cut(), CutKind::EdgeCut, "vanilla takes the configured cut");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! A method implements [`MethodDef`]: from the validated configuration (its `[method.<name>]`
 //! table among it) it returns its [`Parts`]. The trainer runs any parts through one path
 //! ([`crate::run_method`]), so a method is its parts, never a fork of the worker. Adding a
-//! method: its settings in `config/method.rs`, its module here, one line in [`lookup`], and
-//! `docs/methods/<name>.md`.
+//! method: its name, rules and settings in `config/method.rs`, its module here, one line in
+//! [`lookup`], and `docs/methods/<name>.md` (`docs/ARCHITECTURE.md`, "Adding a method").
 
 mod adaqp;
 mod adgraph;

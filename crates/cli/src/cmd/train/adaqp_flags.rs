@@ -1,11 +1,8 @@
-//! `halo train` flags of the `adaqp` method (`[method.adaqp]`), and `--layer-norm` and
-//! `--layer-order`, which the paper's model uses.
+//! `halo train` flags of the `adaqp` method (`[method.adaqp]`).
 
-use gnn_core::LayerOrder;
 use trainer::config::{Beta, Bits, TrainConfig};
 
-/// Flags of `--method adaqp` (any `[method.adaqp]` key) and the model's `--layer-norm` and
-/// `--layer-order`.
+/// Flags of `--method adaqp` (any `[method.adaqp]` key).
 #[derive(Debug, clap::Args)]
 pub struct AdaqpFlags {
     /// adaqp: bits per quantized row: 2, 4, 8, adaptive (problem (12) per group of rows), or
@@ -34,13 +31,6 @@ pub struct AdaqpFlags {
     /// fits replace the topology's links in the time model (MPI runs only).
     #[arg(long, value_name = "FILE.json")]
     time_fit: Option<std::path::PathBuf>,
-    /// LayerNorm after every hidden conv, before its activation [default: off].
-    #[arg(long, value_name = "on|off", value_parser = on_off)]
-    layer_norm: Option<bool>,
-    /// Hidden layer order: dropout-last (conv, LayerNorm, activation, dropout) or dropout-first
-    /// (conv, dropout, LayerNorm, activation) [default: dropout-first for adaqp, else dropout-last].
-    #[arg(long, value_name = "ORDER")]
-    layer_order: Option<LayerOrder>,
 }
 
 /// Parses `on` / `off` (shared by the flags of several methods).
@@ -53,20 +43,6 @@ pub(super) fn on_off(text: &str) -> Result<bool, String> {
 }
 
 impl AdaqpFlags {
-    /// The adaqp flags given on the command line (they need a distributed method).
-    pub fn given(&self) -> Vec<&'static str> {
-        let given = [
-            ("--bits", self.bits.is_some()),
-            ("--group-size", self.group_size.is_some()),
-            ("--lambda", self.lambda.is_some()),
-            ("--assign-period", self.assign_period.is_some()),
-            ("--beta", self.beta.is_some()),
-            ("--solver-time-limit", self.solver_time_limit.is_some()),
-            ("--time-fit", self.time_fit.is_some()),
-        ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
-    }
-
     /// Writes the given flags over `config`.
     pub fn apply(&self, config: &mut TrainConfig) {
         let settings = &mut config.method.adaqp;
@@ -77,8 +53,6 @@ impl AdaqpFlags {
         settings.beta = self.beta.unwrap_or(settings.beta);
         settings.solver_time_limit = self.solver_time_limit.unwrap_or(settings.solver_time_limit);
         settings.time_fit = self.time_fit.clone().or(settings.time_fit.take());
-        config.layer_norm = self.layer_norm.unwrap_or(config.layer_norm);
-        config.layer_order = self.layer_order.or(config.layer_order);
     }
 }
 

@@ -19,9 +19,4 @@ impl AdgraphFlags {
             config.method.adgraph.hops = hops;
         }
     }
-
-    /// The flags given, for the check that refuses them with `--method single`.
-    pub fn given(&self) -> Vec<&'static str> {
-        self.hops.iter().map(|_| "--hops").collect()
-    }
 }

@@ -1,8 +1,7 @@
 //! `--method cdfgnn`'s flags: the cache, the quantization of what the replica sync sends, and
 //! the cache threshold's controller (`[method.cdfgnn]` in a config file).
 
-use graph_partition::book::CutKind;
-use trainer::config::{EpsRule, Method, TrainConfig};
+use trainer::config::{EpsRule, TrainConfig};
 
 /// A switch spelled `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -13,7 +12,9 @@ pub(super) enum OnOff {
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(super) struct CdfgnnFlags {
-    /// cdfgnn: the adaptive vertex cache on the replica sync (Alg. 2) [default: on].
+    /// cdfgnn: the replica cache, CDFGNN's adaptive vertex cache on the replica sync (Alg. 2);
+    /// not the dataset cache (--no-cache) nor ecgraph's halo feature cache (--halo-cache)
+    /// [default: on].
     #[arg(long, value_enum, value_name = "on|off")]
     cache: Option<OnOff>,
     /// cdfgnn: bits of the linear quantization of what the sync sends (the deltas with the
@@ -30,19 +31,8 @@ pub(super) struct CdfgnnFlags {
 }
 
 impl CdfgnnFlags {
-    /// The flags given on the command line.
-    pub(super) fn given(&self) -> Vec<&'static str> {
-        let given = [
-            ("--cache", self.cache.is_some()),
-            ("--quant-bits", self.quant_bits.is_some()),
-            ("--eps-controller", self.eps_controller.is_some()),
-            ("--eps", self.eps.is_some()),
-        ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
-    }
-
-    /// Overrides `[method.cdfgnn]` with the flags given. cdfgnn is vertex-cut by definition, so
-    /// it sets the cut too (`--partitioner` is then checked against it).
+    /// Overrides `[method.cdfgnn]` with the flags given (the method sets its vertex-cut itself:
+    /// [`trainer::config::Method::cut`]).
     pub(super) fn apply(&self, c: &mut TrainConfig) {
         let s = &mut c.method.cdfgnn;
         if let Some(cache) = self.cache {
@@ -51,9 +41,6 @@ impl CdfgnnFlags {
         s.quant_bits = self.quant_bits.unwrap_or(s.quant_bits);
         s.eps_controller = self.eps_controller.unwrap_or(s.eps_controller);
         s.eps = self.eps.unwrap_or(s.eps);
-        if c.method.name == Method::Cdfgnn {
-            c.distributed.cut = CutKind::VertexCut;
-        }
     }
 }
 
@@ -69,26 +56,19 @@ mod tests {
         flags: CdfgnnFlags,
     }
 
-    fn applied(argv: &[&str], method: Method) -> (TrainConfig, Vec<&'static str>) {
+    fn applied(argv: &[&str]) -> TrainConfig {
         let cli = Cli::try_parse_from(std::iter::once("t").chain(argv.iter().copied())).unwrap();
         let mut c = TrainConfig::default();
-        c.method.name = method;
         cli.flags.apply(&mut c);
-        (c, cli.flags.given())
+        c
     }
 
     #[test]
-    fn flags_set_the_settings_and_the_cut() {
+    fn flags_set_the_settings() {
         let argv = ["--cache", "off", "--quant-bits", "4", "--eps-controller", "error-target", "--eps", "0.2"];
-        let (c, given) = applied(&argv, Method::Cdfgnn);
-        let s = &c.method.cdfgnn;
+        let s = applied(&argv).method.cdfgnn;
         assert_eq!((s.cache, s.quant_bits, s.eps_controller, s.eps), (false, 4, EpsRule::ErrorTarget, 0.2));
-        assert_eq!(c.distributed.cut, CutKind::VertexCut);
-        assert_eq!(given, ["--cache", "--quant-bits", "--eps-controller", "--eps"]);
-        let (c, given) = applied(&[], Method::Vanilla);
-        let vanilla =
-            TrainConfig { method: trainer::config::MethodConfig::named(Method::Vanilla), ..Default::default() };
-        assert_eq!((c, given.is_empty()), (vanilla, true));
+        assert_eq!(applied(&[]), TrainConfig::default());
         assert!(Cli::try_parse_from(["t", "--cache", "maybe"]).is_err());
     }
 }

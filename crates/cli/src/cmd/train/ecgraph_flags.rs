@@ -38,30 +38,13 @@ pub struct EcgraphFlags {
     /// ecgraph: the tuner halves a layer's bits below this predicted share [default: 0.4].
     #[arg(long, value_name = "F")]
     tuner_down: Option<f64>,
-    /// ecgraph: fetch the halo rows' input features once at setup, so that layer 0 exchanges
-    /// nothing [default: on].
+    /// ecgraph: the halo feature cache: fetch the halo rows' input features once at setup, so
+    /// that layer 0 exchanges nothing [default: on].
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     halo_cache: Option<bool>,
 }
 
 impl EcgraphFlags {
-    /// The ecgraph flags given on the command line (they need a distributed method).
-    pub fn given(&self) -> Vec<&'static str> {
-        let given = [
-            ("--fp-bits", self.fp_bits.is_some()),
-            ("--bp-bits", self.bp_bits.is_some()),
-            ("--reqec", self.reqec.is_some()),
-            ("--resec", self.resec.is_some()),
-            ("--bit-tuner", self.bit_tuner.is_some()),
-            ("--trend", self.trend.is_some()),
-            ("--send-change-rate", self.send_change_rate),
-            ("--tuner-up", self.tuner_up.is_some()),
-            ("--tuner-down", self.tuner_down.is_some()),
-            ("--halo-cache", self.halo_cache.is_some()),
-        ];
-        given.into_iter().filter(|(_, given)| *given).map(|(flag, _)| flag).collect()
-    }
-
     /// Writes the given flags over `config`.
     pub fn apply(&self, config: &mut TrainConfig) {
         let s = &mut config.method.ecgraph;

@@ -62,20 +62,6 @@ impl FeatpartFlags {
             s.trials = n;
         }
     }
-
-    /// The featpart flags given.
-    pub fn given(&self) -> Vec<&'static str> {
-        let given = [
-            ("--tau", self.tau.is_some()),
-            ("--tau-max", self.tau_max.is_some()),
-            ("--tau-rule", self.tau_rule.is_some()),
-            ("--bias-estimate", self.bias_estimate.is_some()),
-            ("--eq20-step", self.eq20_step.is_some()),
-            ("--target-acc", self.target_acc.is_some()),
-            ("--fetch-trials", self.fetch_trials.is_some()),
-        ];
-        given.into_iter().filter(|(_, g)| *g).map(|(flag, _)| flag).collect()
-    }
 }
 
 #[cfg(test)]
@@ -101,15 +87,13 @@ mod tests {
             (s.tau, s.tau_max, s.tau_rule, s.target_acc, s.trials),
             (Tau::Never, 12, TauRule::Eq20, Some(0.7), 8)
         );
-        assert_eq!(cli.flags.given(), ["--tau", "--tau-max", "--target-acc"]);
         let cli = Cli::try_parse_from(["t", "--tau-rule", "non-increasing"]).unwrap();
         cli.flags.apply(&mut c);
-        assert_eq!((c.method.featpart.tau_rule, cli.flags.given()), (TauRule::NonIncreasing, vec!["--tau-rule"]));
+        assert_eq!(c.method.featpart.tau_rule, TauRule::NonIncreasing);
         let cli = Cli::try_parse_from(["t", "--bias-estimate", "running-max", "--eq20-step", "effective"]).unwrap();
         cli.flags.apply(&mut c);
         let s = &c.method.featpart;
         assert_eq!((s.bias_estimate, s.eq20_step), (BiasEstimate::RunningMax, Eq20Step::Effective));
-        assert_eq!(cli.flags.given(), ["--bias-estimate", "--eq20-step"]);
         for (flag, value) in [("--bias-estimate", "max"), ("--eq20-step", "adam")] {
             let err = Cli::try_parse_from(["t", flag, value]).err().unwrap().to_string();
             assert!(err.contains(flag) && err.contains(value), "{err}");
