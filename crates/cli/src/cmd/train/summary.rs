@@ -2,7 +2,7 @@
 //!
 //! Training step and evaluation are timed apart (evaluation can be most of a real epoch on a
 //! large graph). Runs with more than one worker add what the method sent and what the run
-//! costs on the modeled cluster ([`traffic`]), and partitioned runs the partition's quality
+//! costs on the modeled cluster (`traffic`), and partitioned runs the partition's quality
 //! (replication factor for a vertex-cut, edge-cut fraction for an edge-cut).
 
 mod traffic;
