@@ -113,7 +113,10 @@ fn runs_that_cannot_sample_in_edges_say_why() {
     vertex.distributed.partitioner = None;
     let err = run_on(&vertex, cora(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
     assert!(err.contains("edge-cut") && err.contains("fanouts"), "{err}");
-    let cdfgnn = config(Method::Cdfgnn, ConvKind::Gcn, Some("3,2"));
+    let mut cdfgnn = config(Method::Cdfgnn, ConvKind::Gcn, Some("3,2"));
+    let err = run_on(&cdfgnn, cora(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
+    assert!(err.contains("`hash` does not make a vertex-cut"), "cdfgnn's own cut is checked first: {err}");
+    cdfgnn.distributed.partitioner = None;
     let err = run_on(&cdfgnn, cora(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
     assert!(err.contains("`fanouts`") && err.contains("cdfgnn"), "{err}");
 }
