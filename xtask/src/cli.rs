@@ -22,6 +22,11 @@ commands:
                                    --nvcc (ARCH defaults to sm_80); --check compares a fresh
                                    compile with the committed files instead of writing
   gpu-test                         run the GPU tests (ignored by `cargo test`; needs a CUDA GPU)
+  bench-ab REV [--rounds N] -- HALO_ARGS
+                                   build REV (a worktree under target/bench-ab/) and the working
+                                   tree in release, run `halo HALO_ARGS --report ...` with each
+                                   alternately N rounds (default 3), and print each figure's
+                                   min/median/max per side and the ratio of the medians
   help                             show this message
 ";
 
@@ -31,6 +36,7 @@ pub enum Command {
     Download { dataset: &'static OgbDataset, dir: Option<PathBuf> },
     Ptx { arch: String, compiler: Compiler, mode: Mode },
     GpuTest,
+    BenchAb { rev: String, rounds: usize, halo_args: Vec<String> },
     Help,
 }
 
@@ -79,6 +85,33 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
             None => Ok(Command::GpuTest),
             Some(arg) => bail!("gpu-test: unexpected argument `{arg}`\n\n{USAGE}"),
         },
+        "bench-ab" => {
+            let (mut rev, mut rounds) = (None, 3);
+            while let Some(arg) = args.next() {
+                if arg == "--" {
+                    break;
+                }
+                if let Some(value) = flag_value("--rounds", &arg, &mut args)? {
+                    rounds =
+                        value.parse().ok().filter(|&n: &usize| n > 0).ok_or_else(|| {
+                            anyhow::anyhow!("bench-ab: --rounds `{value}` is not a whole number above 0")
+                        })?;
+                } else if arg.starts_with('-') {
+                    bail!("bench-ab: unknown flag `{arg}` (halo's arguments go after `--`)\n\n{USAGE}");
+                } else if rev.replace(arg.clone()).is_some() {
+                    bail!("bench-ab: one revision at a time (extra argument `{arg}`; halo's go after `--`)");
+                }
+            }
+            let Some(rev) = rev else { bail!("bench-ab: missing the revision to compare against\n\n{USAGE}") };
+            let halo_args: Vec<String> = args.collect();
+            if halo_args.is_empty() {
+                bail!("bench-ab: missing the workload: `-- train ...` (halo's arguments)");
+            }
+            if halo_args.iter().any(|a| a == "--report" || a.starts_with("--report=")) {
+                bail!("bench-ab: drop --report from halo's arguments; every run writes its own report");
+            }
+            Ok(Command::BenchAb { rev, rounds, halo_args })
+        }
         "help" | "-h" | "--help" => Ok(Command::Help),
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
     }
@@ -149,6 +182,29 @@ mod tests {
         assert!(err(&["ptx", "--arch", "90"]).contains("--arch `90`"));
         assert!(err(&["ptx", "--arch", "sm_"]).contains("--arch `sm_`"));
         assert!(err(&["ptx", "extra"]).contains("unexpected argument `extra`"));
+    }
+
+    #[test]
+    fn bench_ab_takes_a_revision_rounds_and_halo_arguments() {
+        let want = |rounds, args: &[&str]| Command::BenchAb {
+            rev: "0a0df6d".into(),
+            rounds,
+            halo_args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        assert_eq!(
+            run(&["bench-ab", "0a0df6d", "--", "train", "--epochs", "2"]).unwrap(),
+            want(3, &["train", "--epochs", "2"])
+        );
+        assert_eq!(run(&["bench-ab", "--rounds=5", "0a0df6d", "--", "train"]).unwrap(), want(5, &["train"]));
+        assert!(err(&["bench-ab", "--", "train"]).contains("missing the revision"));
+        assert!(err(&["bench-ab", "main"]).contains("missing the workload"));
+        assert!(err(&["bench-ab", "main", "--rounds", "0", "--", "train"]).contains("--rounds `0`"));
+        assert!(
+            err(&["bench-ab", "main", "--epochs", "2"])
+                .contains("unknown flag `--epochs` (halo's arguments go after `--`)")
+        );
+        assert!(err(&["bench-ab", "main", "other", "--", "train"]).contains("extra argument `other`"));
+        assert!(err(&["bench-ab", "main", "--", "train", "--report", "x.json"]).contains("drop --report"));
     }
 
     #[test]

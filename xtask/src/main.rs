@@ -3,10 +3,13 @@
 //! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
 //! - `cargo xtask ptx [--arch sm_XX] [--nvcc] [--check]`: compile `kernels/*.cu` to PTX, or check it.
 //! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
+//! - `cargo xtask bench-ab REV [--rounds N] -- HALO_ARGS`: REV's `halo` against the working
+//!   tree's on one workload, run alternately in one sitting.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies)
 //! live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
+mod bench_ab;
 mod cli;
 mod datasets;
 mod download;
@@ -47,6 +50,7 @@ fn run() -> Result<()> {
         }
         Command::Ptx { arch, compiler, mode } => ptx::run(&project_root().join("kernels"), &arch, compiler, mode)?,
         Command::GpuTest => gpu_test()?,
+        Command::BenchAb { rev, rounds, halo_args } => bench_ab::run(&project_root(), &rev, rounds, &halo_args)?,
     }
     Ok(())
 }
