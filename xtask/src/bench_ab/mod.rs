@@ -5,7 +5,7 @@
 //! with its own target folder, `target/bench-ab/target`; both stay for the next call, so a later
 //! comparison rebuilds only what changed. The working tree is built in release as usual. Both
 //! binaries are copied to `target/bench-ab/bin` (a rebuild elsewhere cannot swap one mid-run) and
-//! run alternately, the order flipping every round (REV first in even rounds), so that load from
+//! run alternately, the order flipping every round (REV first in round 1, 3, ...), so that load from
 //! other processes and thermal drift fall on both sides alike. Each run writes its report to
 //! `target/bench-ab/runs/`, and [`figures`] turns the reports into the printed table.
 
