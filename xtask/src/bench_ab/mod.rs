@@ -42,7 +42,7 @@ impl Side {
 
 /// The order of the two runs in round `round` (0-based): REV first in even rounds.
 fn order(round: usize) -> [Side; 2] {
-    if round % 2 == 0 { [Side::Base, Side::New] } else { [Side::New, Side::Base] }
+    if round.is_multiple_of(2) { [Side::Base, Side::New] } else { [Side::New, Side::Base] }
 }
 
 /// Builds both sides, runs them `rounds` times each on `halo_args` and prints the comparison.
