@@ -25,6 +25,11 @@ commands:
   gpu-bundle DIR                   build `halo` (cuda), the GPU test binaries, Cora, the PyG
                                    speed peer and a `run` script into DIR, for a GPU machine
                                    without Rust: `DIR/run [OUTDIR]` (docs/CUDA.md)
+  bench-ab REV [--rounds N] -- HALO_ARGS
+                                   build REV (a worktree under target/bench-ab/) and the working
+                                   tree in release, run `halo HALO_ARGS --report ...` with each
+                                   alternately N rounds (default 3), and print each figure's
+                                   min/median/max per side and the ratio of the medians
   help                             show this message
 ";
 
@@ -35,6 +40,7 @@ pub enum Command {
     Ptx { arch: String, compiler: Compiler, mode: Mode },
     GpuTest,
     GpuBundle { dir: PathBuf },
+    BenchAb { rev: String, rounds: usize, halo_args: Vec<String> },
     Help,
 }
 
@@ -89,6 +95,33 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
             (Some(dir), None) => bail!("gpu-bundle: unknown flag `{dir}`\n\n{USAGE}"),
             (Some(_), Some(extra)) => bail!("gpu-bundle: one folder only (extra argument `{extra}`)"),
         },
+        "bench-ab" => {
+            let (mut rev, mut rounds) = (None, 3);
+            while let Some(arg) = args.next() {
+                if arg == "--" {
+                    break;
+                }
+                if let Some(value) = flag_value("--rounds", &arg, &mut args)? {
+                    rounds =
+                        value.parse().ok().filter(|&n: &usize| n > 0).ok_or_else(|| {
+                            anyhow::anyhow!("bench-ab: --rounds `{value}` is not a whole number above 0")
+                        })?;
+                } else if arg.starts_with('-') {
+                    bail!("bench-ab: unknown flag `{arg}` (halo's arguments go after `--`)\n\n{USAGE}");
+                } else if rev.replace(arg.clone()).is_some() {
+                    bail!("bench-ab: one revision at a time (extra argument `{arg}`; halo's go after `--`)");
+                }
+            }
+            let Some(rev) = rev else { bail!("bench-ab: missing the revision to compare against\n\n{USAGE}") };
+            let halo_args: Vec<String> = args.collect();
+            if halo_args.is_empty() {
+                bail!("bench-ab: missing the workload: `-- train ...` (halo's arguments)");
+            }
+            if halo_args.iter().any(|a| a == "--report" || a.starts_with("--report=")) {
+                bail!("bench-ab: drop --report from halo's arguments; every run writes its own report");
+            }
+            Ok(Command::BenchAb { rev, rounds, halo_args })
+        }
         "help" | "-h" | "--help" => Ok(Command::Help),
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
     }
@@ -167,6 +200,26 @@ mod tests {
         assert!(err(&["gpu-bundle"]).contains("missing the folder"));
         assert!(err(&["gpu-bundle", "--out"]).contains("unknown flag `--out`"));
         assert!(err(&["gpu-bundle", "a", "b"]).contains("extra argument `b`"));
+    fn bench_ab_takes_a_revision_rounds_and_halo_arguments() {
+        let want = |rounds, args: &[&str]| Command::BenchAb {
+            rev: "0a0df6d".into(),
+            rounds,
+            halo_args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        assert_eq!(
+            run(&["bench-ab", "0a0df6d", "--", "train", "--epochs", "2"]).unwrap(),
+            want(3, &["train", "--epochs", "2"])
+        );
+        assert_eq!(run(&["bench-ab", "--rounds=5", "0a0df6d", "--", "train"]).unwrap(), want(5, &["train"]));
+        assert!(err(&["bench-ab", "--", "train"]).contains("missing the revision"));
+        assert!(err(&["bench-ab", "main"]).contains("missing the workload"));
+        assert!(err(&["bench-ab", "main", "--rounds", "0", "--", "train"]).contains("--rounds `0`"));
+        assert!(
+            err(&["bench-ab", "main", "--epochs", "2"])
+                .contains("unknown flag `--epochs` (halo's arguments go after `--`)")
+        );
+        assert!(err(&["bench-ab", "main", "other", "--", "train"]).contains("extra argument `other`"));
+        assert!(err(&["bench-ab", "main", "--", "train", "--report", "x.json"]).contains("drop --report"));
     }
 
     #[test]

@@ -5,11 +5,14 @@
 //! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
 //! - `cargo xtask gpu-bundle DIR`: those tests, `halo`, Cora and the PyG speed peer in one folder
 //!   that a GPU machine without Rust runs with `DIR/run`.
+//! - `cargo xtask bench-ab REV [--rounds N] -- HALO_ARGS`: REV's `halo` against the working
+//!   tree's on one workload, run alternately in one sitting.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies,
 //! portability) live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
 mod bundle;
+mod bench_ab;
 mod cli;
 mod datasets;
 mod download;
@@ -52,6 +55,7 @@ fn run() -> Result<()> {
         Command::Ptx { arch, compiler, mode } => ptx::run(&project_root().join("kernels"), &arch, compiler, mode)?,
         Command::GpuTest => gpu::test(&project_root())?,
         Command::GpuBundle { dir } => bundle::run(&project_root(), &dir)?,
+        Command::BenchAb { rev, rounds, halo_args } => bench_ab::run(&project_root(), &rev, rounds, &halo_args)?,
     }
     Ok(())
 }

@@ -61,24 +61,35 @@ pub fn matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Array2<f32> {
     c
 }
 
-/// Gives `buf` the shape `rows x cols`, reallocating only when it needs more room than it has
-/// or grows by a large block. The content is unspecified afterwards: callers overwrite every
-/// element.
+/// How [`ensure_shape`] fills a growth inside a buffer's allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Growth {
+    /// Writes zeros into it, keeping its pages backed: the buffers of a graph whose rows are
+    /// all written at every use (a mini-batch block's, a whole graph's), which change shape at
+    /// every step, and whose released pages would each cost a page fault when written again.
+    Written,
+    /// Takes a large grown block as released pages (`crate::pages`), unbacked until written,
+    /// as fresh pages would be: the buffers of a graph that pulls its halo, whose grown rows may
+    /// be halo rows, written only while an exchange's rows are in flight.
+    Released,
+}
+
+/// Gives `buf` the shape `rows x cols`, reallocating only when it needs more room than it has.
+/// The content is unspecified afterwards: callers overwrite every element. A growth inside the
+/// allocation keeps it and is filled as `growth` says.
 ///
-/// Mini-batch blocks change every buffer's row count at every step by a little; keeping the
-/// allocation spares a fresh allocation (and its page faults) per buffer and step.
-pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize) {
+/// Mini-batch blocks change every buffer's row count at every step; keeping the allocation
+/// spares a fresh allocation (and a page fault per page of it) per buffer and step.
+pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize, growth: Growth) {
     if buf.dim() == (rows, cols) {
         return;
     }
     let len = rows * cols;
     let (mut data, _) = std::mem::take(buf).into_raw_vec_and_offset();
-    // Growing by a large block takes fresh pages, which cost no memory until written, rather
-    // than writing zeros into the old ones: the grown rows may be halo rows, written only while
-    // an exchange's rows are in flight (see `crate::pages`).
-    let grown = len.saturating_sub(data.len()) * 4;
-    if data.capacity() < len || grown >= crate::pages::MIN_RELEASE_BYTES {
+    if data.capacity() < len {
         data = vec![0.0; len];
+    } else if growth == Growth::Released && len > data.len() {
+        crate::pages::extend_zeroed(&mut data, len);
     } else {
         data.resize(len, 0.0);
     }
@@ -95,9 +106,9 @@ pub(crate) fn array_bytes(buf: &Array2<f32>) -> usize {
 /// Like [`ensure_shape`], but keeps `buf` as it is when it already has `cols` columns and at
 /// least `rows` rows: for input gradients, whose caller may hand in a taller buffer (a block's
 /// output rows are a prefix of the rows the previous layer computed).
-pub(crate) fn ensure_rows(buf: &mut Array2<f32>, rows: usize, cols: usize) {
+pub(crate) fn ensure_rows(buf: &mut Array2<f32>, rows: usize, cols: usize, growth: Growth) {
     if buf.ncols() != cols || buf.nrows() < rows {
-        ensure_shape(buf, rows, cols);
+        ensure_shape(buf, rows, cols, growth);
     }
 }
 
@@ -123,10 +134,19 @@ pub(crate) fn head_mut(x: &mut Array2<f32>, rows: usize) -> ArrayViewMut2<'_, f3
     x.slice_mut(s![..rows, ..])
 }
 
-/// Zeroes rows `from..` of `x`: halo rows that an accumulation (or a halo push) will read, or
-/// that are done with. In a standard-layout array they are the tail of its storage, and their
-/// whole pages go back to the operating system ([`crate::pages`]) instead of being written.
-pub(crate) fn zero_rows_from(x: &mut Array2<f32>, from: usize) {
+/// Zeroes `rows` of `x` (clamped to its rows) by writing them: rows written again soon (a
+/// block's source rows, which a transposed aggregation accumulates into), where handing their
+/// pages back would only cost a page fault per page.
+pub(crate) fn zero_rows(x: &mut Array2<f32>, rows: Range<usize>) {
+    let end = rows.end.min(x.nrows());
+    x.slice_mut(s![rows.start.min(end)..end, ..]).fill(0.0);
+}
+
+/// Zeroes rows `from..` of `x`, halo rows that are done with or written only while an
+/// exchange's rows are in flight. In a standard-layout array they are the tail of its storage,
+/// and their whole pages go back to the operating system ([`crate::pages`]) instead of being
+/// written.
+pub(crate) fn release_rows_from(x: &mut Array2<f32>, from: usize) {
     let from = from.min(x.nrows());
     let start = from * x.ncols();
     match x.as_slice_mut() {
@@ -243,16 +263,49 @@ mod tests {
     fn reshaping_keeps_the_allocation_unless_it_must_grow() {
         let mut buf = Array2::<f32>::zeros((100, 8));
         let base = buf.as_ptr();
-        ensure_shape(&mut buf, 30, 10);
+        ensure_shape(&mut buf, 30, 10, Growth::Written);
         assert_eq!((buf.dim(), buf.as_ptr()), ((30, 10), base));
-        ensure_shape(&mut buf, 100, 8);
+        ensure_shape(&mut buf, 100, 8, Growth::Written);
         assert_eq!(buf.as_ptr(), base, "the capacity covers it again");
-        ensure_shape(&mut buf, 200, 8);
+        ensure_shape(&mut buf, 200, 8, Growth::Written);
         assert_eq!(buf.dim(), (200, 8));
         assert!(buf.as_slice().is_some(), "standard layout");
-        ensure_rows(&mut buf, 150, 8);
+        ensure_rows(&mut buf, 150, 8, Growth::Written);
         assert_eq!(buf.dim(), (200, 8), "taller buffers are kept");
-        ensure_rows(&mut buf, 150, 4);
+        ensure_rows(&mut buf, 150, 4, Growth::Written);
         assert_eq!(buf.dim(), (150, 4));
+    }
+
+    /// A growth by a large block inside the allocation keeps it (no fresh pages to fault in for
+    /// the rows kept) under either growth, and the grown rows read zero (written, or their
+    /// pages handed back).
+    #[test]
+    fn a_large_growth_inside_the_allocation_keeps_it() {
+        for growth in [Growth::Written, Growth::Released] {
+            let (rows, cols) = (4096, 256);
+            let mut buf = Array2::<f32>::from_elem((rows, cols), 3.0);
+            let base = buf.as_ptr();
+            ensure_shape(&mut buf, 64, cols, growth);
+            ensure_shape(&mut buf, rows, cols, growth);
+            assert_eq!((buf.dim(), buf.as_ptr()), ((rows, cols), base), "{growth:?}");
+            assert!(buf.slice(s![..64, ..]).iter().all(|&v| v == 3.0), "kept rows are not rewritten");
+            assert!(buf.slice(s![64.., ..]).iter().all(|&v| v == 0.0), "grown rows read zero");
+        }
+    }
+
+    #[test]
+    fn zeroing_and_releasing_rows_clear_those_rows_only() {
+        for release in [false, true] {
+            let mut x = Array2::<f32>::from_elem((2048, 300), 1.5);
+            let end = if release { 2048 } else { 1900 };
+            if release {
+                release_rows_from(&mut x, 700)
+            } else {
+                zero_rows(&mut x, 700..end)
+            }
+            assert!(x.slice(s![..700, ..]).iter().all(|&v| v == 1.5), "release {release}");
+            assert!(x.slice(s![700..end, ..]).iter().all(|&v| v == 0.0), "release {release}");
+            assert!(x.slice(s![end.., ..]).iter().all(|&v| v == 1.5), "release {release}");
+        }
     }
 }

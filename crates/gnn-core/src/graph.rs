@@ -27,6 +27,9 @@
 use std::sync::{Arc, OnceLock};
 
 use graph_partition::Csr;
+use ndarray::Array2;
+
+use crate::dense::{Growth, release_rows_from, zero_rows};
 
 /// Why an [`AggGraph`] could not be built. Field names match the constructor arguments.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -367,6 +370,27 @@ impl AggGraph {
     /// collective. Every other view exchanges no halo row.
     pub fn pulls_halo(&self) -> bool {
         self.pulled
+    }
+
+    /// How this view's buffers grow ([`Growth`]): into released pages when it pulls its halo
+    /// (the grown rows may be halo rows), by writing otherwise.
+    pub(crate) fn growth(&self) -> Growth {
+        if self.pulled { Growth::Released } else { Growth::Written }
+    }
+
+    /// Zeroes rows `from..` of `x`, rows past the computed ones that an accumulation is about
+    /// to write. On a view that pulls its halo they are halo rows, written only while an
+    /// exchange's rows are in flight, and their pages are handed back (`release_rows_from`).
+    /// Elsewhere (a block's sources) they are written, as handing pages back would only cost a
+    /// page fault per page when the accumulation writes them, and only up to the local rows:
+    /// rows past those (an input gradient as tall as the previous block's sources) are read by
+    /// no one.
+    pub(crate) fn zero_rows_from(&self, x: &mut Array2<f32>, from: usize) {
+        if self.pulled {
+            release_rows_from(x, from);
+        } else {
+            zero_rows(x, from..self.num_local());
+        }
     }
 
     /// Whether every local row aggregates its in-edges and the copies' partial aggregates are

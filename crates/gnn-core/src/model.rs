@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::activation::Activation;
 use crate::block::BlockGraphs;
-use crate::dense::{array_bytes, ensure_shape, head, head_mut, par_rows_mut, slice, zero_rows_from};
+use crate::dense::{Growth, array_bytes, ensure_shape, head, head_mut, par_rows_mut, slice};
 use crate::dropout::DropoutSite;
 use crate::exchange::{Exchange, ExchangeError};
 use crate::graph::{AggGraph, GraphError};
@@ -294,7 +294,7 @@ pub(crate) fn gather_rows(
     if let Some(&gid) = ids.iter().find(|&&g| g as usize >= rows) {
         return Err(ModelError::UnknownVertex { gid, rows });
     }
-    ensure_shape(out, ids.len(), width);
+    ensure_shape(out, ids.len(), width, Growth::Written);
     let features = features.as_standard_layout();
     let src = slice(&features);
     par_rows_mut(out, |i, row| row.copy_from_slice(&src[ids[i] as usize * width..][..width]));
@@ -309,14 +309,23 @@ struct BufferPool(Vec<Array2<f32>>);
 
 impl BufferPool {
     /// A buffer of the given shape (content unspecified): one of that shape if the pool has
-    /// one, else any (reshaped), else a new one.
-    fn take(&mut self, rows: usize, cols: usize) -> Array2<f32> {
-        let pick = self.0.iter().position(|b| b.dim() == (rows, cols));
-        let mut buf = match pick {
+    /// one, else the smallest that holds as many values, else the largest (reshaped), else a
+    /// new one.
+    ///
+    /// Mini-batch blocks change every shape at every step, so an exact fit is rare there; the
+    /// closest size keeps each use on a buffer about its own size from step to step, which then
+    /// grows or shrinks by a little, instead of on whichever came back last (a layer's inputs
+    /// can be ten times its outputs), which takes fresh pages to grow.
+    fn take(&mut self, rows: usize, cols: usize, growth: Growth) -> Array2<f32> {
+        let len = rows * cols;
+        let exact = self.0.iter().position(|b| b.dim() == (rows, cols));
+        let fits = || (0..self.0.len()).filter(|&i| self.0[i].len() >= len).min_by_key(|&i| self.0[i].len());
+        let largest = || (0..self.0.len()).max_by_key(|&i| self.0[i].len());
+        let mut buf = match exact.or_else(fits).or_else(largest) {
             Some(i) => self.0.swap_remove(i),
-            None => self.0.pop().unwrap_or_else(|| Array2::zeros((0, 0))),
+            None => Array2::zeros((0, 0)),
         };
-        ensure_shape(&mut buf, rows, cols);
+        ensure_shape(&mut buf, rows, cols, growth);
         buf
     }
 
@@ -327,9 +336,9 @@ impl BufferPool {
     }
 
     /// Returns `buf`'s storage to the pool and gives it a pooled `rows x cols` buffer instead.
-    fn swap(&mut self, buf: &mut Array2<f32>, rows: usize, cols: usize) {
+    fn swap(&mut self, buf: &mut Array2<f32>, rows: usize, cols: usize, growth: Growth) {
         self.give(std::mem::take(buf));
-        *buf = self.take(rows, cols);
+        *buf = self.take(rows, cols, growth);
     }
 
     fn bytes(&self) -> usize {
@@ -474,7 +483,7 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        self.pool.swap(&mut self.acts[0], n, self.cfg.in_dim);
+        self.pool.swap(&mut self.acts[0], n, self.cfg.in_dim, first.growth());
         head_mut(&mut self.acts[0], r).assign(&head(x, r));
         self.run_forward(graphs, exchange, ctx)
     }
@@ -514,7 +523,7 @@ impl Model {
                 expected_cols: 1,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim);
+        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim, Growth::Written);
         gather_rows(features, rows, self.cfg.in_dim, &mut self.acts[0])?;
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -541,7 +550,7 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows, cols);
+        self.pool.swap(&mut self.acts[0], rows, cols, Growth::Written);
         self.acts[0].assign(inputs);
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -634,11 +643,11 @@ impl Model {
         let (x, out) = (&mut before[l], &mut after[0]);
         let conv = &mut self.convs[l];
         if hidden {
-            self.pool.swap(out, n, conv.out_dim());
+            self.pool.swap(out, n, conv.out_dim(), graph.growth());
         }
         if hidden && self.cfg.layer_norm {
             // LayerNorm's backward reads its own cache, not its input: the input is scratch.
-            let mut pre = self.pool.take(n, conv.out_dim());
+            let mut pre = self.pool.take(n, conv.out_dim(), graph.growth());
             conv.forward(&self.params, graph, x, &mut pre, exchange, l, ctx)?;
             if let Some(site) = site.filter(|_| dropout_first) {
                 site.apply_rows(&mut head_mut(&mut pre, m), graph.global_ids());
@@ -723,7 +732,7 @@ impl Model {
             });
         }
         let mut d = dlogits;
-        zero_rows_from(&mut d, output.num_primary());
+        output.zero_rows_from(&mut d, output.num_primary());
         let ctx = last.ctx;
         for l in (0..layers).rev() {
             let graph = graphs.layer(l);
@@ -745,7 +754,7 @@ impl Model {
                 };
                 self.cfg.activation.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), out_scale);
                 if self.cfg.layer_norm {
-                    let mut dn = self.pool.take(d.nrows(), d.ncols());
+                    let mut dn = self.pool.take(d.nrows(), d.ncols(), graph.growth());
                     self.norms[l].backward(&self.params, &mut self.grads, &head(&d, m), &mut head_mut(&mut dn, m));
                     self.pool.give(std::mem::replace(&mut d, dn));
                 }
@@ -757,7 +766,8 @@ impl Model {
             }
             // As tall as conv l's input, which may be taller than its graph (a block's sources
             // are a prefix of the rows the previous layer computed).
-            let mut dx = (l > 0).then(|| self.pool.take(self.acts[l].nrows(), self.convs[l].in_dim()));
+            let growth = graph.growth();
+            let mut dx = (l > 0).then(|| self.pool.take(self.acts[l].nrows(), self.convs[l].in_dim(), growth));
             self.convs[l].backward(
                 &self.params,
                 &mut self.grads,
@@ -875,6 +885,28 @@ mod tests {
     use crate::testkit::{check_gradient, random_array, random_graph};
     use graph_partition::{Csr, EdgeListOptions};
     use ndarray::s;
+
+    /// The pool hands out a buffer of the asked shape, else the smallest that holds as many
+    /// values, else the largest: each use stays on a buffer about its own size.
+    #[test]
+    fn the_pool_hands_out_the_closest_buffer() {
+        let mut pool = BufferPool::default();
+        for rows in [10, 400, 90] {
+            pool.give(Array2::zeros((rows, 8)));
+        }
+        let ptr_of = |pool: &BufferPool, rows: usize| pool.0.iter().find(|b| b.nrows() == rows).unwrap().as_ptr();
+        let p90 = ptr_of(&pool, 90);
+        let b = pool.take(20, 30, Growth::Written);
+        assert_eq!((b.dim(), b.as_ptr()), ((20, 30), p90), "600 values: the 720 of 90 x 8 hold them");
+        let c = pool.take(500, 8, Growth::Written);
+        assert_eq!(c.dim(), (500, 8));
+        assert_eq!(pool.0.len(), 1, "the largest (400 x 8) was grown");
+        assert_eq!(pool.0[0].dim(), (10, 8));
+        pool.give(b);
+        let exact = pool.take(10, 8, Growth::Written);
+        assert_eq!(exact.dim(), (10, 8));
+        assert_eq!(pool.0[0].as_ptr(), p90);
+    }
 
     fn small_config(kind: ConvKind, activation: Activation) -> ModelConfig {
         ModelConfig {

@@ -4,7 +4,7 @@
 use ndarray::{Array2, ArrayBase, Data, DataMut, Ix2};
 use rayon::prelude::*;
 
-use crate::dense::{MIN_PAR_ROWS, ensure_shape, row_reduce, slice, slice_mut};
+use crate::dense::{Growth, MIN_PAR_ROWS, ensure_shape, row_reduce, slice, slice_mut};
 use crate::params::{Init, ParamLayout, ParamSlot};
 
 /// Added to the variance before the square root.
@@ -45,7 +45,7 @@ impl LayerNorm {
         assert_eq!(x.ncols(), d, "layer norm width");
         assert_eq!(out.dim(), x.dim(), "layer norm output shape");
         let n = x.nrows();
-        ensure_shape(&mut self.xhat, n, d);
+        ensure_shape(&mut self.xhat, n, d, Growth::Written);
         self.rstd.resize(n, 0.0);
         let (gamma, beta, xs) = (self.gamma.slice(params), self.beta.slice(params), slice(x));
         slice_mut(&mut self.xhat)

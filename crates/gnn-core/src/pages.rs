@@ -16,40 +16,76 @@ pub(crate) const MIN_RELEASE_BYTES: usize = 1 << 20;
 /// Sets every value of `values` to `0.0`. The whole memory pages inside the block are released
 /// to the operating system where it supports that (Linux), the rest are written.
 pub(crate) fn zero(values: &mut [f32]) {
-    let released = release(values);
+    // SAFETY: the pointer and length come from a slice borrowed mutably for this call.
+    let released = unsafe { release(values.as_mut_ptr(), values.len()) };
     values[..released.start].fill(0.0);
     values[released.end..].fill(0.0);
 }
 
-/// Releases the whole pages inside `values` and returns the index range they covered (empty
-/// when nothing was released). Afterwards those values read as zero.
+/// Lengthens `values` to `len` values (at most its capacity) with zeros. Where the new values
+/// span whole pages and at least [`MIN_RELEASE_BYTES`], those pages are released instead of
+/// written, so they take memory only once written, as a fresh allocation's would, while the
+/// allocation and its other pages are kept.
+///
+/// # Panics
+/// If `len` exceeds the capacity of `values`.
+pub(crate) fn extend_zeroed(values: &mut Vec<f32>, len: usize) {
+    let old = values.len();
+    assert!(len <= values.capacity(), "extend_zeroed: {len} values past a capacity of {}", values.capacity());
+    if len <= old {
+        return;
+    }
+    let spare = &mut values.spare_capacity_mut()[..len - old];
+    // SAFETY: the pointer and length come from the spare capacity, borrowed mutably for this
+    // call; `MaybeUninit<f32>` has the layout of `f32`.
+    let released = unsafe { release(spare.as_mut_ptr().cast::<f32>(), spare.len()) };
+    let (head, rest) = spare.split_at_mut(released.start);
+    let tail = &mut rest[released.len()..];
+    for v in head.iter_mut().chain(tail) {
+        v.write(0.0);
+    }
+    // SAFETY: every value in `old..len` is initialised: the ones outside `released` were
+    // written just above, the ones inside lie in pages `release` handed back and checked to
+    // read zero (a zero-filled page holds the bits of `0.0`); `len` is within the capacity.
+    unsafe { values.set_len(len) };
+}
+
+/// Releases the whole pages inside the `len` values at `start` and returns the index range
+/// they covered (empty when nothing was released). Afterwards those values read as zero.
+///
+/// # Safety
+/// `start..start + len` must be valid for writes and not accessed through any other pointer
+/// during the call.
 #[cfg(target_os = "linux")]
-fn release(values: &mut [f32]) -> Range<usize> {
-    let bytes = std::mem::size_of_val(values);
+unsafe fn release(start: *mut f32, len: usize) -> Range<usize> {
+    let bytes = len * 4;
     let Some(page) = page_size().filter(|_| bytes >= MIN_RELEASE_BYTES) else {
         return 0..0;
     };
-    let start = values.as_mut_ptr() as usize;
-    let (first, last) = (start.next_multiple_of(page), (start + bytes) / page * page);
+    let base = start as usize;
+    let (first, last) = (base.next_multiple_of(page), (base + bytes) / page * page);
     if last <= first {
         return 0..0;
     }
-    // SAFETY: `[first, last)` lies inside `values`, which is borrowed mutably, so no other
-    // reference can observe the change, and it covers whole pages, so no byte outside `values`
-    // is touched. The allocator hands out private anonymous memory (the system allocator,
-    // jemalloc and mimalloc all do), where `MADV_DONTNEED` drops the pages and the next access
-    // maps zero-filled ones: the values become `0.0`, a valid `f32`, as if written. A shared or
-    // file-backed mapping would keep its data instead; the check below catches that.
+    // SAFETY: `[first, last)` lies inside the block, which the caller lets this call alone
+    // access, and covers whole pages, so no byte outside it is touched. The allocator hands out
+    // private anonymous memory (the system allocator, jemalloc and mimalloc all do), where
+    // `MADV_DONTNEED` drops the pages and the next access maps zero-filled ones: the values
+    // become `0.0`, a valid `f32`, as if written. A shared or file-backed mapping would keep
+    // its data instead; the check below catches that.
     let rc = unsafe { libc::madvise(first as *mut libc::c_void, last - first, libc::MADV_DONTNEED) };
-    let range = (first - start) / 4..(last - start) / 4;
-    if rc != 0 || values[range.start] != 0.0 || values[range.end - 1] != 0.0 {
+    let range = (first - base) / 4..(last - base) / 4;
+    // SAFETY: both values lie inside the block and were initialised by the system call above
+    // (zero-filled pages) or hold what the mapping kept, read back to tell which.
+    let zeroed = rc == 0 && unsafe { start.add(range.start).read() == 0.0 && start.add(range.end - 1).read() == 0.0 };
+    if !zeroed {
         return 0..0;
     }
     range
 }
 
 #[cfg(not(target_os = "linux"))]
-fn release(_values: &mut [f32]) -> Range<usize> {
+unsafe fn release(_start: *mut f32, _len: usize) -> Range<usize> {
     0..0
 }
 
@@ -88,12 +124,30 @@ mod tests {
     #[test]
     fn a_large_block_is_released_and_reads_zero() {
         let mut values = vec![1.0f32; 4 << 20];
-        let released = release(&mut values[1..]);
+        // SAFETY: a block inside `values`, borrowed mutably here.
+        let released = unsafe { release(values[1..].as_mut_ptr(), values.len() - 1) };
         assert!(released.len() * 4 >= (16 << 20) - 2 * page_size().unwrap(), "released {released:?}");
         assert!(values[1 + released.start..1 + released.end].iter().all(|&v| v == 0.0));
         assert_eq!(values[0], 1.0, "the value before the block is kept");
         // Written again, the pages are backed again and hold what was written.
         values.fill(2.0);
         assert!(values.iter().all(|&v| v == 2.0));
+    }
+
+    /// Lengthening inside the capacity keeps the allocation and the values there, and the new
+    /// values read zero, for extensions above and below the release threshold; a spare
+    /// capacity written before (not zero) shows that the released pages were not left as they
+    /// were.
+    #[test]
+    fn extend_zeroed_keeps_the_allocation_and_reads_zero() {
+        for (kept, len) in [(1_000_000, 3_000_000), (10, 20), (5, 5)] {
+            let mut values = vec![7.0f32; 3_000_000];
+            values.truncate(kept);
+            let ptr = values.as_ptr();
+            extend_zeroed(&mut values, len);
+            assert_eq!((values.len(), values.as_ptr()), (len, ptr));
+            assert!(values[..kept].iter().all(|&v| v == 7.0), "kept values, {kept}..{len}");
+            assert!(values[kept..].iter().all(|&v| v == 0.0), "new values, {kept}..{len}");
+        }
     }
 }

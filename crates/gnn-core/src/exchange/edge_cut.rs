@@ -10,7 +10,7 @@ use cache_quant::{Pass, Route, StateError, StatsTable};
 
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
 use super::{Exchange, ExchangeError, Tag};
-use crate::dense::zero_rows_from;
+use crate::dense::release_rows_from;
 
 /// The [`Exchange`] of an edge-cut worker: one `all_to_all_v` per `pull_halo` and per
 /// `push_halo_grad`, each row through the codec; with `overlap`, both are split so that the
@@ -46,7 +46,7 @@ impl Exchange for EdgeCutExchange<'_> {
 
     fn push_halo_grad(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
         self.router.route(tag, Route::ToPrimary, g, Apply::Add)?;
-        zero_rows_from(g, self.router.part().num_primary());
+        release_rows_from(g, self.router.part().num_primary());
         Ok(())
     }
 
@@ -68,7 +68,7 @@ impl Exchange for EdgeCutExchange<'_> {
 
     fn finish_push(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
         self.router.finish(tag, g, Apply::Add)?;
-        zero_rows_from(g, self.router.part().num_primary());
+        release_rows_from(g, self.router.part().num_primary());
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use ndarray::{Array2, ArrayBase, DataMut, Ix2, s};
 
 use super::{Conv, ExchangePoint, ForwardCtx};
 use crate::dense::{
-    add_col_sums, ensure_rows, ensure_shape, gemm, head, head_mut, par_rows_mut, slice, zero_rows_from,
+    add_col_sums, ensure_rows, ensure_shape, gemm, head, head_mut, par_rows_mut, release_rows_from, slice,
 };
 use crate::exchange::{Direction, Exchange, ExchangeError, Step, Tag};
 use crate::graph::AggGraph;
@@ -198,10 +198,10 @@ impl AggConv {
 }
 
 /// Zeroes the pulled halo rows of `x` once their last reader is done, handing their memory
-/// back (`zero_rows_from`): between exchanges a worker holds its computed rows only.
+/// back (`release_rows_from`): between exchanges a worker holds its computed rows only.
 fn release_halo(graph: &AggGraph, x: &mut Array2<f32>) {
     if graph.pulls_halo() {
-        zero_rows_from(x, graph.computed_rows());
+        release_rows_from(x, graph.computed_rows());
     }
 }
 
@@ -274,11 +274,11 @@ impl Conv for AggConv {
         let self_coeff = &graph.norms().gcn_self;
         let tag = |step| Tag::new(layer, Direction::Forward, step);
         let mut cache = std::mem::take(&mut self.cache);
-        ensure_shape(out, n, dout);
+        ensure_shape(out, n, dout, graph.growth());
         match self.point {
             ExchangePoint::Transformed => {
                 // h = x W; out = A h (synced) + self term + b.
-                ensure_shape(&mut cache, n, dout);
+                ensure_shape(&mut cache, n, dout, graph.growth());
                 gemm(1.0, &head(x, r), &w, 0.0, &mut head_mut(&mut cache, r));
                 self.pull_and_aggregate(graph, &mut cache, out, exchange, tag)?;
                 exchange.sum_replicas(tag(Step::Aggregate), out)?;
@@ -294,7 +294,7 @@ impl Conv for AggConv {
             }
             ExchangePoint::Input => {
                 // z = A x (synced) [+ GCN self loop]; out = z W [+ x W_self] + b.
-                ensure_shape(&mut cache, n, din);
+                ensure_shape(&mut cache, n, din, graph.growth());
                 self.pull_and_aggregate(graph, x, &mut cache, exchange, tag)?;
                 exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                 if self.self_weight.is_none() {
@@ -339,12 +339,12 @@ impl Conv for AggConv {
         }
         let mut dx = dx;
         if let Some(dx) = dx.as_deref_mut() {
-            ensure_rows(dx, n, din);
+            ensure_rows(dx, n, din, graph.growth());
         }
         match self.point {
             ExchangePoint::Transformed => {
                 // cache <- d(x W) = [GCN: self_coeff * dout] + A^T sum_replicas(dout)
-                ensure_shape(&mut cache, n, dim_out);
+                ensure_shape(&mut cache, n, dim_out, graph.growth());
                 if let Some(dx) = dx.as_deref_mut()
                     && let Some(ws) = self.self_weight
                 {
@@ -355,7 +355,7 @@ impl Conv for AggConv {
                 let write = match self.self_weight {
                     None => {
                         add_scaled_rows(&mut head_mut(&mut cache, m), Some((dout, self_coeff)), None, false);
-                        zero_rows_from(&mut cache, m);
+                        graph.zero_rows_from(&mut cache, m);
                         Write::Accumulate
                     }
                     Some(_) => Write::Overwrite,
@@ -379,7 +379,7 @@ impl Conv for AggConv {
                         None => add_scaled_rows(&mut head_mut(dx, m), Some((&cache, self_coeff)), None, false),
                         Some(ws) => gemm(1.0, &head(dout, m), &ws.view(params).t(), 0.0, &mut head_mut(dx, m)),
                     }
-                    zero_rows_from(dx, m);
+                    graph.zero_rows_from(dx, m);
                     Self::pull_aggregate_grad(graph, &mut cache, exchange, tag(Step::Aggregate))?;
                     exchange.sum_replicas(tag(Step::Aggregate), &mut cache)?;
                     self.aggregate_and_push(graph, &cache, dx, Write::Accumulate, exchange, tag(Step::Halo))?;

@@ -180,7 +180,7 @@ impl GatConv {
             });
         let fwd = graph.fwd();
         c.weights.resize(fwd.num_edges() * heads, 0.0);
-        ensure_shape(&mut c.max, n, heads);
+        ensure_shape(&mut c.max, n, heads, graph.growth());
         let (alpha_src, alpha_dst) = (&c.alpha_src, &c.alpha_dst);
         let max = slice_mut(&mut c.max);
         par_row_blocks(fwd, (&mut c.weights, heads), (max, heads), |rows, e, m| {
@@ -201,7 +201,7 @@ impl GatConv {
         });
         edge_row_max(fwd, &c.weights, heads, slice_mut(&mut c.max));
         exchange.max_replicas(tag(Step::AttentionMax), &mut c.max)?;
-        ensure_shape(&mut c.block, n, heads + heads * hd);
+        ensure_shape(&mut c.block, n, heads + heads * hd, graph.growth());
         let stride = heads + heads * hd;
         edge_exp_sums(fwd, &mut c.weights, heads, slice(&c.max), slice_mut(&mut c.block), Cols { stride, offset: 0 });
         Ok(())
@@ -250,7 +250,7 @@ impl Conv for GatConv {
         }
         // Halo rows are sources of attention, so they need `h`: pulled, or transformed here.
         let transformed_rows = self.transformed_rows(graph);
-        ensure_shape(&mut c.h, n, width);
+        ensure_shape(&mut c.h, n, width, graph.growth());
         gemm(
             1.0,
             &head(x, transformed_rows),
@@ -330,7 +330,7 @@ impl Conv for GatConv {
             });
 
         let out_dim = self.out_dim();
-        ensure_shape(out, n, out_dim);
+        ensure_shape(out, n, out_dim, graph.growth());
         let (bias, block, concat) = (self.bias.slice(params), slice(&c.block), self.concat);
         let inv_heads = (heads as f32).recip();
         par_rows_mut(&mut head_mut(out, m), |v, o| {
@@ -370,8 +370,8 @@ impl Conv for GatConv {
 
         // Per-vertex part, on this replica's share of the gradient:
         // d numerator = do / den, d den = -(do . o) / den, and the self loop's contributions.
-        ensure_shape(&mut c.dblock, n, stride);
-        ensure_shape(&mut c.dh, n, width);
+        ensure_shape(&mut c.dblock, n, stride, graph.growth());
+        ensure_shape(&mut c.dh, n, width, graph.growth());
         c.dalpha_src.resize(n * heads, 0.0);
         c.dalpha_dst.resize(n * heads, 0.0);
         let scale = c.dropout_scale;
@@ -509,7 +509,7 @@ impl Conv for GatConv {
         let rows = self.transformed_rows(graph);
         gemm(1.0, &head(x, rows).t(), &head(&c.dh, rows), 1.0, &mut self.weight.view_mut(grads));
         if let Some(dx) = dx {
-            ensure_rows(dx, n, self.in_dim());
+            ensure_rows(dx, n, self.in_dim(), graph.growth());
             gemm(1.0, &head(&c.dh, rows), &self.weight.view(params).t(), 0.0, &mut head_mut(dx, rows));
             if self.point == ExchangePoint::Input && graph.pulls_halo() {
                 exchange.push_halo_grad(tag(Step::Halo), dx)?;
