@@ -200,6 +200,9 @@ mod tests {
         assert!(err(&["gpu-bundle"]).contains("missing the folder"));
         assert!(err(&["gpu-bundle", "--out"]).contains("unknown flag `--out`"));
         assert!(err(&["gpu-bundle", "a", "b"]).contains("extra argument `b`"));
+    }
+
+    #[test]
     fn bench_ab_takes_a_revision_rounds_and_halo_arguments() {
         let want = |rounds, args: &[&str]| Command::BenchAb {
             rev: "0a0df6d".into(),

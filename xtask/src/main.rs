@@ -11,8 +11,8 @@
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies,
 //! portability) live in `tidy` as tests, so `cargo test --workspace` enforces them.
 
-mod bundle;
 mod bench_ab;
+mod bundle;
 mod cli;
 mod datasets;
 mod download;
