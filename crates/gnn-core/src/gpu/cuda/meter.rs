@@ -94,34 +94,31 @@ impl Device {
     /// [`Device::reset_peak`] (every buffer of this path comes from that pool; cuBLAS's
     /// workspace and the loaded modules do not).
     pub fn peak_bytes(&self) -> Result<u64, GpuError> {
-        let mut value: u64 = 0;
-        let pool = self.pool()?;
-        // SAFETY: `pool` is the device's current pool (from the driver, for a device of this
-        // context), and USED_MEM_HIGH is a cuuint64_t attribute, which `value` is.
-        unsafe {
-            result::mem_pool::get_attribute(
-                pool,
-                CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-                (&mut value as *mut u64).cast(),
-            )
-        }?;
-        Ok(value)
+        self.used_mem_high(false)
     }
 
     /// Restarts [`Device::peak_bytes`] from the bytes in use now.
     pub fn reset_peak(&self) -> Result<(), GpuError> {
-        let mut zero: u64 = 0;
+        self.used_mem_high(true).map(drop)
+    }
+
+    /// The pool's `USED_MEM_HIGH` attribute, read, or reset (the driver takes only 0).
+    fn used_mem_high(&self, reset: bool) -> Result<u64, GpuError> {
+        let mut value: u64 = 0;
         let pool = self.pool()?;
-        // SAFETY: as in `peak_bytes`; the driver only accepts 0 for this attribute, a
-        // cuuint64_t.
+        let attribute = CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+        let at = (&mut value as *mut u64).cast();
+        // SAFETY: `pool` is the device's current pool (from the driver, for a device of this
+        // context), and USED_MEM_HIGH is a cuuint64_t attribute, which `value` is; a reset
+        // passes the 0 it holds.
         unsafe {
-            result::mem_pool::set_attribute(
-                pool,
-                CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-                (&mut zero as *mut u64).cast(),
-            )
+            if reset {
+                result::mem_pool::set_attribute(pool, attribute, at)
+            } else {
+                result::mem_pool::get_attribute(pool, attribute, at)
+            }
         }?;
-        Ok(())
+        Ok(value)
     }
 
     fn pool(&self) -> Result<cudarc::driver::sys::CUmemoryPool, GpuError> {
