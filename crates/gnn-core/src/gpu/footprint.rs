@@ -1,10 +1,10 @@
 //! The device memory a full-graph training run holds, from shapes alone (no GPU): the
 //! resident buffers (parameters with their gradients and Adam moments, features, the folded
 //! graph, the splits) and the most a training step adds at once. The step is walked
-//! allocation by allocation in the order [`DeviceModel`](super::DeviceModel) allocates and
-//! frees its buffers (every device buffer is freed when its owner drops it), so the peak is
-//! what the device's memory pool reaches; the GPU test compares it with the pool's measured
-//! high-water mark.
+//! allocation by allocation in the order the device model (`DeviceModel`, feature `cuda`)
+//! allocates and frees its buffers (every device buffer is freed when its owner drops it), so
+//! the peak is what the device's memory pool reaches; the GPU test compares it with the pool's
+//! measured high-water mark.
 
 use crate::dropout::DropoutSite;
 use crate::gpu::column_chunks;
