@@ -84,6 +84,8 @@ unsafe fn release(start: *mut f32, len: usize) -> Range<usize> {
     range
 }
 
+// SAFETY: nothing is released here, so the pointer is never used; the function is `unsafe`
+// only to keep the Linux version's signature and contract for its callers.
 #[cfg(not(target_os = "linux"))]
 unsafe fn release(_start: *mut f32, _len: usize) -> Range<usize> {
     0..0

@@ -23,7 +23,7 @@ pub const COLUMN_TILE: usize = 32;
 const COLUMN_BLOCKS: usize = 1024;
 
 /// How the device's column sums split `n` rows of `f` columns: `(chunks, rows per chunk)`,
-/// at least 256 rows a chunk and about [`COLUMN_BLOCKS`] blocks over the column tiles. Each
+/// at least 256 rows a chunk and about `COLUMN_BLOCKS` (1024) blocks over the column tiles. Each
 /// chunk writes one partial sum per column, which a second pass adds up.
 pub fn column_chunks(n: usize, f: usize) -> (usize, usize) {
     let tiles = f.div_ceil(COLUMN_TILE).max(1);
