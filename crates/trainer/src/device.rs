@@ -30,7 +30,7 @@ pub fn run(
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, PhaseClock, Transfers};
+    use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
     use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
     use graph_partition::Splits;
 
@@ -96,7 +96,7 @@ mod cuda {
         type Error = TrainError;
 
         fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
-            let mut clock: PhaseClock<'_> = self.dev.clock()?;
+            let mut clock = self.dev.clock()?;
             self.model.zero_grad()?;
             self.model.forward(&self.graph, &self.features, ForwardCtx::train(self.seed, epoch as u64))?;
             clock.mark("forward")?;
