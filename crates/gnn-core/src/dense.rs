@@ -1,4 +1,4 @@
-//! Dense kernels: BLAS-quality matrix multiply (the `matrixmultiply` crate, multi-threaded) and
+//! Dense kernels: BLAS-quality matrix multiply (`matrixmultiply`'s kernels, tiled over rayon) and
 //! the row-parallel helpers the layers build their element-wise passes from.
 //!
 //! Reductions over rows use fixed-size row chunks combined in chunk order, so results are
@@ -18,36 +18,134 @@ pub(crate) const MIN_PAR_ROWS: usize = 64;
 /// `c = alpha * a · b + beta * c` for views of any strides (transposed views such as `x.t()`
 /// cost nothing extra). With `beta == 0` the previous content of `c` is ignored, NaNs included.
 ///
+/// Runs on rayon's pool, the one every other kernel uses: `c` is cut into [`Tiles`], each
+/// computed by one single-threaded `matrixmultiply` call. A tile's elements are summed over the
+/// whole depth `k` in the same order as an uncut product's, so the result is bit-for-bit the
+/// same whatever the tiling, thread count or scheduling. (`matrixmultiply`'s own threading
+/// synchronises its threads at every depth block, which left the weight gradients, `x^T · dout`
+/// with a depth of tens of thousands of rows, slower on two threads than on one.)
+///
 /// # Panics
 /// If the shapes do not chain (`a: m x k`, `b: k x n`, `c: m x n`).
 pub fn gemm(alpha: f32, a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, beta: f32, c: &mut ArrayViewMut2<'_, f32>) {
     let (m, k) = a.dim();
     let (k2, n) = b.dim();
     assert!(k == k2 && c.dim() == (m, n), "gemm shapes: {m}x{k} . {k2}x{n} into {:?}", c.dim());
+    gemm_tiled(alpha, a, b, beta, c, Tiles::new(m, k, n, rayon::current_num_threads()));
+}
+
+/// Multiply-adds below which a product runs as one tile (about a tenth of a millisecond on one
+/// core): splitting would cost more in packing and task hand-off than the other cores gain.
+const MIN_PAR_MACS: usize = 1 << 22;
+
+/// Smallest tile side: `matrixmultiply`'s kernels work on 8 x 8 (f32, AVX) blocks, and each tile
+/// packs its own panels of `a` and `b`.
+const MIN_TILE: usize = 64;
+
+/// How [`gemm`] cuts `c`: `rows x cols` tiles of equal size (the last of each smaller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tiles {
+    rows: usize,
+    cols: usize,
+    tile_rows: usize,
+    tile_cols: usize,
+}
+
+impl Tiles {
+    /// At least two tiles per thread where the product is big enough (some slack for a core
+    /// that another process holds), cutting the side whose tiles are longer first.
+    fn new(m: usize, k: usize, n: usize, threads: usize) -> Self {
+        let (mut rows, mut cols) = (1, 1);
+        if threads > 1 && m.saturating_mul(n).saturating_mul(k) >= MIN_PAR_MACS {
+            let want = 2 * threads;
+            while rows * cols < want {
+                let (tr, tc) = (m.div_ceil(rows + 1), n.div_ceil(cols + 1));
+                let can_rows = tr >= MIN_TILE;
+                let can_cols = tc >= MIN_TILE;
+                match (can_rows, can_cols) {
+                    (true, true) if m.div_ceil(rows) >= n.div_ceil(cols) => rows += 1,
+                    (true, true) | (false, true) => cols += 1,
+                    (true, false) => rows += 1,
+                    (false, false) => break,
+                }
+            }
+        }
+        let (tile_rows, tile_cols) = (m.div_ceil(rows).max(1), n.div_ceil(cols).max(1));
+        Self { rows: m.div_ceil(tile_rows).max(1), cols: n.div_ceil(tile_cols).max(1), tile_rows, tile_cols }
+    }
+
+    fn count(self) -> usize {
+        self.rows * self.cols
+    }
+}
+
+/// Raw pointers that may cross to the pool's threads.
+#[derive(Clone, Copy)]
+struct Operands {
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+}
+
+// SAFETY: the pointers are only dereferenced by `gemm_tiled`'s tasks while the views they came
+// from are borrowed by `gemm_tiled` (shared for `a` and `b`, exclusive for `c`), and the tasks
+// write disjoint tiles of `c`.
+unsafe impl Send for Operands {}
+// SAFETY: as for `Send`: the tasks share `a` and `b` read-only and write disjoint parts of `c`.
+unsafe impl Sync for Operands {}
+
+/// [`gemm`] with a given tiling (the shapes checked by the caller).
+fn gemm_tiled(
+    alpha: f32,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    beta: f32,
+    c: &mut ArrayViewMut2<'_, f32>,
+    tiles: Tiles,
+) {
+    let (m, k) = a.dim();
+    let n = b.ncols();
     let (rsa, csa) = (a.strides()[0], a.strides()[1]);
     let (rsb, csb) = (b.strides()[0], b.strides()[1]);
     let (rsc, csc) = (c.strides()[0], c.strides()[1]);
-    // SAFETY: the pointers and strides come from live views whose shapes were checked above, so
-    // sgemm reads only elements of `a` and `b` and writes only elements of `c`; `c` is borrowed
-    // mutably, so it cannot alias `a` or `b`, and ndarray views never have overlapping elements
-    // in a mutable view (which sgemm requires of `c`).
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            alpha,
-            a.as_ptr(),
-            rsa,
-            csa,
-            b.as_ptr(),
-            rsb,
-            csb,
-            beta,
-            c.as_mut_ptr(),
-            rsc,
-            csc,
-        );
+    let ops = Operands { a: a.as_ptr(), b: b.as_ptr(), c: c.as_mut_ptr() };
+    let tile = |t: usize| {
+        // The whole struct, not its fields (which closures would capture one by one): the
+        // struct is what may cross threads.
+        let ops = &ops;
+        let (r0, c0) = ((t / tiles.cols) * tiles.tile_rows, (t % tiles.cols) * tiles.tile_cols);
+        let (rows, cols) = (tiles.tile_rows.min(m - r0), tiles.tile_cols.min(n - c0));
+        // SAFETY: `r0 < m` and `c0 < n` (a tile index below `tiles.count()` starts inside `c`),
+        // so the offsets stay inside the views' elements; the tile reads rows `r0..r0 + rows`
+        // of `a`, columns `c0..c0 + cols` of `b`, and writes only that block of `c`, which no
+        // other tile writes. `c` is borrowed mutably, so it aliases neither `a` nor `b`, and a
+        // mutable ndarray view never has overlapping elements (which sgemm requires of `c`).
+        unsafe {
+            matrixmultiply::sgemm(
+                rows,
+                k,
+                cols,
+                alpha,
+                ops.a.offset(r0 as isize * rsa),
+                rsa,
+                csa,
+                ops.b.offset(c0 as isize * csb),
+                rsb,
+                csb,
+                beta,
+                ops.c.offset(r0 as isize * rsc + c0 as isize * csc),
+                rsc,
+                csc,
+            );
+        }
+    };
+    if m == 0 || n == 0 {
+        return;
+    }
+    if tiles.count() == 1 {
+        tile(0);
+    } else {
+        (0..tiles.count()).into_par_iter().for_each(tile);
     }
 }
 
@@ -243,6 +341,55 @@ mod tests {
         let mut c = Array2::from_elem((4, 5), 2.0f32);
         gemm(1.0, &e.view(), &f.view(), 0.5, &mut c.view_mut());
         assert!(c.iter().all(|&v| v == 1.0));
+    }
+
+    #[test]
+    fn tiled_products_equal_the_uncut_product_bit_for_bit() {
+        // Odd sides (partial tiles and kernel edges), a deep weight-gradient shape (x^T . dout)
+        // and a transposed right side (dout . w^T), with beta both 0 and 1.
+        let one = |m, n| Tiles { rows: 1, cols: 1, tile_rows: m, tile_cols: n };
+        for (m, k, n) in [(333, 101, 129), (70, 3001, 200), (1000, 300, 16), (130, 257, 131)] {
+            let x = arr(k, m, 0.37);
+            let y = arr(k, n, 0.11);
+            let w = arr(n, k, 0.05);
+            for (a, b) in [(x.t(), y.view()), (x.t(), w.t())] {
+                for beta in [0.0, 1.0] {
+                    let start = arr(m, n, 0.9);
+                    let (mut want, mut got) = (start.clone(), start.clone());
+                    gemm_tiled(0.5, &a, &b, beta, &mut want.view_mut(), one(m, n));
+                    for threads in [2, 3, 16] {
+                        let tiles = Tiles::new(m, k, n, threads);
+                        assert!(tiles.count() > 1, "{m}x{k}x{n} on {threads} threads is cut");
+                        got.assign(&start);
+                        gemm_tiled(0.5, &a, &b, beta, &mut got.view_mut(), tiles);
+                        assert!(
+                            want.iter().zip(&got).all(|(p, q)| p.to_bits() == q.to_bits()),
+                            "{m}x{k}x{n}, beta {beta}, {tiles:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_cover_c_and_stay_whole_for_small_products() {
+        for (m, k, n, threads) in [(33_000, 128, 256, 2), (128, 33_000, 256, 16), (256, 5_500, 16, 4), (64, 64, 64, 8)]
+        {
+            let t = Tiles::new(m, k, n, threads);
+            assert!(t.rows * t.tile_rows >= m && (t.rows - 1) * t.tile_rows < m, "{t:?}");
+            assert!(t.cols * t.tile_cols >= n && (t.cols - 1) * t.tile_cols < n, "{t:?}");
+            assert!(t.count() <= 2 * threads, "{t:?}");
+            assert!(
+                t.count() == 1 || (t.tile_rows >= MIN_TILE || t.rows == 1) && (t.tile_cols >= MIN_TILE || t.cols == 1)
+            );
+        }
+        // A 64 x 64 x 64 product is below MIN_PAR_MACS; one thread never cuts.
+        assert_eq!(Tiles::new(64, 64, 64, 8).count(), 1);
+        assert_eq!(Tiles::new(33_000, 128, 256, 1).count(), 1);
+        // The deep weight gradient gets both sides cut on 16 threads.
+        let deep = Tiles::new(128, 33_000, 256, 16);
+        assert!(deep.rows > 1 && deep.cols > 1, "{deep:?}");
     }
 
     #[test]

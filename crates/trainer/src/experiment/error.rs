@@ -20,7 +20,7 @@ pub enum ExperimentError {
     /// A variant sets the compute threads, which belong to the process, not to one run.
     #[error(
         "variant `{variant}` sets `threads`, but every run of an experiment shares one process and its thread \
-         pools; set RAYON_NUM_THREADS and MATMUL_NUM_THREADS for the whole experiment instead"
+         pool; set RAYON_NUM_THREADS for the whole experiment instead"
     )]
     Threads {
         /// The variant's name.
