@@ -9,7 +9,8 @@ edges per step (so a difference in batch shape shows) and the load average befor
 then per side the min/median/max of the median epochs and the ratio Halo / DGL of the medians.
 
 Both sides train 3-layer GraphSAGE-mean, hidden 256, fanouts 15,10,5, batch 1024, Adam lr 0.003,
-no weight decay, dropout 0.5 on split `random` by default; an epoch is sampling plus training
+no weight decay, dropout 0.5 after each hidden layer and none on the input features (as the DGL
+peer's model) on split `random` by default; an epoch is sampling plus training
 (DGL samples inside its loop, Halo's `wall_s` includes waiting for its sampler), no evaluation.
 
 Set-up of DGL: the header of ../shared/peers/dgl_minibatch.py (a venv; pass its interpreter
@@ -18,6 +19,9 @@ with --python).
     python3 benches/peers/dgl_vs_halo.py --python /tmp/dgl/bin/python --halo target/release/halo \
         --out /tmp/peers --synth "--nodes 100000 --avg-degree 20 --features 128 --classes 16"
     python3 benches/peers/dgl_vs_halo.py --python /tmp/dgl/bin/python --data DIR --out /tmp/peers
+
+The power-law graph of docs/BENCHMARKS.md comes from powerlaw_graph.py beside this script
+(`--out DIR`, then `--data DIR` here).
 
 --cpus 0,1 pins both sides (and the graph generation) to those cores, so a machine with more
 cores than the one being modelled gives both the same number of threads.
@@ -92,7 +96,7 @@ def halo_run(a, data, stem):
     report = stem + ".json"
     cmd = [a.halo, "train", "--dataset", data, "--split", a.split, "--model", "sage", "--layers",
            str(len(a.fanouts.split(","))), "--hidden", str(a.hidden), "--fanouts", a.fanouts, "--batch-size",
-           str(a.batch_size), "--lr", str(a.lr), "--weight-decay", "0", "--dropout", str(a.dropout), "--epochs",
+           str(a.batch_size), "--lr", str(a.lr), "--weight-decay", "0", "--dropout", str(a.dropout), "--input-dropout", "0", "--epochs",
            str(a.epochs), "--report", report]
     run(cmd, stem + ".log")
     with open(report) as f:

@@ -24,8 +24,9 @@ fn config(method: Method) -> TrainConfig {
         },
         ..TrainConfig::default()
     };
+    config.input_dropout = Some(config.dropout);
     let c = &mut config.method.cdfgnn;
-    (c.eps, c.eps_controller, c.quant_bits, c.input_dropout) = (0.0, EpsRule::Fixed, 0, true);
+    (c.eps, c.eps_controller, c.quant_bits) = (0.0, EpsRule::Fixed, 0);
     config
 }
 

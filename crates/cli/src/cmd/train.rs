@@ -157,6 +157,9 @@ struct Flags {
     /// Dropout probability [default: 0.5].
     #[arg(help_heading = heading::MODEL, long, value_name = "F", allow_negative_numbers = true)]
     dropout: Option<f32>,
+    /// Dropout probability on the input features [default: --dropout; 0 under cdfgnn].
+    #[arg(help_heading = heading::MODEL, long, value_name = "F", allow_negative_numbers = true)]
+    input_dropout: Option<f32>,
     /// LayerNorm after every hidden conv, before its activation [default: off].
     #[arg(help_heading = heading::MODEL, long, value_name = "on|off", value_parser = on_off)]
     layer_norm: Option<bool>,
@@ -366,6 +369,7 @@ impl Flags {
         set(&mut c.lr, &self.lr);
         set(&mut c.weight_decay, &self.weight_decay);
         set(&mut c.dropout, &self.dropout);
+        set_opt(&mut c.input_dropout, &self.input_dropout);
         set(&mut c.layer_norm, &self.layer_norm);
         set_opt(&mut c.layer_order, &self.layer_order);
         set(&mut c.seed, &self.seed);
@@ -493,14 +497,8 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
     Ok((config, target))
 }
 
-/// Runs the compute pools on `threads` threads. Call before any other thread starts.
+/// Runs the compute pool (rayon's, which gnn-core's dense products share) on `threads` threads.
 fn use_threads(threads: usize) -> anyhow::Result<()> {
-    // gnn-core's dense products run on matrixmultiply's own pool, which sizes itself from this
-    // variable on first use; without it `--threads 1` would still multiply on every core.
-    // SAFETY: `run` calls this before any thread exists (neither pool has started, the signal
-    // thread starts after it, and nothing before it spawns one), so nothing can read the
-    // environment concurrently. Exercised by `tests/train_cli.rs`, which runs with `--threads 1`.
-    unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()

@@ -82,9 +82,6 @@ pub struct CdfgnnSettings {
     pub acc_decay: f64,
     /// `error-target`: the relative cache error to hold.
     pub error_target: f64,
-    /// Drop input features with the model's dropout rate. Off by default: input dropout changes
-    /// every first-layer partial every epoch, and then the cache skips nothing.
-    pub input_dropout: bool,
 }
 
 impl Default for CdfgnnSettings {
@@ -103,7 +100,6 @@ impl Default for CdfgnnSettings {
             lambda2: 0.9,
             acc_decay: 0.8,
             error_target: 0.05,
-            input_dropout: false,
         }
     }
 }

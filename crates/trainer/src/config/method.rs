@@ -262,11 +262,12 @@ impl MethodConfig {
         }
     }
 
-    /// The input-feature dropout rate of a model with hidden dropout `dropout`: the same, except
-    /// under `cdfgnn` unless its `input-dropout` asks (it would defeat the cache).
+    /// The input-feature dropout rate of a model with hidden dropout `dropout` when the
+    /// configuration names none (`input-dropout`): the same, except under `cdfgnn` (it would
+    /// defeat the cache).
     pub fn input_dropout(&self, dropout: f32) -> f32 {
         match self.name {
-            Method::Cdfgnn if !self.cdfgnn.input_dropout => 0.0,
+            Method::Cdfgnn => 0.0,
             _ => dropout,
         }
     }

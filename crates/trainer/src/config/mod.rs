@@ -73,6 +73,10 @@ pub struct TrainConfig {
     pub weight_decay: f32,
     /// Dropout probability on layer inputs (and GAT attention coefficients).
     pub dropout: f32,
+    /// Dropout probability on the input features; `None` takes `dropout`, except under cdfgnn,
+    /// where it is 0 (input dropout changes every first-layer partial every epoch, and then the
+    /// cache skips nothing).
+    pub input_dropout: Option<f32>,
     /// LayerNorm after every hidden conv, before its activation.
     pub layer_norm: bool,
     /// Where each hidden layer's dropout sits (`dropout-last`: conv, LayerNorm, activation,
@@ -121,6 +125,7 @@ impl Default for TrainConfig {
             lr: 0.01,
             weight_decay: 5e-4,
             dropout: 0.5,
+            input_dropout: None,
             layer_norm: false,
             layer_order: None,
             seed: 0,
@@ -222,6 +227,9 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid("dropout", format!("must be in [0, 1), got {}", self.dropout));
         }
+        if let Some(p) = self.input_dropout.filter(|p| !(0.0..1.0).contains(p)) {
+            return invalid("input-dropout", format!("must be in [0, 1), got {p}"));
+        }
         for (key, value) in
             [("epochs", self.epochs), ("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads)]
         {
@@ -272,8 +280,8 @@ impl TrainConfig {
 impl TrainConfig {
     /// The model this configuration describes, for `in_dim` input features and `out_dim` outputs.
     ///
-    /// Dropout applies to the input features and to every hidden layer's output (and, for GAT, to
-    /// the attention coefficients); GAT uses ELU and one output head, GCN and SAGE use ReLU, as in
+    /// Dropout applies to the input features (at `input-dropout`) and to every hidden layer's
+    /// output (and, for GAT, to the attention coefficients); GAT uses ELU and one output head, GCN and SAGE use ReLU, as in
     /// the PyG reference scripts.
     pub fn model_config(&self, in_dim: usize, out_dim: usize) -> ModelConfig {
         let (activation, attn_dropout) = match self.model {
@@ -289,7 +297,7 @@ impl TrainConfig {
             heads: self.heads,
             out_heads: 1,
             dropout: self.dropout,
-            input_dropout: self.method.input_dropout(self.dropout),
+            input_dropout: self.input_dropout.unwrap_or_else(|| self.method.input_dropout(self.dropout)),
             attn_dropout,
             layer_norm: self.layer_norm,
             activation,
@@ -391,6 +399,7 @@ epochs = 50
 lr = 0.005
 weight-decay = 0.0
 dropout = 0.6
+input-dropout = 0.25
 layer-order = "dropout-first"
 seed = 7
 feature-norm = "row"
@@ -411,6 +420,7 @@ report = "out.json"
             lr: 0.005,
             weight_decay: 0.0,
             dropout: 0.6,
+            input_dropout: Some(0.25),
             layer_norm: false,
             layer_order: Some(LayerOrder::DropoutFirst),
             seed: 7,
@@ -492,11 +502,12 @@ report = "out.json"
     #[test]
     fn validation_names_the_key() {
         type Mutation = fn(&mut TrainConfig);
-        let cases: [(&str, Mutation); 10] = [
+        let cases: [(&str, Mutation); 11] = [
             ("lr", |c| c.lr = 0.0),
             ("lr", |c| c.lr = f32::NAN),
             ("weight-decay", |c| c.weight_decay = -1.0),
             ("dropout", |c| c.dropout = 1.0),
+            ("input-dropout", |c| c.input_dropout = Some(-0.1)),
             ("epochs", |c| c.epochs = 0),
             ("layers", |c| c.layers = 0),
             ("heads", |c| c.heads = 0),

@@ -41,8 +41,10 @@ fn input_dropout_is_off_unless_asked() {
         TrainConfig { method: MethodConfig::named(Method::Cdfgnn), dropout: 0.5, ..TrainConfig::default() };
     assert_eq!(config.model_config(8, 2).input_dropout, 0.0);
     assert_eq!(config.model_config(8, 2).dropout, 0.5);
-    config.method.cdfgnn.input_dropout = true;
-    assert_eq!(config.model_config(8, 2).input_dropout, 0.5);
+    config.input_dropout = Some(0.25);
+    assert_eq!(config.model_config(8, 2).input_dropout, 0.25);
     config.method = MethodConfig::named(Method::Vanilla);
+    assert_eq!(config.model_config(8, 2).input_dropout, 0.25);
+    config.input_dropout = None;
     assert_eq!(config.model_config(8, 2).input_dropout, 0.5);
 }
