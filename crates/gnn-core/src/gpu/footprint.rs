@@ -200,8 +200,7 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
         out = n * dout * F32;
         cache += n * hw * F32 + 2 * blocks + 3 * eh * F32 + if attention { eh } else { 0 };
     } else {
-        let aggregate_first = layer.self_weight.is_some() || din <= dout;
-        if aggregate_first {
+        if layer.aggregates_first() {
             w.alloc(n * din * F32);
             cache += n * din * F32;
             w.alloc(n * dout * F32);
@@ -253,7 +252,7 @@ fn backward_layer(w: &mut Walk, layer: &LayerPlan, n: u64, e: u64, dx: u64) {
         w.transient(hs * hw * F32 + hs * hd * F32 + 2 * hs * 4);
         w.alloc(dx);
         w.free(temps);
-    } else if layer.self_weight.is_some() || din <= dout {
+    } else if layer.aggregates_first() {
         w.alloc(n * din * F32);
         w.alloc(dx);
         w.free(n * din * F32);

@@ -7,6 +7,7 @@ use graph_partition::Labels;
 
 use crate::dropout::DropoutSite;
 use crate::graph::AggGraph;
+use crate::layers::ExchangePoint;
 use crate::model::{ConvKind, Model};
 use crate::params::ParamSlot;
 
@@ -49,6 +50,16 @@ pub struct LayerPlan {
     /// LayerNorm's scale and shift (hidden layers of a model with `layer_norm`), applied
     /// after the conv and before the activation, as the CPU [`Model`] does.
     pub norm: Option<(usize, usize)>,
+}
+
+impl LayerPlan {
+    /// Whether a GCN or GraphSAGE conv aggregates its input before its weight (`(A x) W`)
+    /// rather than after (`A (x W)`): whichever aggregates the narrower matrix, as the CPU
+    /// layers choose ([`ExchangePoint::choose`]). GraphSAGE's root term `x W_self` is added
+    /// either way.
+    pub fn aggregates_first(&self) -> bool {
+        ExchangePoint::choose(self.in_dim, self.out_dim) == ExchangePoint::Input
+    }
 }
 
 /// A model as the device holds it: one buffer per parameter tensor, in layout order.

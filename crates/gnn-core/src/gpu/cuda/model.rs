@@ -362,8 +362,7 @@ impl<'d> DeviceModel<'d> {
     ) -> Result<(CudaSlice<f32>, Option<CudaSlice<f32>>), GpuError> {
         let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
         let w = &self.tensors[layer.weight].value;
-        let aggregate_first = layer.self_weight.is_some() || din <= dout;
-        let (mut out, aggregated) = if aggregate_first {
+        let (mut out, aggregated) = if layer.aggregates_first() {
             let z = dev.spmm(&graph.csr, Some(&graph.vals), x, din)?;
             (dev.matmul(&z, false, w, false, n, din, dout)?, Some(z))
         } else {
