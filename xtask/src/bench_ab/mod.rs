@@ -1,9 +1,10 @@
 //! `cargo xtask bench-ab REV [--rounds N] -- HALO_ARGS`: a same-run A/B timing of two builds of
 //! `halo` on one workload.
 //!
-//! REV is checked out (detached) in a git worktree at `target/bench-ab/tree` and built in release
-//! with its own target folder, `target/bench-ab/target`; both stay for the next call, so a later
-//! comparison rebuilds only what changed. The working tree is built in release as usual. Both
+//! REV is checked out (detached) in a git worktree of its own, `target/bench-ab/trees/<commit>`,
+//! and built in release into a target folder all those worktrees share, `target/bench-ab/target`
+//! (cargo keeps each worktree's crates apart by path, and builds the dependencies once). Both
+//! stay for the next call, so comparing against several commits in turn rebuilds none of them. The working tree is built in release as usual. Both
 //! binaries are copied to `target/bench-ab/bin` (a rebuild elsewhere cannot swap one mid-run) and
 //! run alternately, the order flipping every round (REV first in round 1, 3, ...), so that load from
 //! other processes and thermal drift fall on both sides alike. Each run writes its report to
@@ -52,7 +53,7 @@ pub fn run(root: &Path, rev: &str, rounds: usize, halo_args: &[String]) -> Resul
     let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
         .with_context(|| format!("bench-ab: `{rev}` is not a commit of this repository"))?;
     let short = &commit[..commit.len().min(10)];
-    let tree = home.join("tree");
+    let tree = home.join("trees").join(short);
     checkout(root, &tree, &commit)?;
     let bin = home.join("bin");
     fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
