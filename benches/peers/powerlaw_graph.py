@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A power-law graph in the OGB raw layout, for the mini-batch peer comparison (dgl_vs_halo.py).
 
-`halo datasets synth` draws near-uniform degrees; real graphs have hubs, which make sampled
-blocks wider (more input vertices per step). This draws a Chung-Lu graph: vertex i gets the
-weight (i + 1)^(-1 / (gamma - 1)), scaled so that the mean degree is --avg-degree, and each edge
-picks its two ends in proportion to their weights. With probability --homophily an edge's second
+`halo datasets synth` draws Chung-Lu degrees too, but caps every weight at the structural
+cut-off sqrt(nodes x degree) (about 1,400 at 100k vertices and degree 20). This draws the
+uncapped sequence: vertex i gets the weight (i + 1)^(-1 / (gamma - 1)) (ids shuffled), and each
+edge picks its two ends in proportion to their weights, so hubs of several thousand neighbours
+make the sampled blocks wider (more input vertices per step). With probability --homophily an edge's second
 end is drawn from the first end's class only. Labels are uniform over --classes; features are a
 class mean (N(0, 1) per column, one per class) plus N(0, 1) noise. Duplicate edges and self loops
 are dropped, so the stored mean degree comes out a little below --avg-degree. Split `random`:
