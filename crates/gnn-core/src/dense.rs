@@ -18,7 +18,7 @@ pub(crate) const MIN_PAR_ROWS: usize = 64;
 /// `c = alpha * a · b + beta * c` for views of any strides (transposed views such as `x.t()`
 /// cost nothing extra). With `beta == 0` the previous content of `c` is ignored, NaNs included.
 ///
-/// Runs on rayon's pool, the one every other kernel uses: `c` is cut into [`Tiles`], each
+/// Runs on rayon's pool, the one every other kernel uses: `c` is cut into tiles, each
 /// computed by one single-threaded `matrixmultiply` call. A tile's elements are summed over the
 /// whole depth `k` in the same order as an uncut product's, so the result is bit-for-bit the
 /// same whatever the tiling, thread count or scheduling. (`matrixmultiply`'s own threading
