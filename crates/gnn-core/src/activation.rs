@@ -70,14 +70,26 @@ impl Activation {
         }
     }
 
+    /// Whether an output of zero has a zero derivative (ReLU). A dropout after the activation
+    /// then needs no mask in backward: a dropped output is zero, and
+    /// [`Activation::backward_in_place`] with `grad_scale` the dropout's scale is the adjoint of
+    /// both.
+    pub fn zero_output_has_zero_derivative(self) -> bool {
+        matches!(self, Activation::Relu)
+    }
+
     /// `x <- act(x)` in place.
     pub fn forward_in_place<S: DataMut<Elem = f32>>(self, x: &mut ArrayBase<S, Ix2>) {
         par_rows_mut(x, |_, row| row.iter_mut().for_each(|v| *v = self.apply(*v)));
     }
 
-    /// `grad <- grad * act'(x)` in place, given `out = out_scale * act(x)` wherever `grad` is
-    /// non-zero (dropout after the activation scales kept outputs by `out_scale` and zeroes both
-    /// the output and the gradient of dropped ones, so the saved dropped output serves).
+    /// `grad <- grad * (act'(x) * grad_scale)` in place, given `out = out_scale * act(x)`
+    /// wherever `grad` is non-zero (dropout after the activation scales kept outputs by
+    /// `out_scale` and zeroes both the output and the gradient of dropped ones, so the saved
+    /// dropped output serves). Under [`Activation::zero_output_has_zero_derivative`], `grad`
+    /// may instead be the undropped gradient with `grad_scale` the dropout's scale: the dropped
+    /// outputs are zero, so their derivative zeroes their gradient, and the kept ones are
+    /// scaled, as the dropout's own adjoint would.
     ///
     /// # Panics
     /// If the shapes differ.
@@ -86,6 +98,7 @@ impl Activation {
         grad: &mut ArrayBase<S, Ix2>,
         out: &ArrayBase<T, Ix2>,
         out_scale: f32,
+        grad_scale: f32,
     ) {
         assert_eq!(grad.dim(), out.dim(), "activation backward shapes");
         let width = out.ncols();
@@ -93,7 +106,7 @@ impl Activation {
         let inv = out_scale.recip();
         par_rows_mut(grad, |r, g| {
             for (gv, &y) in g.iter_mut().zip(&out[r * width..][..width]) {
-                *gv *= self.derivative_from_output(y * inv);
+                *gv *= self.derivative_from_output(y * inv) * grad_scale;
             }
         });
     }
@@ -128,12 +141,34 @@ mod tests {
             act.forward_in_place(&mut y);
             let scaled = y.mapv(|v| v * 2.5);
             let mut g = Array2::from_elem((3, 4), 1.0f32);
-            act.backward_in_place(&mut g, &scaled, 2.5);
+            act.backward_in_place(&mut g, &scaled, 2.5, 1.0);
             for (gv, xv) in g.iter().zip(x.iter()) {
                 let want = act.derivative_from_output(act.apply(*xv));
                 assert!((gv - want).abs() < 1e-6, "{act:?}");
             }
         }
+    }
+
+    #[test]
+    fn relu_backward_through_dropout_needs_no_mask() {
+        use crate::dropout::DropoutSite;
+        let site = DropoutSite::new(0.5, 2, 3, 1);
+        let ids = [4, 9, 1];
+        let x = Array2::from_shape_fn((3, 37), |(i, j)| (i as f32 - 1.0) * 0.7 + j as f32 * 0.05 - 0.9);
+        let mut out = x.clone();
+        site.apply_rows_after(&mut out, &ids, |v| Activation::Relu.apply(v));
+        let g = Array2::from_shape_fn((3, 37), |(i, j)| ((i * 5 + j) % 11) as f32 - 5.0);
+        // The mask drawn again, then the derivative.
+        let mut masked = g.clone();
+        site.apply_rows(&mut masked, &ids);
+        Activation::Relu.backward_in_place(&mut masked, &out, site.scale(), 1.0);
+        // No mask: the dropped outputs are zero.
+        let mut unmasked = g.clone();
+        assert!(Activation::Relu.zero_output_has_zero_derivative());
+        Activation::Relu.backward_in_place(&mut unmasked, &out, site.scale(), site.scale());
+        let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&masked), bits(&unmasked));
+        assert!(masked.iter().any(|&v| v != 0.0) && masked.iter().any(|&v| v == 0.0));
     }
 
     #[test]

@@ -165,6 +165,7 @@ pub(crate) enum Growth {
     /// Writes zeros into it, keeping its pages backed: the buffers of a graph whose rows are
     /// all written at every use (a mini-batch block's, a whole graph's), which change shape at
     /// every step, and whose released pages would each cost a page fault when written again.
+    /// A large fresh allocation for them asks for huge pages (`crate::pages::zeroed`).
     Written,
     /// Takes a large grown block as released pages (`crate::pages`), unbacked until written,
     /// as fresh pages would be: the buffers of a graph that pulls its halo, whose grown rows may
@@ -185,7 +186,11 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize, grow
     let len = rows * cols;
     let (mut data, _) = std::mem::take(buf).into_raw_vec_and_offset();
     if data.capacity() < len {
-        data = vec![0.0; len];
+        data = match growth {
+            // Every row written at each use: huge pages for a large block (`pages::zeroed`).
+            Growth::Written => crate::pages::zeroed(len),
+            Growth::Released => vec![0.0; len],
+        };
     } else if growth == Growth::Released && len > data.len() {
         crate::pages::extend_zeroed(&mut data, len);
     } else {

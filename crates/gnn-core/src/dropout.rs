@@ -21,6 +21,8 @@ const ATTENTION_DOMAIN: u64 = 0x6174_7465_6e74_696f; // "attentio"
 const LANES: usize = 4;
 const LANE_BITS: u32 = 16;
 const LANE_MASK: u64 = (1 << LANE_BITS) - 1;
+/// Groups whose hashes [`DropoutSite::drop_row`] draws together.
+const BLOCK_GROUPS: usize = 4;
 
 /// One dropout site (a layer's feature or attention dropout) in one epoch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,10 +83,16 @@ impl DropoutSite {
         self.threshold as u32
     }
 
+    /// The hash of slots `LANES * group ..` of the stream keyed by `key`: four draws.
+    #[inline(always)]
+    fn bits(&self, key: u64, group: usize) -> u64 {
+        mix64(key.wrapping_add(group as u64))
+    }
+
     /// Keep flags of slots `LANES * group ..` of the stream keyed by `key`: one hash, four draws.
     #[inline(always)]
     fn group(&self, key: u64, group: usize) -> [u8; LANES] {
-        let bits = mix64(key.wrapping_add(group as u64));
+        let bits = self.bits(key, group);
         std::array::from_fn(|lane| u8::from((bits >> (lane as u32 * LANE_BITS)) & LANE_MASK >= self.threshold))
     }
 
@@ -101,6 +109,21 @@ impl DropoutSite {
     /// # Panics
     /// If `global_ids` has fewer entries than `x` has rows.
     pub fn apply_rows<S: DataMut<Elem = f32>>(&self, x: &mut ArrayBase<S, Ix2>, global_ids: &[u32]) {
+        self.apply_rows_after(x, global_ids, |v| v);
+    }
+
+    /// `x <- dropout(before(x))` element-wise in one pass over `x` (an activation followed by
+    /// its dropout), the same values as `before` over every element and then
+    /// [`DropoutSite::apply_rows`].
+    ///
+    /// # Panics
+    /// If `global_ids` has fewer entries than `x` has rows.
+    pub fn apply_rows_after<S: DataMut<Elem = f32>>(
+        &self,
+        x: &mut ArrayBase<S, Ix2>,
+        global_ids: &[u32],
+        before: impl Fn(f32) -> f32 + Sync,
+    ) {
         assert!(global_ids.len() >= x.nrows(), "dropout: one global id per row");
         let width = x.ncols();
         if width == 0 {
@@ -110,18 +133,38 @@ impl DropoutSite {
             .par_chunks_mut(width)
             .enumerate()
             .with_min_len(MIN_PAR_ROWS)
-            .for_each(|(r, row)| self.drop_row(global_ids[r], row));
+            .for_each(|(r, row)| self.drop_row(global_ids[r], row, &before));
     }
 
-    /// Drops the elements of one row of vertex `gid`.
+    /// Drops the elements of one row of vertex `gid`, after `before`. The hashes of
+    /// [`BLOCK_GROUPS`] groups are drawn before any is used: independent multiplies that the
+    /// CPU overlaps, where one group at a time would wait on each hash in turn.
     #[inline(always)]
-    fn drop_row(&self, gid: u32, row: &mut [f32]) {
+    fn drop_row(&self, gid: u32, row: &mut [f32], before: &impl Fn(f32) -> f32) {
         let (key, scale) = (self.feature_key(gid), self.scale());
-        for (g, xs) in row.chunks_mut(LANES).enumerate() {
-            let flags = self.group(key, g);
-            // Multiply by 0 or `scale` without branching: the draws are coin flips.
-            for (x, &f) in xs.iter_mut().zip(&flags) {
-                *x *= f32::from(f) * scale;
+        // Multiply by 0 or `scale` without branching: the draws are coin flips.
+        let drop = |x: f32, bits: u64, lane: usize| {
+            let keep = (bits >> (lane as u32 * LANE_BITS)) & LANE_MASK >= self.threshold;
+            before(x) * (f32::from(u8::from(keep)) * scale)
+        };
+        let mut blocks = row.chunks_exact_mut(LANES * BLOCK_GROUPS);
+        let mut group = 0;
+        for xs in &mut blocks {
+            let bits: [u64; BLOCK_GROUPS] = std::array::from_fn(|i| self.bits(key, group + i));
+            // Loops of constant bounds over (group, lane), not one over the block's elements
+            // with divisions: these the compiler unrolls and vectorises.
+            for (i, &b) in bits.iter().enumerate() {
+                for lane in 0..LANES {
+                    let x = &mut xs[i * LANES + lane];
+                    *x = drop(*x, b, lane);
+                }
+            }
+            group += BLOCK_GROUPS;
+        }
+        for (g, xs) in blocks.into_remainder().chunks_mut(LANES).enumerate() {
+            let bits = self.bits(key, group + g);
+            for (lane, x) in xs.iter_mut().enumerate() {
+                *x = drop(*x, bits, lane);
             }
         }
     }
@@ -136,14 +179,32 @@ mod tests {
     fn rows_drop_what_their_keep_flags_say() {
         let site = DropoutSite::new(0.3, 1, 2, 0);
         let ids = [5, 9, 2];
-        let mut x = Array2::from_elem((3, 7), 1.5f32);
-        site.apply_rows(&mut x, &ids);
-        for (row, &gid) in x.rows().into_iter().zip(&ids) {
-            let mut keep = [0u8; 7];
-            site.feature_keep(gid, &mut keep);
-            let want: Vec<f32> = keep.iter().map(|&k| 1.5 * f32::from(k) * site.scale()).collect();
-            assert_eq!(row.to_vec(), want, "vertex {gid}");
+        // Narrower than one block of groups, and blocks plus a remainder.
+        for width in [7, 16, 37] {
+            let mut x = Array2::from_elem((3, width), 1.5f32);
+            site.apply_rows(&mut x, &ids);
+            for (row, &gid) in x.rows().into_iter().zip(&ids) {
+                let mut keep = vec![0u8; width];
+                site.feature_keep(gid, &mut keep);
+                let want: Vec<f32> = keep.iter().map(|&k| 1.5 * f32::from(k) * site.scale()).collect();
+                assert_eq!(row.to_vec(), want, "vertex {gid}, width {width}");
+            }
         }
+    }
+
+    #[test]
+    fn dropout_after_a_map_equals_the_map_then_dropout() {
+        let site = DropoutSite::new(0.5, 4, 1, 1);
+        let ids = [3, 0, 7, 12];
+        let x = Array2::from_shape_fn((4, 41), |(r, c)| (r * 41 + c) as f32 * 0.37 - 30.0);
+        let mut fused = x.clone();
+        site.apply_rows_after(&mut fused, &ids, |v| v.max(0.0));
+        let mut apart = x.mapv(|v| v.max(0.0));
+        site.apply_rows(&mut apart, &ids);
+        assert_eq!(
+            fused.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            apart.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -662,9 +662,15 @@ impl Model {
         }
         if hidden {
             let mut own = head_mut(out, m);
-            self.cfg.activation.forward_in_place(&mut own);
-            if let Some(site) = site.filter(|_| !dropout_first) {
-                site.apply_rows(&mut own, graph.global_ids());
+            let act = self.cfg.activation;
+            match site.filter(|_| !dropout_first) {
+                // ReLU's variant fixed at compile time: the element loop inlines it instead of
+                // matching the variant at every element.
+                Some(site) if act == Activation::Relu => {
+                    site.apply_rows_after(&mut own, graph.global_ids(), |v| Activation::Relu.apply(v))
+                }
+                Some(site) => site.apply_rows_after(&mut own, graph.global_ids(), |v| act.apply(v)),
+                None => act.forward_in_place(&mut own),
             }
         }
         Ok(())
@@ -744,15 +750,18 @@ impl Model {
                 // The dropout's adjoint is the dropout itself (same keyed draws, same scale).
                 let site = self.dropout_site(self.cfg.dropout, l + 1, ctx);
                 let dropout_first = self.cfg.layer_order == LayerOrder::DropoutFirst;
-                // Dropout-last saves the dropped output, which `backward_in_place` unscales.
-                let out_scale = match site.filter(|_| !dropout_first) {
+                // Dropout-last saves the dropped output, which `backward_in_place` unscales; after
+                // ReLU that output is the mask too (zero where dropped), so none is drawn.
+                let act = self.cfg.activation;
+                let (out_scale, grad_scale) = match site.filter(|_| !dropout_first) {
+                    Some(site) if act.zero_output_has_zero_derivative() => (site.scale(), site.scale()),
                     Some(site) => {
                         site.apply_rows(&mut head_mut(&mut d, m), graph.global_ids());
-                        site.scale()
+                        (site.scale(), 1.0)
                     }
-                    None => 1.0,
+                    None => (1.0, 1.0),
                 };
-                self.cfg.activation.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), out_scale);
+                act.backward_in_place(&mut head_mut(&mut d, m), &head(&self.acts[l + 1], m), out_scale, grad_scale);
                 if self.cfg.layer_norm {
                     let mut dn = self.pool.take(d.nrows(), d.ncols(), graph.growth());
                     self.norms[l].backward(&self.params, &mut self.grads, &head(&d, m), &mut head_mut(&mut dn, m));

@@ -1,4 +1,5 @@
-//! Zeroing large blocks by handing their memory pages back to the operating system.
+//! Memory pages of large blocks: zeroing by handing them back to the operating system, and
+//! asking for huge pages where a block is read at random.
 //!
 //! A worker's halo rows are written only while an exchange's rows are in flight: pulled rows
 //! are read by one aggregation, pushed gradients are zeroed once sent. Writing zeros would keep
@@ -8,6 +9,15 @@
 //! they are in use.
 
 use std::ops::Range;
+
+/// `len` zeros in a fresh allocation, marked for huge pages where it is large
+/// ([`graph_partition::pages::huge_capacity`]): for the per-vertex buffers whose rows are read
+/// at random (an aggregation's neighbour rows) and all written at each use.
+pub(crate) fn zeroed(len: usize) -> Vec<f32> {
+    let mut values = graph_partition::pages::huge_capacity(len);
+    values.resize(len, 0.0);
+    values
+}
 
 /// Blocks smaller than this many bytes are zeroed by writing: the system call would cost more
 /// than the writes, and so would the page faults when the block is written again soon.
@@ -105,6 +115,16 @@ fn page_size() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fresh blocks read zero, below and above the huge-page threshold.
+    #[test]
+    fn zeroed_blocks_read_zero() {
+        for len in [0, 5, 3 << 20] {
+            let values = zeroed(len);
+            assert_eq!(values.len(), len);
+            assert!(values.iter().all(|&v| v.to_bits() == 0), "{len} values read zero");
+        }
+    }
 
     /// Every value in the zeroed range reads zero and no value outside it changes, for blocks
     /// that start and end inside pages and blocks below the release threshold.

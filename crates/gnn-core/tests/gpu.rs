@@ -119,7 +119,7 @@ fn bias_activation_and_bias_gradient_match_the_cpu() {
         if let Some(act) = act {
             let g = values(n * f, 12);
             let mut want_g = array(n, f, &g);
-            act.backward_in_place(&mut want_g, &array(n, f, &want), 1.0);
+            act.backward_in_place(&mut want_g, &array(n, f, &want), 1.0, 1.0);
             let mut dg = dev.upload(&g).unwrap();
             dev.act_backward(act, &dev.upload(&want).unwrap(), &mut dg).unwrap();
             assert_close(&dev.download(&dg).unwrap(), want_g.as_slice().unwrap(), FLOAT);

@@ -24,6 +24,7 @@ pub mod dataset;
 #[cfg(test)]
 mod fuzz;
 pub mod metrics;
+pub mod pages;
 pub mod partition;
 pub mod rng;
 pub mod sample;

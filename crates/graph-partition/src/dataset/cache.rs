@@ -325,7 +325,8 @@ fn write_array<T: LeNumber>(w: &mut impl Write, values: &[T]) -> io::Result<()> 
 }
 
 fn read_array<T: LeNumber>(r: &mut impl Read, len: usize) -> Result<Vec<T>, CacheError> {
-    let mut out = Vec::with_capacity(len);
+    // Features and adjacency are read at random rows: huge pages where they are large.
+    let mut out = crate::pages::huge_capacity(len);
     let mut buf = vec![0u8; CHUNK.min(len) * T::SIZE];
     while out.len() < len {
         let take = (len - out.len()).min(CHUNK);
