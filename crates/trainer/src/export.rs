@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, NoExchange};
+use graph_partition::fs::{WriteError, write_atomic};
 use graph_partition::{Dataset, Labels};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::objective::Objective;
-use crate::report::{Report, write_atomically};
+use crate::report::Report;
 use crate::single::accuracies;
 use crate::train_loop::EvalStats;
 
@@ -108,11 +109,8 @@ pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
     };
     let json = serde_json::to_string_pretty(&sidecar).expect("a sidecar serialises") + "\n";
     let write = |target: &Path, contents: &[u8]| {
-        write_atomically(target, contents).map_err(|source| ExportError::Io {
-            action: "write",
-            path: target.to_path_buf(),
-            source,
-        })
+        write_atomic(target, |tmp| std::fs::write(tmp, contents))
+            .map_err(|WriteError { action, path, source }| ExportError::Io { action, path, source })
     };
     write(path, &file)?;
     write(&sidecar_path(path), json.as_bytes())

@@ -6,7 +6,6 @@
 //! `final.train_wall_s` is the sum of the epochs' `wall_s`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -212,17 +211,6 @@ impl GraphSize {
     pub fn of(graph: &graph_partition::Csr) -> Self {
         Self { vertices: graph.num_rows(), edges: graph.num_edges() }
     }
-}
-
-/// Replaces `path` with `text` through a file beside it and a rename, so a reader (a script
-/// polling a report, a rerun deciding whether a run finished) never sees half a file.
-pub fn write_atomically(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.halo-tmp-{}", std::process::id()));
-    std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
-        // Best effort: the error is what matters; a leftover would only be clutter.
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 /// Ledger phases of the parameter sync.

@@ -26,6 +26,7 @@ use std::time::Duration;
 use comm_hierarchy::fault::{Fault, Point};
 use comm_hierarchy::{CommError, Communicator};
 use gnn_core::{Adam, Model};
+use graph_partition::fs::{WriteError, write_atomic};
 use serde_json::Value;
 
 use crate::config::TrainConfig;
@@ -62,6 +63,12 @@ pub enum CheckpointError {
 impl CheckpointError {
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         CheckpointError::Io { action, path: path.to_path_buf(), source }
+    }
+}
+
+impl From<WriteError> for CheckpointError {
+    fn from(WriteError { action, path, source }: WriteError) -> Self {
+        CheckpointError::Io { action, path, source }
     }
 }
 
@@ -224,7 +231,7 @@ impl Checkpointer<'_> {
             method: state.method,
         };
         let bytes = shard.encode();
-        store::write_durably(&dir.join(store::shard_name(self.rank)), &bytes)?;
+        write_atomic(&dir.join(store::shard_name(self.rank)), |tmp| std::fs::write(tmp, &bytes))?;
         let mut sizes = vec![0.0f64; self.world];
         sizes[self.rank] = bytes.len() as f64;
         self.started.set(self.started.get() + 1);
@@ -242,7 +249,7 @@ impl Checkpointer<'_> {
         let sizes: Vec<u64> = sizes.iter().map(|&s| s as u64).collect();
         let manifest = Manifest::new(epoch, &self.method, self.config.clone(), &sizes, epochs.to_vec(), best);
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
-        store::write_durably(&dir.join(store::MANIFEST), &json)?;
+        write_atomic(&dir.join(store::MANIFEST), |tmp| std::fs::write(tmp, &json))?;
         store::prune(&self.root, epoch, self.keep)
     }
 }
