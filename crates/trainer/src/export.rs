@@ -20,25 +20,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::objective::Objective;
 use crate::report::Report;
-use crate::single::accuracies;
-use crate::train_loop::EvalStats;
-
-/// A model's parameters at one epoch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TrainedModel {
-    pub config: ModelConfig,
-    /// The flat parameter buffer, in the order of [`Model::param_info`].
-    pub params: Vec<f32>,
-    /// The 1-based epoch after whose step the parameters were taken.
-    pub epoch: usize,
-}
-
-impl TrainedModel {
-    /// A copy of `model`'s parameters after `epoch`.
-    pub fn of(model: &Model, epoch: usize) -> Self {
-        Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
-    }
-}
+use crate::train_loop::{EvalStats, accuracies};
 
 /// The JSON file beside the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +180,7 @@ mod tests {
     use graph_partition::SynthConfig;
 
     use super::*;
+    use crate::report::TrainedModel;
 
     /// The host half of `--save-model` on the device: parameters cut into the device's
     /// per-tensor buffers (as they are uploaded) and joined back (as the device run joins what

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use gnn_core::{Model, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
-use crate::export::TrainedModel;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,6 +210,34 @@ impl GraphSize {
     /// The size of `graph`.
     pub fn of(graph: &graph_partition::Csr) -> Self {
         Self { vertices: graph.num_rows(), edges: graph.num_edges() }
+    }
+}
+
+/// The best validation epoch so far.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    /// Highest validation accuracy.
+    pub val_acc: f64,
+    /// Test accuracy at that epoch.
+    pub test_acc: f64,
+    /// 1-based epoch; the earliest one on ties.
+    pub epoch: usize,
+}
+
+/// A model's parameters at one epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainedModel {
+    pub config: ModelConfig,
+    /// The flat parameter buffer, in the order of [`Model::param_info`].
+    pub params: Vec<f32>,
+    /// The 1-based epoch after whose step the parameters were taken.
+    pub epoch: usize,
+}
+
+impl TrainedModel {
+    /// A copy of `model`'s parameters after `epoch`.
+    pub fn of(model: &Model, epoch: usize) -> Self {
+        Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
     }
 }
 

@@ -23,54 +23,17 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use comm_hierarchy::Communicator;
 use comm_hierarchy::fault::{Fault, Point};
-use comm_hierarchy::{CommError, Communicator};
 use gnn_core::{Adam, Model};
-use graph_partition::fs::{WriteError, write_atomic};
+use graph_partition::fs::write_atomic;
 use serde_json::Value;
 
 use crate::config::TrainConfig;
-use crate::report::EpochRecord;
-use crate::train_loop::Best;
+use crate::error::CheckpointError;
+use crate::report::{Best, EpochRecord};
 use shard::Shard;
 use store::Manifest;
-
-/// Why a checkpoint could not be written or resumed from.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckpointError {
-    #[error("cannot {action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file is truncated, corrupt or of another format.
-    #[error("{}: {detail}", path.display())]
-    Corrupt { path: PathBuf, detail: String },
-    #[error("--resume {}: no complete checkpoint there (a directory epoch-N holding manifest.json)", dir.display())]
-    NoCheckpoint { dir: PathBuf },
-    /// The checkpoint was written by a different run.
-    #[error("--resume {}: {what}", path.display())]
-    Mismatch { path: PathBuf, what: String },
-    #[error("checkpoints do not cover method `{method}` yet: {detail}")]
-    Unsupported { method: String, detail: String },
-    /// The ranks could not agree that every shard is written.
-    #[error("checkpoint: {0}")]
-    Comm(#[from] CommError),
-}
-
-impl CheckpointError {
-    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        CheckpointError::Io { action, path: path.to_path_buf(), source }
-    }
-}
-
-impl From<WriteError> for CheckpointError {
-    fn from(WriteError { action, path, source }: WriteError) -> Self {
-        CheckpointError::Io { action, path, source }
-    }
-}
 
 /// Adam's state besides its settings.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,9 +11,8 @@ use graph_partition::fs::sync_dir;
 
 use serde::{Deserialize, Serialize};
 
-use super::CheckpointError;
-use crate::report::EpochRecord;
-use crate::train_loop::Best;
+use crate::error::CheckpointError;
+use crate::report::{Best, EpochRecord};
 
 /// The manifest's name inside a checkpoint directory.
 pub const MANIFEST: &str = "manifest.json";

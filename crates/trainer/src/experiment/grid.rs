@@ -207,7 +207,7 @@ fn train(
 ) -> Result<Report, ExperimentError> {
     let failed =
         |source| ExperimentError::Run { variant: id.variant.to_string(), seed: id.seed, source: Box::new(source) };
-    let source = crate::Source::Load(datasets_root, &LoadOptions::default());
+    let source = crate::data::Source::Load(datasets_root, &LoadOptions::default());
     let report: Option<Report> = crate::run(config, source, observer).map_err(failed)?;
     report.ok_or_else(|| ExperimentError::NoReport { variant: id.variant.to_string(), seed: id.seed })
 }
