@@ -21,6 +21,7 @@
 pub mod book;
 pub mod csr;
 pub mod dataset;
+pub mod fs;
 #[cfg(test)]
 mod fuzz;
 pub mod metrics;

@@ -1,5 +1,6 @@
 //! Finding and preparing the dataset a run trains on.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use graph_partition::dataset::{Dataset, DatasetError, LoadOptions};
@@ -7,6 +8,30 @@ use graph_partition::synth::{SynthConfig, SynthError};
 
 use crate::config::TrainConfig;
 use crate::features;
+
+/// Where a run gets its dataset.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// Load (or generate) it as the configuration says, reading files with these options (their
+    /// split is the configuration's); a bare dataset name is looked up under the directory.
+    Load(&'a Path, &'a LoadOptions),
+    /// Already in memory (normalised as the configuration says); distributed runs use
+    /// in-process workers.
+    Given(&'a Dataset),
+}
+
+impl<'a> Source<'a> {
+    /// The dataset, loaded if need be; `progress` shows progress bars while large files load.
+    pub(crate) fn dataset(self, config: &TrainConfig, progress: bool) -> Result<Cow<'a, Dataset>, DataError> {
+        Ok(match self {
+            Source::Load(root, load) => {
+                let load = LoadOptions { progress, ..load.clone() };
+                Cow::Owned(prepare_dataset(config, root, &load)?)
+            }
+            Source::Given(dataset) => Cow::Borrowed(dataset),
+        })
+    }
+}
 
 /// Why no dataset could be had. Messages quote the underlying error rather than chaining it
 /// as a `source()`, so a printed chain shows each cause once.

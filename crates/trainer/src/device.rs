@@ -36,10 +36,8 @@ mod cuda {
 
     use super::*;
     use crate::checkpoint::{Moments, WorkerState};
-    use crate::export::TrainedModel;
     use crate::objective::Hits;
-    use crate::report::{DeviceEpoch, DeviceSummary};
-    use crate::single::{alone, checkpoints_alone};
+    use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel};
     use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop_with};
 
     /// The device twin of [`crate::single::SingleProcess`].
@@ -170,14 +168,14 @@ mod cuda {
         ordinal: usize,
         observer: &mut dyn EpochObserver,
     ) -> Result<Report, TrainError> {
-        let agreement = alone(config)?;
+        let agreement = crate::alone::agreement(config)?;
         let dev = Device::new(ordinal)?;
         let memory = dev.memory()?;
         let estimate = crate::memory::device::estimate(config, dataset)?;
         crate::memory::device::check(ordinal, estimate, memory.free)?;
         dev.reset_peak()?;
         let mut strategy = OnDevice::new(&dev, config, dataset)?;
-        let checkpoints = checkpoints_alone(method, config, dataset, agreement)?;
+        let checkpoints = crate::alone::checkpoints(method, config, dataset, agreement)?;
         let options = LoopOptions { epochs: config.epochs, patience: config.patience };
         let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
         outcome.final_.device = Some(DeviceSummary {
@@ -187,6 +185,6 @@ mod cuda {
             total_gpu_bytes: memory.total,
             peak_gpu_bytes: dev.peak_bytes()?,
         });
-        Ok(crate::single::report(method, config, dataset, outcome))
+        Ok(crate::alone::report(method, config, dataset, outcome))
     }
 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, NoExchange};
+use graph_partition::fs::{WriteError, write_atomic};
 use graph_partition::{Dataset, Labels};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
@@ -18,26 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::objective::Objective;
-use crate::report::{Report, write_atomically};
-use crate::single::accuracies;
-use crate::train_loop::EvalStats;
-
-/// A model's parameters at one epoch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TrainedModel {
-    pub config: ModelConfig,
-    /// The flat parameter buffer, in the order of [`Model::param_info`].
-    pub params: Vec<f32>,
-    /// The 1-based epoch after whose step the parameters were taken.
-    pub epoch: usize,
-}
-
-impl TrainedModel {
-    /// A copy of `model`'s parameters after `epoch`.
-    pub fn of(model: &Model, epoch: usize) -> Self {
-        Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
-    }
-}
+use crate::report::Report;
+use crate::train_loop::{EvalStats, accuracies};
 
 /// The JSON file beside the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,11 +91,8 @@ pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
     };
     let json = serde_json::to_string_pretty(&sidecar).expect("a sidecar serialises") + "\n";
     let write = |target: &Path, contents: &[u8]| {
-        write_atomically(target, contents).map_err(|source| ExportError::Io {
-            action: "write",
-            path: target.to_path_buf(),
-            source,
-        })
+        write_atomic(target, |tmp| std::fs::write(tmp, contents))
+            .map_err(|WriteError { action, path, source }| ExportError::Io { action, path, source })
     };
     write(path, &file)?;
     write(&sidecar_path(path), json.as_bytes())
@@ -200,6 +180,7 @@ mod tests {
     use graph_partition::SynthConfig;
 
     use super::*;
+    use crate::report::TrainedModel;
 
     /// The host half of `--save-model` on the device: parameters cut into the device's
     /// per-tensor buffers (as they are uploaded) and joined back (as the device run joins what

@@ -6,31 +6,7 @@
 
 use gnn_core::{AggGraph, Model};
 
-use crate::error::TrainError;
-
-/// Where a non-finite value was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Site {
-    /// The loss; the first conv layer whose output was non-finite, if any.
-    Loss { layer: Option<usize> },
-    /// The gradient of a parameter (named as in the model's parameter list).
-    Gradient { param: String },
-    /// A parameter after the optimizer step.
-    Parameter { param: String },
-}
-
-impl std::fmt::Display for Site {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Site::Loss { layer: Some(l) } => {
-                write!(f, "the loss (the output of layer {l} was the first to go non-finite)")
-            }
-            Site::Loss { layer: None } => write!(f, "the loss (every layer's output was finite)"),
-            Site::Gradient { param } => write!(f, "the gradient of {param}"),
-            Site::Parameter { param } => write!(f, "parameter {param} after the update"),
-        }
-    }
-}
+use crate::error::{Site, TrainError};
 
 /// The first layer whose output is non-finite, looked at only when this worker's loss is
 /// (call after the loss, before backward, while the hidden outputs are intact). The logits are

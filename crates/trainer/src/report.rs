@@ -6,12 +6,11 @@
 //! `final.train_wall_s` is the sum of the epochs' `wall_s`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
+use gnn_core::{Model, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
-use crate::export::TrainedModel;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,15 +213,32 @@ impl GraphSize {
     }
 }
 
-/// Replaces `path` with `text` through a file beside it and a rename, so a reader (a script
-/// polling a report, a rerun deciding whether a run finished) never sees half a file.
-pub fn write_atomically(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.halo-tmp-{}", std::process::id()));
-    std::fs::write(&tmp, contents).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
-        // Best effort: the error is what matters; a leftover would only be clutter.
-        let _ = std::fs::remove_file(&tmp);
-    })
+/// The best validation epoch so far.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    /// Highest validation accuracy.
+    pub val_acc: f64,
+    /// Test accuracy at that epoch.
+    pub test_acc: f64,
+    /// 1-based epoch; the earliest one on ties.
+    pub epoch: usize,
+}
+
+/// A model's parameters at one epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainedModel {
+    pub config: ModelConfig,
+    /// The flat parameter buffer, in the order of [`Model::param_info`].
+    pub params: Vec<f32>,
+    /// The 1-based epoch after whose step the parameters were taken.
+    pub epoch: usize,
+}
+
+impl TrainedModel {
+    /// A copy of `model`'s parameters after `epoch`.
+    pub fn of(model: &Model, epoch: usize) -> Self {
+        Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
+    }
 }
 
 /// Ledger phases of the parameter sync.

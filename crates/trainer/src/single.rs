@@ -7,17 +7,16 @@ use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
-use comm_hierarchy::fault::{Fault, Point};
-
-use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
+use crate::alone;
+use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
-use crate::objective::{Hits, Objective};
-use crate::report::{GraphSize, Report, SplitSizes};
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with};
+use crate::objective::Objective;
+use crate::report::Report;
+use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, accuracies, train_loop_with};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -98,16 +97,6 @@ impl Strategy for SingleProcess<'_> {
     }
 }
 
-/// Accuracies of `logits` (one row per vertex) on the three splits.
-pub(crate) fn accuracies(
-    objective: &Objective,
-    logits: &Array2<f32>,
-    splits: &Splits,
-) -> Result<EvalStats, TrainError> {
-    let acc = |rows: &[u32]| objective.hits(logits, rows).map(Hits::fraction);
-    Ok(EvalStats { train_acc: acc(&splits.train)?, val_acc: acc(&splits.valid)?, test_acc: acc(&splits.test)? })
-}
-
 /// Trains `dataset` in this process as `config` says and returns the run's report, naming the
 /// method `method`.
 pub fn run(
@@ -119,36 +108,14 @@ pub fn run(
     if let crate::config::Device::Cuda(ordinal) = config.device {
         return crate::device::run(method, config, dataset, ordinal, observer);
     }
-    let agreement = alone(config)?;
+    let agreement = alone::agreement(config)?;
     let memory = check_memory(config, dataset)?;
     let mut strategy = SingleProcess::new(config, dataset)?;
-    let checkpoints = checkpoints_alone(method, config, dataset, agreement)?;
+    let checkpoints = alone::checkpoints(method, config, dataset, agreement)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
     outcome.final_.memory = Some(memory);
-    Ok(report(method, config, dataset, outcome))
-}
-
-/// How a process that trains alone agrees on its checkpoints. One process has no
-/// communicator: the `setup` fault fires here, and the `checkpoint` one at every checkpoint.
-pub(crate) fn alone(config: &TrainConfig) -> Result<Agreement<'static>, TrainError> {
-    let fault = Fault::from_env()?;
-    let hang_for = config.reliability.timeout();
-    if let Some(fault) = fault {
-        fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
-    }
-    Ok(Agreement::Alone { fault, hang_for })
-}
-
-/// The checkpoints of a run of `method` in one process on the whole of `dataset`.
-pub(crate) fn checkpoints_alone<'a>(
-    method: &str,
-    config: &TrainConfig,
-    dataset: &Dataset,
-    agreement: Agreement<'a>,
-) -> Result<Checkpoints<'a>, TrainError> {
-    let id = RunIdentity { method, config, rank: 0, world: 1, fingerprint: dataset.graph.fingerprint() };
-    Ok(Checkpoints::for_run(&id, agreement)?)
+    Ok(alone::report(method, config, dataset, outcome))
 }
 
 /// Estimates the run's peak, logs the breakdown and checks it against the ceiling.
@@ -163,24 +130,4 @@ fn check_memory(config: &TrainConfig, dataset: &Dataset) -> Result<MemoryReport,
         limit.check(estimate.total(), "before training", &breakdown, suggestion)?;
     }
     Ok(MemoryReport::single(estimate, limit))
-}
-
-/// The report of a single-process run of `method` that ended with `outcome`.
-pub(crate) fn report(method: &str, config: &TrainConfig, dataset: &Dataset, outcome: LoopOutcome) -> Report {
-    Report {
-        dataset: dataset.name.clone(),
-        model: config.model.as_str().to_string(),
-        method: method.to_string(),
-        cut: "none".to_string(),
-        workers: 1,
-        hosts: 1,
-        seed: config.seed,
-        config: config.clone(),
-        split_sizes: SplitSizes::of(&dataset.splits),
-        graph: GraphSize::of(&dataset.graph),
-        partition: None,
-        epochs: outcome.epochs,
-        final_: outcome.final_,
-        trained: outcome.trained,
-    }
 }

@@ -9,11 +9,14 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use gnn_core::Model;
-use serde::{Deserialize, Serialize};
+use graph_partition::Splits;
+use ndarray::Array2;
 
-use crate::checkpoint::{CheckpointError, Checkpoints, WorkerState};
-use crate::export::TrainedModel;
-use crate::report::{DeviceEpoch, EpochRecord, FinalRecord, GRAD_SYNC_PHASES, is_exchange_phase};
+use crate::checkpoint::{Checkpoints, WorkerState};
+use crate::error::CheckpointError;
+use crate::error::TrainError;
+use crate::objective::{Hits, Objective};
+use crate::report::{Best, DeviceEpoch, EpochRecord, FinalRecord, GRAD_SYNC_PHASES, TrainedModel, is_exchange_phase};
 
 /// Communication of one training step (all zero for single-process runs).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -96,17 +99,6 @@ pub trait Strategy {
     fn restore_state(&mut self, _state: WorkerState) -> Result<(), String> {
         Err("this training strategy keeps no checkpoint state".to_string())
     }
-}
-
-/// The best validation epoch so far.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Best {
-    /// Highest validation accuracy.
-    pub val_acc: f64,
-    /// Test accuracy at that epoch.
-    pub test_acc: f64,
-    /// 1-based epoch; the earliest one on ties.
-    pub epoch: usize,
 }
 
 /// Receives every epoch as it finishes (e.g. to draw a progress bar).
@@ -286,6 +278,15 @@ where
     Ok(LoopOutcome { epochs, final_, stopped_early, trained })
 }
 
+/// Accuracies of `logits` (one row per vertex) on the three splits.
+pub(crate) fn accuracies(
+    objective: &Objective,
+    logits: &Array2<f32>,
+    splits: &Splits,
+) -> Result<EvalStats, TrainError> {
+    let acc = |rows: &[u32]| objective.hits(logits, rows).map(Hits::fraction);
+    Ok(EvalStats { train_acc: acc(&splits.train)?, val_acc: acc(&splits.valid)?, test_acc: acc(&splits.test)? })
+}
 #[cfg(test)]
 mod tests {
     use super::*;

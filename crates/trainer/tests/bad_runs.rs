@@ -6,7 +6,7 @@ use std::path::Path;
 
 use graph_partition::book::CutKind;
 use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
-use trainer::guard::Site;
+use trainer::error::Site;
 use trainer::{LocalOptions, TrainError, data, run_on};
 
 fn diverging(method: Method) -> TrainConfig {

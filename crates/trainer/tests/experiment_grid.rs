@@ -10,8 +10,9 @@ use trainer::experiment::{
     ExperimentError, ExperimentSpec, GridObserver, Metric, Outcome, Plan, RESULTS_CSV, RESULTS_JSON, RunId, RunRow,
     Table,
 };
+use trainer::report::Best;
 use trainer::report::EpochRecord;
-use trainer::train_loop::{Best, EpochObserver};
+use trainer::train_loop::EpochObserver;
 
 const SPEC: &str = r#"
 name = "grid"

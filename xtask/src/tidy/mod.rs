@@ -1,6 +1,7 @@
 //! Repository checks, run as tests so that `cargo test --workspace` enforces them: crate layering
 //! ([`layering`]), workspace manifests ([`manifests`]), source hygiene ([`source`]), unused
-//! dependencies ([`unused_deps`]) and what a clone on another machine needs ([`portable`]).
+//! dependencies ([`unused_deps`]), what a clone on another machine needs ([`portable`]) and the
+//! order of the trainer's modules ([`trainer_modules`]).
 //!
 //! Each check is a function over parsed data returning its violations, so the unit tests can feed
 //! it small bad inputs and prove it fails; one test per check then runs it on the real workspace.
@@ -9,6 +10,7 @@ mod layering;
 mod manifests;
 mod portable;
 mod source;
+mod trainer_modules;
 mod unused_deps;
 
 use std::fs;

@@ -13,8 +13,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use trainer::experiment::{
     self, ExperimentSpec, GridObserver, Metric, Outcome, Plan, RESULTS_CSV, RESULTS_JSON, RunId, RunRow, Table,
 };
+use trainer::report::Best;
 use trainer::report::EpochRecord;
-use trainer::train_loop::{Best, EpochObserver};
+use trainer::train_loop::EpochObserver;
 
 use super::train::config_from_flags;
 use super::{plot, reports};

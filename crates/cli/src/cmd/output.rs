@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use graph_partition::fs::{WriteError, write_atomic};
 
 /// Checks that `path` can be written: it is not a directory, its directory exists, and a file
 /// can be created there (creating one is the only portable test of permission). `flag` names
@@ -26,9 +27,14 @@ pub fn check_writable(path: &Path, flag: &str) -> anyhow::Result<()> {
         .with_context(|| format!("{flag} {}: cannot create files in {}", path.display(), dir.display()))
 }
 
-/// Replaces `path` with `text` ([`trainer::report::write_atomically`]); errors name `flag`.
+/// Replaces `path` with `text` ([`write_atomic`]); errors name `flag`.
 pub fn write_atomically(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
-    trainer::report::write_atomically(path, text).with_context(|| format!("cannot write {flag} {}", path.display()))
+    write_atomic(path, |tmp| std::fs::write(tmp, text)).map_err(|e| flag_error(e, path, flag))
+}
+
+/// An atomic write's error as `cannot <action> <flag> <path>: <cause>`.
+pub fn flag_error(e: WriteError, path: &Path, flag: &str) -> anyhow::Error {
+    anyhow::Error::new(e.source).context(format!("cannot {} {flag} {}", e.action, path.display()))
 }
 
 /// A byte count in binary units, three significant figures or so.

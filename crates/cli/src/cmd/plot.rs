@@ -8,12 +8,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{anyhow, bail};
+use graph_partition::fs::write_atomic;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::output::check_writable;
+use super::output::{check_writable, flag_error};
 use super::reports::{self, LoadedReport};
 
 #[derive(Debug, clap::Args)]
@@ -179,7 +180,8 @@ fn numeric_leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<Strin
 }
 
 /// Renders `panels` into `path`, SVG or PNG by its extension; `flag` names the path in errors.
-/// The picture is drawn beside the target and renamed onto it, so no half-drawn file is left.
+/// The picture is drawn beside the target and renamed onto it ([`write_atomic`]), so no
+/// half-drawn file is left.
 pub fn draw(path: &Path, reports: &[LoadedReport], panels: &[Panel], flag: &str) -> anyhow::Result<()> {
     let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let svg = match extension.as_deref() {
@@ -191,20 +193,16 @@ pub fn draw(path: &Path, reports: &[LoadedReport], panels: &[Panel], flag: &str)
     register_font()?;
     let rows = panels.len().div_ceil(COLUMNS) as u32;
     let size = (PANEL_SIZE.0 * COLUMNS as u32, LEGEND_HEIGHT + PANEL_SIZE.1 * rows);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{}.halo-tmp-{name}", std::process::id()));
     let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
-    let drawn = if svg {
-        render(SVGBackend::new(&tmp, size).into_drawing_area(), &labels, panels)
-    } else {
-        render(BitMapBackend::new(&tmp, size).into_drawing_area(), &labels, panels)
-    };
-    drawn
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp); // best effort: the drawing error is what matters
-        })
-        .with_context(|| format!("cannot draw {flag} {}", path.display()))
+    write_atomic(path, |tmp| {
+        let drawn = if svg {
+            render(SVGBackend::new(tmp, size).into_drawing_area(), &labels, panels)
+        } else {
+            render(BitMapBackend::new(tmp, size).into_drawing_area(), &labels, panels)
+        };
+        drawn.map_err(std::io::Error::other)
+    })
+    .map_err(|e| flag_error(e, path, flag))
 }
 
 /// Text needs a font; the one bundled keeps pictures identical on machines without fonts.

@@ -45,6 +45,8 @@ pub(crate) enum CacheError {
     Corrupt(String),
     #[error("the directory is read-only")]
     ReadOnly,
+    #[error("{}: {}", .0, .0.source)]
+    Write(#[from] crate::fs::WriteError),
 }
 
 #[derive(Debug, bincode::Encode, bincode::Decode)]
@@ -217,7 +219,7 @@ fn verify(actual: u64, expected: u64, what: &str) -> Result<(), CacheError> {
     Ok(())
 }
 
-/// Writes the cache atomically (temporary file, then rename), unless `owner`, the directory the
+/// Writes the cache atomically ([`crate::fs::write_atomic`]), unless `owner`, the directory the
 /// cache belongs in, is marked read-only.
 fn write(owner: &Path, path: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<(), CacheError> {
     // Root ignores permission bits, so honour a directory marked read-only explicitly.
@@ -228,15 +230,10 @@ fn write(owner: &Path, path: &Path, stamps: &[SourceStamp], data: &GraphData) ->
         _ => {}
     }
     std::fs::create_dir_all(path.parent().expect("cache path has a parent"))?;
-    let tmp = PathBuf::from(format!("{}.tmp{}", path.display(), std::process::id()));
-    let result = write_file(&tmp, stamps, data).and_then(|()| Ok(std::fs::rename(&tmp, path)?));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    Ok(crate::fs::write_atomic(path, |tmp| write_file(tmp, stamps, data))?)
 }
 
-fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<(), CacheError> {
+fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> io::Result<()> {
     let features = data.features.as_standard_layout();
     let features = features.as_slice().expect("standard layout is contiguous");
     let multi = match &data.labels {
@@ -265,8 +262,7 @@ fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<()
         ],
         nonfinite_features: features.par_iter().any(|x| !x.is_finite()),
     };
-    let header_bytes = bincode::encode_to_vec(&header, bincode::config::standard())
-        .map_err(|e| CacheError::Io(io::Error::other(e)))?;
+    let header_bytes = bincode::encode_to_vec(&header, bincode::config::standard()).map_err(io::Error::other)?;
     let mut w = BufWriter::with_capacity(1 << 20, File::create(tmp)?);
     w.write_all(&MAGIC)?;
     w.write_all(&VERSION.to_le_bytes())?;
@@ -278,7 +274,6 @@ fn write_file(tmp: &Path, stamps: &[SourceStamp], data: &GraphData) -> Result<()
     write_array(&mut w, features)?;
     write_array(&mut w, label_classes)?;
     write_array(&mut w, label_values)?;
-    // No fsync: a cache torn by a crash fails validation and is rebuilt.
     w.into_inner().map_err(|e| e.into_error())?;
     Ok(())
 }

@@ -23,47 +23,17 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use comm_hierarchy::Communicator;
 use comm_hierarchy::fault::{Fault, Point};
-use comm_hierarchy::{CommError, Communicator};
 use gnn_core::{Adam, Model};
+use graph_partition::fs::write_atomic;
 use serde_json::Value;
 
 use crate::config::TrainConfig;
-use crate::report::EpochRecord;
-use crate::train_loop::Best;
+use crate::error::CheckpointError;
+use crate::report::{Best, EpochRecord};
 use shard::Shard;
 use store::Manifest;
-
-/// Why a checkpoint could not be written or resumed from.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckpointError {
-    #[error("cannot {action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file is truncated, corrupt or of another format.
-    #[error("{}: {detail}", path.display())]
-    Corrupt { path: PathBuf, detail: String },
-    #[error("--resume {}: no complete checkpoint there (a directory epoch-N holding manifest.json)", dir.display())]
-    NoCheckpoint { dir: PathBuf },
-    /// The checkpoint was written by a different run.
-    #[error("--resume {}: {what}", path.display())]
-    Mismatch { path: PathBuf, what: String },
-    #[error("checkpoints do not cover method `{method}` yet: {detail}")]
-    Unsupported { method: String, detail: String },
-    /// The ranks could not agree that every shard is written.
-    #[error("checkpoint: {0}")]
-    Comm(#[from] CommError),
-}
-
-impl CheckpointError {
-    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        CheckpointError::Io { action, path: path.to_path_buf(), source }
-    }
-}
 
 /// Adam's state besides its settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,7 +194,7 @@ impl Checkpointer<'_> {
             method: state.method,
         };
         let bytes = shard.encode();
-        store::write_durably(&dir.join(store::shard_name(self.rank)), &bytes)?;
+        write_atomic(&dir.join(store::shard_name(self.rank)), |tmp| std::fs::write(tmp, &bytes))?;
         let mut sizes = vec![0.0f64; self.world];
         sizes[self.rank] = bytes.len() as f64;
         self.started.set(self.started.get() + 1);
@@ -242,7 +212,7 @@ impl Checkpointer<'_> {
         let sizes: Vec<u64> = sizes.iter().map(|&s| s as u64).collect();
         let manifest = Manifest::new(epoch, &self.method, self.config.clone(), &sizes, epochs.to_vec(), best);
         let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
-        store::write_durably(&dir.join(store::MANIFEST), &json)?;
+        write_atomic(&dir.join(store::MANIFEST), |tmp| std::fs::write(tmp, &json))?;
         store::prune(&self.root, epoch, self.keep)
     }
 }

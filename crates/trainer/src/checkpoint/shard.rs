@@ -9,7 +9,8 @@
 
 use std::path::Path;
 
-use super::{CheckpointError, Moments};
+use super::Moments;
+use crate::error::CheckpointError;
 
 const MAGIC: &[u8; 8] = b"HALOCKPT";
 /// The format version this build writes and reads (2: the method blob holds the exchange's and

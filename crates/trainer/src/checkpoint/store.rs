@@ -1,18 +1,18 @@
 //! The checkpoint directory: one subdirectory per checkpoint, `epoch-<N>/`, holding one shard
 //! per rank (`rank-<r>.bin`) and, once every shard is on disk, the manifest (`manifest.json`)
-//! that commits the set. Files are written atomically: a temporary file, fsync, rename, fsync
-//! of the directory. A checkpoint without its manifest is torn and never read; a temporary
+//! that commits the set. Files are written atomically ([`graph_partition::fs::write_atomic`]: a
+//! temporary file, fsync, rename, fsync of the directory). A checkpoint without its manifest is torn and never read; a temporary
 //! file is never read.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
+
+use graph_partition::fs::sync_dir;
 
 use serde::{Deserialize, Serialize};
 
-use super::CheckpointError;
-use crate::report::EpochRecord;
-use crate::train_loop::Best;
+use crate::error::CheckpointError;
+use crate::report::{Best, EpochRecord};
 
 /// The manifest's name inside a checkpoint directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -139,31 +139,6 @@ pub fn prune(root: &Path, newest: usize, keep: usize) -> Result<(), CheckpointEr
         }
         fs::remove_dir_all(&dir).map_err(|source| CheckpointError::io("delete", &dir, source))?;
     }
-    Ok(())
-}
-
-/// Writes `contents` to `path` so that `path` holds either its old contents or all of the new
-/// ones, across crashes: a temporary file beside it, fsync, rename, fsync of the directory.
-pub fn write_durably(path: &Path, contents: &[u8]) -> Result<(), CheckpointError> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(contents)?;
-        file.sync_all()
-    };
-    write().map_err(|source| CheckpointError::io("write", &tmp, source))?;
-    fs::rename(&tmp, path).map_err(|source| CheckpointError::io("rename into place", path, source))?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    sync_dir(dir)
-}
-
-/// Makes a directory's entries (a rename, a new file) durable.
-fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
-    #[cfg(unix)]
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|source| CheckpointError::io("sync", dir, source))?;
-    #[cfg(not(unix))]
-    let _ = dir;
     Ok(())
 }
 

@@ -230,7 +230,7 @@ fn only_committed_checkpoints_are_read_and_old_ones_are_pruned() {
     let torn = store::epoch_dir(dir.path(), 10);
     std::fs::create_dir(&torn).unwrap();
     std::fs::copy(store::epoch_dir(dir.path(), 8).join("rank-0000.bin"), torn.join("rank-0000.bin")).unwrap();
-    std::fs::write(torn.join(format!(".{MANIFEST}.tmp")), b"{\"format\": \"halo-che").unwrap();
+    std::fs::write(torn.join(format!(".halo-tmp-1-0-{MANIFEST}")), b"{\"format\": \"halo-che").unwrap();
     let (picked, manifest) = store::newest_complete(dir.path()).unwrap();
     assert_eq!((picked, manifest.epoch), (store::epoch_dir(dir.path(), 8), 8));
     let mut resume = config(Method::Vanilla, CutKind::EdgeCut, 9);

@@ -6,14 +6,14 @@ use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 
-use super::DistError;
 use super::clock::CommClock;
 use super::setup::WorkerShare;
 use crate::config::TrainConfig;
+use crate::error::DistError;
 use crate::error::TrainError;
 use crate::memory::estimate::{self, Estimate, Term};
 use crate::memory::{Limit, MemoryReport};
-use crate::method::Parts;
+use crate::method::{HaloFeatures, Parts};
 
 const SUGGESTION: &str = "use fewer in-process workers (--workers), a lower --hidden, or MPI ranks spread over \
                           more machines (--backend mpi under mpirun)";
@@ -75,8 +75,8 @@ pub(super) fn before_training(
 ) -> Result<MemoryReport, TrainError> {
     let (in_dim, classes) = (share.features.ncols(), share.num_classes);
     let messages = parts.exchange.is_none().then_some(super::worker::MESSAGE_BYTES);
-    let halo = parts.halo_features;
-    let mine = estimate::worker(config, &share.part, cut, halo, in_dim, classes, share.held_bytes(), messages)?;
+    let halo_held = parts.halo_features == HaloFeatures::Cached;
+    let mine = estimate::worker(config, &share.part, cut, halo_held, in_dim, classes, share.held_bytes(), messages)?;
     let width = mine.terms.len();
     let mut table = vec![0.0f64; comm.size() * width];
     for (slot, term) in table[comm.rank() * width..][..width].iter_mut().zip(&mine.terms) {

@@ -11,8 +11,8 @@ use std::ops::Range;
 use comm_hierarchy::Communicator;
 use gnn_core::{Adam, Optimizer};
 
-use super::DistError;
 use super::clock::CommClock;
+use crate::error::DistError;
 use crate::error::TrainError;
 
 /// Ledger phases of the parameter servers' traffic.

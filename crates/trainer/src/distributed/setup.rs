@@ -17,9 +17,9 @@ use ndarray::{Array2, Axis, s};
 
 use graph_partition::book::CutKind;
 
-use super::DistError;
 use super::clock::CommClock;
 use crate::config::DistributedConfig;
+use crate::error::DistError;
 use crate::report::{GraphSize, PartitionSummary, SplitSizes};
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).

@@ -207,7 +207,7 @@ fn train(
 ) -> Result<Report, ExperimentError> {
     let failed =
         |source| ExperimentError::Run { variant: id.variant.to_string(), seed: id.seed, source: Box::new(source) };
-    let source = crate::Source::Load(datasets_root, &LoadOptions::default());
+    let source = crate::data::Source::Load(datasets_root, &LoadOptions::default());
     let report: Option<Report> = crate::run(config, source, observer).map_err(failed)?;
     report.ok_or_else(|| ExperimentError::NoReport { variant: id.variant.to_string(), seed: id.seed })
 }
@@ -222,9 +222,9 @@ fn serialise_error(id: &RunId<'_>, source: serde_json::Error) -> ExperimentError
     ExperimentError::Serialise { variant: id.variant.to_string(), seed: id.seed, source }
 }
 
-/// [`write_atomically`](crate::report::write_atomically) with the path in the error: an
+/// [`write_atomic`](graph_partition::fs::write_atomic) with the path in the error: an
 /// interrupted write never leaves a truncated file that a rerun would take for a finished one.
 fn write_atomically(path: &Path, text: &str) -> Result<(), ExperimentError> {
-    crate::report::write_atomically(path, text)
-        .map_err(|source| ExperimentError::Output { path: path.to_path_buf(), source })
+    graph_partition::fs::write_atomic(path, |tmp| std::fs::write(tmp, text))
+        .map_err(|e| ExperimentError::Output { path: e.path, source: e.source })
 }

@@ -17,7 +17,6 @@ use graph_partition::{Dataset, Labels};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
-use crate::method::HaloFeatures;
 
 /// One named part of an estimate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -334,7 +333,8 @@ fn sampled_graph_terms(est: &mut Estimate, config: &TrainConfig, rows: Rows) {
 
 /// One worker training on its part, which holds `held_bytes` (`WorkerShare::held_bytes`: the
 /// local graph, the features of its computed rows, and of its halo rows under the halo feature
-/// cache, labels, splits). Under that cache layer 0 exchanges nothing, so it sizes no exchange
+/// cache, labels, splits). `halo_held`: the halo feature cache is on (the method's
+/// `HaloFeatures::Cached`); under it layer 0 exchanges nothing, so it sizes no exchange
 /// buffer. `message_bytes`: the exchange's calls run in rounds of messages this large
 /// (`gnn_core::exchange::MessageCap`; `None` when codecs code the rows). The rounds are counted
 /// from this worker's largest peer; the agreed count, from every worker's, can only be larger.
@@ -343,7 +343,7 @@ pub fn worker(
     config: &TrainConfig,
     part: &LocalGraph,
     cut: CutKind,
-    halo: HaloFeatures,
+    halo_held: bool,
     in_dim: usize,
     classes: usize,
     held_bytes: u64,
@@ -354,14 +354,14 @@ pub fn worker(
     let copies_aggregate = primaries_only && cut == CutKind::VertexCut;
     let computed = if primaries_only { part.num_primary() } else { n };
     let (symmetric, edges) = (part.csr().is_symmetric(), part.num_edges());
-    let held = if halo == HaloFeatures::Cached { n } else { computed };
+    let held = if halo_held { n } else { computed };
     let rows = Rows { local: n, computed, edges, symmetric, copies_aggregate, held };
     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len()).sum();
     let received: usize = (0..part.num_parts()).map(|q| part.recv(q).len()).sum();
     let one_peer = part.largest_peer_list();
     let traffic = Traffic {
         rows: sent + received + one_peer,
-        layers: usize::from(halo == HaloFeatures::Cached)..usize::MAX,
+        layers: usize::from(halo_held)..usize::MAX,
         cap: message_bytes.map(|bytes| MessageCap { bytes, pair_rows: one_peer }),
     };
     worker_of(config, rows, in_dim, classes, held_bytes as usize, traffic)

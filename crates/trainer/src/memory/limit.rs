@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::estimate::format_bytes;
 use crate::config::MemoryConfig;
+use crate::error::MemoryError;
 
 /// A ceiling and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,23 +45,6 @@ impl Limit {
             suggestion: suggestion.to_string(),
         }))
     }
-}
-
-/// A run whose estimated peak exceeds its ceiling.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MemoryError {
-    #[error(
-        "the estimated peak memory {estimate} exceeds the ceiling of {limit} ({source_}), checked {when}; \
-         estimate:\n{breakdown}\n{suggestion}"
-    )]
-    OverLimit {
-        estimate: String,
-        limit: String,
-        source_: &'static str,
-        when: &'static str,
-        breakdown: String,
-        suggestion: String,
-    },
 }
 
 /// `MemAvailable` from `/proc/meminfo`, in bytes.

@@ -6,7 +6,7 @@ pub mod estimate;
 pub mod limit;
 
 pub use estimate::{Estimate, MemoryReport, Phases, format_bytes};
-pub use limit::{Limit, MemoryError};
+pub use limit::Limit;
 
 /// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), or `None` where the
 /// platform does not have that clock. Unlike wall time it does not grow while the thread waits

@@ -20,13 +20,13 @@ use serde_json::{Value, json};
 
 use super::stats::{EpochTotals, epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
-use crate::Source;
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
 use crate::config::{Backend, TrainConfig};
+use crate::data::Source;
 use crate::distributed::backend_of;
 use crate::distributed::clock::CommClock;
-use crate::distributed::{ComputeGate, DistError, LocalOptions, on_cluster};
-use crate::error::TrainError;
+use crate::distributed::{ComputeGate, LocalOptions, on_cluster};
+use crate::error::{DistError, TrainError};
 use crate::method::Sampling;
 use crate::report::{EpochRecord, GraphSize, Report, SplitSizes};
 use crate::train_loop::{

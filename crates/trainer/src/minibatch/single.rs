@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::stats::{epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, SyncOnly};
+use crate::alone;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
@@ -68,10 +69,10 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    let agreement = crate::single::alone(config)?;
+    let agreement = alone::agreement(config)?;
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
-    let checkpoints = crate::single::checkpoints_alone(method, config, dataset, agreement)?;
+    let checkpoints = alone::checkpoints(method, config, dataset, agreement)?;
     let options = LoopOptions { epochs: config.epochs, patience: config.patience };
     let outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
-    Ok(crate::single::report(method, config, dataset, outcome))
+    Ok(alone::report(method, config, dataset, outcome))
 }

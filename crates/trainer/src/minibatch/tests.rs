@@ -70,7 +70,7 @@ fn data_parallel_warmed(
         let mut trainer = BatchTrainer::new(config, &warmed(BATCH, lr_scaling, warmup), dataset, WORKERS)?;
         let share = Share::new(comm.rank(), comm.size())?;
         let mut sync = SyncOnly::new(|grads: &mut [f32]| {
-            comm.all_reduce_sum_f32("grads", grads).map_err(crate::distributed::DistError::from)?;
+            comm.all_reduce_sum_f32("grads", grads).map_err(crate::error::DistError::from)?;
             Ok(0.0)
         });
         let mut params = Vec::new();

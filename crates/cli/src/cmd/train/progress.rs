@@ -5,8 +5,9 @@
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use trainer::report::Best;
 use trainer::report::EpochRecord;
-use trainer::train_loop::{Best, EpochObserver};
+use trainer::train_loop::EpochObserver;
 
 use super::keeper::Keeper;
 use crate::cmd::output::bytes;

@@ -8,7 +8,7 @@ use comm_hierarchy::Communicator;
 use graph_partition::partition::feature_cut;
 use ndarray::{Array2, s};
 
-use crate::distributed::DistError;
+use crate::error::DistError;
 
 /// Ledger phases of a fetch: the requested vertex ids, then the column blocks of their rows.
 pub(crate) const FETCH_IDS: &str = "fetch/ids";

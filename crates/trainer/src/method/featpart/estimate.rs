@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::columns::{ColumnShard, FETCH_COLUMNS, FETCH_IDS};
 use super::plan::Estimates;
-use crate::distributed::DistError;
 use crate::distributed::clock::CommClock;
+use crate::error::DistError;
 use crate::error::TrainError;
 use crate::minibatch::trainer::BatchTrainer;
 

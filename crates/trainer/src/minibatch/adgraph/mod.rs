@@ -23,12 +23,12 @@ use serde_json::{Value, json};
 
 use super::data_parallel::{AllReduce, Worker};
 use super::trainer::{BatchTrainer, FullGraph, Subgraph};
-use crate::Source;
 use crate::checkpoint::{RunIdentity, fingerprint_ids};
 use crate::config::{Backend, TrainConfig};
+use crate::data::Source;
 use crate::distributed::clock::CommClock;
-use crate::distributed::{ComputeGate, DistError, LocalOptions, backend_of, on_cluster};
-use crate::error::TrainError;
+use crate::distributed::{ComputeGate, LocalOptions, backend_of, on_cluster};
+use crate::error::{DistError, TrainError};
 use crate::method::Sampling;
 use crate::report::{GraphSize, Report, SplitSizes};
 use crate::train_loop::EpochObserver;

@@ -1,8 +1,17 @@
-//! The error of a training run.
+//! The errors of a training run: [`TrainError`] and the errors it wraps from each part of a run
+//! ([`DistError`], [`CheckpointError`], [`MemoryError`]), kept here, below every module that
+//! returns them, so that no module reaches up for an error type.
+
+mod checkpoint;
+mod dist;
+mod memory;
 
 use gnn_core::{GraphError, LossError, ModelError, OptimError};
 use graph_partition::sample::{PlanError, SampleError};
 
+pub use self::checkpoint::CheckpointError;
+pub use self::dist::DistError;
+pub use self::memory::MemoryError;
 use crate::config::ConfigError;
 use crate::data::DataError;
 
@@ -49,13 +58,13 @@ pub enum TrainError {
         /// The 1-based epoch of the step.
         epoch: usize,
         /// Where the value was found.
-        site: crate::guard::Site,
+        site: Site,
         /// What to try.
         hint: String,
     },
     /// A distributed run could not be set up or a worker failed.
     #[error(transparent)]
-    Distributed(#[from] crate::distributed::DistError),
+    Distributed(#[from] DistError),
     /// Mini-batches could not be sampled.
     #[error("sampling: {0}")]
     Sample(#[from] SampleError),
@@ -65,12 +74,12 @@ pub enum TrainError {
     /// A method's controller failed between steps.
     #[error("method controller: {0}")]
     Controller(Box<dyn std::error::Error + Send + Sync>),
+    /// The estimated peak memory exceeds the ceiling.
+    #[error(transparent)]
+    Memory(#[from] Box<MemoryError>),
     /// A checkpoint could not be written, or the run could not resume from one.
     #[error(transparent)]
-    Memory(#[from] Box<crate::memory::MemoryError>),
-
-    #[error(transparent)]
-    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    Checkpoint(#[from] CheckpointError),
     /// `HALO_FAULT` does not name a fault.
     #[error(transparent)]
     FaultSpec(#[from] comm_hierarchy::fault::FaultSpecError),
@@ -85,4 +94,28 @@ pub enum TrainError {
         /// Which parts clash.
         detail: String,
     },
+}
+
+/// Where a non-finite value was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Site {
+    /// The loss; the first conv layer whose output was non-finite, if any.
+    Loss { layer: Option<usize> },
+    /// The gradient of a parameter (named as in the model's parameter list).
+    Gradient { param: String },
+    /// A parameter after the optimizer step.
+    Parameter { param: String },
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Site::Loss { layer: Some(l) } => {
+                write!(f, "the loss (the output of layer {l} was the first to go non-finite)")
+            }
+            Site::Loss { layer: None } => write!(f, "the loss (every layer's output was finite)"),
+            Site::Gradient { param } => write!(f, "the gradient of {param}"),
+            Site::Parameter { param } => write!(f, "parameter {param} after the update"),
+        }
+    }
 }
