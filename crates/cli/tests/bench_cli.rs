@@ -105,6 +105,16 @@ fn uneven_hosts_name_both_flags() {
     assert!(stderr.contains("--workers 6") && stderr.contains("--hosts 4"), "{stderr}");
 }
 
+#[test]
+fn an_unwritable_report_is_named_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir/comm.json");
+    let out = halo(&["bench", "comm", "--workers", "2", "--report", missing.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("--report") && err.contains("no-such-dir"), "{err}");
+    assert!(!err.contains("link"), "nothing was measured: {err}");
+}
+
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn mpi_backend_without_the_feature_says_how_to_get_it() {

@@ -97,6 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn run_comm(args: CommArgs) -> anyhow::Result<()> {
     ensure!(args.iterations >= 1, "--iterations must be at least 1");
+    if let Some(path) = &args.report {
+        super::output::check_writable(path, "--report")?;
+    }
     let links = match &args.links {
         Some(path) => LinkModel::from_toml_file(path)?,
         None => LinkModel::default(),
@@ -426,7 +429,7 @@ fn finish(report: &Report, path: Option<&Path>) -> anyhow::Result<()> {
     }
     if let Some(path) = path {
         let json = serde_json::to_string_pretty(report)?;
-        std::fs::write(path, json + "\n").with_context(|| format!("cannot write --report {}", path.display()))?;
+        super::output::write_atomically(path, &(json + "\n"), "--report")?;
     }
     Ok(())
 }

@@ -156,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json + "\n").with_context(|| format!("cannot write --report {}", path.display()))?;
+        super::output::write_atomically(path, &(json + "\n"), "--report")?;
     }
     eprintln!(
         "{} into {} parts on {} host(s) in {:.3}s: replication factor {:.3}, edge imbalance {:.3}, \
@@ -181,16 +181,10 @@ fn check_outputs(out: Option<&Path>, report: Option<&Path>) -> anyhow::Result<()
     {
         bail!("--out {} is a file, not a directory", dir.display());
     }
-    if let Some(path) = report {
-        if path.is_dir() {
-            bail!("--report {} is a directory, not a file", path.display());
-        }
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            bail!("--report {}: directory {} does not exist", path.display(), parent.display());
-        }
+    match report {
+        Some(path) => super::output::check_writable(path, "--report"),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Names the command-line flag behind a parameter error.
