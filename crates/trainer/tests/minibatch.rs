@@ -92,7 +92,7 @@ fn the_gradient_all_reduce_is_the_only_traffic_of_an_epoch() {
         ..base(ConvKind::Gcn)
     };
     config.distributed.workers = 2;
-    config.method.data_parallel.lr_scaling = LrScaling::Linear;
+    config.minibatch.lr_scaling = Some(LrScaling::Linear);
     let report = train(&config);
     let grads: u64 = report.epochs.iter().map(|e| e.bytes_by_phase.get("grads").copied().unwrap_or(0)).sum();
     assert!(grads > 0);

@@ -7,280 +7,97 @@
 //! backend ([`launch`]), and the report's path must be writable. A run that fails or is
 //! interrupted keeps its report so far ([`keeper`]).
 
-mod adaqp_flags;
-mod adgraph_flags;
-mod cdfgnn_flags;
-mod device_flags;
-mod ecgraph_flags;
-mod featpart_flags;
+mod device;
 mod keeper;
+mod keys;
 pub(crate) mod launch;
-mod memory_flags;
+#[cfg(test)]
+mod method_flag_tests;
 mod progress;
-mod reliability_flags;
 mod summary;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use comm_hierarchy::Preset;
-use gnn_core::{ConvKind, GcnNorm, LayerOrder};
-use graph_partition::book::CutKind;
-use graph_partition::partition::Algorithm;
-use graph_partition::sample::Fanouts;
 use trainer::Source;
-use trainer::config::{Backend, FeatureNorm, LrScaling, Method, ParamSync, TrainConfig};
+use trainer::config::{Method, TrainConfig, heading};
 
 use super::load::LoadArgs;
 use super::output::check_writable;
-use adaqp_flags::{AdaqpFlags, on_off};
-use adgraph_flags::AdgraphFlags;
-use cdfgnn_flags::CdfgnnFlags;
-use device_flags::DeviceFlags;
-use ecgraph_flags::EcgraphFlags;
-use featpart_flags::FeatpartFlags;
 use keeper::Keeper;
+use keys::Given;
 use launch::MpiLaunch;
-use memory_flags::MemoryFlags;
 use progress::Progress;
-use reliability_flags::ReliabilityFlags;
 use summary::summary;
 
-/// `--backend`'s help, which says whether this build can run under mpirun.
-const BACKEND_HELP: &str = if cfg!(feature = "mpi") {
-    "Distributed methods: `local` (in-process threads) or `mpi` (MPI processes, `mpirun -np P halo ...`) \
-     [default: local; mpi when started by mpirun]. This build has MPI. (NCCL is in `halo bench comm` only.)"
+/// What `--backend`'s help adds: whether this build can run under mpirun.
+const BACKEND_BUILD: &str = if cfg!(feature = "mpi") {
+    "This build has MPI. (NCCL is in `halo bench comm` only.)"
 } else {
-    "Distributed methods: `local` (in-process threads) or `mpi` (MPI processes, `mpirun -np P halo ...`) \
-     [default: local]. This build has no MPI: build it with `cargo build --release --features mpi`. \
-     (NCCL is in `halo bench comm` only.)"
+    "This build has no MPI: build it with `cargo build --release --features mpi`. (NCCL is in `halo bench \
+     comm` only.)"
 };
 
-/// `halo train`'s flags, and which of them the command line gave (the refusals of flags that do
-/// not apply to the run read them; a config file's keys are not counted: one file may hold the
-/// settings of every method, and only the named method's apply).
+/// `halo train`'s arguments: every configuration key as a flag ([`keys`]) and the command's own
+/// flags, with the keys the command line gave (the refusals of flags that do not apply to the
+/// run read them; a config file's keys are not counted: one file may hold the settings of every
+/// method, and only the named method's apply).
 #[derive(Debug)]
 pub struct Args {
     flags: Flags,
-    /// The long names of the flags given on the command line.
-    given: Vec<String>,
+    /// The parsed command line, which [`Args::resolve`] writes over the configuration.
+    matches: clap::ArgMatches,
+    given: Vec<Given>,
+}
+
+impl Args {
+    /// Whether the command line gave `key`.
+    fn gave(&self, key: &str) -> bool {
+        self.given.iter().any(|g| g.key == key)
+    }
 }
 
 impl clap::FromArgMatches for Args {
     fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        Ok(Self { flags: Flags::from_arg_matches(matches)?, given: given(matches) })
+        let command = <Self as clap::Args>::augment_args(clap::Command::new("train"));
+        Ok(Self {
+            flags: Flags::from_arg_matches(matches)?,
+            matches: matches.clone(),
+            given: keys::given(&command, matches),
+        })
     }
 
     fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        self.flags.update_from_arg_matches(matches)?;
-        self.given = given(matches);
+        *self = Self::from_arg_matches(matches)?;
         Ok(())
     }
 }
 
 impl clap::Args for Args {
     fn augment_args(command: clap::Command) -> clap::Command {
-        Flags::augment_args(command)
+        let command = keys::augment(command).mut_arg("backend", |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(format!("{help} {BACKEND_BUILD}"))
+        });
+        // The keys leave their last section's heading in force; the command's own flags name theirs.
+        Flags::augment_args(command.next_help_heading(None::<&str>))
     }
 
     fn augment_args_for_update(command: clap::Command) -> clap::Command {
-        Flags::augment_args_for_update(command)
+        Self::augment_args(command)
     }
 }
 
-/// The long names of the flags `matches` got from the command line (an argument's id is its
-/// field's name, which the long name spells with dashes).
-fn given(matches: &clap::ArgMatches) -> Vec<String> {
-    matches
-        .ids()
-        .filter(|id| matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
-        .map(|id| id.as_str().replace('_', "-"))
-        .collect()
-}
-
-/// The sections of `halo train --help`; a method's settings sit under `method <name>`.
-mod heading {
-    pub const DATA: &str = "Data";
-    pub const MODEL: &str = "Model";
-    pub const OPTIMIZATION: &str = "Optimization";
-    pub const DISTRIBUTED: &str = "Distributed";
-    pub const VANILLA: &str = "Method vanilla";
-    pub const DATA_PARALLEL: &str = "Method data-parallel";
-    pub const ADAQP: &str = "Method adaqp";
-    pub const ADGRAPH: &str = "Method adgraph";
-    pub const CDFGNN: &str = "Method cdfgnn";
-    pub const FEATPART: &str = "Method featpart";
-    pub const ECGRAPH: &str = "Method ecgraph";
-    pub const RELIABILITY: &str = "Reliability";
-    pub const OUTPUT: &str = "Output";
-}
-
+/// The flags of the command itself, which no configuration holds.
 #[derive(Debug, clap::Args)]
 struct Flags {
     /// TOML file with any of the keys below (spelled like the flags, e.g. `weight-decay = 0.0`);
     /// flags given on the command line override it.
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
-    /// Training method [default: single].
-    #[arg(long, value_enum)]
-    method: Option<Method>,
-    #[command(flatten)]
-    device: DeviceFlags,
-    /// Compute threads [default: all cores].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    threads: Option<usize>,
-    /// Dataset directory in the OGB raw layout, or the name of one under `datasets/`
-    /// [default: a built-in synthetic graph].
-    #[arg(help_heading = heading::DATA, long, value_name = "PATH")]
-    dataset: Option<String>,
-    /// Split under `split/` [default: the dataset's default split].
-    #[arg(help_heading = heading::DATA, long, value_name = "NAME")]
-    split: Option<String>,
-    /// Feature normalisation [default: none].
-    #[arg(help_heading = heading::DATA, long, value_enum)]
-    feature_norm: Option<FeatureNorm>,
     #[command(flatten, next_help_heading = heading::DATA)]
     load: LoadArgs,
-    /// Architecture: gcn, sage or gat [default: gcn].
-    #[arg(help_heading = heading::MODEL, long, value_name = "NAME")]
-    model: Option<ConvKind>,
-    /// Number of GNN layers [default: 2].
-    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
-    layers: Option<usize>,
-    /// Hidden width (per head for GAT) [default: 16].
-    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
-    hidden: Option<usize>,
-    /// Attention heads of GAT's hidden layers [default: 8].
-    #[arg(help_heading = heading::MODEL, long, value_name = "N", allow_negative_numbers = true)]
-    heads: Option<usize>,
-    /// Dropout probability [default: 0.5].
-    #[arg(help_heading = heading::MODEL, long, value_name = "F", allow_negative_numbers = true)]
-    dropout: Option<f32>,
-    /// Dropout probability on the input features [default: --dropout; 0 under cdfgnn].
-    #[arg(help_heading = heading::MODEL, long, value_name = "F", allow_negative_numbers = true)]
-    input_dropout: Option<f32>,
-    /// LayerNorm after every hidden conv, before its activation [default: off].
-    #[arg(help_heading = heading::MODEL, long, value_name = "on|off", value_parser = on_off)]
-    layer_norm: Option<bool>,
-    /// Hidden layer order: dropout-last (conv, LayerNorm, activation, dropout) or dropout-first
-    /// (conv, dropout, LayerNorm, activation) [default: the method's, dropout-first for adaqp,
-    /// else dropout-last].
-    #[arg(help_heading = heading::MODEL, long, value_name = "ORDER")]
-    layer_order: Option<LayerOrder>,
-    /// Training epochs [default: 200].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
-    epochs: Option<usize>,
-    /// Adam learning rate [default: 0.01].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "F", allow_negative_numbers = true)]
-    lr: Option<f32>,
-    /// L2 weight decay [default: 0.0005].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "F", allow_negative_numbers = true)]
-    weight_decay: Option<f32>,
-    /// Seed of initialisation, dropout and the synthetic graph [default: 0].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
-    seed: Option<u64>,
-    /// Stop after N epochs without a validation improvement [default: never].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N", allow_negative_numbers = true)]
-    patience: Option<usize>,
-    /// Mini-batch training: seed vertices per step, per worker for data-parallel
-    /// [default: full batch].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
-    batch_size: Option<usize>,
-    /// Neighbours sampled per vertex and layer, input layer first, -1 for all (e.g. 10,25):
-    /// per mini-batch block, or without --batch-size (single, vanilla, ecgraph) each layer's
-    /// in-edges drawn anew every epoch, full-batch [default: every neighbour].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "LIST")]
-    fanouts: Option<Fanouts>,
-    /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones
-    /// [default: global].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "NORM")]
-    gcn_norm: Option<GcnNorm>,
-    /// Mini-batch: vertices per batch of layer-wise evaluation [default: 4096].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
-    eval_batch_size: Option<usize>,
-    /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
-    /// over the first N epochs (`--lr-scaling linear`'s warm-up) [default: 0].
-    #[arg(help_heading = heading::OPTIMIZATION, long, value_name = "N")]
-    lr_warmup: Option<usize>,
-    /// Distributed methods: how the graph is split, edge or vertex [default: edge].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "CUT")]
-    cut: Option<CutKind>,
-    /// Distributed methods: partitioner, one of hash, random, metis, bdg (edge-cut) or
-    /// random-vertex-cut, ebv (vertex-cut) [default: metis for edge, ebv for vertex].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "NAME")]
-    partitioner: Option<Algorithm>,
-    /// Distributed methods: use the partition book `halo partition --out DIR` saved instead of
-    /// partitioning (checked against the dataset, the workers and the cut).
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "DIR")]
-    partition_book: Option<PathBuf>,
-    /// Distributed methods: workers of the local backend [default: 4]; under MPI the world size.
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "P", allow_negative_numbers = true)]
-    workers: Option<usize>,
-    /// Distributed methods: hosts the workers are spread over, dividing the workers [default: 1].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "H", allow_negative_numbers = true)]
-    hosts: Option<usize>,
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "local|mpi", help = BACKEND_HELP)]
-    backend: Option<Backend>,
-    /// Distributed methods: the modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart,
-    /// adgraph (the papers' clusters) [default: cdfgnn].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "NAME")]
-    topology: Option<Preset>,
-    /// Distributed methods: multiply the topology's link bandwidths (latencies kept)
-    /// [default: 1].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "F")]
-    bandwidth_scale: Option<f64>,
-    /// Distributed methods: split halo exchanges and compute what needs no halo row meanwhile.
-    #[arg(help_heading = heading::DISTRIBUTED, long)]
-    overlap: bool,
-    /// Distributed vertex-cut: only masters run the dense per-row work; mirrors aggregate their
-    /// edges and push partial sums (less memory and compute; the same traffic as a replica sync).
-    #[arg(help_heading = heading::DISTRIBUTED, long)]
-    masters_only: bool,
-    /// Distributed methods, in-process workers: compute one worker at a time, so each worker's
-    /// measured compute (and the modeled epoch) is what it takes with the machine to itself.
-    /// Results are unchanged; runs take longer. On without the flag when the workers outnumber
-    /// the cores (and no checkpoints are written).
-    #[arg(help_heading = heading::DISTRIBUTED, long)]
-    serialize_compute: bool,
-    /// Distributed methods: evaluate through the method's codecs (advancing their state)
-    /// instead of exactly.
-    #[arg(help_heading = heading::DISTRIBUTED, long)]
-    lossy_eval: bool,
-    /// Full-batch distributed methods: agree on the update by an all-reduce of the gradients,
-    /// or through parameter servers holding contiguous slices (push gradients, pull slices)
-    /// [default: allreduce].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_enum)]
-    param_sync: Option<ParamSync>,
-    /// --param-sync ps: parameter servers, co-located with the first workers [default: one per
-    /// worker].
-    #[arg(help_heading = heading::DISTRIBUTED, long, value_name = "M")]
-    servers: Option<usize>,
-    /// vanilla: send only the rows a receiver does not already hold (lossless).
-    #[arg(help_heading = heading::VANILLA, long)]
-    skip_repeats: bool,
-    /// data-parallel, adgraph: learning rate times the number of workers (linear) or as given
-    /// [default: none for data-parallel, linear for adgraph].
-    #[arg(help_heading = heading::DATA_PARALLEL, long, value_enum)]
-    lr_scaling: Option<LrScaling>,
-    #[command(flatten, next_help_heading = heading::ADAQP)]
-    adaqp: AdaqpFlags,
-    #[command(flatten, next_help_heading = heading::ADGRAPH)]
-    adgraph: AdgraphFlags,
-    #[command(flatten, next_help_heading = heading::CDFGNN)]
-    cdfgnn: CdfgnnFlags,
-    #[command(flatten, next_help_heading = heading::FEATPART)]
-    featpart: FeatpartFlags,
-    #[command(flatten, next_help_heading = heading::ECGRAPH)]
-    ecgraph: EcgraphFlags,
-    #[command(flatten, next_help_heading = heading::RELIABILITY)]
-    reliability: ReliabilityFlags,
-    #[command(flatten, next_help_heading = heading::RELIABILITY)]
-    memory: MemoryFlags,
-    /// Write the JSON report here (checked before training starts; a run that fails or is
-    /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
-    #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE.json")]
-    report: Option<PathBuf>,
     /// Write the weights of the best validation epoch here (safetensors), and the model and
     /// training configuration beside it (the same name ending in `.json`), for `halo predict`.
     #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE.safetensors")]
@@ -294,34 +111,42 @@ impl Args {
     /// Defaults, overridden by the config file, overridden by the flags; validated after the
     /// flags that do not apply to the method are refused.
     fn resolve(&self) -> anyhow::Result<TrainConfig> {
-        let c = self.flags.merged()?;
+        let mut c = match &self.flags.config {
+            Some(path) => TrainConfig::from_toml_file(path)?,
+            None => TrainConfig::default(),
+        };
+        clap::FromArgMatches::update_from_arg_matches(&mut c, &self.matches)?;
         refuse_foreign(&self.given, c.method.name)?;
-        if let (Some(cut), Some(own)) = (self.flags.cut, c.method.name.cut())
-            && cut != own
+        if let Some(own) = c.method.name.cut()
+            && self.gave("cut")
+            && c.distributed.cut != own
         {
-            bail!("--cut {cut}: --method {} trains on a {own}-cut", c.method.name.as_str());
+            bail!("--cut {}: --method {} trains on a {own}-cut", c.distributed.cut, c.method.name.as_str());
         }
         let c = c.with_method_cut();
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
-}
 
-/// The configuration key a flag sets (the flag's name but for these).
-fn flag_key(flag: &str) -> &str {
-    FLAG_KEYS.iter().find(|(f, _)| *f == flag).map_or(flag, |(_, key)| key)
+    /// How errors about the report path name it: the flag, or the config file's key.
+    fn report_flag(&self) -> String {
+        match &self.flags.config {
+            Some(file) if !self.gave("report") => format!("`report` of {}", file.display()),
+            _ => "--report".to_string(),
+        }
+    }
 }
 
 /// Refuses the `given` flags of another method's settings than `method`'s, naming the methods
 /// they belong to.
-fn refuse_foreign(given: &[String], method: Method) -> anyhow::Result<()> {
+fn refuse_foreign(given: &[Given], method: Method) -> anyhow::Result<()> {
     let foreign: Vec<String> = given
         .iter()
-        .filter_map(|flag| {
-            let owners = trainer::config::owners(flag_key(flag));
+        .filter_map(|given| {
+            let owners = trainer::config::owners(&given.key);
             let names: Vec<&str> = owners.iter().map(|m| m.as_str()).collect();
             (!owners.is_empty() && !owners.contains(&method))
-                .then(|| format!("--{flag} is a setting of --method {}", names.join(" or ")))
+                .then(|| format!("--{} is a setting of --method {}", given.flag, names.join(" or ")))
         })
         .collect();
     if !foreign.is_empty() {
@@ -329,88 +154,6 @@ fn refuse_foreign(given: &[String], method: Method) -> anyhow::Result<()> {
         bail!("{}; this run is --method {}, which would ignore {it}", foreign.join(", "), method.as_str());
     }
     Ok(())
-}
-
-/// The flags spelled otherwise than their configuration key.
-const FLAG_KEYS: [(&str, &str); 3] =
-    [("method", "name"), ("lr-warmup", "lr-warmup-epochs"), ("fetch-trials", "trials")];
-
-impl Flags {
-    /// How errors about the report path name it: the flag, or the config file's key.
-    fn report_flag(&self) -> String {
-        match (&self.report, &self.config) {
-            (None, Some(file)) => format!("`report` of {}", file.display()),
-            _ => "--report".to_string(),
-        }
-    }
-
-    /// Defaults, overridden by the config file, overridden by the flags (not validated yet).
-    fn merged(&self) -> anyhow::Result<TrainConfig> {
-        let mut c = match &self.config {
-            Some(path) => TrainConfig::from_toml_file(path)?,
-            None => TrainConfig::default(),
-        };
-        fn set<T: Clone>(slot: &mut T, flag: &Option<T>) {
-            if let Some(v) = flag {
-                *slot = v.clone();
-            }
-        }
-        fn set_opt<T: Clone>(slot: &mut Option<T>, flag: &Option<T>) {
-            if flag.is_some() {
-                slot.clone_from(flag);
-            }
-        }
-        set_opt(&mut c.dataset, &self.dataset);
-        set(&mut c.model, &self.model);
-        set(&mut c.layers, &self.layers);
-        set(&mut c.hidden, &self.hidden);
-        set(&mut c.heads, &self.heads);
-        set(&mut c.epochs, &self.epochs);
-        set(&mut c.lr, &self.lr);
-        set(&mut c.weight_decay, &self.weight_decay);
-        set(&mut c.dropout, &self.dropout);
-        set_opt(&mut c.input_dropout, &self.input_dropout);
-        set(&mut c.layer_norm, &self.layer_norm);
-        set_opt(&mut c.layer_order, &self.layer_order);
-        set(&mut c.seed, &self.seed);
-        set(&mut c.feature_norm, &self.feature_norm);
-        set_opt(&mut c.split, &self.split);
-        set(&mut c.method.name, &self.method);
-        set(&mut c.distributed.cut, &self.cut);
-        set_opt(&mut c.distributed.partitioner, &self.partitioner);
-        set_opt(&mut c.distributed.partition_book, &self.partition_book);
-        set(&mut c.distributed.workers, &self.workers);
-        set(&mut c.distributed.hosts, &self.hosts);
-        set(&mut c.distributed.backend, &self.backend);
-        set(&mut c.distributed.topology, &self.topology);
-        set(&mut c.distributed.bandwidth_scale, &self.bandwidth_scale);
-        c.distributed.overlap |= self.overlap;
-        c.distributed.masters_only |= self.masters_only;
-        c.distributed.serialize_compute |= self.serialize_compute;
-        c.distributed.lossy_eval |= self.lossy_eval;
-        set(&mut c.distributed.param_sync, &self.param_sync);
-        set_opt(&mut c.distributed.servers, &self.servers);
-        c.method.vanilla.skip_repeats |= self.skip_repeats;
-        set_opt(&mut c.minibatch.batch_size, &self.batch_size);
-        set_opt(&mut c.minibatch.fanouts, &self.fanouts);
-        set(&mut c.minibatch.gcn_norm, &self.gcn_norm);
-        set(&mut c.minibatch.eval_batch_size, &self.eval_batch_size);
-        set(&mut c.method.data_parallel.lr_scaling, &self.lr_scaling);
-        set(&mut c.method.adgraph.lr_scaling, &self.lr_scaling);
-        set(&mut c.minibatch.lr_warmup_epochs, &self.lr_warmup);
-        self.adgraph.apply(&mut c);
-        set_opt(&mut c.threads, &self.threads);
-        set_opt(&mut c.patience, &self.patience);
-        self.featpart.apply(&mut c);
-        set_opt(&mut c.report, &self.report);
-        self.adaqp.apply(&mut c);
-        self.cdfgnn.apply(&mut c);
-        self.ecgraph.apply(&mut c);
-        self.device.apply(&mut c);
-        self.reliability.apply(&mut c);
-        self.memory.apply(&mut c);
-        Ok(c)
-    }
 }
 
 /// The validated configuration `halo train FLAGS` would run (flags without the subcommand);
@@ -456,13 +199,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// MPI backend, and the report a writable path (on the rank that writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let mut config = args.resolve()?;
-    device_flags::check_build(&config, cfg!(feature = "cuda"))?;
+    device::check_build(&config, cfg!(feature = "cuda"))?;
     if config.method.name == Method::Single {
         let ignored: Vec<String> = args
             .given
             .iter()
-            .filter(|flag| trainer::config::is_distributed(flag_key(flag)))
-            .map(|flag| format!("--{flag}"))
+            .filter(|given| trainer::config::is_distributed(&given.key))
+            .map(|given| format!("--{}", given.flag))
             .collect();
         if !ignored.is_empty() {
             bail!(
@@ -473,9 +216,9 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
             );
         }
     }
-    let args = &args.flags;
     let launch = MpiLaunch::from_env();
-    if let Some(backend) = launch::backend_for(launch.as_ref(), &config, args.backend, cfg!(feature = "mpi"))? {
+    let backend_flag = args.gave("backend").then_some(config.distributed.backend);
+    if let Some(backend) = launch::backend_for(launch.as_ref(), &config, backend_flag, cfg!(feature = "mpi"))? {
         tracing::info!("started by an MPI launcher: training with --backend {}", backend.as_str());
         config.distributed.backend = backend;
     }
@@ -484,7 +227,7 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
     if let Some((path, flag)) = &target {
         check_writable(path, flag)?;
     }
-    if let Some(path) = args.save_model.as_ref().filter(|_| writes_report) {
+    if let Some(path) = args.flags.save_model.as_ref().filter(|_| writes_report) {
         let sidecar = trainer::export::sidecar_path(path);
         if sidecar == *path {
             bail!(
@@ -507,8 +250,13 @@ fn use_threads(threads: usize) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use clap::Parser;
+    use gnn_core::{ConvKind, GcnNorm};
+    use graph_partition::book::CutKind;
+    use graph_partition::partition::Algorithm;
+    use trainer::config::{Backend, LrScaling};
+
+    use super::*;
 
     #[derive(Parser)]
     struct Cli {
@@ -539,14 +287,14 @@ mod tests {
     }
 
     #[test]
-    fn mini_batch_flags_set_the_minibatch_and_data_parallel_keys() {
+    fn mini_batch_flags_set_the_minibatch_keys() {
         let argv = ["--method", "data-parallel", "--batch-size", "32", "--fanouts", "10,25", "--gcn-norm", "sampled"];
         let c =
             parse(&[&argv[..], &["--eval-batch-size", "100", "--lr-scaling", "linear"]].concat()).resolve().unwrap();
         assert_eq!((c.method.name, c.minibatch.batch_size), (Method::DataParallel, Some(32)));
         assert_eq!(c.minibatch.fanouts, Some("10,25".parse().unwrap()));
         assert_eq!((c.minibatch.gcn_norm, c.minibatch.eval_batch_size), (GcnNorm::Sampled, 100));
-        assert_eq!(c.method.data_parallel.lr_scaling, LrScaling::Linear);
+        assert_eq!((c.minibatch.lr_scaling, c.lr_scaling()), (Some(LrScaling::Linear), LrScaling::Linear));
         assert_eq!(c.minibatch.lr_warmup_epochs, 0);
         let c = parse(&[&argv[..], &["--lr-warmup", "5"]].concat()).resolve().unwrap();
         assert_eq!(c.minibatch.lr_warmup_epochs, 5);
@@ -563,16 +311,12 @@ mod tests {
         let argv = ["--method", "adgraph", "--hops", "2", "--batch-size", "16", "--partitioner", "random"];
         let c = parse(&[&argv[..], &["--lr-scaling", "none"]].concat()).resolve().unwrap();
         assert_eq!((c.method.name, c.method.adgraph.hops), (Method::Adgraph, 2));
-        assert_eq!(
-            (c.method.adgraph.lr_scaling, c.distributed.partitioner),
-            (LrScaling::None, Some(Algorithm::Random))
-        );
+        assert_eq!((c.lr_scaling(), c.distributed.partitioner), (LrScaling::None, Some(Algorithm::Random)));
         let c = parse(&["--method", "adgraph", "--batch-size", "16"]).resolve().unwrap();
-        assert_eq!(
-            (c.method.adgraph.hops, c.method.adgraph.lr_scaling),
-            (1, LrScaling::Linear),
-            "the paper's defaults"
-        );
+        assert_eq!((c.method.adgraph.hops, c.lr_scaling()), (1, LrScaling::Linear), "the paper's defaults");
+        let err =
+            parse(&["--method", "featpart", "--batch-size", "16", "--lr-scaling", "linear"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`lr-scaling`: featpart does not scale"), "{err:#}");
         let err = parse(&["--method", "adgraph", "--hops", "2"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`batch-size`"), "{err:#}");
         let err = parse(&["--hops", "2"]).resolve().unwrap_err().to_string();
@@ -585,24 +329,24 @@ mod tests {
     fn the_device_flag_is_checked_before_any_work() {
         let c = parse(&["--device", "cuda:1"]).resolve().unwrap();
         assert_eq!(c.device, trainer::config::Device::Cuda(1));
-        let err = device_flags::check_build(&c, false).unwrap_err().to_string();
-        assert!(err.contains("--device cuda:1") && err.contains(device_flags::CUDA_BUILD), "{err}");
-        device_flags::check_build(&c, true).unwrap();
+        let err = device::check_build(&c, false).unwrap_err().to_string();
+        assert!(err.contains("--device cuda:1") && err.contains(device::CUDA_BUILD), "{err}");
+        device::check_build(&c, true).unwrap();
         let err = parse(&["--device", "cuda", "--method", "vanilla"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("single-process"), "{err:#}");
         let cli = Cli::try_parse_from(["train", "--device", "gpu"]).err().expect("an unknown device is refused");
         assert!(cli.to_string().contains("unknown device `gpu`"), "{cli}");
         if !cfg!(feature = "cuda") {
             let err = checked(&parse(&["--device", "cuda"])).unwrap_err().to_string();
-            assert!(err.contains(device_flags::CUDA_BUILD), "{err}");
+            assert!(err.contains(device::CUDA_BUILD), "{err}");
         }
     }
 
     /// NCCL is a `halo bench comm` backend; training has none, and the refusal says where it is.
     #[test]
     fn the_backend_flag_points_nccl_at_the_benchmark() {
-        assert_eq!(parse(&["--backend", "mpi"]).flags.backend, Some(Backend::Mpi));
-        assert_eq!(parse(&["--backend", "local"]).flags.backend, Some(Backend::Local));
+        let backend = |name| parse(&["--method", "vanilla", "--backend", name]).resolve().unwrap().distributed.backend;
+        assert_eq!((backend("mpi"), backend("local")), (Backend::Mpi, Backend::Local));
         let cli = Cli::try_parse_from(["train", "--backend", "nccl"]).err().expect("training has no NCCL backend");
         assert!(cli.to_string().contains("halo bench comm --backend nccl"), "{cli}");
         let cli = Cli::try_parse_from(["train", "--backend", "gloo"]).err().expect("an unknown backend is refused");
@@ -632,8 +376,8 @@ mod tests {
     fn a_methods_flag_under_another_method_is_refused_naming_its_owner() {
         let mut refused = 0;
         for arg in command().get_arguments() {
-            let Some(long) = arg.get_long() else { continue };
-            let owners = trainer::config::owners(flag_key(long));
+            let (Some(long), Some(key)) = (arg.get_long(), keys::key_of(arg)) else { continue };
+            let owners = trainer::config::owners(&key);
             if owners.is_empty() {
                 continue;
             }
@@ -678,12 +422,11 @@ mod tests {
         let mut sections = std::collections::BTreeSet::new();
         for arg in command.get_arguments() {
             let Some(long) = arg.get_long() else { continue };
-            let key = flag_key(long);
-            assert!(
-                cli_only.contains(&long) || !trainer::config::sections_of(key).is_empty(),
-                "--{long} sets no configuration key"
-            );
-            let owners = trainer::config::owners(key);
+            let Some(key) = keys::key_of(arg) else {
+                assert!(cli_only.contains(&long), "--{long} sets no configuration key");
+                continue;
+            };
+            let owners = trainer::config::owners(&key);
             match arg.get_help_heading().and_then(|h| h.strip_prefix("Method ")) {
                 Some(name) => {
                     assert!(owners.iter().any(|m| m.as_str() == name), "--{long} under `Method {name}`");
@@ -701,7 +444,8 @@ mod tests {
             .map(|v| v.get_name().to_string())
             .collect();
         assert_eq!(offered, Method::ALL.map(|m| m.as_str().to_string()));
-        let with_settings: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).filter(|m| *m != "single").collect();
+        let with_settings: Vec<&str> =
+            Method::ALL.iter().map(|m| m.as_str()).filter(|m| !["single", "data-parallel"].contains(m)).collect();
         assert_eq!(
             sections.into_iter().collect::<std::collections::BTreeSet<_>>(),
             with_settings.into_iter().collect()

@@ -138,7 +138,7 @@ fn sampled_single_process_resumes_exactly() {
 fn data_parallel_resumes_exactly() {
     assert_resume_is_exact_with(Method::DataParallel, CutKind::EdgeCut, |c| {
         sampled(c);
-        c.method.data_parallel.lr_scaling = crate::config::LrScaling::Linear;
+        c.minibatch.lr_scaling = Some(crate::config::LrScaling::Linear);
     });
 }
 

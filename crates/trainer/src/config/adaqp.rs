@@ -91,22 +91,36 @@ impl Beta {
 
 /// Settings of `adaqp`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct AdaqpSettings {
+    /// Bits per quantized row: 2, 4, 8, adaptive (problem (12) per group of rows), random (a
+    /// random width per group), or adaptive-random-budget (adaptive within the bytes of
+    /// random's widths).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub bits: Bits,
-    /// Rows per group of the assignment (one width per group); the paper takes 100 on Reddit,
-    /// a few tens keeps Cora's problem non-trivial.
+    /// Rows per group of the bit-width assignment (one width per group); the paper takes 100 on
+    /// Reddit, a few tens keeps Cora's problem non-trivial.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub group_size: usize,
-    /// Weight of the variance objective; the time objective gets `1 - lambda`.
+    /// Weight of the variance objective against the time objective (which gets 1 - lambda), in
+    /// [0, 1].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub lambda: f64,
-    /// Epochs between assignments (the first after this many epochs at 8 bits).
+    /// Epochs between bit-width assignments (8 bits until the first).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub assign_period: usize,
+    /// A row's aggregation weight: the paper's sum of squared coefficients or the authors'
+    /// code's squared sum.
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub beta: Beta,
     /// Seconds the MILP solver may take per layer and direction before it returns its best
     /// assignment so far.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "S"))]
     pub solver_time_limit: f64,
-    /// The report of `halo bench comm --backend mpi --report FILE`: its per-pair fits
-    /// (`link_fits`) replace the topology's links in the time model (MPI runs only).
+    /// The report of `halo bench comm --backend mpi --report FILE.json`, whose per-pair fits
+    /// replace the topology's links in the time model (MPI runs only).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE.json"))]
     pub time_fit: Option<std::path::PathBuf>,
 }
 

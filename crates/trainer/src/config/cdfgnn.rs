@@ -52,35 +52,52 @@ pub const QUANT_BITS: [u8; 5] = [0, 2, 4, 8, 16];
 
 /// `[method.cdfgnn]` settings; the constants default to the paper's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct CdfgnnSettings {
-    /// The adaptive cache (Alg. 2) on the forward partial sums and backward gradients.
+    /// The replica cache: CDFGNN's adaptive vertex cache (Alg. 2) on the forward partial sums
+    /// and backward gradients of the replica sync; not the dataset cache (--no-cache) nor
+    /// ecgraph's halo feature cache (--halo-cache).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub cache: bool,
-    /// Linear quantization (eq. 22-23) of what the sync sends: the deltas with the cache, the
-    /// rows themselves without it; 0 is off.
+    /// Bits of the linear quantization (eq. 22-23) of what the sync sends (the deltas with the
+    /// cache, the rows themselves without it): 0 (off), 2, 4, 8 or 16.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
     pub quant_bits: u8,
-    /// How eps changes between epochs.
+    /// How the cache threshold eps moves between epochs: prose (eq. 6 as the text describes
+    /// it), printed (eq. 6 as printed), fixed, error-target.
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub eps_controller: EpsRule,
-    /// The initial eps (the constant one with `fixed`).
+    /// The cache threshold, initial (constant with --eps-controller fixed).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub eps: f64,
     /// Eq. 6: the accuracy drop below the moving average that counts.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub mu1: f64,
     /// Eq. 6: the accuracy rise above the moving average that counts.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub mu2: f64,
     /// Upper bound of eps.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub nu1: f64,
     /// Lower bound of eps.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub nu2: f64,
     /// Largest change of eps per epoch.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub xi: f64,
     /// Factor that relaxes eps (> 1).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub lambda1: f64,
     /// Factor that tightens eps (< 1).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub lambda2: f64,
     /// Eq. 7: weight of the old moving average of training accuracy (the new accuracy gets
-    /// `1 - acc-decay`).
+    /// 1 - acc-decay).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub acc_decay: f64,
-    /// `error-target`: the relative cache error to hold.
+    /// --eps-controller error-target: the relative cache error to hold.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub error_target: f64,
 }
 

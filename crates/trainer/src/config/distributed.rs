@@ -66,43 +66,61 @@ impl<'de> Deserialize<'de> for Backend {
 /// Settings of the distributed methods (validated with the rest of the configuration, used
 /// only by those methods).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct DistributedConfig {
-    /// Edge-cut or vertex-cut, for the methods that split the structure.
+    /// How the graph is split, edge or vertex (cdfgnn always trains on a vertex-cut).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "CUT"))]
     pub cut: CutKind,
-    /// Partitioner; `None` takes the cut's default ([`DistributedConfig::algorithm_for`]).
+    /// Partitioner, one of hash, random, metis, bdg (edge-cut) or random-vertex-cut, ebv
+    /// (vertex-cut) [default: metis for edge, ebv for vertex].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub partitioner: Option<Algorithm>,
-    /// A book saved by `halo partition --out DIR`, used instead of partitioning (validated
+    /// Use the partition book `halo partition --out DIR` saved instead of partitioning (checked
     /// against the dataset, the workers and the cut).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub partition_book: Option<std::path::PathBuf>,
-    /// Number of workers (parts) with the local backend; under MPI the world size.
+    /// Workers of the local backend; under MPI the world size.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "P"))]
     pub workers: usize,
     /// Hosts the workers are spread over in equal contiguous blocks; must divide the workers.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "H"))]
     pub hosts: usize,
-    /// Where the workers run.
+    /// Where the workers run: local (in-process threads) or mpi (MPI processes, `mpirun -np P
+    /// halo ...`; the default when started by mpirun).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi"))]
     pub backend: Backend,
-    /// The modeled cluster's links: a paper's preset (the default is CDFGNN's).
+    /// The modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart, adgraph (the papers'
+    /// clusters).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub topology: Preset,
-    /// Multiplies both link classes' bandwidth of the topology (latencies kept); 1 is the preset.
+    /// Multiply the topology's link bandwidths (latencies kept).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub bandwidth_scale: f64,
     /// Split halo exchanges and compute the rows that need no halo row while they are in flight.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub overlap: bool,
     /// Vertex-cut: only masters run the dense per-row work; mirrors aggregate their edges and
-    /// push the partial sums to the master, and take its rows back before the next aggregation
-    /// (`gnn_core::AggGraph::with_primaries_computing`). Off, every replica computes (CDFGNN's
-    /// Algorithm 1).
+    /// push partial sums to the master (less memory and compute; the same traffic as a replica
+    /// sync). Off, every replica computes (CDFGNN's Algorithm 1).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub masters_only: bool,
-    /// In-process workers compute one at a time, so each one's measured compute (and the modeled
-    /// epoch built on it) is what it takes with the machine to itself, as on a cluster, not
-    /// stretched by the other workers sharing the cores. Results are unchanged; runs take longer.
+    /// In-process workers compute one at a time, so each worker's measured compute (and the
+    /// modeled epoch) is what it takes with the machine to itself. Results are unchanged; runs
+    /// take longer. On without the key when the workers outnumber the cores (and no checkpoints
+    /// are written).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub serialize_compute: bool,
     /// Evaluate through the method's codecs (advancing their state) instead of exactly.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub lossy_eval: bool,
-    /// How full-batch partitioned training agrees on the update: all-reduce, or parameter
-    /// servers.
+    /// Full-batch methods: agree on the update by an all-reduce of the gradients, or through
+    /// parameter servers holding contiguous slices (push gradients, pull slices).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub param_sync: ParamSync,
-    /// Parameter servers (`param-sync = "ps"`), co-located with the first workers; `None`: one
-    /// per worker.
+    /// --param-sync ps: parameter servers, co-located with the first workers [default: one per
+    /// worker].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "M"))]
     pub servers: Option<usize>,
 }
 

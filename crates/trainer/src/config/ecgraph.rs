@@ -11,29 +11,42 @@ pub const ECGRAPH_BITS: [u8; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Settings of `ecgraph`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct EcgraphSettings {
-    /// Bucket bits of the forward halo rows (the bit tuner's start), 32: exact.
+    /// Bucket bits of the forward halo rows, 1, 2, 4, 8, 16 or 32 (exact); the bit tuner's
+    /// start.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
     pub fp_bits: u8,
-    /// Bucket bits of the backward halo gradients, 32: exact.
+    /// Bucket bits of the backward halo gradients, 1, 2, 4, 8, 16 or 32 (exact).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
     pub bp_bits: u8,
-    /// ReqEC-FP on the forward rows.
+    /// ReqEC-FP (trend prediction and per-row selection) on the forward rows.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub reqec: bool,
-    /// ResEC-BP on the backward rows.
+    /// ResEC-BP (residual feedback) on the backward rows.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub resec: bool,
-    /// Alg. 3's bit tuner on each layer's forward width (needs ReqEC-FP).
+    /// Alg. 3's bit tuner on each layer's forward bits (needs --reqec on).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub bit_tuner: bool,
-    /// Trend group length `T_tr` in epochs.
+    /// Trend group length T_tr in epochs.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub trend: usize,
-    /// Ship `M_cr` with every full round (the paper's byte accounting) instead of deriving it at
-    /// the receiver.
+    /// Ship the change rate M_cr with every full round (the paper's bytes) instead of deriving
+    /// it at the receiver.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub send_change_rate: bool,
-    /// The tuner doubles a layer's bits when its predicted share exceeds this.
+    /// The tuner doubles a layer's bits above this predicted share.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub tuner_up: f64,
-    /// The tuner halves a layer's bits when its predicted share is below this.
+    /// The tuner halves a layer's bits below this predicted share.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub tuner_down: f64,
-    /// Fetch the input features of the halo rows once at setup, so that layer 0 exchanges
-    /// nothing ([`crate::method::HaloFeatures::Cached`]).
+    /// The halo feature cache: fetch the halo rows' input features once at setup, so that layer
+    /// 0 exchanges nothing; not the dataset cache (--no-cache) nor cdfgnn's replica cache
+    /// (--cache).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub halo_cache: bool,
 }
 

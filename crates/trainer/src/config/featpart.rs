@@ -140,22 +140,35 @@ pub enum Eq20Step {
 
 /// `[method.featpart]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct FeatpartSettings {
-    /// The fetch plan.
+    /// Local iterations between feature fetches: auto (tau* of eq. 20, recomputed at every
+    /// fetch), inf (never fetch) or a count (0 fetches every iteration).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "auto|inf|N"))]
     pub tau: Tau,
     /// The cap on tau* (eq. 20 is derived for SGD and its terms are unbounded under Adam).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub tau_max: usize,
-    /// How eq. 20 sets the tau in force (`tau = auto`).
+    /// How tau = auto applies eq. 20: eq20 (as it comes at every fetch) or non-increasing (at
+    /// most the tau before: Remark 2's decreasing tau as a rule).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "RULE"))]
     pub tau_rule: TauRule,
-    /// Where eq. 20's sigma_bias comes from (`tau = auto`).
+    /// Where tau = auto's sigma_bias comes from: trials (estimated at w_1 before training) or
+    /// running-max (the largest of that and the one measured at every fetch, which costs a
+    /// forward-backward and a gradient all-reduce more per fetch).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "ESTIMATE"))]
     pub bias_estimate: BiasEstimate,
-    /// What eq. 20 reads as eta (`tau = auto`).
+    /// What tau = auto's eq. 20 reads as eta: lr, or effective (the optimizer's ||delta w|| /
+    /// ||g|| over the steps since the last fetch).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "STEP"))]
     pub eq20_step: Eq20Step,
-    /// Test accuracy whose modeled time the report gives (the paper's rule: at or above it,
-    /// with a variance below 1e-4 over 30 consecutive iterations, evaluated once per epoch).
+    /// Report the modeled time to this test accuracy (held with variance below 1e-4 over the
+    /// epochs that cover 30 iterations; the paper's rule, evaluated once per epoch).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub target_acc: Option<f64>,
-    /// Trial iterations before training that estimate Remark 1's terms (`tau = auto`).
+    /// Trial iterations before training that estimate eq. 20's terms (Remark 1).
+    #[cfg_attr(feature = "clap", arg(long = "fetch-trials", value_name = "N"))]
     pub trials: usize,
 }
 

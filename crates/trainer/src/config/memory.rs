@@ -6,11 +6,14 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The ceiling a run's estimated peak is checked against, before partitioning and before
 /// training.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct MemoryConfig {
-    /// Bytes; `None`: the machine's available memory (`MemAvailable`) when the run starts.
-    /// TOML takes a number of bytes or a size such as `"8G"`.
+    /// Fail before partitioning or training when the estimated peak memory exceeds SIZE (bytes,
+    /// or with K, M, G, T: powers of 1024, e.g. 8G, 512M; TOML also takes a number of bytes)
+    /// [default: the machine's available memory, MemAvailable, when the run starts].
     #[serde(deserialize_with = "deserialize_size")]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE", value_parser = parse_size))]
     pub max_memory: Option<u64>,
 }
 

@@ -74,13 +74,16 @@ impl Method {
     /// What the method fixes and accepts ([`Rules`]).
     pub fn rules(self) -> Rules {
         use BatchMode::{Full, MiniBatch, SampledEdges};
-        let distributed = Rules { cut: None, batches: &[Full], cuda: false, layer_order: LayerOrder::DropoutLast };
+        let distributed =
+            Rules { cut: None, batches: &[Full], cuda: false, layer_order: LayerOrder::DropoutLast, lr_scaling: None };
         match self {
             Method::Single => Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, ..distributed },
             Method::Vanilla | Method::Ecgraph => Rules { batches: &[Full, SampledEdges], ..distributed },
             Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, ..distributed },
             Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), ..distributed },
-            Method::DataParallel | Method::Adgraph | Method::Featpart => Rules { batches: &[MiniBatch], ..distributed },
+            Method::DataParallel => Rules { batches: &[MiniBatch], lr_scaling: Some(LrScaling::None), ..distributed },
+            Method::Adgraph => Rules { batches: &[MiniBatch], lr_scaling: Some(LrScaling::Linear), ..distributed },
+            Method::Featpart => Rules { batches: &[MiniBatch], ..distributed },
         }
     }
 
@@ -152,14 +155,19 @@ pub struct Rules {
     /// Its hidden layers' order where `layer-order` is not set (adaqp's paper puts dropout
     /// before LayerNorm and the activation).
     pub layer_order: LayerOrder,
+    /// How its learning rate follows the number of workers where `lr-scaling` is not set
+    /// (adgraph's paper scales it linearly); `None`: it takes no `lr-scaling`.
+    pub lr_scaling: Option<LrScaling>,
 }
 
 /// `[method.vanilla]`: exact distributed training.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct VanillaSettings {
     /// Send only the rows a receiver does not already hold bit for bit (lossless; it pays off
     /// where rows repeat across epochs, e.g. input features pulled without input dropout).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub skip_repeats: bool,
 }
 
@@ -177,6 +185,14 @@ pub enum LrScaling {
 }
 
 impl LrScaling {
+    /// The name in TOML and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LrScaling::None => "none",
+            LrScaling::Linear => "linear",
+        }
+    }
+
     /// The factor applied to `lr` with `workers` data-parallel workers.
     pub fn factor(self, workers: usize) -> f32 {
         match self {
@@ -186,33 +202,31 @@ impl LrScaling {
     }
 }
 
-/// `[method.data-parallel]`: data-parallel mini-batch training.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
-pub struct DataParallelSettings {
-    /// How the learning rate follows the number of workers.
-    pub lr_scaling: LrScaling,
-}
-
 /// The method and the settings tables of every method.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct MethodConfig {
-    /// The method that trains.
+    /// Training method.
+    #[cfg_attr(feature = "clap", arg(long = "method", value_enum))]
     pub name: Method,
     /// Settings of `vanilla`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method vanilla"))]
     pub vanilla: VanillaSettings,
-    /// Settings of `data-parallel`.
-    pub data_parallel: DataParallelSettings,
     /// Settings of `adaqp`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method adaqp"))]
     pub adaqp: AdaqpSettings,
     /// Settings of `adgraph`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method adgraph"))]
     pub adgraph: AdgraphSettings,
     /// Settings of `cdfgnn`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method cdfgnn"))]
     pub cdfgnn: CdfgnnSettings,
     /// Settings of `featpart`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method featpart"))]
     pub featpart: FeatpartSettings,
     /// Settings of `ecgraph`.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = "Method ecgraph"))]
     pub ecgraph: EcgraphSettings,
 }
 
@@ -252,6 +266,18 @@ impl MethodConfig {
                 ),
             };
             return Err(ConfigError::Invalid { key, message });
+        }
+        if let Some(scaling) = minibatch.lr_scaling
+            && self.name.rules().lr_scaling.is_none()
+        {
+            let takers: Vec<&str> =
+                Method::ALL.iter().filter(|m| m.rules().lr_scaling.is_some()).map(|m| m.as_str()).collect();
+            let message = format!(
+                "{name} does not scale the learning rate, so `{}` would be ignored; {} take it",
+                scaling.as_str(),
+                takers.join(" and ")
+            );
+            return Err(ConfigError::Invalid { key: "lr-scaling", message });
         }
         match self.name {
             Method::Adaqp => self.adaqp.validate(),
@@ -322,11 +348,16 @@ mod tests {
 
     #[test]
     fn data_parallel_needs_a_batch_size_and_vanilla_refuses_one() {
-        let text = "[method]\nname = \"data-parallel\"\n[method.data-parallel]\nlr-scaling = \"linear\"\n";
+        let text = "method = \"data-parallel\"\n[minibatch]\nlr-scaling = \"linear\"\n";
         let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
         assert!(msg.contains("key `batch-size`") && msg.contains("data-parallel"), "{msg}");
-        let c = TrainConfig::from_toml_str(&format!("{text}[minibatch]\nbatch-size = 32\n"), "m.toml").unwrap();
-        assert_eq!((c.method.name, c.method.data_parallel.lr_scaling), (Method::DataParallel, LrScaling::Linear));
+        let c = TrainConfig::from_toml_str(&format!("{text}batch-size = 32\n"), "m.toml").unwrap();
+        assert_eq!((c.method.name, c.lr_scaling()), (Method::DataParallel, LrScaling::Linear));
+        let c = TrainConfig::from_toml_str("method = \"adgraph\"\n[minibatch]\nbatch-size = 32\n", "m.toml").unwrap();
+        assert_eq!(c.lr_scaling(), LrScaling::Linear, "adgraph's own default");
+        let text = "method = \"featpart\"\n[minibatch]\nbatch-size = 32\nlr-scaling = \"linear\"\n";
+        let msg = TrainConfig::from_toml_str(text, "m.toml").unwrap_err().to_string();
+        assert!(msg.starts_with("m.toml:4: key `lr-scaling`: featpart does not scale"), "{msg}");
         assert_eq!((LrScaling::Linear.factor(4), LrScaling::None.factor(4)), (4.0, 1.0));
         for method in ["adaqp", "cdfgnn"] {
             let text = format!("method = \"{method}\"\n[minibatch]\nfanouts = \"5,5\"\n");

@@ -1,5 +1,5 @@
 //! Mini-batch settings (`[minibatch]` in the TOML config; `--batch-size`, `--fanouts`,
-//! `--gcn-norm`, `--eval-batch-size` and `--lr-warmup` on the command line).
+//! `--gcn-norm`, `--eval-batch-size`, `--lr-scaling` and `--lr-warmup` on the command line).
 //!
 //! Training is mini-batch when `batch-size` is set: each step samples the neighbourhoods of
 //! `batch-size` training vertices (per worker, for data-parallel training), one fanout per layer.
@@ -14,26 +14,37 @@ use gnn_core::GcnNorm;
 use graph_partition::sample::Fanouts;
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::{ConfigError, LrScaling};
 
 /// Settings of mini-batch training (unused without `batch_size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct MiniBatchConfig {
-    /// Seed vertices per step and worker; `None` trains full-batch.
+    /// Mini-batch training: seed vertices per step, per worker for data-parallel [default: full
+    /// batch].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub batch_size: Option<usize>,
-    /// Neighbours sampled per vertex and layer, input layer first (`"10,25"`; `-1` takes all);
-    /// `None` takes every neighbour at every layer. Without `batch_size`: in-edges kept per
-    /// vertex and layer in full-batch training, drawn every epoch.
+    /// Neighbours sampled per vertex and layer, input layer first, -1 for all (e.g. 10,25): per
+    /// mini-batch block, or without --batch-size (single, vanilla, ecgraph) each layer's
+    /// in-edges drawn anew every epoch, full-batch [default: every neighbour].
     #[serde(with = "fanouts_text")]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LIST"))]
     pub fanouts: Option<Fanouts>,
-    /// Degrees GCN normalises a sampled block with (see `gnn_core::block`).
+    /// Mini-batch GCN: normalise a block with its sampled degrees or the global ones.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NORM"))]
     pub gcn_norm: GcnNorm,
-    /// Destination vertices per batch of layer-wise evaluation.
+    /// Mini-batch: vertices per batch of layer-wise evaluation.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub eval_batch_size: usize,
-    /// Epochs over which a scaled learning rate rises linearly, step by step, from the rate as
-    /// given to the scaled rate (Goyal et al.'s gradual warm-up for the linear scaling rule);
-    /// 0 starts at the scaled rate. Only a method that scales the rate (`lr-scaling`) uses it.
+    /// data-parallel, adgraph: the learning rate times the number of workers (linear, Goyal et
+    /// al.'s rule for a K times larger global batch) or as given (none) [default: the method's,
+    /// linear for adgraph as in its paper, none for data-parallel].
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub lr_scaling: Option<LrScaling>,
+    /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
+    /// over the first N epochs (Goyal et al.'s gradual warm-up for --lr-scaling linear).
+    #[cfg_attr(feature = "clap", arg(long = "lr-warmup", value_name = "N"))]
     pub lr_warmup_epochs: usize,
 }
 
@@ -44,6 +55,7 @@ impl Default for MiniBatchConfig {
             fanouts: None,
             gcn_norm: GcnNorm::default(),
             eval_batch_size: 4096,
+            lr_scaling: None,
             lr_warmup_epochs: 0,
         }
     }

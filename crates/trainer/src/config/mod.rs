@@ -13,6 +13,7 @@ mod ecgraph;
 mod featpart;
 #[cfg(test)]
 mod fuzz;
+pub mod heading;
 mod keys;
 mod memory;
 mod method;
@@ -32,9 +33,9 @@ pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync, UnknownBackend};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
-pub use keys::{is_distributed, owners, sections_of};
+pub use keys::{default_text, is_distributed, owners, sections_of};
 pub use memory::{MemoryConfig, parse_size};
-pub use method::{BatchMode, DataParallelSettings, LrScaling, Method, MethodConfig, Rules, VanillaSettings};
+pub use method::{BatchMode, LrScaling, Method, MethodConfig, Rules, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 pub use reliability::ReliabilityConfig;
 
@@ -51,65 +52,95 @@ pub enum FeatureNorm {
 }
 
 /// Every setting of a training run. `Default` gives the documented defaults.
+///
+/// Each field is one key, spelled once: its name gives the TOML key and (with the `clap`
+/// feature) the `halo train` flag, its doc comment the help, and `Default` the default that
+/// help shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct TrainConfig {
-    /// A dataset directory in the OGB raw layout, or the name of one under `datasets/`;
-    /// `None` trains on the built-in synthetic graph.
+    /// Dataset directory in the OGB raw layout, or the name of one under `datasets/` [default: a
+    /// built-in synthetic graph].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::DATA, value_name = "PATH"))]
     pub dataset: Option<String>,
     /// Architecture: gcn, sage or gat.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "NAME"))]
     pub model: ConvKind,
     /// Number of GNN layers (the last one produces the class logits).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "N"))]
     pub layers: usize,
-    /// Hidden width; for GAT, the width of each head.
+    /// Hidden width (per head for GAT).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "N"))]
     pub hidden: usize,
-    /// Attention heads of GAT's hidden layers (the output layer uses one); ignored by GCN and SAGE.
+    /// Attention heads of GAT's hidden layers (its output layer has one).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "N"))]
     pub heads: usize,
-    /// Number of training epochs (full-batch steps).
+    /// Training epochs.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
     pub epochs: usize,
     /// Adam learning rate.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "F"))]
     pub lr: f32,
-    /// L2 weight decay added to the gradients (PyTorch `Adam(weight_decay=...)`).
+    /// L2 weight decay added to the gradients (PyTorch's `Adam(weight_decay=...)`).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "F"))]
     pub weight_decay: f32,
-    /// Dropout probability on layer inputs (and GAT attention coefficients).
+    /// Dropout probability on the hidden layers' outputs (and GAT's attention coefficients).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "F"))]
     pub dropout: f32,
-    /// Dropout probability on the input features; `None` takes `dropout`, except under cdfgnn,
-    /// where it is 0 (input dropout changes every first-layer partial every epoch, and then the
-    /// cache skips nothing).
+    /// Dropout probability on the input features [default: --dropout; 0 under cdfgnn, where
+    /// input dropout would change every first-layer partial every epoch and the cache would skip
+    /// nothing].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "F"))]
     pub input_dropout: Option<f32>,
     /// LayerNorm after every hidden conv, before its activation.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL))]
     pub layer_norm: bool,
-    /// Where each hidden layer's dropout sits (`dropout-last`: conv, LayerNorm, activation,
-    /// dropout; `dropout-first`: conv, dropout, LayerNorm, activation); `None` takes the method's
-    /// order (`dropout-first` for adaqp, as in its paper; `dropout-last` otherwise).
+    /// Hidden layer order: dropout-last (conv, LayerNorm, activation, dropout) or dropout-first
+    /// (conv, dropout, LayerNorm, activation) [default: the method's, dropout-first for adaqp as
+    /// in its paper, else dropout-last].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "ORDER"))]
     pub layer_order: Option<LayerOrder>,
-    /// Seed of parameter initialisation, dropout masks and the built-in synthetic graph.
+    /// Seed of parameter initialisation, dropout masks, sampling and the synthetic graph.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
     pub seed: u64,
-    /// Feature normalisation applied after loading.
+    /// Feature normalisation after loading: none, or row (each row divided by its L1 norm).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::DATA, value_enum))]
     pub feature_norm: FeatureNorm,
-    /// Split name under `split/`; `None` takes the dataset's default split.
+    /// Split under the dataset's `split/` [default: the dataset's default split].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::DATA, value_name = "NAME"))]
     pub split: Option<String>,
     /// Training method and its settings (`method = "name"`, or a `[method]` table with `name`
     /// and one `[method.<name>]` table per method).
     #[serde(deserialize_with = "method::deserialize")]
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub method: MethodConfig,
-    /// Worker threads of the compute pool; `None` uses every core.
+    /// Compute threads [default: all cores].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::COMPUTE, value_name = "N"))]
     pub threads: Option<usize>,
-    /// Stop after this many epochs without a validation improvement; `None` never stops early.
+    /// Stop after N epochs without a validation improvement [default: never].
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
     pub patience: Option<usize>,
-    /// Where to write the JSON report.
+    /// Write the JSON report here (checked before training starts; a run that fails or is
+    /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OUTPUT, value_name = "FILE.json"))]
     pub report: Option<PathBuf>,
     /// Cut, partitioner, workers, hosts, backend, topology and exchange settings of the
     /// distributed methods.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::DISTRIBUTED))]
     pub distributed: DistributedConfig,
     /// Batch size, fanouts and normalisation of mini-batch training (full-batch without a
     /// batch size).
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::OPTIMIZATION))]
     pub minibatch: MiniBatchConfig,
-    /// Where to compute: `cpu` or `cuda[:N]` (single-process full-batch only for now).
+    /// Where to train: cpu, or cuda / cuda:N for GPU N (single-process full-batch only for now).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::COMPUTE, value_name = "DEVICE"))]
     pub device: Device,
     /// Checkpoints, resumption and the communication timeout.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::RELIABILITY))]
     pub reliability: ReliabilityConfig,
     /// The memory ceiling checked against the estimated peak.
+    #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::RELIABILITY))]
     pub memory: MemoryConfig,
 }
 
@@ -322,6 +353,12 @@ impl TrainConfig {
     pub fn with_method_cut(mut self) -> Self {
         self.distributed.cut = self.cut();
         self
+    }
+
+    /// How the learning rate follows the number of workers: `lr-scaling`, else the method's
+    /// ([`Rules::lr_scaling`]), else as given.
+    pub fn lr_scaling(&self) -> LrScaling {
+        self.minibatch.lr_scaling.or(self.method.name.rules().lr_scaling).unwrap_or_default()
     }
 
     /// The optimizer: Adam with L2 weight decay coupled into the gradient (`torch.optim.Adam`).

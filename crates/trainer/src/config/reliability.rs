@@ -11,17 +11,26 @@ use super::ConfigError;
 
 /// Checkpoints, resumption and how long a worker waits for a silent peer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct ReliabilityConfig {
-    /// Write checkpoints under this directory; `None` writes none.
+    /// Write a checkpoint (one shard per worker and a manifest, atomically) under DIR
+    /// [default: none].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub checkpoint_dir: Option<PathBuf>,
-    /// Write a checkpoint after every this many epochs.
+    /// Checkpoint after every N epochs.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub checkpoint_every: usize,
-    /// Complete checkpoints kept (older ones are deleted once a newer one is committed).
+    /// Complete checkpoints kept; older ones are deleted once a newer one is committed.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub checkpoint_keep: usize,
-    /// Continue the run from the newest complete checkpoint under this directory.
+    /// Continue from the newest complete checkpoint under DIR (same configuration but
+    /// `epochs`, `patience`, `report`, `threads`, `backend`); `epochs` is the total.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub resume: Option<PathBuf>,
-    /// Seconds a communicator call waits for a peer that neither sends nor fails.
+    /// Seconds a worker waits for a peer that neither sends nor fails before the run fails,
+    /// naming the peer.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SECONDS"))]
     pub comm_timeout: f64,
 }
 

@@ -3,8 +3,8 @@
 //! in-neighbourhood of its training vertices and shipped to its worker with those vertices'
 //! features; every worker samples multi-layer mini-batches of its own training vertices inside
 //! its extended part, and workers exchange gradients only (all-reduced every step).
-//! `[method.adgraph] lr-scaling` (linear by default, as in the paper) scales the learning rate
-//! with the number of workers.
+//! `[minibatch] lr-scaling` (linear by default for adgraph, as in the paper) scales the learning
+//! rate with the number of workers.
 
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
@@ -19,7 +19,6 @@ impl MethodDef for Adgraph {
     fn parts(&self, config: &TrainConfig) -> Parts {
         let settings = &config.method.adgraph;
         let sampling = Sampling::from_config(config).expect("validated: adgraph has a batch size");
-        let sampling = Sampling { lr_scaling: settings.lr_scaling, ..sampling };
         Parts {
             data: DataPlan::LHop { hops: settings.hops },
             batches: BatchSource::Sampled(sampling),

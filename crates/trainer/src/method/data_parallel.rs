@@ -1,7 +1,7 @@
 //! `data-parallel`: every worker holds the whole graph and trains on a disjoint share of each
 //! sampled global mini-batch (`workers x batch-size` seed vertices); gradients are all-reduced
-//! every step, so every worker applies the same update. `[method.data-parallel] lr-scaling`
-//! scales the learning rate with the number of workers.
+//! every step, so every worker applies the same update. `[minibatch] lr-scaling` scales the
+//! learning rate with the number of workers.
 
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
@@ -15,7 +15,6 @@ impl MethodDef for DataParallel {
 
     fn parts(&self, config: &TrainConfig) -> Parts {
         let sampling = Sampling::from_config(config).expect("validated: data-parallel has a batch size");
-        let sampling = Sampling { lr_scaling: config.method.data_parallel.lr_scaling, ..sampling };
         Parts {
             data: DataPlan::Replicated,
             batches: BatchSource::Sampled(sampling),

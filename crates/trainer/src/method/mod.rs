@@ -145,7 +145,8 @@ pub struct Sampling {
 
 impl Sampling {
     /// The `[minibatch]` settings of `config` (every neighbour per layer where no fanouts are
-    /// given); `None` without a batch size. The learning rate is not scaled.
+    /// given), with the learning-rate scaling of [`TrainConfig::lr_scaling`]; `None` without a
+    /// batch size.
     pub fn from_config(config: &TrainConfig) -> Option<Self> {
         let mb = &config.minibatch;
         let all = || Fanouts::new(vec![Fanout::All; config.layers]).expect("validated: at least one layer");
@@ -154,7 +155,7 @@ impl Sampling {
             fanouts: mb.fanouts.clone().unwrap_or_else(all),
             gcn_norm: mb.gcn_norm,
             eval_batch_size: mb.eval_batch_size,
-            lr_scaling: LrScaling::None,
+            lr_scaling: config.lr_scaling(),
             lr_warmup_epochs: mb.lr_warmup_epochs,
         })
     }

@@ -1,25 +1,9 @@
-//! `--device cpu|cuda[:N]`: where `halo train` computes.
+//! `--device cpu|cuda[:N]`: a GPU run is refused before any work in a build without CUDA.
 
 use trainer::config::{Device, TrainConfig};
 
 /// The build command that makes `--device cuda` available.
 pub const CUDA_BUILD: &str = "cargo build --release -p cli --features cuda";
-
-#[derive(Debug, clap::Args)]
-pub struct DeviceFlags {
-    /// Where to train: cpu, or cuda / cuda:N for GPU N (single-process full-batch only for now)
-    /// [default: cpu].
-    #[arg(long, value_name = "DEVICE")]
-    device: Option<Device>,
-}
-
-impl DeviceFlags {
-    pub fn apply(&self, c: &mut TrainConfig) {
-        if let Some(device) = self.device {
-            c.device = device;
-        }
-    }
-}
 
 /// Refuses a GPU run before any work in a build without the device path.
 pub fn check_build(c: &TrainConfig, built_with_cuda: bool) -> anyhow::Result<()> {
