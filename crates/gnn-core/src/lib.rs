@@ -60,5 +60,5 @@ pub use loss::{
 };
 pub use model::{BufferBytes, ConvKind, LayerOrder, Model, ModelConfig, ModelError};
 pub use norm::LayerNorm;
-pub use optim::{Adam, AdamScalars, OptimError, Optimizer, Sgd};
+pub use optim::{Adam, AdamScalars, Optim, OptimError, Optimizer, Sgd};
 pub use params::{Init, ParamInfo, ParamLayout, ParamSlot};

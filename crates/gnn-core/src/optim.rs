@@ -4,7 +4,7 @@
 //! Weight decay: [`Adam`] with `decoupled == false` is `torch.optim.Adam` (L2 penalty coupled
 //! into the gradient: `g += wd * w`), with `decoupled == true` it is `torch.optim.AdamW`
 //! (`w *= 1 - lr * wd` before the step). [`Sgd`] couples it into the gradient, like
-//! `torch.optim.SGD`.
+//! `torch.optim.SGD`. [`Optim`] is either, chosen at run time.
 
 use serde::{Deserialize, Serialize};
 
@@ -147,33 +147,62 @@ impl Optimizer for Adam {
     }
 }
 
-/// SGD with (heavy-ball) momentum and coupled weight decay, as `torch.optim.SGD` with
-/// `dampening = 0`, `nesterov = false`.
+/// SGD with momentum (heavy-ball, or Nesterov's) and coupled weight decay, as
+/// `torch.optim.SGD` with `dampening = 0`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
+    /// Nesterov's momentum: the step follows `g + momentum * buf` instead of `buf`.
+    pub nesterov: bool,
     pub weight_decay: f32,
     buf: Vec<f32>,
-    started: bool,
+    t: u64,
 }
 
 impl Sgd {
+    /// `torch.optim.SGD(lr, momentum, weight_decay=weight_decay)` (heavy-ball momentum).
     pub fn new(lr: f32, momentum: f32, weight_decay: f32) -> Self {
-        Self { lr, momentum, weight_decay, buf: Vec::new(), started: false }
+        Self { lr, momentum, nesterov: false, weight_decay, buf: Vec::new(), t: 0 }
+    }
+
+    /// As [`Sgd::new`] with `nesterov=True`.
+    pub fn nesterov(lr: f32, momentum: f32, weight_decay: f32) -> Self {
+        Self { nesterov: true, ..Self::new(lr, momentum, weight_decay) }
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.t
+    }
+
+    /// The momentum buffer and the step count: what a checkpoint keeps.
+    pub fn state(&self) -> (&[f32], u64) {
+        (&self.buf, self.t)
+    }
+
+    /// Puts back a buffer and step count [`Sgd::state`] returned.
+    pub fn set_state(&mut self, buf: Vec<f32>, t: u64) {
+        (self.buf, self.t) = (buf, t);
     }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), OptimError> {
         prepare(&mut [&mut self.buf], params, grads)?;
-        let first = !self.started;
-        self.started = true;
+        let first = self.t == 0;
+        self.t += 1;
+        let (momentum, nesterov) = (self.momentum, self.nesterov);
         for ((p, &g), b) in params.iter_mut().zip(grads).zip(&mut self.buf) {
             let g = g + self.weight_decay * *p;
-            // torch starts the momentum buffer at the first gradient itself.
-            *b = if first { g } else { self.momentum * *b + g };
-            *p -= self.lr * if self.momentum != 0.0 { *b } else { g };
+            let d = if momentum == 0.0 {
+                g
+            } else {
+                // torch starts the momentum buffer at the first gradient itself.
+                *b = if first { g } else { momentum * *b + g };
+                if nesterov { g + momentum * *b } else { *b }
+            };
+            *p -= self.lr * d;
         }
         Ok(())
     }
@@ -184,6 +213,77 @@ impl Optimizer for Sgd {
 
     fn set_learning_rate(&mut self, lr: f32) {
         self.lr = lr;
+    }
+}
+
+/// An optimizer chosen at run time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Optim {
+    Adam(Adam),
+    Sgd(Sgd),
+}
+
+impl Optim {
+    /// The optimizer's state as a checkpoint keeps it: Adam's first and second moments and
+    /// step count; SGD's momentum buffer (as the first), no second, and its step count.
+    pub fn state(&self) -> (&[f32], &[f32], u64) {
+        match self {
+            Optim::Adam(adam) => adam.moments(),
+            Optim::Sgd(sgd) => {
+                let (buf, t) = sgd.state();
+                (buf, &[], t)
+            }
+        }
+    }
+
+    /// Puts back what [`Optim::state`] returned (SGD takes no second vector).
+    pub fn set_state(&mut self, first: Vec<f32>, second: Vec<f32>, t: u64) -> Result<(), OptimError> {
+        match self {
+            Optim::Adam(_) if first.len() != second.len() => {
+                return Err(OptimError::Length {
+                    what: "Adam's second moment",
+                    got: second.len(),
+                    expected: first.len(),
+                });
+            }
+            Optim::Adam(adam) => adam.set_moments(first, second, t),
+            Optim::Sgd(_) if !second.is_empty() => {
+                return Err(OptimError::Length { what: "SGD's second state vector", got: second.len(), expected: 0 });
+            }
+            Optim::Sgd(sgd) => sgd.set_state(first, t),
+        }
+        Ok(())
+    }
+
+    /// The Adam inside, for the device path, whose kernels step Adam only.
+    pub fn adam(&self) -> Option<&Adam> {
+        match self {
+            Optim::Adam(adam) => Some(adam),
+            Optim::Sgd(_) => None,
+        }
+    }
+}
+
+impl Optimizer for Optim {
+    fn step(&mut self, params: &mut [f32], grads: &[f32]) -> Result<(), OptimError> {
+        match self {
+            Optim::Adam(adam) => adam.step(params, grads),
+            Optim::Sgd(sgd) => sgd.step(params, grads),
+        }
+    }
+
+    fn learning_rate(&self) -> f32 {
+        match self {
+            Optim::Adam(adam) => adam.learning_rate(),
+            Optim::Sgd(sgd) => sgd.learning_rate(),
+        }
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) {
+        match self {
+            Optim::Adam(adam) => adam.set_learning_rate(lr),
+            Optim::Sgd(sgd) => sgd.set_learning_rate(lr),
+        }
     }
 }
 
@@ -252,6 +352,64 @@ mod tests {
         for (g, w) in got.iter().zip(p) {
             assert!((f64::from(*g) - w).abs() < 1e-6);
         }
+    }
+
+    /// torch's SGD update rules, written out in f64: plain (momentum 0), heavy-ball and
+    /// Nesterov, with coupled weight decay.
+    fn sgd_reference(momentum: f64, nesterov: bool) -> Vec<f64> {
+        let (lr, wd) = (0.1f64, 0.01f64);
+        let mut p = [1.0f64, -2.0];
+        let mut buf = [0.0f64; 2];
+        for t in 1..=3 {
+            for i in 0..2 {
+                let g = [0.5, 0.25][i] * t as f64 + wd * p[i];
+                let d = if momentum == 0.0 {
+                    g
+                } else {
+                    buf[i] = if t == 1 { g } else { momentum * buf[i] + g };
+                    if nesterov { g + momentum * buf[i] } else { buf[i] }
+                };
+                p[i] -= lr * d;
+            }
+        }
+        p.to_vec()
+    }
+
+    #[test]
+    fn sgd_plain_heavy_ball_and_nesterov_match_reference() {
+        for (momentum, nesterov) in [(0.0, false), (0.9, false), (0.9, true)] {
+            let mut opt = if nesterov { Sgd::nesterov(0.1, 0.9, 0.01) } else { Sgd::new(0.1, momentum, 0.01) };
+            let got = run(&mut opt);
+            for (g, w) in got.iter().zip(sgd_reference(f64::from(momentum), nesterov)) {
+                assert!((f64::from(*g) - w).abs() < 1e-6, "momentum {momentum} nesterov {nesterov}: {g} vs {w}");
+            }
+            assert_eq!(opt.steps(), 3);
+        }
+    }
+
+    /// Stopping after a step, keeping the state and going on in a fresh optimizer gives the
+    /// bits of an uninterrupted run, for either optimizer.
+    #[test]
+    fn state_round_trips_through_a_restart() {
+        for fresh in [|| Optim::Adam(Adam::new(0.1, 0.01)), || Optim::Sgd(Sgd::nesterov(0.1, 0.9, 0.01))] {
+            let mut whole = fresh();
+            let whole_params = run(&mut whole);
+            let mut first = fresh();
+            let mut p = vec![1.0f32, -2.0];
+            first.step(&mut p, &[0.5, 0.25]).unwrap();
+            let (a, b, t) = first.state();
+            let mut resumed = fresh();
+            resumed.set_state(a.to_vec(), b.to_vec(), t).unwrap();
+            for t in 2..=3 {
+                resumed.step(&mut p, &[0.5 * t as f32, 0.25 * t as f32]).unwrap();
+            }
+            assert_eq!(p, whole_params);
+            assert_eq!(resumed.state(), whole.state());
+        }
+        let mut sgd = Optim::Sgd(Sgd::new(0.1, 0.9, 0.0));
+        assert!(sgd.set_state(vec![0.0; 2], vec![0.0; 2], 1).is_err(), "SGD keeps one vector");
+        let mut adam = Optim::Adam(Adam::new(0.1, 0.0));
+        assert!(adam.set_state(vec![0.0; 2], vec![], 1).is_err(), "Adam keeps two of one length");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub fn run(
 mod cuda {
     use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
     use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
+
+    use crate::config::ConfigError;
     use graph_partition::Splits;
 
     use super::*;
@@ -77,7 +79,11 @@ mod cuda {
                 config: cpu.config().clone(),
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
-                optimizer: config.optimizer(),
+                // Validation refuses another optimizer on a device before any work.
+                optimizer: config.optimizer().adam().cloned().ok_or_else(|| ConfigError::Invalid {
+                    key: "optimizer",
+                    message: "the device path steps adam only".to_string(),
+                })?,
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
                 transfers: dev.transfers(),

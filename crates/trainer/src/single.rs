@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gnn_core::{Adam, AggGraph, ForwardCtx, Model, NoExchange};
+use gnn_core::{AggGraph, ForwardCtx, Model, NoExchange, Optim};
 use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
@@ -26,7 +26,7 @@ pub struct SingleProcess<'a> {
     features: &'a Array2<f32>,
     objective: Objective<'a>,
     splits: &'a Splits,
-    optimizer: Adam,
+    optimizer: Optim,
     lr: f32,
     seed: u64,
     /// Per-layer fanouts of training on in-edges sampled every epoch; `None`: every edge.

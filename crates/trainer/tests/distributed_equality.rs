@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use gnn_core::ConvKind;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
-use trainer::config::{DistributedConfig, Method, MethodConfig, TrainConfig};
+use trainer::config::{DistributedConfig, Method, MethodConfig, OptimizerKind, ParamSync, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on, single};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -99,6 +99,18 @@ fn sage_edge_cut_equals_single_process() {
 #[test]
 fn sage_vertex_cut_equals_single_process() {
     check(ConvKind::Sage, CutKind::VertexCut);
+}
+
+/// SGD with Nesterov momentum: the distributed step equals the single-process one, under an
+/// all-reduce and under parameter servers (whose slices run the optimizer).
+#[test]
+fn sgd_edge_cut_equals_single_process_under_all_reduce_and_parameter_servers() {
+    for param_sync in [ParamSync::Allreduce, ParamSync::Ps] {
+        let mut config = config(ConvKind::Sage, CutKind::EdgeCut);
+        (config.optimizer, config.lr, config.momentum, config.nesterov) = (OptimizerKind::Sgd, 0.2, 0.9, true);
+        config.distributed.param_sync = param_sync;
+        check_config(config);
+    }
 }
 
 /// Only masters compute; mirrors aggregate and push partial sums.

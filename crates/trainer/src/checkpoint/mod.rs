@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use comm_hierarchy::Communicator;
 use comm_hierarchy::fault::{Fault, Point};
-use gnn_core::{Adam, Model};
+use gnn_core::{Model, Optim};
 use graph_partition::fs::write_atomic;
 use serde_json::Value;
 
@@ -35,7 +35,8 @@ use crate::report::{Best, EpochRecord};
 use shard::Shard;
 use store::Manifest;
 
-/// Adam's state besides its settings.
+/// The optimizer's state besides its settings ([`Optim::state`]): Adam's first and second
+/// moments, or SGD's momentum buffer in `m` with `v` empty; and the steps taken.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moments {
     pub m: Vec<f32>,
@@ -44,8 +45,8 @@ pub struct Moments {
 }
 
 impl Moments {
-    pub fn of(adam: &Adam) -> Self {
-        let (m, v, t) = adam.moments();
+    pub fn of(optimizer: &Optim) -> Self {
+        let (m, v, t) = optimizer.state();
         Self { m: m.to_vec(), v: v.to_vec(), t }
     }
 }
@@ -60,15 +61,16 @@ pub struct WorkerState {
 }
 
 impl WorkerState {
-    /// The state of a worker that trains `model` with `adam` and keeps `method` besides.
-    pub fn of(model: &Model, adam: &Adam, method: Vec<u8>) -> Self {
-        Self { params: model.params().to_vec(), optimizer: Moments::of(adam), method }
+    /// The state of a worker that trains `model` with `optimizer` and keeps `method` besides.
+    pub fn of(model: &Model, optimizer: &Optim, method: Vec<u8>) -> Self {
+        Self { params: model.params().to_vec(), optimizer: Moments::of(optimizer), method }
     }
 
-    /// Puts the parameters and moments back into `model` and `adam`; returns the method blob.
-    pub fn restore(self, model: &mut Model, adam: &mut Adam) -> Result<Vec<u8>, String> {
+    /// Puts the parameters and the optimizer's state back into `model` and `optimizer`;
+    /// returns the method blob.
+    pub fn restore(self, model: &mut Model, optimizer: &mut Optim) -> Result<Vec<u8>, String> {
         let n = model.num_params();
-        if self.params.len() != n || self.optimizer.m.len() > n || self.optimizer.m.len() != self.optimizer.v.len() {
+        if self.params.len() != n || self.optimizer.m.len() > n || self.optimizer.v.len() > n {
             return Err(format!(
                 "{} parameters and {}/{} moments for a model of {n} parameters",
                 self.params.len(),
@@ -77,7 +79,7 @@ impl WorkerState {
             ));
         }
         model.set_params(&self.params).map_err(|e| e.to_string())?;
-        adam.set_moments(self.optimizer.m, self.optimizer.v, self.optimizer.t);
+        optimizer.set_state(self.optimizer.m, self.optimizer.v, self.optimizer.t).map_err(|e| e.to_string())?;
         Ok(self.method)
     }
 }

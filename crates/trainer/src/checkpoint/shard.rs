@@ -160,11 +160,11 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gnn_core::{Adam, Optimizer};
+    use gnn_core::{Adam, Optim, Optimizer};
     use proptest::prelude::*;
 
     pub(crate) fn sample() -> Shard {
-        let mut adam = Adam::new(0.01, 5e-4);
+        let mut adam = Optim::Adam(Adam::new(0.01, 5e-4));
         let mut params = vec![0.5f32, -1.0, 2.0];
         adam.step(&mut params, &[0.1, 0.2, -0.3]).unwrap();
         let optimizer = Moments::of(&adam);

@@ -129,6 +129,20 @@ fn sampled(c: &mut TrainConfig) {
     c.minibatch.lr_warmup_epochs = 12;
 }
 
+/// SGD's momentum buffer and step count go into the checkpoint (Nesterov reads the buffer
+/// twice a step, so a restarted buffer would show), full-batch distributed and mini-batch.
+#[test]
+fn sgd_resumes_exactly_with_its_momentum() {
+    let sgd = |c: &mut TrainConfig| {
+        (c.optimizer, c.lr, c.momentum, c.nesterov) = (crate::config::OptimizerKind::Sgd, 0.2, 0.9, true);
+    };
+    assert_resume_is_exact_with(Method::Vanilla, CutKind::EdgeCut, sgd);
+    assert_resume_is_exact_with(Method::DataParallel, CutKind::EdgeCut, |c| {
+        sampled(c);
+        sgd(c);
+    });
+}
+
 #[test]
 fn sampled_single_process_resumes_exactly() {
     assert_resume_is_exact_with(Method::Single, CutKind::EdgeCut, sampled);

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{ConfigError, Method, MiniBatchConfig};
+use super::{ConfigError, Method, MiniBatchConfig, OptimizerKind};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,7 +57,12 @@ impl<'de> Deserialize<'de> for Device {
 
 impl Device {
     /// The device path trains one model on the whole graph in one process for now.
-    pub(super) fn validate(self, method: Method, minibatch: &MiniBatchConfig) -> Result<(), ConfigError> {
+    pub(super) fn validate(
+        self,
+        method: Method,
+        minibatch: &MiniBatchConfig,
+        optimizer: OptimizerKind,
+    ) -> Result<(), ConfigError> {
         let invalid = |message: String| Err(ConfigError::Invalid { key: "device", message });
         match self {
             Device::Cpu => Ok(()),
@@ -71,6 +76,10 @@ impl Device {
             Device::Cuda(_) if minibatch.fanouts.is_some() => {
                 invalid(format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"))
             }
+            Device::Cuda(_) if optimizer != OptimizerKind::Adam => Err(ConfigError::Invalid {
+                key: "optimizer",
+                message: format!("{self} steps adam only for now; optimizer {} needs --device cpu", optimizer.as_str()),
+            }),
             Device::Cuda(_) => Ok(()),
         }
     }

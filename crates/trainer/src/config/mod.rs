@@ -22,7 +22,7 @@ mod reliability;
 
 use std::path::{Path, PathBuf};
 
-use gnn_core::{Activation, Adam, ConvKind, LayerOrder, ModelConfig};
+use gnn_core::{Activation, Adam, ConvKind, LayerOrder, ModelConfig, Optim, Sgd};
 use graph_partition::book::CutKind;
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,29 @@ pub enum FeatureNorm {
     None,
     /// Each row divided by its L1 norm (PyG's `NormalizeFeatures`); zero rows stay zero.
     Row,
+}
+
+/// The optimizer's update rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// PyTorch's Adam: betas (0.9, 0.999), eps 1e-8, L2 weight decay coupled into the gradient.
+    #[default]
+    Adam,
+    /// PyTorch's SGD: `momentum` (heavy-ball, or Nesterov's with `nesterov`), L2 weight decay
+    /// coupled into the gradient.
+    Sgd,
+}
+
+impl OptimizerKind {
+    /// The name in TOML, flags and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptimizerKind::Adam => "adam",
+            OptimizerKind::Sgd => "sgd",
+        }
+    }
 }
 
 /// Every setting of a training run. `Default` gives the documented defaults.
@@ -79,12 +102,21 @@ pub struct TrainConfig {
     /// Training epochs.
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
     pub epochs: usize,
-    /// Adam learning rate.
+    /// The optimizer: adam or sgd (PyTorch's update rules).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_enum))]
+    pub optimizer: OptimizerKind,
+    /// Learning rate.
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "F"))]
     pub lr: f32,
-    /// L2 weight decay added to the gradients (PyTorch's `Adam(weight_decay=...)`).
+    /// L2 weight decay added to the gradients (PyTorch's `weight_decay`).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "F"))]
     pub weight_decay: f32,
+    /// --optimizer sgd: momentum factor, in [0, 1); 0 is plain SGD.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "F"))]
+    pub momentum: f32,
+    /// --optimizer sgd: Nesterov's momentum (needs --momentum above 0).
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION))]
+    pub nesterov: bool,
     /// Dropout probability on the hidden layers' outputs (and GAT's attention coefficients).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "F"))]
     pub dropout: f32,
@@ -153,8 +185,11 @@ impl Default for TrainConfig {
             hidden: 16,
             heads: 8,
             epochs: 200,
+            optimizer: OptimizerKind::Adam,
             lr: 0.01,
             weight_decay: 5e-4,
+            momentum: 0.0,
+            nesterov: false,
             dropout: 0.5,
             input_dropout: None,
             layer_norm: false,
@@ -255,6 +290,19 @@ impl TrainConfig {
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return invalid("weight-decay", format!("must be a finite number >= 0, got {}", self.weight_decay));
         }
+        match self.optimizer {
+            OptimizerKind::Sgd if !(0.0..1.0).contains(&self.momentum) => {
+                return invalid("momentum", format!("must be in [0, 1), got {}", self.momentum));
+            }
+            OptimizerKind::Sgd if self.nesterov && self.momentum == 0.0 => {
+                return invalid("nesterov", "needs momentum above 0 (as in PyTorch)".to_string());
+            }
+            OptimizerKind::Adam if self.momentum != 0.0 || self.nesterov => {
+                let key = if self.momentum != 0.0 { "momentum" } else { "nesterov" };
+                return invalid(key, "applies to optimizer sgd; adam has its own betas".to_string());
+            }
+            _ => {}
+        }
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid("dropout", format!("must be in [0, 1), got {}", self.dropout));
         }
@@ -304,7 +352,7 @@ impl TrainConfig {
         self.reliability.validate()?;
         self.minibatch.validate(self.layers)?;
         self.method.validate(&self.minibatch)?;
-        self.device.validate(self.method.name, &self.minibatch)
+        self.device.validate(self.method.name, &self.minibatch, self.optimizer)
     }
 }
 
@@ -361,9 +409,14 @@ impl TrainConfig {
         self.minibatch.lr_scaling.or(self.method.name.rules().lr_scaling).unwrap_or_default()
     }
 
-    /// The optimizer: Adam with L2 weight decay coupled into the gradient (`torch.optim.Adam`).
-    pub fn optimizer(&self) -> Adam {
-        Adam::new(self.lr, self.weight_decay)
+    /// The optimizer, with L2 weight decay coupled into the gradient (`torch.optim.Adam` or
+    /// `torch.optim.SGD`).
+    pub fn optimizer(&self) -> Optim {
+        match self.optimizer {
+            OptimizerKind::Adam => Optim::Adam(Adam::new(self.lr, self.weight_decay)),
+            OptimizerKind::Sgd if self.nesterov => Optim::Sgd(Sgd::nesterov(self.lr, self.momentum, self.weight_decay)),
+            OptimizerKind::Sgd => Optim::Sgd(Sgd::new(self.lr, self.momentum, self.weight_decay)),
+        }
     }
 }
 
@@ -454,8 +507,11 @@ report = "out.json"
             hidden: 8,
             heads: 4,
             epochs: 50,
+            optimizer: OptimizerKind::Adam,
             lr: 0.005,
             weight_decay: 0.0,
+            momentum: 0.0,
+            nesterov: false,
             dropout: 0.6,
             input_dropout: Some(0.25),
             layer_norm: false,
@@ -539,7 +595,10 @@ report = "out.json"
     #[test]
     fn validation_names_the_key() {
         type Mutation = fn(&mut TrainConfig);
-        let cases: [(&str, Mutation); 11] = [
+        let cases: [(&str, Mutation); 14] = [
+            ("momentum", |c| c.momentum = 0.9),
+            ("momentum", |c| (c.optimizer, c.momentum) = (OptimizerKind::Sgd, 1.0)),
+            ("nesterov", |c| (c.optimizer, c.nesterov) = (OptimizerKind::Sgd, true)),
             ("lr", |c| c.lr = 0.0),
             ("lr", |c| c.lr = f32::NAN),
             ("weight-decay", |c| c.weight_decay = -1.0),

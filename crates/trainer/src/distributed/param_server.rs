@@ -2,14 +2,14 @@
 //! into `M` contiguous slices, slice `s` served by rank `s` (servers co-located with the first
 //! `M` workers). Every step each worker pushes the slice `s` of its gradient to server `s`
 //! (`ps/push`), each server sums the gradients of all workers in rank order (the same sum the
-//! all-reduce makes) and applies Adam to its slice with its own optimizer state, and every
+//! all-reduce makes) and applies the optimizer to its slice with its own optimizer state, and every
 //! worker pulls the updated slices back (`ps/pull`). A rank's own slice never crosses the
 //! network.
 
 use std::ops::Range;
 
 use comm_hierarchy::Communicator;
-use gnn_core::{Adam, Optimizer};
+use gnn_core::{Optim, Optimizer};
 
 use super::clock::CommClock;
 use crate::error::DistError;
@@ -23,7 +23,7 @@ pub(crate) const PULL: &str = "ps/pull";
 pub(crate) struct ParamServers {
     servers: usize,
     /// The optimizer of this rank's slice (`None` on ranks that serve none).
-    optimizer: Option<Adam>,
+    optimizer: Option<Optim>,
 }
 
 /// The slice of `len` parameters server `s` of `servers` holds.
@@ -33,17 +33,17 @@ fn slice(len: usize, servers: usize, s: usize) -> Range<usize> {
 
 impl ParamServers {
     /// Rank `rank`'s side of `servers` servers; a server updates its slice with `optimizer`.
-    pub(crate) fn new(servers: usize, rank: usize, optimizer: Adam) -> Self {
+    pub(crate) fn new(servers: usize, rank: usize, optimizer: Optim) -> Self {
         Self { servers, optimizer: (rank < servers).then_some(optimizer) }
     }
 
     /// The optimizer of this rank's slice (for checkpoints); `None` on ranks that serve none.
-    pub(crate) fn optimizer(&self) -> Option<&Adam> {
+    pub(crate) fn optimizer(&self) -> Option<&Optim> {
         self.optimizer.as_ref()
     }
 
     /// The same, to restore.
-    pub(crate) fn optimizer_mut(&mut self) -> Option<&mut Adam> {
+    pub(crate) fn optimizer_mut(&mut self) -> Option<&mut Optim> {
         self.optimizer.as_mut()
     }
 

@@ -12,7 +12,7 @@ use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{Exchange, ExchangeOptions, MessageCap};
-use gnn_core::{Adam, AggGraph, ForwardCtx, Model};
+use gnn_core::{AggGraph, ForwardCtx, Model, Optim};
 use graph_partition::book::CutKind;
 use graph_partition::sample::Fanouts;
 use serde_json::{Value, json};
@@ -59,7 +59,7 @@ pub(crate) struct Worker<'a> {
     controller: Option<Box<dyn Controller>>,
     /// Codec stats summed over workers and epochs.
     codec_totals: StatsTable,
-    optimizer: Adam,
+    optimizer: Optim,
     /// `Some` under parameter servers: the update runs there instead of on every worker.
     servers: Option<ParamServers>,
     lr: f32,
@@ -385,7 +385,7 @@ impl Strategy for Worker<'_> {
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
-        // Under parameter servers Adam runs on the servers: a server rank's shard holds the
+        // Under parameter servers the optimizer runs on the servers: a server rank's shard holds the
         // moments of its slice, the others' the worker's optimizer, which never steps.
         let optimizer = self.servers.as_ref().and_then(ParamServers::optimizer).unwrap_or(&self.optimizer);
         // The method's state: the exchange's (codecs of every stream on both ends, caches),

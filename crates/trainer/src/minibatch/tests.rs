@@ -7,7 +7,7 @@ use graph_partition::sample::Share;
 use graph_partition::{Dataset, SynthConfig};
 
 use super::trainer::{BatchTrainer, SyncOnly};
-use crate::config::{LrScaling, TrainConfig};
+use crate::config::{LrScaling, OptimizerKind, TrainConfig};
 use crate::method::Sampling;
 
 pub(crate) const WORKERS: usize = 3;
@@ -105,6 +105,23 @@ fn workers_on_shares_of_a_global_batch_equal_one_process_on_it() {
             assert_eq!(epochs.last(), workers[0].last(), "{model:?}: every rank applies the same update");
         }
     }
+}
+
+/// The same equality under SGD with Nesterov momentum.
+#[test]
+fn workers_equal_one_process_under_sgd() {
+    let dataset = dataset();
+    let mut config = config(ConvKind::Sage);
+    (config.optimizer, config.lr, config.momentum, config.nesterov) = (OptimizerKind::Sgd, 0.2, 0.9, true);
+    let single = single_process(&config, &dataset);
+    let workers = data_parallel(&config, &dataset, LrScaling::None);
+    for (rank, epochs) in workers.iter().enumerate() {
+        for (epoch, (dp, sp)) in epochs.iter().zip(&single).enumerate() {
+            assert_close(&format!("sgd rank {rank} epoch {}", epoch + 1), dp, sp, 1e-4);
+        }
+    }
+    let adam = single_process(&self::config(ConvKind::Sage), &dataset);
+    assert_ne!(adam.last(), single.last(), "sgd steps otherwise than adam");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use gnn_core::{Adam, BlockGraphs, ForwardCtx, GraphDegrees, Model, NoExchange};
+use gnn_core::{BlockGraphs, ForwardCtx, GraphDegrees, Model, NoExchange, Optim, Optimizer};
 use graph_partition::Dataset;
 use graph_partition::sample::{
     BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, Remainder, Share, Step, StepKey,
@@ -80,7 +80,7 @@ pub(crate) struct BatchTrainer<'a> {
     degrees: GraphDegrees,
     objective: Objective<'a>,
     model: Model,
-    optimizer: Adam,
+    optimizer: Optim,
     lr: LrSchedule,
     sampling: Sampling,
     seed: u64,
@@ -138,8 +138,8 @@ impl<'a> BatchTrainer<'a> {
         workers: usize,
     ) -> Result<Self, TrainError> {
         let optimizer = config.optimizer();
-        let scaled = optimizer.lr * sampling.lr_scaling.factor(workers);
-        let lr = LrSchedule::new(optimizer.lr, scaled, sampling.lr_warmup_epochs);
+        let given = optimizer.learning_rate();
+        let lr = LrSchedule::new(given, given * sampling.lr_scaling.factor(workers), sampling.lr_warmup_epochs);
         Ok(Self {
             dataset,
             keys,
@@ -233,9 +233,9 @@ impl<'a> BatchTrainer<'a> {
                     self.model.grads_mut().copy_from_slice(&first);
                 }
                 sync_s += hooks.sync(self.model.grads_mut(), loss)?;
-                self.optimizer.lr = self.lr.at(epoch, step, steps.len());
+                let lr = self.lr.at(epoch, step, steps.len());
+                self.optimizer.set_learning_rate(lr);
                 // The gradients are global after the sync, so every worker stops at one step.
-                let lr = self.optimizer.lr;
                 guard::check_grads(epoch, &self.model, lr)?;
                 self.model.step(&mut self.optimizer)?;
                 guard::check_params(epoch, &self.model, lr)?;
@@ -305,7 +305,7 @@ impl<'a> BatchTrainer<'a> {
         &self.model
     }
 
-    /// The parameters and Adam's moments for a checkpoint, with the method's `method` blob.
+    /// The parameters and the optimizer's state for a checkpoint, with the method's `method` blob.
     /// Nothing else of the trainer outlives an epoch: the sampler, the shuffle and the dropout
     /// masks are drawn by (seed, epoch, step), and the learning rate of a step is a function of
     /// them ([`LrSchedule::at`]).

@@ -105,7 +105,7 @@ fn tau_auto_estimates_remark_1_terms_and_follows_eq_20() {
         assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
     }
     // The defaults read the learning rate and the trials' sigma_bias at every fetch.
-    let lr = f64::from(config.optimizer().lr);
+    let lr = f64::from(config.lr);
     for d in schedule {
         assert_eq!((d["eta"].as_f64(), d["sigma_bias"].as_f64()), (Some(lr), est["sigma_bias"].as_f64()), "{d}");
     }
@@ -139,7 +139,7 @@ fn tau_auto_with_a_running_bias_and_the_effective_step_decides_alike_on_every_ra
     assert!(bias[0] >= fields["estimates"]["sigma_bias"].as_f64().unwrap(), "{bias:?}");
     assert!(bias.windows(2).all(|w| w[1] >= w[0]), "{bias:?}");
     // The first fetch has no step behind it: the learning rate; Adam's steps then differ.
-    let lr = f64::from(config.optimizer().lr);
+    let lr = f64::from(config.lr);
     assert_eq!(eta[0], lr);
     assert!(eta[1..].iter().all(|&e| e > 0.0 && e.is_finite() && e != lr), "{eta:?}");
     // One own-column gradient all-reduce per fetch, under its own phase.
