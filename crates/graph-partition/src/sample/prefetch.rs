@@ -1,20 +1,22 @@
-//! Sampling ahead of training: a background thread samples batch `k + 1` while the caller
-//! trains on batch `k`.
+//! Sampling ahead of training: background threads sample batches `k + 1, k + 2, ...` while the
+//! caller trains on batch `k`.
 //!
-//! The thread is scoped (`std::thread::scope`), so the sampler and the batch plan are borrowed,
-//! not moved or reference-counted. Batches travel through a bounded channel: with the default
-//! lookahead of one, the thread samples the next batch and then waits for the caller to take
-//! it, so at most two batches exist at once (the one in use and the next). Its parallel blocks
-//! run on the global rayon pool.
+//! The threads are scoped (`std::thread::scope`), so the sampler and the batch plan are
+//! borrowed, not moved or reference-counted. With `T` threads, thread `t` samples the steps
+//! `t, t + T, t + 2T, ...` and the caller takes them in step order, so the batches are the
+//! serial ones whatever `T` (a draw depends on its step's key only). Batches travel through
+//! bounded channels: with the default lookahead of one, a thread samples its next batch and
+//! then waits for the caller to take it, so at most `T + 1` batches exist at once. Each
+//! thread's parallel blocks run on the global rayon pool.
 //!
-//! Errors: a failed step is handed over in its turn and ends the iterator (the thread samples
-//! nothing after it); a panic on the thread comes out as [`SampleError::PrefetchPanicked`].
-//! Dropping the iterator early stops the thread: it finishes the batch in hand, sees the
-//! channel closed, and is joined before `drop` returns.
+//! Errors: a failed step is handed over in its turn and ends the iterator (the threads sample
+//! nothing after it); a panic on a thread comes out as [`SampleError::PrefetchPanicked`] in
+//! the turn of the step it left undone. Dropping the iterator early stops the threads: each
+//! finishes the batch in hand, sees its channel closed, and is joined before `drop` returns.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
@@ -22,17 +24,30 @@ use std::time::{Duration, Instant};
 use super::{MiniBatch, NeighborSampler, SampleError, Step};
 
 /// State the sampling thread and the iterator share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     stop: AtomicBool,
+    /// The first step that failed (`usize::MAX`: none); no thread samples a later one.
+    failed: AtomicUsize,
     sampling_ns: AtomicU64,
 }
 
-/// An iterator over sampled batches, produced on a background thread; see the module docs.
+impl Default for Shared {
+    fn default() -> Self {
+        Self { stop: AtomicBool::new(false), failed: AtomicUsize::new(usize::MAX), sampling_ns: AtomicU64::new(0) }
+    }
+}
+
+/// An iterator over sampled batches, produced on background threads; see the module docs.
 #[derive(Debug)]
 pub struct Prefetch<'scope> {
-    batches: Option<Receiver<Result<MiniBatch, SampleError>>>,
-    worker: Option<ScopedJoinHandle<'scope, ()>>,
+    /// One channel per thread; step `k` comes from `batches[k % T]`.
+    batches: Vec<Option<Receiver<Result<MiniBatch, SampleError>>>>,
+    workers: Vec<Option<ScopedJoinHandle<'scope, ()>>>,
+    /// The next step the caller takes.
+    next: usize,
+    /// Set once an error or the end has been handed over.
+    done: bool,
     shared: Arc<Shared>,
     waiting: Duration,
 }
@@ -42,9 +57,9 @@ impl<'scope> Prefetch<'scope> {
     pub fn spawn<'env, I>(scope: &'scope Scope<'scope, 'env>, sampler: &'env NeighborSampler<'env>, steps: I) -> Self
     where
         I: IntoIterator<Item = Step<'env>>,
-        I::IntoIter: Send + 'scope,
+        I::IntoIter: Clone + Send + 'scope,
     {
-        Self::with_lookahead(scope, sampler, steps, NonZeroUsize::MIN)
+        Self::start(scope, sampler, steps, NonZeroUsize::MIN, NonZeroUsize::MIN)
     }
 
     /// As [`Prefetch::spawn`], sampling up to `ahead` batches before the caller takes them.
@@ -56,20 +71,53 @@ impl<'scope> Prefetch<'scope> {
     ) -> Self
     where
         I: IntoIterator<Item = Step<'env>>,
-        I::IntoIter: Send + 'scope,
+        I::IntoIter: Clone + Send + 'scope,
     {
-        // The thread holds one finished batch while blocked in `send`, so the channel keeps
-        // `ahead - 1` more.
-        let (tx, rx) = sync_channel(ahead.get() - 1);
-        let shared = Arc::new(Shared::default());
-        let steps = steps.into_iter();
-        let thread_shared = Arc::clone(&shared);
-        let worker = scope.spawn(move || produce(sampler, steps, &tx, &thread_shared));
-        Self { batches: Some(rx), worker: Some(worker), shared, waiting: Duration::ZERO }
+        Self::start(scope, sampler, steps, NonZeroUsize::MIN, ahead)
     }
 
-    /// Time the sampling thread has spent sampling so far (hidden behind training when
-    /// [`Prefetch::waiting_time`] stays small).
+    /// As [`Prefetch::spawn`], on `threads` threads, each one batch ahead.
+    pub fn on_threads<'env, I>(
+        scope: &'scope Scope<'scope, 'env>,
+        sampler: &'env NeighborSampler<'env>,
+        steps: I,
+        threads: NonZeroUsize,
+    ) -> Self
+    where
+        I: IntoIterator<Item = Step<'env>>,
+        I::IntoIter: Clone + Send + 'scope,
+    {
+        Self::start(scope, sampler, steps, threads, NonZeroUsize::MIN)
+    }
+
+    fn start<'env, I>(
+        scope: &'scope Scope<'scope, 'env>,
+        sampler: &'env NeighborSampler<'env>,
+        steps: I,
+        threads: NonZeroUsize,
+        ahead: NonZeroUsize,
+    ) -> Self
+    where
+        I: IntoIterator<Item = Step<'env>>,
+        I::IntoIter: Clone + Send + 'scope,
+    {
+        let shared = Arc::new(Shared::default());
+        let steps = steps.into_iter();
+        let (mut batches, mut workers) = (Vec::new(), Vec::new());
+        for t in 0..threads.get() {
+            // A thread holds one finished batch while blocked in `send`, so its channel keeps
+            // `ahead - 1` more.
+            let (tx, rx) = sync_channel(ahead.get() - 1);
+            let mine = steps.clone().enumerate().skip(t).step_by(threads.get());
+            let thread_shared = Arc::clone(&shared);
+            workers.push(Some(scope.spawn(move || produce(sampler, mine, &tx, &thread_shared))));
+            batches.push(Some(rx));
+        }
+        Self { batches, workers, next: 0, done: false, shared, waiting: Duration::ZERO }
+    }
+
+    /// Time the sampling threads have spent sampling so far, summed over them (hidden behind
+    /// training when [`Prefetch::waiting_time`] stays small).
     pub fn sampling_time(&self) -> Duration {
         Duration::from_nanos(self.shared.sampling_ns.load(Ordering::Relaxed))
     }
@@ -80,21 +128,25 @@ impl<'scope> Prefetch<'scope> {
     }
 }
 
-/// The sampling thread's loop.
+/// A sampling thread's loop over its `(index, step)` pairs.
 fn produce<'env>(
     sampler: &NeighborSampler<'env>,
-    steps: impl Iterator<Item = Step<'env>>,
+    steps: impl Iterator<Item = (usize, Step<'env>)>,
     tx: &SyncSender<Result<MiniBatch, SampleError>>,
     shared: &Shared,
 ) {
-    for step in steps {
-        if shared.stop.load(Ordering::Relaxed) {
+    for (index, step) in steps {
+        if shared.stop.load(Ordering::Relaxed) || index > shared.failed.load(Ordering::Relaxed) {
             return;
         }
         let start = Instant::now();
         let batch = sampler.sample(step.key, step.seeds);
         shared.sampling_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let failed = batch.is_err();
+        if failed {
+            // The steps after a failed one are not handed over: no thread samples them.
+            shared.failed.fetch_min(index, Ordering::Relaxed);
+        }
         if tx.send(batch).is_err() || failed {
             return;
         }
@@ -105,15 +157,25 @@ impl Iterator for Prefetch<'_> {
     type Item = Result<MiniBatch, SampleError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let t = self.next % self.batches.len();
         let start = Instant::now();
-        let received = self.batches.as_ref()?.recv();
+        let received = self.batches[t].as_ref()?.recv();
         self.waiting += start.elapsed();
+        self.next += 1;
         match received {
-            Ok(batch) => Some(batch),
-            // The thread has returned or panicked: nothing more will come.
+            Ok(batch) => {
+                self.done = batch.is_err();
+                Some(batch)
+            }
+            // The thread has returned (its steps are done, and so every step is) or panicked
+            // in this step: nothing more will come in order.
             Err(_) => {
-                self.batches = None;
-                match self.worker.take()?.join() {
+                self.done = true;
+                self.batches[t] = None;
+                match self.workers[t].take()?.join() {
                     Ok(()) => None,
                     Err(payload) => Some(Err(SampleError::PrefetchPanicked { message: panic_message(&*payload) })),
                 }
@@ -125,9 +187,9 @@ impl Iterator for Prefetch<'_> {
 impl Drop for Prefetch<'_> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        // Closing the channel first wakes a thread blocked in `send`.
-        self.batches = None;
-        if let Some(worker) = self.worker.take() {
+        // Closing the channels first wakes the threads blocked in `send`.
+        self.batches.clear();
+        for worker in self.workers.iter_mut().filter_map(Option::take) {
             // The caller abandoned the iterator; a panic after that has nobody to report to.
             let _ = worker.join();
         }

@@ -95,6 +95,31 @@ fn prefetch_yields_the_serial_batches() {
         });
         assert_eq!(prefetched, serial);
     }
+    for threads in [2, 3, 8] {
+        let prefetched: Vec<MiniBatch> = std::thread::scope(|scope| {
+            let threads = NonZeroUsize::new(threads).unwrap();
+            let mut batches = Prefetch::on_threads(scope, &sampler, plan.steps(share), threads);
+            batches.by_ref().collect::<Result<Vec<_>, _>>().unwrap()
+        });
+        assert_eq!(prefetched, serial, "{threads} threads hand over the serial batches, in order");
+    }
+}
+
+#[test]
+fn prefetch_on_threads_hands_over_an_error_in_its_turn_and_stops() {
+    let graph = ring();
+    let sampler = NeighborSampler::new(&graph, fanouts("2"), 0).unwrap();
+    let (good, bad) = ([1u32, 2, 3], [4u32, 5, 4]);
+    for failing in 0..4 {
+        let steps: Vec<Step> =
+            (0..6).map(|i| Step { key: KEY, seeds: if i == failing { &bad[..] } else { &good[..] } }).collect();
+        let results: Vec<_> = std::thread::scope(|scope| {
+            Prefetch::on_threads(scope, &sampler, steps.iter().copied(), NonZeroUsize::new(3).unwrap()).collect()
+        });
+        assert_eq!(results.len(), failing + 1, "the steps before it, then the error");
+        assert!(results[..failing].iter().all(Result::is_ok));
+        assert_eq!(results[failing], Err(SampleError::DuplicateSeed { seed: 4 }));
+    }
 }
 
 #[test]

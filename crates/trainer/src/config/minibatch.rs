@@ -42,6 +42,11 @@ pub struct MiniBatchConfig {
     /// linear for adgraph as in its paper, none for data-parallel].
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub lr_scaling: Option<LrScaling>,
+    /// Mini-batch: threads that sample batches ahead of training, each one batch ahead (the
+    /// batches are the same whatever the number) [default: the machine's cores, shared among
+    /// this process's workers].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub sampler_threads: Option<usize>,
     /// Mini-batch: raise a scaled learning rate linearly, step by step, from the rate as given
     /// over the first N epochs (Goyal et al.'s gradual warm-up for --lr-scaling linear).
     #[cfg_attr(feature = "clap", arg(long = "lr-warmup", value_name = "N"))]
@@ -56,6 +61,7 @@ impl Default for MiniBatchConfig {
             gcn_norm: GcnNorm::default(),
             eval_batch_size: 4096,
             lr_scaling: None,
+            sampler_threads: None,
             lr_warmup_epochs: 0,
         }
     }
@@ -67,6 +73,9 @@ impl MiniBatchConfig {
         let invalid = |key, message| Err(ConfigError::Invalid { key, message });
         if self.batch_size == Some(0) {
             return invalid("batch-size", "must be at least 1, got 0".to_string());
+        }
+        if self.sampler_threads == Some(0) {
+            return invalid("sampler-threads", "must be at least 1, got 0".to_string());
         }
         if self.eval_batch_size == 0 {
             return invalid("eval-batch-size", "must be at least 1, got 0".to_string());

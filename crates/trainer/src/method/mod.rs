@@ -20,6 +20,7 @@ pub(crate) mod featpart;
 mod single;
 mod vanilla;
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use cache_quant::{CodecFactory, Knob, StateError, StatsTable};
@@ -31,7 +32,7 @@ use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
 use serde_json::Value;
 
 pub use self::featpart::FetchSpec;
-use crate::config::{LrScaling, Method, TrainConfig};
+use crate::config::{Backend, LrScaling, Method, TrainConfig};
 use crate::error::TrainError;
 use crate::train_loop::EvalStats;
 
@@ -141,6 +142,8 @@ pub struct Sampling {
     pub lr_scaling: LrScaling,
     /// Epochs of linear warm-up from the rate as given to the scaled rate.
     pub lr_warmup_epochs: usize,
+    /// Threads sampling ahead of training ([`graph_partition::sample::Prefetch::on_threads`]).
+    pub sampler_threads: NonZeroUsize,
 }
 
 impl Sampling {
@@ -157,8 +160,22 @@ impl Sampling {
             eval_batch_size: mb.eval_batch_size,
             lr_scaling: config.lr_scaling(),
             lr_warmup_epochs: mb.lr_warmup_epochs,
+            sampler_threads: mb
+                .sampler_threads
+                .and_then(NonZeroUsize::new)
+                .unwrap_or_else(|| default_sampler_threads(config)),
         })
     }
+}
+
+/// The machine's cores shared among the workers of this process (one under MPI), at least one.
+fn default_sampler_threads(config: &TrainConfig) -> NonZeroUsize {
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    let here = match (config.method.name, config.distributed.backend) {
+        (Method::Single, _) | (_, Backend::Mpi) => 1,
+        _ => config.distributed.workers.max(1),
+    };
+    NonZeroUsize::new(cores / here).unwrap_or(NonZeroUsize::MIN)
 }
 
 /// How workers agree on the parameter update.

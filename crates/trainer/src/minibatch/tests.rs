@@ -39,6 +39,8 @@ fn warmed(batch_size: usize, lr_scaling: LrScaling, lr_warmup_epochs: usize) -> 
         eval_batch_size: 64,
         lr_scaling,
         lr_warmup_epochs,
+        // Several sampling threads: the equalities below hold whatever the number.
+        sampler_threads: std::num::NonZeroUsize::new(3).unwrap(),
     }
 }
 

@@ -212,7 +212,7 @@ impl<'a> BatchTrainer<'a> {
             .map(|(step, s)| Step { key: StepKey { epoch: epoch as u64, step: step as u64 }, seeds: &s.seeds });
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
         std::thread::scope(|scope| -> Result<(), TrainError> {
-            let mut batches = Prefetch::spawn(scope, &sampler, keyed);
+            let mut batches = Prefetch::on_threads(scope, &sampler, keyed, self.sampling.sampler_threads);
             for (step, batch) in batches.by_ref().enumerate() {
                 let batch = batch?;
                 let start = Instant::now();

@@ -39,6 +39,7 @@ fn sampling(fanouts: &str) -> Sampling {
         eval_batch_size: 64,
         lr_scaling: LrScaling::None,
         lr_warmup_epochs: 0,
+        sampler_threads: std::num::NonZeroUsize::MIN,
     }
 }
 
