@@ -5,7 +5,8 @@
 //! fills a temporary file beside the target, which is fsynced, renamed onto the target and its
 //! directory fsynced; on an error the temporary file is removed and the target untouched. The
 //! dataset cache, reports, experiment tables, checkpoints, exported models and plots all write
-//! through it.
+//! through it. Partition books (`book::io`) and datasets written in the OGB layout
+//! (`dataset::writer`) are written in place.
 
 use std::fs::{File, OpenOptions};
 use std::io;
