@@ -5,6 +5,11 @@
 //!
 //! Codec state is training-only (evaluation passes go around the codecs), so at an epoch
 //! boundary it is complete: nothing is in flight.
+//!
+//! `Codec::save_state` / `restore_state` are stateless by default; decorators nest their inner
+//! codec's state. `CodecBank` saves its streams in key order and, on restore, rebuilds each codec
+//! through the factory for its stream's rows before restoring it. `ReplicaCache`, the `BitTable`
+//! and the `QuantProbe` save and restore their state here too.
 
 use thiserror::Error;
 

@@ -1,5 +1,8 @@
 //! `halo`: the command-line front of Halo. Each subcommand lives in its own module under
 //! `cmd/`; this file only parses and dispatches, and turns errors into a non-zero exit.
+//!
+//! Errors go to stderr with each cause in the chain once; log lines carry colour codes only on a
+//! terminal.
 
 use std::io::IsTerminal;
 

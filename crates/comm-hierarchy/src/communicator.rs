@@ -1,4 +1,9 @@
 //! The `Communicator` trait: what a worker can ask of the layer that moves bytes.
+//!
+//! Calls: all-to-all, blocking or split into a start and a wait (AdaQP's ring order); all-reduce,
+//! deterministic, so every rank gets the same bits; broadcast, gather and scatter (whole, or
+//! `scatter_with`: the root makes each buffer just before sending it, so it holds one at a time);
+//! barrier. Every call takes a phase label, under which the ledger counts its bytes.
 
 use std::fmt;
 

@@ -25,6 +25,10 @@
 //! Calls are assumed not to overlap each other or computation: the total is an upper bound on
 //! communication time for a run that overlaps. The model needs the snapshots of all ranks
 //! merged; with only some ranks it sees only their messages ([`ModeledTime::complete`]).
+//!
+//! Also here: AdaQP's per-pair `theta * MB + gamma` model and its least-squares fit, held to
+//! `theta, gamma >= 0` (a free line through noisy fast-link timings can cross zero above the
+//! origin); `probe.rs` times the sends it is fitted to.
 
 use std::collections::BTreeMap;
 

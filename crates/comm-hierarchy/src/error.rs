@@ -1,4 +1,8 @@
 //! Errors of communicator calls and of whole runs.
+//!
+//! Failure semantics: a failed or panicking worker makes every peer's pending and later calls fail
+//! with an error naming its rank within a bounded time (the `timeout` of `ClusterOptions` and
+//! `MpiOptions`); a timeout names the peer, the phase and its fault point.
 
 use std::fmt;
 use std::time::Duration;

@@ -10,6 +10,9 @@
 //!   `n` bytes over `P` ranks moves `2 (P - 1)` chunks of about `n / P` bytes per rank. Empty
 //!   messages (a barrier, an empty all-to-all part) count as messages of 0 bytes.
 //! - The bookkeeping traffic of [`crate::Communicator::gather_ledger`] is not recorded.
+//!
+//! `Communicator::ledger_mark` and `ledger_since` give one step's delta without copying the
+//! history.
 
 use std::collections::{BTreeMap, BTreeSet};
 

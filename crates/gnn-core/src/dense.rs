@@ -3,6 +3,15 @@
 //!
 //! Reductions over rows use fixed-size row chunks combined in chunk order, so results are
 //! bit-for-bit reproducible whatever the thread count or scheduling.
+//!
+//! Matmul runs `matrixmultiply`'s single-threaded kernels over tiles of the output on rayon's pool,
+//! the one pool every kernel shares; a tile sums the whole depth in the uncut order, so products
+//! are bit-identical whatever the thread count.
+//!
+//! Buffers: `ensure_shape` keeps a buffer's allocation when it grows inside it, writing the grown
+//! block (`Growth::Written`) or, on a view that pulls its halo, taking a large one as released
+//! pages (`Growth::Released`); `release_rows_from` hands the whole pages of a buffer's trailing rows
+//! back to the system (`crate::pages`).
 
 use std::ops::Range;
 

@@ -22,6 +22,12 @@
 //! ([`crate::AggGraph::with_primaries_computing`]), forward also pushes the aggregate
 //! (`push_halo_grad` under [`Step::Aggregate`]: copies' partial sums into their primaries) and
 //! backward pulls its gradient back to the copies before the transposed aggregation.
+//!
+//! Calls: `begin(pass)`, `pull_halo` / `push_halo_grad` (edge-cut), `sum_replicas` / `max_replicas`
+//! (vertex-cut), their split forms `start_pull` / `finish_pull` and `start_push` / `finish_push`
+//! (used when `overlaps()`; by default the blocking call), `take_stats`, `codec_name`, and
+//! `save_state` / `restore_state` for checkpoints (the codec banks of both ends of every stream,
+//! and the replica caches).
 
 use ndarray::Array2;
 

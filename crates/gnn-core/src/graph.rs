@@ -23,6 +23,13 @@
 //! cache) runs its first layer on such a view too ([`AggGraph::with_held_halo`]): that layer
 //! transforms its halo rows itself, takes their share of the weight gradient locally and
 //! exchanges nothing; the later layers pull as usual.
+//!
+//! The backward adjacency is the forward CSR's transpose unless the CSR is symmetric
+//! (`Csr::is_symmetric`, checked once per CSR and remembered), in which case the forward CSR serves
+//! both ways; the transpose's entry permutation is built on first use (GAT only). Views of one
+//! graph share its CSR and tables through `Arc`, so a clone is cheap. Its *central rows* are the
+//! computed rows that read no copy row: overlapped layers aggregate them while the halo is in
+//! flight.
 
 use std::sync::{Arc, OnceLock};
 

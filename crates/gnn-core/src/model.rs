@@ -5,6 +5,23 @@
 //! [LayerNorm] -> activation` (`dropout-first`). Either way the input features pass through a
 //! dropout first and the last conv has no activation (it outputs logits). A dropout site is keyed
 //! by the index of the conv it feeds, so the input dropout is layer 0.
+//!
+//! Paths: `forward`/`backward` run every layer on one graph; `forward_layers`/`backward_layers` take
+//! one view per layer (the distributed worker's path: layer 0 on a held-halo view under the halo
+//! feature cache, each layer on its own sampled in-edges under sampled-edge training);
+//! `forward_blocks`/`backward_blocks` take one block per layer, gathering input rows by global id
+//! (`forward_blocks_rows` from given rows, `forward_blocks_gathered` from rows the caller
+//! assembled). `forward` starts each pass on the exchange (`Exchange::begin`).
+//! `first_nonfinite_output` finds where a NaN entered, and `buffer_bytes` counts the per-vertex
+//! buffers by kind, which the trainer's memory estimate is tested against.
+//!
+//! What backward needs is all the model keeps. Hidden activations, LayerNorm inputs and backward
+//! gradients take turns in one buffer pool, which hands out the buffer closest in size. Dropout
+//! keeps no mask: after ReLU, backward reads it off the saved output; otherwise it re-draws the
+//! keyed mask. Conv 0's input copy is returned after its forward when the conv does not read it
+//! in backward. GCN and GraphSAGE zero a block's pulled halo rows once aggregated, as pushes zero
+//! pushed ones, releasing their pages (`crate::pages`), so a worker holds halo rows only while an
+//! exchange's are in flight.
 
 use graph_partition::sample::{PlanError, SampleError};
 use ndarray::Array2;

@@ -3,6 +3,11 @@
 //! Convention used across Halo: row `v` lists the *sources* `u` of the edges `u -> v`
 //! (in-neighbours), so an aggregation `h_v = sum_{u in N(v)} x_u` reads one row. For the
 //! symmetric graphs most datasets are, rows are simply neighbour lists.
+//!
+//! A [`Csr`] holds `u64` row pointers and `u32` column ids and is checked when built
+//! ([`Csr::try_new`], [`Csr::check_structure`]). [`Csr::from_edges`] removes duplicate edges and,
+//! as its [`EdgeListOptions`] say, symmetrises and drops self loops. `sprs_interop` converts to and
+//! from `sprs`; [`Csr::fingerprint`] identifies a graph for saved partition books and checkpoints.
 
 use serde::{Deserialize, Serialize};
 

@@ -4,6 +4,9 @@
 //! pages, a TLB miss and a page walk once the array outgrows what the TLB maps (a few MiB); a
 //! 2 MiB page covers hundreds of rows. Linux backs a range with transparent huge pages when it
 //! is marked so before it is written (THP in `madvise` mode, the common default).
+//!
+//! [`huge_capacity`] gives such vectors: the dataset cache's arrays, and gnn-core's per-vertex
+//! buffers.
 
 /// Arrays from this many bytes up get the hint: two huge pages, so that at least one whole
 /// huge page lies inside whatever the alignment.

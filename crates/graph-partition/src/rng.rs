@@ -1,5 +1,9 @@
 //! Counter-based random numbers: every draw is a pure function of its key, so results do
 //! not depend on thread scheduling or on how a graph is split across workers.
+//!
+//! [`hash_key`] hashes a key of words, [`hash_extend`] extends a hashed prefix with more words, and
+//! [`uniform_f32`] draws from a key; [`SplitMix64`] is the sequential generator where a stream of
+//! draws hangs off one key.
 
 /// SplitMix64's increment, 2^64 over the golden ratio.
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;

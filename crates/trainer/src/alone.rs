@@ -1,5 +1,8 @@
 //! A process that trains alone (the whole graph, one model; on the CPU or a device, full-batch or
 //! sampled): how it agrees on its checkpoints, its checkpoints and its report.
+//!
+//! Its users are `single`, the device strategy and the single-process mini-batch runner. The
+//! `setup` and `checkpoint` faults (`HALO_FAULT`) fire in its checkpoint agreement.
 
 use comm_hierarchy::fault::{Fault, Point};
 use graph_partition::Dataset;

@@ -1,4 +1,7 @@
 //! Finding and preparing the dataset a run trains on.
+//!
+//! [`Source`] says where a run's dataset comes from (a directory to load, or one in memory); it
+//! lives here, at the bottom of the trainer, because every runner takes it.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

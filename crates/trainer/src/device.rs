@@ -5,6 +5,12 @@
 //! the CPU model's flat layout), so `--save-model` writes the same file as a CPU run. The loss
 //! is the CPU's objective for the dataset's labels: softmax cross-entropy of classes, or
 //! sigmoid binary cross-entropy of multi-label targets (accuracy over label columns).
+//!
+//! Each epoch carries a `device` record (GPU time per phase, bytes over the bus). The memory check
+//! of `memory/device.rs` runs before any upload. Checkpoints hold what a CPU run's hold (the
+//! parameters and Adam's moments, downloaded). Without the `cuda` feature a run stops with an error
+//! naming the build. `tests/gpu_train.rs` (`#[ignore]`d; `cargo xtask gpu-test`) holds the loss
+//! curves against the CPU's and evaluates the saved best-epoch weights on the CPU.
 
 use graph_partition::Dataset;
 

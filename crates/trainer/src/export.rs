@@ -6,6 +6,9 @@
 //! (which names the dataset and its feature normalisation) and the epoch they come from. The
 //! safetensors header's metadata repeats the model configuration, so the file alone still says
 //! what it holds.
+//!
+//! Loading checks every tensor's name, shape and type against the model configuration; `predict`
+//! runs the weights over a prepared dataset.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,12 @@
 //! The entry points of a training run: the method's parts checked against each other, then the
 //! runner its data plan and batch source need.
+//!
+//! [`run`] is the command line's one entry point for every method, [`run_method`] trains any
+//! `MethodDef` (built-in or not), and [`run_on`] an in-memory dataset. The runner is chosen from the
+//! parts' data plan and batch source, never from the method's name: the whole graph
+//! (`crate::single`, or `crate::minibatch::single`), a cut graph (`crate::distributed`), a
+//! replicated graph or feature columns (`crate::minibatch::data_parallel`), or l-hop parts
+//! (`crate::minibatch::adgraph`). A combination no runner implements is refused naming the method.
 
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;

@@ -1,4 +1,7 @@
 //! The single-process strategy: one model over the whole graph, no communication.
+//!
+//! A run with `device = "cuda[:N]"` goes to `crate::device` instead; with fanouts and no batch size
+//! every layer runs on in-edges sampled anew each epoch.
 
 use std::sync::Arc;
 

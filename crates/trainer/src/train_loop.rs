@@ -4,6 +4,12 @@
 //! A method plugs in as a [`Strategy`]: the single-process one runs the model on the whole graph;
 //! a distributed one runs it on its part and all-reduces gradients, losses and correct counts
 //! inside `train_step`/`evaluate`, so the loop itself never changes.
+//!
+//! The loop keeps a copy of the model at each new best epoch (`Strategy::snapshot`: by default of
+//! `Strategy::model`; the device strategy downloads its parameters), which ends up in
+//! `Report::trained` (a `TrainedModel`, not serialised). [`train_loop_with`] also writes
+//! checkpoints and starts from one, through `Strategy::checkpoint_state` / `restore_state`; an
+//! [`EpochObserver`] sees every epoch (the CLI's progress display, which hands each epoch to its report keeper).
 
 use std::collections::BTreeMap;
 use std::time::Instant;

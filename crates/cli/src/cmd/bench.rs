@@ -1,6 +1,10 @@
 //! `halo bench comm`: times all-to-all and all-reduce on a communicator backend and reports
 //! the measured throughput next to the traffic ledger and the cost model's projection.
 //! `halo bench memory` (`bench/memory.rs`): peak memory per vertex of `halo train` runs.
+//!
+//! Both commands measure through one `measure_with` over a `Collectives` target: the host
+//! communicators, or NCCL on GPU buffers (`bench/nccl.rs`, feature `nccl`); under an MPI launcher
+//! the launcher detection of `halo train` applies.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

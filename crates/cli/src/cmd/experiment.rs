@@ -4,6 +4,9 @@
 //! The file format and the outputs are described in `trainer::experiment` and
 //! `experiments/README.md`. This module reads each variant's flags with `halo train`'s own parser,
 //! shows progress on stderr and prints a summary; the runner and the statistics are the trainer's.
+//!
+//! Each variant's `TrainConfig` comes from `train::config_from_flags`; the first seed's runs are
+//! drawn into `epochs.svg`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,8 @@
 //! Reading reports that `halo train` wrote, for the commands that look back at runs
 //! (`halo compare`, `halo plot`).
+//!
+//! A report is labelled by its method, or by its file where methods repeat; an incomplete report
+//! gets the figures of its epochs so far. The settings the reports differ on are found here too.
 
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,11 @@
 //! run is checked: distributed flags need a distributed method, an MPI launch needs the MPI
 //! backend ([`launch`]), and the report's path must be writable. A run that fails or is
 //! interrupted keeps its report so far ([`keeper`]).
+//!
+//! The refusals read the section of each flag's configuration key (`trainer::config::owners`): a
+//! flag of another method's settings names the method it belongs to, and distributed flags under
+//! `--method single` are refused too; config-file keys are not refused, since one file may hold
+//! every method's settings. A `--cut` the method does not train on is an error.
 
 mod device;
 mod keeper;

@@ -12,6 +12,12 @@
 //! A call is either blocking ([`ReplicaRouter::route`]) or split into a start, which encodes
 //! and posts the messages, and a finish, which waits, decodes and lands them; both run the same
 //! code in the same order, so they give the same bits.
+//!
+//! Evaluation passes go through the identity codec, so codec state is training-only unless
+//! `lossy_eval`. Message buffers are reused. Under a [`MessageCap`] a blocking call of exact rows
+//! runs in rounds of bounded messages, round `k` of `r` carrying the rows whose global id is `k`
+//! mod `r`, so every combined row still takes its sources in peer order and the bits equal one
+//! round's. A `CommWatch` is told of every call, split starts and waits included.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -2,6 +2,12 @@
 //! its tests run without a GPU: which parameter tensors each layer uses (from the CPU
 //! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
 //! as one weighted CSR with the self term folded in as a diagonal entry.
+//!
+//! `DevicePlan` splits and joins the flat parameter buffer and the per-tensor device buffers
+//! (LayerNorm's scale and shift are tensors of their own), folds GCN's and GraphSAGE's aggregation
+//! into one weighted CSR, expands GAT's CSR per head with its attention-dropout keys, and
+//! [`pick_labels`] checks and picks a split's labels for the loss kernels (classes, or multi-label
+//! target rows).
 
 use graph_partition::Labels;
 

@@ -1,6 +1,12 @@
 //! The partition book: each worker's [`LocalGraph`], how the parts' vertices correspond, and
 //! (for ADGraph) each part's l-hop vertex set. Saved as `book.json` plus one bincode file per
 //! part, validated when loaded.
+//!
+//! A [`LocalGraph`] numbers its vertices locally: the owned vertices (edge-cut) or masters
+//! (vertex-cut) first, then halo vertices or mirrors grouped by home part. It holds its local CSR,
+//! the global ids and degrees, and per-peer send and receive lists paired across parts, so that a
+//! message carries rows and no ids. `PartitionBook::load_for` also checks a saved book against the
+//! graph (vertex and edge counts, `Csr::fingerprint`) and the worker count.
 
 mod build;
 mod io;

@@ -1,4 +1,7 @@
 //! Reading the OGB node-property raw layout (see [`super::layout`]) into memory.
+//!
+//! Features are parsed in parallel (`numbers`); a non-finite feature is an error naming its file,
+//! line and column unless [`LoadOptions::allow_nonfinite`] allows it.
 
 use std::path::Path;
 

@@ -1,4 +1,7 @@
 //! The undirected simple view of a graph that structure-aware partitioners work on.
+//!
+//! METIS and BDG work on it row by row: METIS' 32-bit arrays are filled from it directly, and a
+//! graph that is already symmetric needs no reverse edges added.
 
 use crate::Csr;
 

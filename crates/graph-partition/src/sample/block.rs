@@ -1,4 +1,7 @@
 //! Blocks (DGL's message-flow graphs) and the mini-batch that holds one per layer.
+//!
+//! A [`Block`] lists its sources' global ids with the destinations as a prefix, and holds a
+//! `num_dst x num_src` local CSR; [`BlockCounts`] are its sizes, as reports give them.
 
 use std::collections::HashMap;
 

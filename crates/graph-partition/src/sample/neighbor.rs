@@ -14,6 +14,10 @@
 //! No pass depends on how rows are split among threads, so the output is identical for any
 //! thread count, and since a destination's draw reads only its own key, identical for any way
 //! of splitting or ordering the seeds, up to the local numbering.
+//!
+//! [`NeighborSampler::with_keys`] samples a subgraph (ADGraph's extended part) with every draw keyed
+//! by the vertex's global id, so a vertex whose whole in-neighbourhood the subgraph holds gets the
+//! whole graph's sample.
 
 use std::ops::Range;
 

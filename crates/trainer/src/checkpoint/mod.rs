@@ -14,6 +14,13 @@
 //! `epochs`, `patience`, `report`, `threads`, `[reliability]`, `[memory]` and `backend`), world size,
 //! method, partition (each shard keeps a fingerprint of its rank's data) or a truncated or
 //! corrupt file.
+//!
+//! Covered: `single` (CPU, and the device path, whose parameters and moments are downloaded into
+//! the CPU layout) and every cut method: `distributed::worker::Worker` fills the method blob with
+//! the exchange's state and its controller's (`Controller::save_state` / `restore_state`), and
+//! under parameter servers a server rank's shard holds its slice's Adam moments. The mini-batch
+//! runners save the model and Adam, and for data-parallel workers the method's
+//! `WorkerHooks::save_state` / `restore_state` (featpart's fetch plan and trial estimates).
 
 pub mod shard;
 pub mod store;

@@ -1,4 +1,7 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
+//!
+//! A GPU needs a method whose `Rules` allow CUDA (today `single`), full batches and every edge
+//! (no `fanouts`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

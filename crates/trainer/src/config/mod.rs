@@ -3,6 +3,12 @@
 //!
 //! TOML keys are spelled exactly like the command-line flags (`weight-decay`, `feature-norm`), so
 //! one name means the same thing in both places; unknown keys are rejected.
+//!
+//! Each key is spelled once: its field gives the TOML key and, with the `clap` feature, the
+//! `halo train` flag (the sections derive `clap::Args`); its doc comment is the help, and its
+//! `Default` the default the help shows. `keys.rs` reads keys, sections, owners and defaults off the
+//! serialized defaults, [`heading`] names the help sections, and no key sits in two sections. A
+//! method's settings are one `[method.<name>]` table each (`method.rs`).
 
 mod adaqp;
 mod adgraph;

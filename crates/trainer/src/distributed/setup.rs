@@ -6,6 +6,11 @@
 //! ([`crate::method::HaloFeatures::Cached`]): then every worker fetches its halo rows' features
 //! from their owners once ([`WorkerShare::fetch_halo_features`]). Rank 0 drops the whole dataset
 //! once the shares are sent (when it owns it).
+//!
+//! `SharePlan` streams the scatter: rank 0 cuts, sends and drops one share before the next, so it
+//! never holds every share at once. The halo-feature fetch is one `all_to_all_v` under
+//! `setup/halo-features`, before the memory check and outside every epoch. The wire form of a
+//! share is `WireShare`, bincode-encoded.
 
 use comm_hierarchy::wire::{self, Element};
 use comm_hierarchy::{CommError, Communicator};

@@ -2,6 +2,11 @@
 //! the exchange of its cut with the method's codec stack, gradients all-reduced (summed) before
 //! every worker applies the same optimizer step, and losses and accuracy counts all-reduced, so
 //! every worker sees the global values.
+//!
+//! Before training, one all-reduce under the `messages` phase agrees on the largest pair's rows for
+//! the exchange's `MessageCap`. Under `masters-only` a vertex-cut worker runs the primary/copy
+//! exchange on `AggGraph::with_primaries_computing` views, and its share holds the masters'
+//! features only.
 
 use std::time::Instant;
 

@@ -1,5 +1,8 @@
 //! The grid runner: every variant x seed through [`crate::run`], each report kept on disk so a
 //! rerun resumes, then the results table.
+//!
+//! Each report is kept under `runs/`, written atomically, and reused by a rerun when it parses and
+//! has the same configuration.
 
 use graph_partition::LoadOptions;
 use std::path::Path;

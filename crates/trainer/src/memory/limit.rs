@@ -1,5 +1,7 @@
 //! The memory ceiling (`--max-memory`, or the machine's available memory) and the check of an
 //! estimate against it, made before partitioning and again before training.
+//!
+//! The ceiling is `--max-memory` when given, else the kernel's `MemAvailable`.
 
 use serde::{Deserialize, Serialize};
 

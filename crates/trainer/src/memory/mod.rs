@@ -1,5 +1,10 @@
 //! Peak resident memory of this process, the CPU time of the calling thread, the estimate of a
 //! run's peak ([`estimate`]) and the ceiling it is checked against ([`limit`]).
+//!
+//! Peak memory is the kernel's `VmHWM` where the platform has it; `final.memory` in the report holds
+//! the estimate next to `final.peak_rss_bytes`. A distributed run checks its estimate twice
+//! (`crate::distributed`'s budget): before partitioning, from the dataset alone, and before
+//! training, from every worker's share.
 
 pub mod device;
 pub mod estimate;

@@ -10,6 +10,17 @@
 //! ([`crate::run_method`]), so a method is its parts, never a fork of the worker. Adding a
 //! method: its name, rules and settings in `config/method.rs`, its module here, one line in
 //! [`lookup`], and `docs/methods/<name>.md` (`docs/ARCHITECTURE.md`, "Adding a method").
+//!
+//! Parts in detail: a [`DataPlan`] (whole graph, a cut, replicated, l-hop parts, feature columns;
+//! for an edge-cut, [`HaloFeatures`]: layer 0 pulls its halo rows every pass, or their input
+//! features are fetched once at setup); a [`BatchSource`] (every training vertex on every edge,
+//! on in-edges sampled anew every epoch, or sampled mini-batches); a [`StackFactory`] giving each worker
+//! its [`ExchangeStack`] (a `CodecFactory` and an optional [`Controller`] that runs after every step
+//! with the codec stats summed over all workers and sets `Knob`s identically on every rank; a
+//! stack's `replica_cache` knob turns on the cached vertex-cut sync); and a [`GradSync`]. A
+//! controller that needs collectives or the local graph implements `Controller::after_step_in`
+//! (it gets a [`ControlCtx`]: communicator, `AggGraph`); one that follows the global accuracies
+//! implements `after_eval`.
 
 mod adaqp;
 mod adgraph;

@@ -8,6 +8,11 @@
 //!
 //! In-process workers share one copy of the dataset; MPI ranks load their own. Rank 0
 //! evaluates (layer-wise inference) and shares its accuracies; the other workers wait for them.
+//!
+//! The runner sits on `crate::distributed::on_cluster`. A `HooksFactory` gives each worker its
+//! `WorkerHooks`: step hooks, work before the first epoch (skipped on resume), epoch and final
+//! report fields, and the state a checkpoint carries (stateless by default); featpart plugs in
+//! this way. Its `Worker` also runs ADGraph's extended parts.
 
 use std::time::Instant;
 

@@ -1,5 +1,13 @@
 //! One worker's mini-batch training over a whole graph it holds: an epoch of sampled steps and
 //! the layer-wise evaluation.
+//!
+//! An epoch: the `BatchPlan` shuffle, the worker's `Share` of each global batch sampled one step
+//! ahead (`Prefetch`), forward and backward over the blocks, the gradient sync and the update on
+//! every step, empty shares included. `StepHooks` give a step's input rows (or the dataset's
+//! features) and its gradient sync, may ask for a second forward-backward of the same batch on
+//! other rows (`second_inputs` / `second_gradient`, the step's gradients put back after it), and
+//! read the parameters after the update (`after_step`). Each step's learning rate comes from
+//! `crate::minibatch::lr_schedule`.
 
 use std::time::Instant;
 

@@ -2,6 +2,9 @@
 //! configuration: its field gives the flag and the TOML key, its doc comment the help, and the
 //! configuration's `Default` the default the help shows. This module finishes them for the
 //! command line and tells which of them the command line gave.
+//!
+//! No flag is required, so an unset flag keeps the file's value; a switch is `--key [on|off]`; the
+//! help ends with the default.
 
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Args as _, Command};

@@ -1,6 +1,10 @@
 //! One worker's block of feature columns and the two ways it builds a batch's input rows:
 //! its own columns with the others at zero (eq. 4), or every column fetched from the workers
 //! that hold them (eq. 3).
+//!
+//! This module owns featpart's wire format: eq. 3's fetch is two all-to-alls, the requested global
+//! ids (little-endian `u32`) under `fetch/ids` and the answering rows of the holder's column block
+//! (little-endian `f32`) under `fetch/columns`; it also gives the fetch's analytic byte count.
 
 use std::ops::Range;
 

@@ -1,4 +1,8 @@
 //! The fetch plan: which iterations fetch, and tau* from eq. 20 (Alg. 1).
+//!
+//! Eq. 20 is clamped, floored and capped at `tau-max`; a decision is applied as it comes or never
+//! above the tau before it (`TauRule`). Where the plan stands (the local iterations left before
+//! the next fetch, the counts, every tau and decision so far) is part of a checkpoint.
 
 use cache_quant::StateError;
 use cache_quant::state::{StateReader, put_f64};
