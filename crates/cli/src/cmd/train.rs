@@ -318,7 +318,9 @@ mod tests {
         assert_eq!((c.method.name, c.method.adgraph.hops), (Method::Adgraph, 2));
         assert_eq!((c.lr_scaling(), c.distributed.partitioner), (LrScaling::None, Some(Algorithm::Random)));
         let c = parse(&["--method", "adgraph", "--batch-size", "16"]).resolve().unwrap();
-        assert_eq!((c.method.adgraph.hops, c.lr_scaling()), (1, LrScaling::Linear), "the paper's defaults");
+        assert_eq!((c.method.adgraph.hops, c.lr_scaling()), (1, LrScaling::None), "adam's default");
+        let c = parse(&["--method", "adgraph", "--batch-size", "16", "--optimizer", "sgd"]).resolve().unwrap();
+        assert_eq!(c.lr_scaling(), LrScaling::Linear, "the paper's rule, derived for sgd");
         let err =
             parse(&["--method", "featpart", "--batch-size", "16", "--lr-scaling", "linear"]).resolve().unwrap_err();
         assert!(format!("{err:#}").contains("`lr-scaling`: featpart does not scale"), "{err:#}");

@@ -9,7 +9,8 @@
 //!   each destination's in-neighbours (Floyd's algorithm, see `draw.rs`). Destinations are a
 //!   prefix of sources; block `l`'s destinations are block `l + 1`'s sources; the last block's
 //!   destinations are the seeds.
-//! - [`Prefetch`]: samples the next step on a background thread while the caller trains.
+//! - [`Prefetch`]: samples the next steps on background threads ([`PrefetchOptions`]) while the
+//!   caller trains.
 //! - [`sample_in_edges`]: a whole graph whose rows keep sampled in-edges (full-graph layers on
 //!   sampled edges, EC-Graph's sampled mode), keyed like the blocks.
 //!
@@ -63,7 +64,7 @@ pub use block::{Block, BlockCounts, BlockError, MiniBatch};
 pub use fanout::{Fanout, FanoutError, Fanouts};
 pub use in_edges::sample_in_edges;
 pub use neighbor::{DEFAULT_PARALLEL_MIN_DST, NeighborSampler, SampleError};
-pub use prefetch::Prefetch;
+pub use prefetch::{Prefetch, PrefetchOptions};
 
 /// The part of a draw key that changes per step: with the sampler's seed, the layer and the
 /// destination's global id it keys every draw.

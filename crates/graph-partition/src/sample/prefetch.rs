@@ -38,6 +38,22 @@ impl Default for Shared {
     }
 }
 
+/// How many threads sample, and how far ahead of the caller each one goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefetchOptions {
+    /// Sampling threads; thread `t` samples steps `t, t + threads, ...`.
+    pub threads: NonZeroUsize,
+    /// Batches a thread samples before the caller takes them.
+    pub ahead: NonZeroUsize,
+}
+
+impl Default for PrefetchOptions {
+    /// One thread, one batch ahead.
+    fn default() -> Self {
+        Self { threads: NonZeroUsize::MIN, ahead: NonZeroUsize::MIN }
+    }
+}
+
 /// An iterator over sampled batches, produced on background threads; see the module docs.
 #[derive(Debug)]
 pub struct Prefetch<'scope> {
@@ -59,48 +75,22 @@ impl<'scope> Prefetch<'scope> {
         I: IntoIterator<Item = Step<'env>>,
         I::IntoIter: Clone + Send + 'scope,
     {
-        Self::start(scope, sampler, steps, NonZeroUsize::MIN, NonZeroUsize::MIN)
+        Self::with_options(scope, sampler, steps, PrefetchOptions::default())
     }
 
-    /// As [`Prefetch::spawn`], sampling up to `ahead` batches before the caller takes them.
-    pub fn with_lookahead<'env, I>(
+    /// As [`Prefetch::spawn`], on `options.threads` threads, each sampling up to
+    /// `options.ahead` batches before the caller takes them.
+    pub fn with_options<'env, I>(
         scope: &'scope Scope<'scope, 'env>,
         sampler: &'env NeighborSampler<'env>,
         steps: I,
-        ahead: NonZeroUsize,
+        options: PrefetchOptions,
     ) -> Self
     where
         I: IntoIterator<Item = Step<'env>>,
         I::IntoIter: Clone + Send + 'scope,
     {
-        Self::start(scope, sampler, steps, NonZeroUsize::MIN, ahead)
-    }
-
-    /// As [`Prefetch::spawn`], on `threads` threads, each one batch ahead.
-    pub fn on_threads<'env, I>(
-        scope: &'scope Scope<'scope, 'env>,
-        sampler: &'env NeighborSampler<'env>,
-        steps: I,
-        threads: NonZeroUsize,
-    ) -> Self
-    where
-        I: IntoIterator<Item = Step<'env>>,
-        I::IntoIter: Clone + Send + 'scope,
-    {
-        Self::start(scope, sampler, steps, threads, NonZeroUsize::MIN)
-    }
-
-    fn start<'env, I>(
-        scope: &'scope Scope<'scope, 'env>,
-        sampler: &'env NeighborSampler<'env>,
-        steps: I,
-        threads: NonZeroUsize,
-        ahead: NonZeroUsize,
-    ) -> Self
-    where
-        I: IntoIterator<Item = Step<'env>>,
-        I::IntoIter: Clone + Send + 'scope,
-    {
+        let PrefetchOptions { threads, ahead } = options;
         let shared = Arc::new(Shared::default());
         let steps = steps.into_iter();
         let (mut batches, mut workers) = (Vec::new(), Vec::new());

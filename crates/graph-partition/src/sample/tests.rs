@@ -88,7 +88,8 @@ fn prefetch_yields_the_serial_batches() {
     for ahead in [1, 3] {
         let prefetched: Vec<MiniBatch> = std::thread::scope(|scope| {
             let ahead = NonZeroUsize::new(ahead).unwrap();
-            let mut batches = Prefetch::with_lookahead(scope, &sampler, plan.steps(share), ahead);
+            let options = PrefetchOptions { ahead, ..PrefetchOptions::default() };
+            let mut batches = Prefetch::with_options(scope, &sampler, plan.steps(share), options);
             let all = batches.by_ref().collect::<Result<Vec<_>, _>>().unwrap();
             assert!(batches.sampling_time() > std::time::Duration::ZERO);
             all
@@ -97,8 +98,9 @@ fn prefetch_yields_the_serial_batches() {
     }
     for threads in [2, 3, 8] {
         let prefetched: Vec<MiniBatch> = std::thread::scope(|scope| {
-            let threads = NonZeroUsize::new(threads).unwrap();
-            let mut batches = Prefetch::on_threads(scope, &sampler, plan.steps(share), threads);
+            let options =
+                PrefetchOptions { threads: NonZeroUsize::new(threads).unwrap(), ..PrefetchOptions::default() };
+            let mut batches = Prefetch::with_options(scope, &sampler, plan.steps(share), options);
             batches.by_ref().collect::<Result<Vec<_>, _>>().unwrap()
         });
         assert_eq!(prefetched, serial, "{threads} threads hand over the serial batches, in order");
@@ -114,7 +116,8 @@ fn prefetch_on_threads_hands_over_an_error_in_its_turn_and_stops() {
         let steps: Vec<Step> =
             (0..6).map(|i| Step { key: KEY, seeds: if i == failing { &bad[..] } else { &good[..] } }).collect();
         let results: Vec<_> = std::thread::scope(|scope| {
-            Prefetch::on_threads(scope, &sampler, steps.iter().copied(), NonZeroUsize::new(3).unwrap()).collect()
+            let options = PrefetchOptions { threads: NonZeroUsize::new(3).unwrap(), ..PrefetchOptions::default() };
+            Prefetch::with_options(scope, &sampler, steps.iter().copied(), options).collect()
         });
         assert_eq!(results.len(), failing + 1, "the steps before it, then the error");
         assert!(results[..failing].iter().all(Result::is_ok));

@@ -41,7 +41,7 @@ pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 pub use keys::{default_text, is_distributed, owners, sections_of};
 pub use memory::{MemoryConfig, parse_size};
-pub use method::{BatchMode, LrScaling, Method, MethodConfig, Rules, VanillaSettings};
+pub use method::{BatchMode, LrDefaults, LrScaling, Method, MethodConfig, Rules, VanillaSettings};
 pub use minibatch::MiniBatchConfig;
 pub use reliability::ReliabilityConfig;
 
@@ -410,9 +410,10 @@ impl TrainConfig {
     }
 
     /// How the learning rate follows the number of workers: `lr-scaling`, else the method's
-    /// ([`Rules::lr_scaling`]), else as given.
+    /// under this optimizer ([`Rules::lr_scaling`]), else as given.
     pub fn lr_scaling(&self) -> LrScaling {
-        self.minibatch.lr_scaling.or(self.method.name.rules().lr_scaling).unwrap_or_default()
+        let method = self.method.name.rules().lr_scaling.map(|rule| rule.under(self.optimizer));
+        self.minibatch.lr_scaling.or(method).unwrap_or_default()
     }
 
     /// The optimizer, with L2 weight decay coupled into the gradient (`torch.optim.Adam` or

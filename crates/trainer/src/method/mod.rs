@@ -153,7 +153,7 @@ pub struct Sampling {
     pub lr_scaling: LrScaling,
     /// Epochs of linear warm-up from the rate as given to the scaled rate.
     pub lr_warmup_epochs: usize,
-    /// Threads sampling ahead of training ([`graph_partition::sample::Prefetch::on_threads`]).
+    /// Threads sampling ahead of training ([`graph_partition::sample::PrefetchOptions`]).
     pub sampler_threads: NonZeroUsize,
 }
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 use gnn_core::{BlockGraphs, ForwardCtx, GraphDegrees, Model, NoExchange, Optim, Optimizer};
 use graph_partition::Dataset;
 use graph_partition::sample::{
-    BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, Remainder, Share, Step, StepKey,
+    BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, PrefetchOptions, Remainder, Share, Step, StepKey,
 };
 use ndarray::Array2;
 
@@ -220,7 +220,8 @@ impl<'a> BatchTrainer<'a> {
             .map(|(step, s)| Step { key: StepKey { epoch: epoch as u64, step: step as u64 }, seeds: &s.seeds });
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
         std::thread::scope(|scope| -> Result<(), TrainError> {
-            let mut batches = Prefetch::on_threads(scope, &sampler, keyed, self.sampling.sampler_threads);
+            let options = PrefetchOptions { threads: self.sampling.sampler_threads, ..PrefetchOptions::default() };
+            let mut batches = Prefetch::with_options(scope, &sampler, keyed, options);
             for (step, batch) in batches.by_ref().enumerate() {
                 let batch = batch?;
                 let start = Instant::now();
