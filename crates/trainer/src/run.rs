@@ -116,7 +116,7 @@ pub fn run_method(
             minibatch::adgraph::run(name, hops, sampling, config, source, options, observer)
         }
         (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
-            let hooks = method::featpart::ColumnFactory::new(spec, config);
+            let hooks = minibatch::columns::ColumnFactory::new(spec, config);
             minibatch::data_parallel::run_with(name, sampling, config, source, options, observer, &hooks)
         }
         (DataPlan::Columns(_), BatchSource::FullBatch | BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
