@@ -10,16 +10,16 @@ use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
-use crate::alone;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
+use crate::harness::alone::Alone;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
 use crate::objective::Objective;
 use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, accuracies, train_loop_with};
+use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy, accuracies};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -111,14 +111,12 @@ pub fn run(
     if let crate::config::Device::Cuda(ordinal) = config.device {
         return crate::device::run(method, config, dataset, ordinal, observer);
     }
-    let agreement = alone::agreement(config)?;
+    let alone = Alone::start(method, config, dataset)?;
     let memory = check_memory(config, dataset)?;
     let mut strategy = SingleProcess::new(config, dataset)?;
-    let checkpoints = alone::checkpoints(method, config, dataset, agreement)?;
-    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+    let mut outcome = alone.train(&mut strategy, observer)?;
     outcome.final_.memory = Some(memory);
-    Ok(alone::report(method, config, dataset, outcome))
+    Ok(alone.report(outcome))
 }
 
 /// Estimates the run's peak, logs the breakdown and checks it against the ceiling.

@@ -23,10 +23,10 @@ const ORDER: [&str; 20] = [
     "report",      // the report contract, `Best`, `TrainedModel`
     "checkpoint",  // checkpoint files and exact resume
     "train_loop",  // the epoch loop every strategy runs in
-    "alone",       // what a process training alone shares: agreement, checkpoints, report
+    "harness",     // under every runner: cluster, gate, clock, per-rank data, the one report
     "export",      // trained weights as safetensors, and prediction
     "method",      // the methods: their parts and the registry
-    "distributed", // the runner of a cut graph, and the cluster harness
+    "distributed", // the runner of a cut graph
     "device",      // the whole graph on a CUDA device
     "single",      // the whole graph in one process
     "minibatch",   // the runners of sampled mini-batches

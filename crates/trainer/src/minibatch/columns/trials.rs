@@ -11,9 +11,9 @@ use ndarray::Array2;
 use serde::Serialize;
 
 use super::shard::{ColumnShard, FETCH_COLUMNS, FETCH_IDS};
-use crate::distributed::clock::CommClock;
 use crate::error::DistError;
 use crate::error::TrainError;
+use crate::harness::CommClock;
 use crate::method::featpart::plan::Estimates;
 use crate::method::featpart::readings::{mean, sigma_bias, sq_dist};
 use crate::minibatch::trainer::BatchTrainer;
