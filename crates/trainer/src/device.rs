@@ -16,16 +16,17 @@ use graph_partition::Dataset;
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::harness::alone::Alone;
 use crate::report::Report;
 use crate::train_loop::EpochObserver;
 
 #[cfg(feature = "cuda")]
-pub use cuda::run;
+pub(crate) use cuda::train;
 
 /// Without the `cuda` feature: the device path is not in this build.
 #[cfg(not(feature = "cuda"))]
-pub fn run(
-    _method: &str,
+pub(crate) fn train(
+    _alone: &Alone<'_>,
     _config: &TrainConfig,
     _dataset: &Dataset,
     _ordinal: usize,
@@ -172,15 +173,14 @@ mod cuda {
         }
     }
 
-    /// Trains `dataset` on GPU `ordinal` as `config` says.
-    pub fn run(
-        method: &str,
+    /// Trains the run `alone` of `config` on `dataset` on GPU `ordinal`.
+    pub(crate) fn train(
+        alone: &Alone<'_>,
         config: &TrainConfig,
         dataset: &Dataset,
         ordinal: usize,
         observer: &mut dyn EpochObserver,
     ) -> Result<Report, TrainError> {
-        let alone = crate::harness::alone::Alone::start(method, config, dataset)?;
         let dev = Device::new(ordinal)?;
         let memory = dev.memory()?;
         let estimate = crate::memory::device::estimate(config, dataset)?;

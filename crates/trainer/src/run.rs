@@ -15,7 +15,7 @@ use crate::config::TrainConfig;
 use crate::data::Source;
 use crate::distributed;
 use crate::error::TrainError;
-use crate::harness::{Cluster, LocalOptions, backend_of};
+use crate::harness::{Cluster, LocalOptions, Runner, backend_of};
 use crate::measure;
 use crate::method::{self, BatchSource, DataPlan, MethodDef};
 use crate::minibatch;
@@ -89,7 +89,7 @@ pub fn run_method(
         });
     }
     let whole = parts.data == DataPlan::Whole;
-    let cluster = Cluster::new(name, config, source, options);
+    let cluster = |runner| Cluster::new(runner, name, config, source, options);
     let mut report = match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;
@@ -101,7 +101,7 @@ pub fn run_method(
         }
         (DataPlan::Cut(cut), BatchSource::FullBatch)
         | (DataPlan::Cut(cut @ CutKind::EdgeCut), BatchSource::SampledEdges(_)) => {
-            distributed::run(&cluster, &parts, cut, observer)
+            distributed::run(&cluster(Runner::CutGraph)?, &parts, cut, observer)
         }
         (DataPlan::Cut(cut), BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
             method: name.to_string(),
@@ -112,14 +112,14 @@ pub fn run_method(
         }),
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
             let hooks = minibatch::data_parallel::Replicated;
-            minibatch::data_parallel::run(&cluster, sampling, observer, &hooks)
+            minibatch::data_parallel::run(&cluster(Runner::Replicated)?, sampling, observer, &hooks)
         }
         (DataPlan::LHop { hops }, BatchSource::Sampled(sampling)) => {
-            minibatch::adgraph::run(&cluster, hops, sampling, observer)
+            minibatch::adgraph::run(&cluster(Runner::LHop)?, hops, sampling, observer)
         }
         (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
             let hooks = minibatch::columns::ColumnFactory::new(spec, config);
-            minibatch::data_parallel::run(&cluster, sampling, observer, &hooks)
+            minibatch::data_parallel::run(&cluster(Runner::Columns)?, sampling, observer, &hooks)
         }
         (DataPlan::Columns(_), BatchSource::FullBatch | BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
             method: name.to_string(),

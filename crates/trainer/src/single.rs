@@ -1,7 +1,8 @@
 //! The single-process strategy: one model over the whole graph, no communication.
 //!
-//! A run with `device = "cuda[:N]"` goes to `crate::device` instead; with fanouts and no batch size
-//! every layer runs on in-edges sampled anew each epoch.
+//! A run the harness places on a CUDA device (`device = "cuda[:N]"`, full-batch on every edge)
+//! goes to `crate::device` instead; with fanouts and no batch size every layer runs on in-edges
+//! sampled anew each epoch.
 
 use std::sync::Arc;
 
@@ -11,9 +12,10 @@ use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
 use crate::checkpoint::WorkerState;
-use crate::config::TrainConfig;
+use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
 use crate::guard;
+use crate::harness::Runner;
 use crate::harness::alone::Alone;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
@@ -108,10 +110,14 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    if let crate::config::Device::Cuda(ordinal) = config.device {
-        return crate::device::run(method, config, dataset, ordinal, observer);
+    let runner = match BatchSource::from_config(config).edge_fanouts() {
+        Some(_) => Runner::SampledEdges,
+        None => Runner::WholeGraph,
+    };
+    let alone = Alone::start(runner, method, config, dataset)?;
+    if let Device::Cuda(ordinal) = alone.device() {
+        return crate::device::train(&alone, config, dataset, ordinal, observer);
     }
-    let alone = Alone::start(method, config, dataset)?;
     let memory = check_memory(config, dataset)?;
     let mut strategy = SingleProcess::new(config, dataset)?;
     let mut outcome = alone.train(&mut strategy, observer)?;

@@ -9,9 +9,10 @@ use std::time::Duration;
 use comm_hierarchy::fault::{Fault, Point};
 use graph_partition::Dataset;
 
+use super::placement::{self, Runner};
 use super::report::{self, Described, Workers};
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity};
-use crate::config::TrainConfig;
+use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
 use crate::report::Report;
 use crate::train_loop::{EpochObserver, LoopOptions, LoopOutcome, Strategy, train_loop_with};
@@ -21,20 +22,34 @@ pub(crate) struct Alone<'a> {
     method: &'a str,
     config: &'a TrainConfig,
     dataset: &'a Dataset,
+    /// Where the process computes.
+    device: Device,
     /// One process has no communicator: the `checkpoint` fault fires at every checkpoint.
     fault: Option<Fault>,
     hang_for: Duration,
 }
 
 impl<'a> Alone<'a> {
-    /// Starts a run of `method` on `dataset`: the `setup` fault, if any, fires here.
-    pub(crate) fn start(method: &'a str, config: &'a TrainConfig, dataset: &'a Dataset) -> Result<Self, TrainError> {
+    /// Starts a run of `method` on `dataset` with `runner`, placed where the harness says
+    /// ([`placement::place`]); the `setup` fault, if any, fires here.
+    pub(crate) fn start(
+        runner: Runner,
+        method: &'a str,
+        config: &'a TrainConfig,
+        dataset: &'a Dataset,
+    ) -> Result<Self, TrainError> {
+        let device = placement::place(config, runner)?;
         let fault = Fault::from_env()?;
         let hang_for = config.reliability.timeout();
         if let Some(fault) = fault {
             fault.hit(0, Point::Setup, 1, hang_for).map_err(TrainError::Injected)?;
         }
-        Ok(Self { method, config, dataset, fault, hang_for })
+        Ok(Self { method, config, dataset, device, fault, hang_for })
+    }
+
+    /// Where the process computes.
+    pub(crate) fn device(&self) -> Device {
+        self.device
     }
 
     /// Runs the epochs the configuration asks for over `strategy`, resuming from and writing

@@ -11,6 +11,7 @@ use comm_hierarchy::{ClusterOptions, Communicator, LocalCluster, Topology};
 use serde_json::json;
 
 use super::clock::{CommClock, ComputeGate};
+use super::placement::{self, Runner};
 use super::report::{self, Described, Workers};
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity};
 use crate::config::{Backend, TrainConfig};
@@ -48,10 +49,19 @@ pub(crate) struct Cluster<'a> {
 }
 
 impl<'a> Cluster<'a> {
-    /// A run of `method` on `source` (in-process workers for a `Source::Given` dataset).
-    pub(crate) fn new(method: &'a str, config: &'a TrainConfig, source: Source<'a>, options: LocalOptions) -> Self {
+    /// A run of `method` with `runner` on `source` (in-process workers for a `Source::Given`
+    /// dataset). Every cluster runner's workers compute on the CPU for now: another device is
+    /// refused here, naming the runner ([`placement::place`]).
+    pub(crate) fn new(
+        runner: Runner,
+        method: &'a str,
+        config: &'a TrainConfig,
+        source: Source<'a>,
+        options: LocalOptions,
+    ) -> Result<Self, TrainError> {
+        placement::place(config, runner)?;
         let gate = options.serialize_compute.then(ComputeGate::default);
-        Self { method, config, source, backend: backend_of(source, config), gate }
+        Ok(Self { method, config, source, backend: backend_of(source, config), gate })
     }
 
     pub(crate) fn config(&self) -> &'a TrainConfig {

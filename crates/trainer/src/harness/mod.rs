@@ -9,6 +9,8 @@
 //!   agreement and its report.
 //! - [`clock`]: a worker's compute told from its waits on the others; [`timeline`]: the modeled
 //!   step those measurements give.
+//! - [`placement`]: where a runner's workers compute (the CPU, or a CUDA device where the
+//!   runner has a worker for it), chosen once.
 //! - [`report`]: the one place a [`crate::report::Report`] is put together, from what the run
 //!   trained on and the epoch loop's outcome.
 
@@ -16,6 +18,7 @@ pub(crate) mod alone;
 pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod dataset;
+pub(crate) mod placement;
 pub(crate) mod report;
 pub(crate) mod timeline;
 
@@ -23,4 +26,5 @@ pub(crate) use clock::CommClock;
 pub use cluster::LocalOptions;
 pub(crate) use cluster::{Cluster, Rank, backend_of};
 pub(crate) use dataset::RankData;
+pub(crate) use placement::Runner;
 pub(crate) use report::Described;

@@ -10,6 +10,7 @@ use super::trainer::{BatchTrainer, SyncOnly};
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::harness::Runner;
 use crate::harness::alone::Alone;
 use crate::method::Sampling;
 use crate::report::Report;
@@ -69,7 +70,7 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    let alone = Alone::start(method, config, dataset)?;
+    let alone = Alone::start(Runner::MiniBatch, method, config, dataset)?;
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
     let outcome = alone.train(&mut strategy, observer)?;
     Ok(alone.report(outcome))
