@@ -16,7 +16,7 @@ use graph_partition::Dataset;
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::harness::alone::Alone;
+use crate::harness::Alone;
 use crate::report::Report;
 use crate::train_loop::EpochObserver;
 

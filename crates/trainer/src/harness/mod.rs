@@ -22,6 +22,7 @@ pub(crate) mod placement;
 pub(crate) mod report;
 pub(crate) mod timeline;
 
+pub(crate) use alone::Alone;
 pub(crate) use clock::CommClock;
 pub use cluster::LocalOptions;
 pub(crate) use cluster::{Cluster, Rank, backend_of};
