@@ -16,16 +16,17 @@ use graph_partition::Dataset;
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::harness::Alone;
 use crate::report::Report;
 use crate::train_loop::EpochObserver;
 
 #[cfg(feature = "cuda")]
-pub use cuda::run;
+pub(crate) use cuda::train;
 
 /// Without the `cuda` feature: the device path is not in this build.
 #[cfg(not(feature = "cuda"))]
-pub fn run(
-    _method: &str,
+pub(crate) fn train(
+    _alone: &Alone<'_>,
     _config: &TrainConfig,
     _dataset: &Dataset,
     _ordinal: usize,
@@ -46,7 +47,7 @@ mod cuda {
     use crate::checkpoint::{Moments, WorkerState};
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel};
-    use crate::train_loop::{EvalStats, LoopOptions, StepStats, Strategy, train_loop_with};
+    use crate::train_loop::{EvalStats, StepStats, Strategy};
 
     /// The device twin of [`crate::single::SingleProcess`].
     struct OnDevice<'d> {
@@ -172,24 +173,21 @@ mod cuda {
         }
     }
 
-    /// Trains `dataset` on GPU `ordinal` as `config` says.
-    pub fn run(
-        method: &str,
+    /// Trains the run `alone` of `config` on `dataset` on GPU `ordinal`.
+    pub(crate) fn train(
+        alone: &Alone<'_>,
         config: &TrainConfig,
         dataset: &Dataset,
         ordinal: usize,
         observer: &mut dyn EpochObserver,
     ) -> Result<Report, TrainError> {
-        let agreement = crate::alone::agreement(config)?;
         let dev = Device::new(ordinal)?;
         let memory = dev.memory()?;
         let estimate = crate::memory::device::estimate(config, dataset)?;
         crate::memory::device::check(ordinal, estimate, memory.free)?;
         dev.reset_peak()?;
         let mut strategy = OnDevice::new(&dev, config, dataset)?;
-        let checkpoints = crate::alone::checkpoints(method, config, dataset, agreement)?;
-        let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-        let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+        let mut outcome = alone.train(&mut strategy, observer)?;
         outcome.final_.device = Some(DeviceSummary {
             ordinal,
             estimated_gpu_bytes: estimate.total(),
@@ -197,6 +195,6 @@ mod cuda {
             total_gpu_bytes: memory.total,
             peak_gpu_bytes: dev.peak_bytes()?,
         });
-        Ok(crate::alone::report(method, config, dataset, outcome))
+        Ok(alone.report(outcome))
     }
 }

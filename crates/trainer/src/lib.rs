@@ -8,6 +8,9 @@
 //! - [`single`]: the single-process strategy; [`distributed`]: the runner of every method
 //!   that splits the graph across workers; [`minibatch`]: the runners of sampled mini-batches
 //!   (one process, or data-parallel workers that each hold the whole graph).
+//! - `harness` (internal): what every runner stands on, written once: the cluster of workers
+//!   (backend, compute gate, starting them), each rank's dataset, clock and checkpoints, and the
+//!   one place a report is put together.
 //! - [`objective`]: loss and accuracy as sums and counts (they add up across workers).
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory;
@@ -27,7 +30,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod alone;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
@@ -38,6 +40,7 @@ pub mod experiment;
 pub mod export;
 pub mod features;
 pub mod guard;
+mod harness;
 pub mod measure;
 pub mod memory;
 pub mod method;
@@ -50,8 +53,8 @@ pub mod train_loop;
 
 pub use config::TrainConfig;
 pub use data::Source;
-pub use distributed::LocalOptions;
 pub use error::TrainError;
+pub use harness::LocalOptions;
 pub use report::Report;
 pub use run::{run, run_method, run_on};
 pub use train_loop::EpochObserver;

@@ -5,7 +5,7 @@
 //! workers, a worker's wall time outside communicator calls is its compute. With more workers
 //! than cores, that wall time also counts the time a worker waited for a core, and every
 //! modeled epoch grows with the number of workers. The run then serialises the workers' compute
-//! ([`crate::distributed::ComputeGate`]: one computes at a time, with the whole machine, as on
+//! (the harness's `ComputeGate`: one computes at a time, with the whole machine, as on
 //! a cluster of one machine each) unless checkpoints are on (their agreement runs outside the
 //! gate), in which case it keeps wall time and the report says so. Thread CPU time is no
 //! remedy: the kernels hand their work to the shared compute pool, whose threads it does not

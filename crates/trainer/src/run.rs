@@ -13,8 +13,9 @@ use graph_partition::book::CutKind;
 
 use crate::config::TrainConfig;
 use crate::data::Source;
-use crate::distributed::{self, LocalOptions};
+use crate::distributed;
 use crate::error::TrainError;
+use crate::harness::{Cluster, LocalOptions, Runner, backend_of};
 use crate::measure;
 use crate::method::{self, BatchSource, DataPlan, MethodDef};
 use crate::minibatch;
@@ -59,8 +60,7 @@ pub fn run_method(
     let config = &config.clone().with_method_cut();
     config.validate()?;
     let serialize = options.serialize_compute || config.distributed.serialize_compute;
-    let measure =
-        measure::ComputeMeasure::choose(config, distributed::backend_of(source, config), measure::cores(), serialize);
+    let measure = measure::ComputeMeasure::choose(config, backend_of(source, config), measure::cores(), serialize);
     let options = LocalOptions { serialize_compute: measure.serializes() };
     let mut parts = method.parts(config);
     let name = method.name();
@@ -89,6 +89,7 @@ pub fn run_method(
         });
     }
     let whole = parts.data == DataPlan::Whole;
+    let cluster = |runner| Cluster::new(runner, name, config, source, options);
     let mut report = match (parts.data, &parts.batches) {
         (DataPlan::Whole, batches) => {
             let dataset = source.dataset(config, observer.shows_progress())?;
@@ -100,7 +101,7 @@ pub fn run_method(
         }
         (DataPlan::Cut(cut), BatchSource::FullBatch)
         | (DataPlan::Cut(cut @ CutKind::EdgeCut), BatchSource::SampledEdges(_)) => {
-            distributed::run(name, &parts, cut, config, source, options, observer)
+            distributed::run(&cluster(Runner::CutGraph)?, &parts, cut, observer)
         }
         (DataPlan::Cut(cut), BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
             method: name.to_string(),
@@ -110,14 +111,15 @@ pub fn run_method(
             ),
         }),
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {
-            minibatch::data_parallel::run(name, sampling, config, source, options, observer)
+            let hooks = minibatch::data_parallel::Replicated;
+            minibatch::data_parallel::run(&cluster(Runner::Replicated)?, sampling, observer, &hooks)
         }
         (DataPlan::LHop { hops }, BatchSource::Sampled(sampling)) => {
-            minibatch::adgraph::run(name, hops, sampling, config, source, options, observer)
+            minibatch::adgraph::run(&cluster(Runner::LHop)?, hops, sampling, observer)
         }
         (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
-            let hooks = method::featpart::ColumnFactory::new(spec, config);
-            minibatch::data_parallel::run_with(name, sampling, config, source, options, observer, &hooks)
+            let hooks = minibatch::columns::ColumnFactory::new(spec, config);
+            minibatch::data_parallel::run(&cluster(Runner::Columns)?, sampling, observer, &hooks)
         }
         (DataPlan::Columns(_), BatchSource::FullBatch | BatchSource::SampledEdges(_)) => Err(TrainError::Parts {
             method: name.to_string(),

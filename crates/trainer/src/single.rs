@@ -1,7 +1,8 @@
 //! The single-process strategy: one model over the whole graph, no communication.
 //!
-//! A run with `device = "cuda[:N]"` goes to `crate::device` instead; with fanouts and no batch size
-//! every layer runs on in-edges sampled anew each epoch.
+//! A run the harness places on a CUDA device (`device = "cuda[:N]"`, full-batch on every edge)
+//! goes to `crate::device` instead; with fanouts and no batch size every layer runs on in-edges
+//! sampled anew each epoch.
 
 use std::sync::Arc;
 
@@ -10,16 +11,16 @@ use graph_partition::sample::Fanouts;
 use graph_partition::{Dataset, Splits};
 use ndarray::Array2;
 
-use crate::alone;
 use crate::checkpoint::WorkerState;
-use crate::config::TrainConfig;
+use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
 use crate::guard;
+use crate::harness::{Alone, Runner};
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
 use crate::objective::Objective;
 use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, accuracies, train_loop_with};
+use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy, accuracies};
 
 /// Full-batch training of one model on the whole graph.
 #[derive(Debug)]
@@ -108,17 +109,19 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    if let crate::config::Device::Cuda(ordinal) = config.device {
-        return crate::device::run(method, config, dataset, ordinal, observer);
+    let runner = match BatchSource::from_config(config).edge_fanouts() {
+        Some(_) => Runner::SampledEdges,
+        None => Runner::WholeGraph,
+    };
+    let alone = Alone::start(runner, method, config, dataset)?;
+    if let Device::Cuda(ordinal) = alone.device() {
+        return crate::device::train(&alone, config, dataset, ordinal, observer);
     }
-    let agreement = alone::agreement(config)?;
     let memory = check_memory(config, dataset)?;
     let mut strategy = SingleProcess::new(config, dataset)?;
-    let checkpoints = alone::checkpoints(method, config, dataset, agreement)?;
-    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let mut outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
+    let mut outcome = alone.train(&mut strategy, observer)?;
     outcome.final_.memory = Some(memory);
-    Ok(alone::report(method, config, dataset, outcome))
+    Ok(alone.report(outcome))
 }
 
 /// Estimates the run's peak, logs the breakdown and checks it against the ceiling.

@@ -19,6 +19,7 @@ use graph_partition::Splits;
 use ndarray::Array2;
 
 use crate::checkpoint::{Checkpoints, WorkerState};
+use crate::config::TrainConfig;
 use crate::error::CheckpointError;
 use crate::error::TrainError;
 use crate::objective::{Hits, Objective};
@@ -130,6 +131,13 @@ pub struct LoopOptions {
     pub epochs: usize,
     /// Stop after this many consecutive epochs without a validation improvement.
     pub patience: Option<usize>,
+}
+
+impl LoopOptions {
+    /// The epochs and patience `config` asks for.
+    pub fn of(config: &TrainConfig) -> Self {
+        Self { epochs: config.epochs, patience: config.patience }
+    }
 }
 
 /// The result of the loop: every epoch run, and the summary.

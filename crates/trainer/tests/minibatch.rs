@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use gnn_core::{ConvKind, GcnNorm};
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
-use trainer::config::{LrScaling, Method, MethodConfig, MiniBatchConfig, TrainConfig};
+use trainer::config::{Device, LrScaling, Method, MethodConfig, MiniBatchConfig, TrainConfig};
 use trainer::method::{BatchSource, DataPlan, MethodDef, Parts};
 use trainer::{LocalOptions, Report, Source, TrainError, data, run_method, run_on};
 
@@ -155,4 +155,26 @@ fn parts_that_do_not_go_together_are_an_error() {
     let err = run_method(&SampledCut, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
     assert!(matches!(err, TrainError::Parts { .. }), "{err}");
     assert!(err.to_string().starts_with("method `sampled-cut`: mini-batches over a partitioned graph"), "{err}");
+}
+
+/// A method whose parts need the cut-graph runner, full-batch.
+struct CutOnly;
+
+impl MethodDef for CutOnly {
+    fn name(&self) -> &str {
+        "cut-only"
+    }
+
+    fn parts(&self, _config: &TrainConfig) -> Parts {
+        Parts::exact(DataPlan::Cut(CutKind::EdgeCut))
+    }
+}
+
+#[test]
+fn a_runner_without_a_worker_on_the_device_is_refused_naming_both() {
+    let method = MethodConfig { name: Method::Single, ..MethodConfig::default() };
+    let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
+    let err = run_method(&CutOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
+    assert!(matches!(err, TrainError::NoDeviceWorker { .. }), "{err}");
+    assert!(err.to_string().contains("the cut-graph runner has no worker on cuda:0"), "{err}");
 }

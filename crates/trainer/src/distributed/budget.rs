@@ -6,11 +6,11 @@ use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 
-use super::clock::CommClock;
 use super::setup::WorkerShare;
 use crate::config::TrainConfig;
 use crate::error::DistError;
 use crate::error::TrainError;
+use crate::harness::CommClock;
 use crate::memory::estimate::{self, Estimate, Term};
 use crate::memory::{Limit, MemoryReport};
 use crate::method::{HaloFeatures, Parts};

@@ -11,9 +11,9 @@ use std::ops::Range;
 use comm_hierarchy::Communicator;
 use gnn_core::{Optim, Optimizer};
 
-use super::clock::CommClock;
 use crate::error::DistError;
 use crate::error::TrainError;
+use crate::harness::CommClock;
 
 /// Ledger phases of the parameter servers' traffic.
 pub(crate) const PUSH: &str = "ps/push";

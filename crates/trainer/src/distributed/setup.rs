@@ -22,10 +22,11 @@ use ndarray::{Array2, Axis, s};
 
 use graph_partition::book::CutKind;
 
-use super::clock::CommClock;
 use crate::config::DistributedConfig;
 use crate::error::DistError;
-use crate::report::{GraphSize, PartitionSummary, SplitSizes};
+use crate::harness::CommClock;
+use crate::harness::Described;
+use crate::report::PartitionSummary;
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
 const PHASE: &str = "setup";
@@ -213,16 +214,6 @@ pub(crate) struct Prepared {
     pub described: Described,
 }
 
-/// The report's fields about the dataset and its partition, known to rank 0 after
-/// partitioning and kept after the dataset is dropped.
-#[derive(Debug)]
-pub(crate) struct Described {
-    pub dataset: String,
-    pub partition: PartitionSummary,
-    pub split_sizes: SplitSizes,
-    pub graph: GraphSize,
-}
-
 /// Every worker's part of the graph and split rows, before its features and labels are cut
 /// from the dataset: [`SharePlan::share`] makes one share at a time and frees its part.
 #[derive(Debug)]
@@ -305,12 +296,7 @@ pub(crate) fn prepare(
     let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
     let plan =
         SharePlan { primaries: config.primaries_only(cut), parts: parts.into_iter().zip(splits).map(Some).collect() };
-    let described = Described {
-        dataset: dataset.name.clone(),
-        partition: summary,
-        split_sizes: SplitSizes::of(&dataset.splits),
-        graph: GraphSize::of(&dataset.graph),
-    };
+    let described = Described::of(dataset, cut.as_str(), Some(summary));
     Ok(Prepared { plan, described })
 }
 

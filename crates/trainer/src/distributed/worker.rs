@@ -22,15 +22,15 @@ use graph_partition::book::CutKind;
 use graph_partition::sample::Fanouts;
 use serde_json::{Value, json};
 
-use super::clock::CommClock;
 use super::param_server::ParamServers;
 use super::setup::WorkerShare;
-use super::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::DistError;
 use crate::error::TrainError;
 use crate::guard;
+use crate::harness::CommClock;
+use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::method::{ControlCtx, Controller, GradSync, HaloFeatures, Parts, sampled_layers};
 use crate::objective::{Hits, Objective};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};

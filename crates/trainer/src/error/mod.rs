@@ -12,7 +12,7 @@ use graph_partition::sample::{PlanError, SampleError};
 pub use self::checkpoint::CheckpointError;
 pub use self::dist::DistError;
 pub use self::memory::MemoryError;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Device};
 use crate::data::DataError;
 
 /// Why a training run failed.
@@ -25,6 +25,9 @@ pub enum TrainError {
     /// features are: the device strategy itself is compiled out).
     #[error("device: this halo was built without CUDA support: rebuild with `--features cuda` to use a GPU")]
     NoCuda,
+    /// The runner a method needs has no worker on the device the configuration asks for yet.
+    #[error("device: the {runner} runner has no worker on {device} yet; train it with --device cpu")]
+    NoDeviceWorker { runner: &'static str, device: Device },
     /// The model or data cannot go to the device yet.
     #[error("device: {0}")]
     DevicePlan(#[from] gnn_core::gpu::plan::PlanError),

@@ -9,7 +9,7 @@
 //! In-process workers share one copy of the dataset; MPI ranks load their own. Rank 0
 //! evaluates (layer-wise inference) and shares its accuracies; the other workers wait for them.
 //!
-//! The runner sits on `crate::distributed::on_cluster`. A `HooksFactory` gives each worker its
+//! The runner sits on the harness's `Cluster`. A `HooksFactory` gives each worker its
 //! `WorkerHooks`: step hooks, work before the first epoch (skipped on resume), epoch and final
 //! report fields, and the state a checkpoint carries (stateless by default); featpart plugs in
 //! this way. Its `Worker` also runs ADGraph's extended parts.
@@ -25,15 +25,11 @@ use serde_json::{Value, json};
 
 use super::stats::{EpochTotals, epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
-use crate::checkpoint::{Agreement, Checkpoints, RunIdentity, WorkerState};
-use crate::config::{Backend, TrainConfig};
-use crate::data::Source;
-use crate::distributed::backend_of;
-use crate::distributed::clock::CommClock;
-use crate::distributed::{ComputeGate, LocalOptions, on_cluster};
+use crate::checkpoint::WorkerState;
 use crate::error::{DistError, TrainError};
+use crate::harness::{Cluster, CommClock, Described, Rank, RankData};
 use crate::method::Sampling;
-use crate::report::{EpochRecord, GraphSize, Report, SplitSizes};
+use crate::report::{EpochRecord, Report};
 use crate::train_loop::{
     CommStats, EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with,
 };
@@ -90,7 +86,7 @@ pub(crate) trait HooksFactory: Sync {
 }
 
 /// Plain data-parallel training: the dataset's features, the gradients all-reduced.
-struct Replicated;
+pub(crate) struct Replicated;
 
 impl HooksFactory for Replicated {
     fn cut(&self) -> &'static str {
@@ -130,88 +126,37 @@ impl StepHooks for AllReduce<'_> {
 
 impl WorkerHooks for AllReduce<'_> {}
 
-/// Trains `method` data-parallel on `config.distributed`'s workers and backend (in-process
-/// workers for a `Source::Given` dataset). Returns the report on rank 0, `None` on the other
-/// ranks of an MPI job.
+/// Trains data-parallel on `cluster` on `sampling`'s batches, with each worker's hooks from
+/// `hooks`. Returns the report on rank 0, `None` on the other ranks of an MPI job.
 pub(crate) fn run(
-    method: &str,
+    cluster: &Cluster<'_>,
     sampling: &Sampling,
-    config: &TrainConfig,
-    source: Source<'_>,
-    options: LocalOptions,
-    observer: &mut dyn EpochObserver,
-) -> Result<Option<Report>, TrainError> {
-    run_with(method, sampling, config, source, options, observer, &Replicated)
-}
-
-/// [`run`] with each worker's hooks from `hooks`.
-pub(crate) fn run_with(
-    method: &str,
-    sampling: &Sampling,
-    config: &TrainConfig,
-    source: Source<'_>,
-    options: LocalOptions,
     observer: &mut dyn EpochObserver,
     hooks: &dyn HooksFactory,
 ) -> Result<Option<Report>, TrainError> {
-    let backend = backend_of(source, config);
-    let shared = match backend {
-        Backend::Local => Some(source.dataset(config, observer.shows_progress())?),
-        Backend::Mpi => None,
-    };
-    let gate = ComputeGate::default();
-    let gate = options.serialize_compute.then_some(&gate);
-    on_cluster(config, backend, observer, |comm, observer| {
-        let own;
-        let dataset: &Dataset = match &shared {
-            Some(dataset) => dataset,
-            None => {
-                own = source.dataset(config, comm.rank() == 0 && observer.shows_progress())?;
-                &own
-            }
-        };
-        let clock = CommClock::new(gate);
+    let config = cluster.config();
+    let data = RankData::shared(cluster, observer.shows_progress())?;
+    cluster.run(observer, |rank, observer| {
+        let (comm, clock) = (rank.comm, &rank.clock);
+        let dataset = data.get(comm.rank() == 0 && observer.shows_progress())?;
+        let dataset: &Dataset = &dataset;
         let share = Share::new(comm.rank(), comm.size())?;
         let trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
         let (train, batch_size, seed) = (&dataset.splits.train, sampling.batch_size, config.seed);
         let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
         let extra = json!({ "global_batch_size": batch_size * comm.size() });
-        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks.make(comm, &clock, dataset)?);
-        let id = RunIdentity {
-            method,
-            config,
-            rank: comm.rank(),
-            world: comm.size(),
-            fingerprint: dataset.graph.fingerprint(),
-        };
-        let outcome = worker.train(&id, observer)?;
+        let mut worker = Worker::new(comm, clock, trainer, steps, eval, extra, hooks.make(comm, clock, dataset)?);
+        let mut outcome = worker.train(rank, dataset.graph.fingerprint(), observer)?;
         if comm.rank() != 0 {
             return Ok(None);
         }
-        let mut final_ = outcome.final_;
-        if let Some(Value::Object(fields)) = &mut final_.method {
-            fields.insert("backend".into(), json!(backend.as_str()));
-            if let Some(Value::Object(extra)) = worker.hooks.final_fields(&outcome.epochs) {
-                fields.extend(extra);
-            }
+        if let (Some(Value::Object(fields)), Some(Value::Object(extra))) =
+            (&mut outcome.final_.method, worker.hooks.final_fields(&outcome.epochs))
+        {
+            fields.extend(extra);
         }
-        Ok(Some(Report {
-            dataset: dataset.name.clone(),
-            model: config.model.as_str().to_string(),
-            method: method.to_string(),
-            cut: hooks.cut().to_string(),
-            workers: comm.size(),
-            hosts: comm.topology().hosts(),
-            seed: config.seed,
-            config: config.clone(),
-            split_sizes: SplitSizes::of(&dataset.splits),
-            graph: GraphSize::of(&dataset.graph),
-            partition: None,
-            epochs: outcome.epochs,
-            final_,
-            trained: outcome.trained,
-        }))
+        Ok(Some(rank.report(Described::of(dataset, hooks.cut(), None), outcome)))
     })
 }
 
@@ -248,19 +193,20 @@ impl<'a> Worker<'a> {
         Self { comm, clock, trainer, steps, hooks, layers, eval, extra }
     }
 
-    /// Runs the epochs `id.config` asks for, resuming from and writing checkpoints as it says;
-    /// the hooks' [`WorkerHooks::before_training`] runs first unless the run resumes.
+    /// Runs the epochs the configuration asks for on `rank`, whose data hashes to
+    /// `fingerprint`, resuming from and writing checkpoints as it says; the hooks'
+    /// [`WorkerHooks::before_training`] runs first unless the run resumes.
     pub(crate) fn train(
         &mut self,
-        id: &RunIdentity<'_>,
+        rank: &Rank<'a>,
+        fingerprint: u64,
         observer: &mut dyn EpochObserver,
     ) -> Result<LoopOutcome, TrainError> {
-        let checkpoints = Checkpoints::for_run(id, Agreement::Cluster(self.comm))?;
+        let checkpoints = rank.checkpoints(fingerprint)?;
         if checkpoints.resume.is_none() {
             self.hooks.before_training(&mut self.trainer)?;
         }
-        let options = LoopOptions { epochs: id.config.epochs, patience: id.config.patience };
-        train_loop_with(self, options, observer, checkpoints)
+        train_loop_with(self, LoopOptions::of(rank.config()), observer, checkpoints)
     }
 
     /// Every worker's totals and time outside communicator calls (identical on every rank).

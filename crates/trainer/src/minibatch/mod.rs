@@ -13,12 +13,16 @@
 //! - `adgraph`: `K` workers, each holding its part extended by the l-hop neighbourhood of its
 //!   training vertices, sample inside it and all-reduce gradients every step
 //!   ([`crate::method::DataPlan::LHop`]).
+//! - `columns`: data-parallel workers that each hold the whole structure and one block of the
+//!   feature columns, fetching the others as featpart's plan says
+//!   ([`crate::method::DataPlan::Columns`]).
 //! - `stats`: the epoch record's `method` fields: steps, seeds, sampled vertices and edges
 //!   per step (and per block), sampling time, the time training waited for batches, compute and
 //!   gradient-sync time, sampled edges per second of sampling, and the label entropy of the
 //!   batches (mean and minimum, bits).
 
 pub(crate) mod adgraph;
+pub(crate) mod columns;
 pub(crate) mod data_parallel;
 mod lr_schedule;
 pub mod single;

@@ -7,13 +7,13 @@ use serde_json::json;
 
 use super::stats::{epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, SyncOnly};
-use crate::alone;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::harness::{Alone, Runner};
 use crate::method::Sampling;
 use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, LoopOptions, StepStats, Strategy, train_loop_with};
+use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy};
 
 /// The loop's view of single-process mini-batch training: a "step" is an epoch of batches.
 #[derive(Debug)]
@@ -69,10 +69,8 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    let agreement = alone::agreement(config)?;
+    let alone = Alone::start(Runner::MiniBatch, method, config, dataset)?;
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
-    let checkpoints = alone::checkpoints(method, config, dataset, agreement)?;
-    let options = LoopOptions { epochs: config.epochs, patience: config.patience };
-    let outcome = train_loop_with(&mut strategy, options, observer, checkpoints)?;
-    Ok(alone::report(method, config, dataset, outcome))
+    let outcome = alone.train(&mut strategy, observer)?;
+    Ok(alone.report(outcome))
 }

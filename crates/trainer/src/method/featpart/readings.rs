@@ -5,8 +5,6 @@
 use cache_quant::StateError;
 use cache_quant::state::{StateReader, put_f32s, put_f64};
 
-use super::estimate::{sigma_bias, sq_dist};
-
 /// sigma_bias as the largest of the trials' estimate at w_1 and the estimates at every fetch
 /// iteration so far, each by the trials' definition on that iteration's one batch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,6 +86,29 @@ impl EffectiveStep {
     }
 }
 
+/// sigma_bias from averaged full-feature gradients `full` and own-column gradients `local` of
+/// the same batches: the squared distance of their means. The trials give it their batches at
+/// w_1; `--bias-estimate running-max` gives it the one batch of a fetch iteration.
+pub(crate) fn sigma_bias<V: AsRef<[f32]>>(full: &[V], local: &[V]) -> f64 {
+    sq_dist(&mean(full), &mean(local))
+}
+
+/// The element-wise mean of `vectors`.
+pub(crate) fn mean<V: AsRef<[f32]>>(vectors: &[V]) -> Vec<f32> {
+    let mut out = vec![0.0f64; vectors.first().map_or(0, |v| v.as_ref().len())];
+    for v in vectors {
+        for (o, x) in out.iter_mut().zip(v.as_ref()) {
+            *o += f64::from(*x);
+        }
+    }
+    out.iter().map(|s| (s / vectors.len() as f64) as f32).collect()
+}
+
+/// The squared Euclidean distance of `a` and `b`.
+pub(crate) fn sq_dist(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use gnn_core::{Adam, Optimizer, Sgd};
@@ -158,5 +179,16 @@ mod tests {
         let mut r = StateReader::new("effective step", &bytes);
         assert_eq!(EffectiveStep::restore(&mut r).unwrap(), eff);
         r.finish().unwrap();
+    }
+
+    #[test]
+    fn sigma_bias_is_the_squared_distance_of_the_mean_gradients() {
+        let full = [vec![1.0f32, 2.0], vec![3.0, 0.0]];
+        let local = [vec![0.0f32, 1.0], vec![0.0, 1.0]];
+        // Means (2, 1) and (0, 1).
+        assert!((sigma_bias(&full, &local) - 4.0).abs() < 1e-12);
+        // One batch: the squared distance of its two gradients.
+        let (g, g_own): (&[f32], &[f32]) = (&[1.0, 2.0], &[0.0, 1.0]);
+        assert!((sigma_bias(&[g], &[g_own]) - 2.0).abs() < 1e-12);
     }
 }

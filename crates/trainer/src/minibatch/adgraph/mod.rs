@@ -23,47 +23,29 @@ use serde_json::{Value, json};
 
 use super::data_parallel::{AllReduce, Worker};
 use super::trainer::{BatchTrainer, FullGraph, Subgraph};
-use crate::checkpoint::{RunIdentity, fingerprint_ids};
-use crate::config::{Backend, TrainConfig};
-use crate::data::Source;
-use crate::distributed::clock::CommClock;
-use crate::distributed::{ComputeGate, LocalOptions, backend_of, on_cluster};
+use crate::checkpoint::fingerprint_ids;
 use crate::error::{DistError, TrainError};
+use crate::harness::{Cluster, Described, RankData};
 use crate::method::Sampling;
-use crate::report::{GraphSize, Report, SplitSizes};
+use crate::report::Report;
 use crate::train_loop::EpochObserver;
 
-/// Trains `method` with ADGraph's plan at `hops` hops on `config.distributed`'s workers and
-/// backend (in-process workers for a `Source::Given` dataset). Returns the report on rank 0,
-/// `None` on the other ranks of an MPI job.
+/// Trains with ADGraph's plan at `hops` hops on `cluster`, on `sampling`'s batches. Returns the
+/// report on rank 0, `None` on the other ranks of an MPI job.
 pub(crate) fn run(
-    method: &str,
+    cluster: &Cluster<'_>,
     hops: usize,
     sampling: &Sampling,
-    config: &TrainConfig,
-    source: Source<'_>,
-    options: LocalOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
-    let backend = backend_of(source, config);
-    let shared = match backend {
-        Backend::Local => Some(source.dataset(config, observer.shows_progress())?),
-        Backend::Mpi => None,
-    };
-    let gate = ComputeGate::default();
-    let gate = options.serialize_compute.then_some(&gate);
+    let config = cluster.config();
+    let data = RankData::shared(cluster, observer.shows_progress())?;
     let dist = &config.distributed;
-    on_cluster(config, backend, observer, |comm, observer| {
-        let own;
-        let whole: Option<&Dataset> = match (&shared, comm.rank()) {
-            (_, 1..) => None,
-            (Some(dataset), 0) => Some(dataset),
-            (None, 0) => {
-                own = source.dataset(config, observer.shows_progress())?;
-                Some(&own)
-            }
-        };
-        let clock = CommClock::new(gate);
+    cluster.run(observer, |rank, observer| {
+        let (comm, clock) = (rank.comm, &rank.clock);
+        // Rank 0 plans the parts and evaluates on the whole graph.
+        let whole = (comm.rank() == 0).then(|| data.get(observer.shows_progress())).transpose()?;
+        let whole: Option<&Dataset> = whole.as_deref();
         let pconfig = PartitionConfig {
             hosts: dist.hosts,
             seed: config.seed,
@@ -75,16 +57,16 @@ pub(crate) fn run(
             None => (None, None),
         };
         let mark = comm.ledger_mark();
-        let part = plan::ship(comm, &clock, parts)?;
+        let part = plan::ship(comm, clock, parts)?;
         let setup = comm.ledger_since(mark);
         let setup = clock.call(|| comm.gather_ledger(0, &setup)).map_err(DistError::from)?;
         let subgraph = Subgraph { dataset: &part.dataset, keys: &part.keys, degrees: part.degrees() };
         let trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, comm.size())?;
-        let (rank, batch_size, seed) = (comm.rank(), sampling.batch_size, config.seed);
+        let (index, batch_size, seed) = (comm.rank(), sampling.batch_size, config.seed);
         let part_ref = &part;
-        let steps = Box::new(move |epoch| Ok(part_ref.steps(rank, batch_size, seed, epoch)));
+        let steps = Box::new(move |epoch| Ok(part_ref.steps(index, batch_size, seed, epoch)));
         let mut extra = json!({
-            "steps_per_epoch": part.steps(rank, batch_size, seed, 1).len(),
+            "steps_per_epoch": part.steps(index, batch_size, seed, 1).len(),
             "batch_size_per_worker": batch_size,
         });
         if let (Some((_, Value::Object(figures))), Some(setup), Value::Object(fields)) = (&head, &setup, &mut extra) {
@@ -93,33 +75,13 @@ pub(crate) fn run(
             fields.insert("setup_modeled_s".into(), json!(cost::model(comm.topology(), setup).total_s));
         }
         let eval = whole.map(FullGraph::of);
-        let hooks = Box::new(AllReduce { comm, clock: &clock });
-        let mut worker = Worker::new(comm, &clock, trainer, steps, eval, extra, hooks);
+        let hooks = Box::new(AllReduce { comm, clock });
+        let mut worker = Worker::new(comm, clock, trainer, steps, eval, extra, hooks);
         let fingerprint = fingerprint_ids(&part.keys, part.dataset.graph.fingerprint());
-        let id = RunIdentity { method, config, rank: comm.rank(), world: comm.size(), fingerprint };
-        let outcome = worker.train(&id, observer)?;
+        let outcome = worker.train(rank, fingerprint, observer)?;
         let (Some(dataset), Some((summary, _))) = (whole, head) else {
             return Ok(None);
         };
-        let mut final_ = outcome.final_;
-        if let Some(Value::Object(fields)) = &mut final_.method {
-            fields.insert("backend".into(), json!(backend.as_str()));
-        }
-        Ok(Some(Report {
-            dataset: dataset.name.clone(),
-            model: config.model.as_str().to_string(),
-            method: method.to_string(),
-            cut: CutKind::EdgeCut.to_string(),
-            workers: comm.size(),
-            hosts: comm.topology().hosts(),
-            seed: config.seed,
-            config: config.clone(),
-            split_sizes: SplitSizes::of(&dataset.splits),
-            graph: GraphSize::of(&dataset.graph),
-            partition: Some(summary),
-            epochs: outcome.epochs,
-            final_,
-            trained: outcome.trained,
-        }))
+        Ok(Some(rank.report(Described::of(dataset, CutKind::EdgeCut.as_str(), Some(summary)), outcome)))
     })
 }

@@ -16,8 +16,8 @@ use ndarray::{Array2, Axis};
 use serde_json::{Value, json};
 
 use super::super::trainer::StepSeeds;
-use crate::distributed::clock::CommClock;
 use crate::error::DistError;
+use crate::harness::CommClock;
 use crate::report::PartitionSummary;
 
 /// Ledger phase of the parts' shipping (outside every epoch's counts).

@@ -10,8 +10,8 @@ use graph_partition::{Dataset, SynthConfig};
 
 use super::plan::{self, PartData};
 use crate::config::{LrScaling, TrainConfig};
-use crate::distributed::clock::CommClock;
 use crate::error::DistError;
+use crate::harness::CommClock;
 use crate::method::Sampling;
 use crate::minibatch::trainer::{BatchTrainer, StepSeeds, Subgraph, SyncOnly};
 

@@ -10,11 +10,12 @@ use graph_partition::sample::{BatchPlan, MiniBatch, NeighborSampler, Remainder, 
 use ndarray::Array2;
 use serde::Serialize;
 
-use super::columns::{ColumnShard, FETCH_COLUMNS, FETCH_IDS};
-use super::plan::Estimates;
-use crate::distributed::clock::CommClock;
+use super::shard::{ColumnShard, FETCH_COLUMNS, FETCH_IDS};
 use crate::error::DistError;
 use crate::error::TrainError;
+use crate::harness::CommClock;
+use crate::method::featpart::plan::Estimates;
+use crate::method::featpart::readings::{mean, sigma_bias, sq_dist};
 use crate::minibatch::trainer::BatchTrainer;
 
 /// Ledger phase of the trials' gradient all-reduces.
@@ -189,45 +190,8 @@ impl Trials<'_> {
     }
 }
 
-/// sigma_bias from averaged full-feature gradients `full` and own-column gradients `local` of
-/// the same batches: the squared distance of their means. The trials give it their batches at
-/// w_1; `--bias-estimate running-max` gives it the one batch of a fetch iteration.
-pub(crate) fn sigma_bias<V: AsRef<[f32]>>(full: &[V], local: &[V]) -> f64 {
-    sq_dist(&mean(full), &mean(local))
-}
-
-fn mean<V: AsRef<[f32]>>(vectors: &[V]) -> Vec<f32> {
-    let mut out = vec![0.0f64; vectors.first().map_or(0, |v| v.as_ref().len())];
-    for v in vectors {
-        for (o, x) in out.iter_mut().zip(v.as_ref()) {
-            *o += f64::from(*x);
-        }
-    }
-    out.iter().map(|s| (s / vectors.len() as f64) as f32).collect()
-}
-
-pub(crate) fn sq_dist(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum()
-}
-
 /// The unbiased sample variance of `vectors` around `center` (their mean): sum of squared
 /// distances over n - 1.
 fn spread(vectors: &[Vec<f32>], center: &[f32]) -> f64 {
     vectors.iter().map(|v| sq_dist(v, center)).sum::<f64>() / (vectors.len().max(2) - 1) as f64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sigma_bias_is_the_squared_distance_of_the_mean_gradients() {
-        let full = [vec![1.0f32, 2.0], vec![3.0, 0.0]];
-        let local = [vec![0.0f32, 1.0], vec![0.0, 1.0]];
-        // Means (2, 1) and (0, 1).
-        assert!((sigma_bias(&full, &local) - 4.0).abs() < 1e-12);
-        // One batch: the squared distance of its two gradients.
-        let (g, g_own): (&[f32], &[f32]) = (&[1.0, 2.0], &[0.0, 1.0]);
-        assert!((sigma_bias(&[g], &[g_own]) - 2.0).abs() < 1e-12);
-    }
 }

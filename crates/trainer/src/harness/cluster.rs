@@ -1,0 +1,222 @@
+//! A run on a cluster of workers: in-process threads (the local backend) or this process's rank
+//! of an MPI job. The harness chooses the backend, holds the [`ComputeGate`] the workers share,
+//! starts them, and hands each a [`Rank`]: its communicator and clock, its checkpoints and the
+//! report. A failing worker ends the whole run with an error naming its rank; no worker waits
+//! forever.
+
+use std::sync::mpsc;
+
+use comm_hierarchy::fault::Fault;
+use comm_hierarchy::{ClusterOptions, Communicator, LocalCluster, Topology};
+use serde_json::json;
+
+use super::clock::{CommClock, ComputeGate};
+use super::placement::{self, Runner};
+use super::report::{self, Described, Workers};
+use crate::checkpoint::{Agreement, Checkpoints, RunIdentity};
+use crate::config::{Backend, TrainConfig};
+use crate::data::Source;
+use crate::error::{DistError, TrainError};
+use crate::report::{Best, EpochRecord, Report};
+use crate::train_loop::{EpochObserver, LoopOutcome};
+
+/// Options of in-process runs that matter for measurements only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Let one worker compute at a time ([`ComputeGate`]), so each worker's `compute_s` is
+    /// what it takes with the whole machine, as if every worker had a machine of its own.
+    pub serialize_compute: bool,
+}
+
+/// Where the workers of a run on `source` go: an in-memory dataset always runs on in-process
+/// workers; a loaded one on the configured backend.
+pub(crate) fn backend_of(source: Source<'_>, config: &TrainConfig) -> Backend {
+    match source {
+        Source::Given(_) => Backend::Local,
+        Source::Load(..) => config.distributed.backend,
+    }
+}
+
+/// A run of one method on `config.distributed`'s workers, hosts and backend.
+pub(crate) struct Cluster<'a> {
+    method: &'a str,
+    config: &'a TrainConfig,
+    /// Where the dataset comes from ([`super::RankData`] says how each rank gets it).
+    source: Source<'a>,
+    backend: Backend,
+    /// Shared by the workers when they take turns to compute.
+    gate: Option<ComputeGate>,
+}
+
+impl<'a> Cluster<'a> {
+    /// A run of `method` with `runner` on `source` (in-process workers for a `Source::Given`
+    /// dataset). Every cluster runner's workers compute on the CPU for now: another device is
+    /// refused here, naming the runner ([`placement::place`]).
+    pub(crate) fn new(
+        runner: Runner,
+        method: &'a str,
+        config: &'a TrainConfig,
+        source: Source<'a>,
+        options: LocalOptions,
+    ) -> Result<Self, TrainError> {
+        placement::place(config, runner)?;
+        let gate = options.serialize_compute.then(ComputeGate::default);
+        Ok(Self { method, config, source, backend: backend_of(source, config), gate })
+    }
+
+    pub(crate) fn config(&self) -> &'a TrainConfig {
+        self.config
+    }
+
+    pub(crate) fn source(&self) -> Source<'a> {
+        self.source
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Runs `work` on every worker: one thread per worker with the local backend (rank 0's
+    /// epochs reach `observer` on the calling thread), or this process's rank of an MPI job.
+    /// Returns rank 0's report, `None` on the other MPI ranks.
+    pub(crate) fn run<F>(&self, observer: &mut dyn EpochObserver, work: F) -> Result<Option<Report>, TrainError>
+    where
+        F: Fn(&Rank<'_>, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+    {
+        let work = |comm: &dyn Communicator, observer: &mut dyn EpochObserver| {
+            let rank = Rank { comm, clock: CommClock::new(self.gate.as_ref()), cluster: self };
+            work(&rank, observer)
+        };
+        match self.backend {
+            Backend::Local => run_local(self.config, observer, work).map(Some),
+            Backend::Mpi => run_mpi(self.config, observer, work),
+        }
+    }
+}
+
+/// One worker of a [`Cluster`], as the harness hands it to the runner.
+pub(crate) struct Rank<'a> {
+    pub comm: &'a dyn Communicator,
+    /// Holds the worker's turn at the gate, if any, until the worker is done.
+    pub clock: CommClock<'a>,
+    cluster: &'a Cluster<'a>,
+}
+
+impl<'a> Rank<'a> {
+    pub(crate) fn config(&self) -> &'a TrainConfig {
+        self.cluster.config
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.cluster.backend
+    }
+
+    /// This rank's checkpoints, agreed on over the cluster, for training on data whose hash is
+    /// `fingerprint`.
+    pub(crate) fn checkpoints(&self, fingerprint: u64) -> Result<Checkpoints<'a>, TrainError> {
+        let id = RunIdentity {
+            method: self.cluster.method,
+            config: self.cluster.config,
+            rank: self.comm.rank(),
+            world: self.comm.size(),
+            fingerprint,
+        };
+        Ok(Checkpoints::for_run(&id, Agreement::Cluster(self.comm))?)
+    }
+
+    /// The run's report (rank 0's), on `data`, that ended with `outcome`; `final.method` gains
+    /// the backend the workers ran on.
+    pub(crate) fn report(&self, data: Described, mut outcome: LoopOutcome) -> Report {
+        outcome.final_.method.get_or_insert_with(|| json!({}))["backend"] = json!(self.cluster.backend.as_str());
+        let workers = Workers { count: self.comm.size(), hosts: self.comm.topology().hosts() };
+        report::build(self.cluster.method, self.cluster.config, data, workers, outcome)
+    }
+}
+
+/// One thread per worker; rank 0 forwards its epochs to `observer` on the calling thread.
+fn run_local<F>(config: &TrainConfig, observer: &mut dyn EpochObserver, work: F) -> Result<Report, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
+    let dist = &config.distributed;
+    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.links()).map_err(DistError::from)?;
+    let options = ClusterOptions { timeout: config.reliability.timeout(), fault: Fault::from_env()? };
+    let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
+    let work = &work;
+    let outcome = std::thread::scope(|scope| {
+        let cluster = scope.spawn(move || {
+            LocalCluster::run_with_options(&topology, options, |comm| {
+                let mut forward = Forward(sender.clone());
+                let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
+                work(comm, observer).map_err(WithCauses)
+            })
+        });
+        // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
+        for (record, best) in epochs {
+            observer.on_epoch(&record, &best);
+        }
+        cluster.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    let reports = outcome.map_err(DistError::from)?;
+    Ok(reports.into_iter().next().flatten().expect("rank 0 always returns the report"))
+}
+
+/// A worker's error as the run reports it: a failure crosses threads (or processes) as text,
+/// so the text carries every cause the message does not already quote (an exchange's
+/// "communication failed" and the communicator's reason for it).
+struct WithCauses(TrainError);
+
+impl std::fmt::Display for WithCauses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut previous = self.0.to_string();
+        f.write_str(&previous)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(err) = cause {
+            let message = err.to_string();
+            if !previous.contains(&message) {
+                write!(f, ": {message}")?;
+            }
+            previous = message;
+            cause = err.source();
+        }
+        Ok(())
+    }
+}
+
+/// Hands rank 0's epochs to the observer on the thread that started the run.
+struct Forward(mpsc::Sender<(EpochRecord, Best)>);
+
+impl EpochObserver for Forward {
+    fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
+        // The receiver lives until the cluster finishes; a send cannot fail before that.
+        let _ = self.0.send((record.clone(), *best));
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi<F>(config: &TrainConfig, observer: &mut dyn EpochObserver, work: F) -> Result<Option<Report>, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
+    use comm_hierarchy::mpi_backend::{MpiOptions, run};
+    let dist = &config.distributed;
+    let options = MpiOptions {
+        hosts: Some(dist.hosts),
+        links: dist.links(),
+        timeout: config.reliability.timeout(),
+        fault: Fault::from_env()?,
+    };
+    let outcome = run(&options, |comm| {
+        let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
+        work(&comm, observer).map_err(WithCauses)
+    });
+    Ok(outcome.map_err(DistError::from)?)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi<F>(_config: &TrainConfig, _observer: &mut dyn EpochObserver, _work: F) -> Result<Option<Report>, TrainError>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
+{
+    Err(DistError::NoMpi.into())
+}
