@@ -91,7 +91,31 @@ fn non_test_code(src: &str) -> (String, Vec<String>) {
     (kept, test_mods)
 }
 
-fn is_ident(c: char) -> bool {
+/// The non-test code of a crate's `files` (path under `src/`, text): each file without its
+/// `#[cfg(test)]` items, and without the files of its `#[cfg(test)] mod`s.
+pub(super) fn production_code(files: &[(String, String)]) -> Vec<(&String, String)> {
+    let mut test_files: Vec<String> = Vec::new();
+    let mut checked = Vec::new();
+    for (file, src) in files {
+        let (code, test_mods) = non_test_code(src);
+        let dir = match file
+            .strip_suffix("mod.rs")
+            .or_else(|| file.strip_suffix("lib.rs"))
+            .or_else(|| file.strip_suffix("main.rs"))
+        {
+            Some(dir) => dir.to_owned(),
+            None => format!("{}/", file.trim_end_matches(".rs")),
+        };
+        test_files.extend(test_mods.iter().flat_map(|m| [format!("{dir}{m}.rs"), format!("{dir}{m}/")]));
+        checked.push((file, code));
+    }
+    checked.retain(|(file, _)| {
+        !test_files.iter().any(|t| *file == t || (t.ends_with('/') && file.starts_with(t.as_str())))
+    });
+    checked
+}
+
+pub(super) fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
@@ -180,19 +204,8 @@ fn check_order(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<Stri
     let names = reexports(lib);
     let mut violations = Vec::new();
     let mut used = BTreeSet::new();
-    let mut test_files: Vec<String> = Vec::new();
-    let mut checked: Vec<(&String, String)> = Vec::new();
-    for (file, src) in files {
-        let (code, test_mods) = non_test_code(src);
-        let dir = match file.strip_suffix("mod.rs").or_else(|| file.strip_suffix("lib.rs")) {
-            Some(dir) => dir.to_owned(),
-            None => format!("{}/", file.trim_end_matches(".rs")),
-        };
-        test_files.extend(test_mods.iter().flat_map(|m| [format!("{dir}{m}.rs"), format!("{dir}{m}/")]));
-        checked.push((file, code));
-    }
-    for (file, code) in checked {
-        if file == "lib.rs" || test_files.iter().any(|t| file == t || (t.ends_with('/') && file.starts_with(t))) {
+    for (file, code) in production_code(files) {
+        if file == "lib.rs" {
             continue;
         }
         let (own, depth) = owner(file);
@@ -231,15 +244,7 @@ fn check_order(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<Stri
 #[test]
 fn trainer_modules_import_only_downward() {
     let src = workspace_root().join("crates/trainer/src");
-    let files: Vec<(String, String)> = rust_files(&src)
-        .into_iter()
-        .map(|f| {
-            let rel = f.strip_prefix(&src).unwrap_or(&f);
-            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-            let text = fs::read_to_string(&f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
-            (rel, text)
-        })
-        .collect();
+    let files = sources(&src);
     assert!(files.iter().any(|(f, _)| f == "lib.rs"), "expected {} to hold lib.rs", src.display());
     let declared = declared_top_modules(&files);
     let unlisted: Vec<String> = declared
@@ -249,6 +254,19 @@ fn trainer_modules_import_only_downward() {
         .collect();
     assert_clean("trainer module order", &unlisted);
     assert_clean("trainer module layering", &check_order(&files, &ALLOWED));
+}
+
+/// Every `.rs` file under `src` as (path under `src` with `/` separators, text).
+pub(super) fn sources(src: &std::path::Path) -> Vec<(String, String)> {
+    rust_files(src)
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap_or(&f);
+            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            let text = fs::read_to_string(&f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+            (rel, text)
+        })
+        .collect()
 }
 
 /// The modules `lib.rs` declares.

@@ -205,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let mut config = args.resolve()?;
     device::check_build(&config, cfg!(feature = "cuda"))?;
-    if config.method.name == Method::Single {
+    if trainer::method::in_one_process(&config) {
         let ignored: Vec<String> = args
             .given
             .iter()
@@ -214,10 +214,11 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
             .collect();
         if !ignored.is_empty() {
             bail!(
-                "{} {} no effect with --method single, which trains in one process; add --method vanilla \
+                "{} {} no effect with --method {}, which trains in one process; add --method vanilla \
                  to train on several workers",
                 ignored.join(", "),
-                if ignored.len() == 1 { "has" } else { "have" }
+                if ignored.len() == 1 { "has" } else { "have" },
+                config.method.name.as_str()
             );
         }
     }

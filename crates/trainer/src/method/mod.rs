@@ -8,7 +8,7 @@
 //! A method implements [`MethodDef`]: from the validated configuration (its `[method.<name>]`
 //! table among it) it returns its [`Parts`]. The trainer runs any parts through one path
 //! ([`crate::run_method`]), so a method is its parts, never a fork of the worker. Adding a
-//! method: its name, rules and settings in `config/method.rs`, its module here, one line in
+//! method: its name, rules and settings in `config/method/`, its module here, one line in
 //! [`lookup`], and `docs/methods/<name>.md` (`docs/ARCHITECTURE.md`, "Adding a method").
 //!
 //! Parts in detail: a [`DataPlan`] (whole graph, a cut, replicated, l-hop parts, feature columns;
@@ -328,4 +328,10 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
         Method::Featpart => &featpart::Featpart,
         Method::Ecgraph => &ecgraph::Ecgraph,
     }
+}
+
+/// Whether `config`'s method trains in one process on the whole graph (its data plan is
+/// [`DataPlan::Whole`]): distributed settings mean nothing to it.
+pub fn in_one_process(config: &TrainConfig) -> bool {
+    lookup(config.method.name).parts(config).data == DataPlan::Whole
 }

@@ -5,7 +5,7 @@
 
 use anyhow::bail;
 use trainer::config::{Backend, TrainConfig};
-use trainer::method::{self, DataPlan};
+use trainer::method;
 
 /// Variables holding the world size: Open MPI; MPICH, Intel MPI and Slurm's `srun --mpi=pmi2`
 /// (PMI); MPICH's Hydra (ranks on this node, which also tells a launch apart).
@@ -59,7 +59,7 @@ pub fn backend_for(
     let started =
         format!("started by an MPI launcher as {} processes ({}={})", launch.size, launch.variable, launch.size);
     let method = config.method.name;
-    if method::lookup(method).parts(config).data == DataPlan::Whole {
+    if method::in_one_process(config) {
         bail!(
             "{started}, but --method {} trains in one process: every process would run the same job and \
              write the same report; use a distributed method (e.g. --method vanilla) or run halo without mpirun",

@@ -14,19 +14,29 @@
 //!
 //! [`Method::rules`] is the registry of what each method fixes and accepts ([`Rules`]: the cut it
 //! forces, its batch modes, its device, its default layer order); validation, the command line
-//! and the docs' method table follow it. Adding a method adds its name, its rules and its
-//! settings table here, and its [`crate::method::MethodDef`] (`docs/ARCHITECTURE.md`, "Adding
-//! a method", lists every touch).
+//! and the docs' method table follow it. Adding a method adds its name, its rules, its settings
+//! module (`<name>.rs` here) and its settings table here, and its [`crate::method::MethodDef`]
+//! (`docs/ARCHITECTURE.md`, "Adding a method", lists every touch; the tidy test
+//! `xtask/src/tidy/method_names.rs` keeps other code from naming a method).
 
 use gnn_core::LayerOrder;
 use graph_partition::book::CutKind;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::{
-    AdaqpSettings, AdgraphSettings, CdfgnnSettings, ConfigError, EcgraphSettings, FeatpartSettings, MiniBatchConfig,
-    OptimizerKind,
-};
+use super::{ConfigError, MiniBatchConfig, OptimizerKind};
+
+mod adaqp;
+mod adgraph;
+mod cdfgnn;
+mod ecgraph;
+mod featpart;
+
+pub use adaqp::{AdaqpSettings, Beta, Bits};
+pub use adgraph::AdgraphSettings;
+pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
+pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
+pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
