@@ -38,7 +38,7 @@ fn a_cdfgnn_cache_and_8_bit_summary_states_its_fraction_of_the_exact_exchange() 
     let dir = tempfile::tempdir().unwrap();
     let args = ["--model", "gcn", "--hidden", "64", "--method", "cdfgnn", "--workers", "8", "--hosts", "2"];
     let (line, report) =
-        train(&[&args[..], &["--cache", "on", "--quant-bits", "8", "--epochs", "10"]].concat(), dir.path());
+        train(&[&args[..], &["--replica-cache", "on", "--quant-bits", "8", "--epochs", "10"]].concat(), dir.path());
     let stated = number_before(&line, "x the exact exchange's bytes");
     let total = &report["final"]["method"]["codec_stats"]["total"];
     let fraction = total["bytes"].as_f64().unwrap() / total["exact_bytes"].as_f64().unwrap();
@@ -51,7 +51,7 @@ fn a_cdfgnn_cache_and_8_bit_summary_states_its_fraction_of_the_exact_exchange() 
     assert!(line.contains("peak RSS") && line.contains("the program itself not counted"), "{line}");
     // The exact sync of the same method sends all of it.
     let (exact, _) =
-        train(&[&args[..], &["--cache", "off", "--quant-bits", "0", "--epochs", "2"]].concat(), dir.path());
+        train(&[&args[..], &["--replica-cache", "off", "--quant-bits", "0", "--epochs", "2"]].concat(), dir.path());
     assert!(exact.contains("1.000x the exact exchange's bytes") && !exact.contains("rows sent"), "{exact}");
 }
 

@@ -411,7 +411,7 @@ mod tests {
         for (argv, expected) in [
             (&["--method", "vanilla", "--quant-bits", "4"][..], "--quant-bits is a setting of --method cdfgnn"),
             (&["--method", "vanilla", "--fp-bits", "2"], "--fp-bits is a setting of --method ecgraph"),
-            (&["--method", "vanilla", "--cache", "on"], "--cache is a setting of --method cdfgnn"),
+            (&["--method", "vanilla", "--replica-cache", "on"], "--replica-cache is a setting of --method cdfgnn"),
             (&["--method", "vanilla", "--tau", "4"], "--tau is a setting of --method featpart"),
             (&["--method", "vanilla", "--hops", "2"], "--hops is a setting of --method adgraph"),
             (&["--method", "cdfgnn", "--bits", "4"], "--bits is a setting of --method adaqp"),

@@ -36,14 +36,15 @@ fn adaqp_flags_set_the_method_table_and_layer_norm() {
 
 #[test]
 fn cdfgnn_flags_set_the_method_table() {
-    let argv = ["--method", "cdfgnn", "--cache", "off", "--quant-bits", "4", "--eps-controller", "error-target"];
+    let argv =
+        ["--method", "cdfgnn", "--replica-cache", "off", "--quant-bits", "4", "--eps-controller", "error-target"];
     let c = flags(&[&argv[..], &["--eps", "0.2", "--mu1", "0.01"]].concat()).unwrap();
     let s = &c.method.cdfgnn;
-    assert_eq!((s.cache, s.quant_bits, s.eps_controller, s.eps), (false, 4, EpsRule::ErrorTarget, 0.2));
+    assert_eq!((s.replica_cache, s.quant_bits, s.eps_controller, s.eps), (false, 4, EpsRule::ErrorTarget, 0.2));
     assert_eq!(s.mu1, 0.01, "every key is a flag, the eq. 6 constants too");
-    assert!(flags(&["--method", "cdfgnn"]).unwrap().method.cdfgnn.cache, "on unless turned off");
-    let err = flags(&["--method", "cdfgnn", "--cache", "maybe"]).unwrap_err();
-    assert!(err.to_string().contains("--cache"), "{err}");
+    assert!(flags(&["--method", "cdfgnn"]).unwrap().method.cdfgnn.replica_cache, "on unless turned off");
+    let err = flags(&["--method", "cdfgnn", "--replica-cache", "maybe"]).unwrap_err();
+    assert!(err.to_string().contains("--replica-cache"), "{err}");
 }
 
 #[test]

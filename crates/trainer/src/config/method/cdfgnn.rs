@@ -5,7 +5,7 @@
 //! [method]
 //! name = "cdfgnn"
 //! [method.cdfgnn]
-//! cache = true
+//! replica-cache = true
 //! quant-bits = 8
 //! eps-controller = "prose"
 //! eps = 0.05
@@ -59,7 +59,7 @@ pub struct CdfgnnSettings {
     /// and backward gradients of the replica sync; not the dataset cache (--no-cache) nor
     /// ecgraph's halo feature cache (--halo-cache).
     #[cfg_attr(feature = "clap", arg(long))]
-    pub cache: bool,
+    pub replica_cache: bool,
     /// Bits of the linear quantization (eq. 22-23) of what the sync sends (the deltas with the
     /// cache, the rows themselves without it): 0 (off), 2, 4, 8 or 16.
     #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
@@ -104,7 +104,7 @@ pub struct CdfgnnSettings {
 impl Default for CdfgnnSettings {
     fn default() -> Self {
         Self {
-            cache: true,
+            replica_cache: true,
             quant_bits: 8,
             eps_controller: EpsRule::Prose,
             eps: 0.05,

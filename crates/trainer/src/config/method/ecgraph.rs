@@ -45,7 +45,7 @@ pub struct EcgraphSettings {
     pub tuner_down: f64,
     /// The halo feature cache: fetch the halo rows' input features once at setup, so that layer
     /// 0 exchanges nothing; not the dataset cache (--no-cache) nor cdfgnn's replica cache
-    /// (--cache).
+    /// (--replica-cache).
     #[cfg_attr(feature = "clap", arg(long))]
     pub halo_cache: bool,
 }

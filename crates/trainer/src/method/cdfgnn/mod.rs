@@ -3,9 +3,10 @@
 //! cache (Alg. 2) on the forward partial sums and backward gradients, with linear quantization
 //! of the deltas (eq. 22-23), and eps following one of four controllers ([`controller`]).
 //!
-//! `[method.cdfgnn] cache = false` with `quant-bits` > 0 quantizes the rows themselves on the
-//! exact sync (the paper's "quantization only" ablation; there a master keeps its exact sum while
-//! its mirrors hold the decoded one); with neither, the method is vanilla vertex-cut training.
+//! `[method.cdfgnn] replica-cache = false` with `quant-bits` > 0 quantizes the rows themselves on
+//! the exact sync (the paper's "quantization only" ablation; there a master keeps its exact sum
+//! while its mirrors hold the decoded one); with neither, the method is vanilla vertex-cut
+//! training.
 
 mod controller;
 
@@ -28,7 +29,7 @@ impl MethodDef for Cdfgnn {
     fn parts(&self, config: &TrainConfig) -> Parts {
         let settings = config.method.cdfgnn.clone();
         let mut parts = Parts::exact(DataPlan::Cut(CutKind::VertexCut));
-        if !settings.cache && settings.quant_bits == 0 {
+        if !settings.replica_cache && settings.quant_bits == 0 {
             return parts;
         }
         parts.exchange = Some(Arc::new(move || {
@@ -37,7 +38,7 @@ impl MethodDef for Cdfgnn {
                 0 => Box::new(IdentityCodec),
                 b => Box::new(LinearQuant::new(b).expect("validated: quant-bits is 0, 2, 4, 8 or 16")),
             });
-            if !settings.cache {
+            if !settings.replica_cache {
                 return ExchangeStack { codecs, controller: None, replica_cache: None };
             }
             let threshold = Knob::new(settings.eps as f32);

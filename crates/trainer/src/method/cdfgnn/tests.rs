@@ -5,7 +5,7 @@ use crate::config::{Method, MethodConfig};
 
 fn parts_of(cache: bool, quant_bits: u8) -> Parts {
     let mut config = TrainConfig { method: MethodConfig::named(Method::Cdfgnn), ..TrainConfig::default() };
-    config.method.cdfgnn.cache = cache;
+    config.method.cdfgnn.replica_cache = cache;
     config.method.cdfgnn.quant_bits = quant_bits;
     config.validate().unwrap();
     crate::method::lookup(Method::Cdfgnn).parts(&config)
