@@ -23,7 +23,7 @@ use crate::train_loop::{EpochObserver, LoopOutcome};
 /// Options of in-process runs that matter for measurements only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LocalOptions {
-    /// Let one worker compute at a time ([`ComputeGate`]), so each worker's `compute_s` is
+    /// Let one worker compute at a time (the compute gate), so each worker's `compute_s` is
     /// what it takes with the whole machine, as if every worker had a machine of its own.
     pub serialize_compute: bool,
 }
