@@ -222,7 +222,9 @@ impl Stager {
         if self.packed.len() < len {
             self.packed.resize(len, 0.0);
         }
-        store.read_rows(footprint.reads, &mut self.packed[..len]).map_err(|source| StageError::Store { tag, source })?;
+        store
+            .read_rows(footprint.reads, &mut self.packed[..len])
+            .map_err(|source| StageError::Store { tag, source })?;
         for (src, &r) in self.packed[..len].chunks_exact(cols.max(1)).zip(footprint.reads) {
             host.row_mut(r as usize).iter_mut().zip(src).for_each(|(d, &s)| *d = s);
         }

@@ -10,7 +10,7 @@ use ndarray::Array2;
 use super::super::edge_cut::EdgeCutExchange;
 use super::super::replica_router::{ExchangeOptions, testkit};
 use super::super::vertex_cut::VertexCutExchange;
-use super::super::{Direction, Step};
+use super::super::{Direction, Footprint, Step};
 use super::*;
 
 const WIDTH: usize = 3;
@@ -143,7 +143,11 @@ fn touched(footprint: &Footprint) -> Vec<u32> {
 /// Makes one worker's exchange.
 type Make = for<'p> fn(&'p LocalGraph, &'p dyn Communicator, ExchangeOptions<'p>) -> Box<dyn Exchange + 'p>;
 
-fn edge_cut<'p>(part: &'p LocalGraph, comm: &'p dyn Communicator, options: ExchangeOptions<'p>) -> Box<dyn Exchange + 'p> {
+fn edge_cut<'p>(
+    part: &'p LocalGraph,
+    comm: &'p dyn Communicator,
+    options: ExchangeOptions<'p>,
+) -> Box<dyn Exchange + 'p> {
     Box::new(EdgeCutExchange::new(part, comm, options).unwrap())
 }
 
@@ -161,7 +165,11 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
         for cached in [false, true] {
             let replica_cache = cached.then(|| Knob::new(0.05));
             testkit::run(book, |part, comm| {
-                let options = || ExchangeOptions { codecs: codecs(stack), replica_cache: replica_cache.clone(), ..ExchangeOptions::default() };
+                let options = || ExchangeOptions {
+                    codecs: codecs(stack),
+                    replica_cache: replica_cache.clone(),
+                    ..ExchangeOptions::default()
+                };
                 let direct = run(make(part, comm, options()).as_mut(), part, comm, calls, false)?;
                 let mut exchange = make(part, comm, options());
                 let staged = run(exchange.as_mut(), part, comm, calls, true)?;
