@@ -41,6 +41,8 @@ pub mod part_view;
 mod replica_router;
 pub mod staging;
 pub mod vertex_cut;
+#[cfg(test)]
+pub(crate) use replica_router::testkit;
 pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, SetupError};
 
 /// Why an exchange failed; every variant names the call.
