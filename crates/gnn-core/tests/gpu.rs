@@ -5,7 +5,9 @@
 #![cfg(feature = "cuda")]
 
 use gnn_core::dropout::DropoutSite;
-use gnn_core::gpu::{Device, DeviceCsr, DeviceLabels, RowCodes, reference};
+use gnn_core::exchange::Put;
+use gnn_core::exchange::staging::RowStore;
+use gnn_core::gpu::{Device, DeviceCsr, DeviceIndex, DeviceLabels, DeviceRows, RowCodes, RowLists, reference};
 use gnn_core::params::ParamLayout;
 use gnn_core::sparse::{self, Write};
 use gnn_core::{Activation, Adam, LayerNorm, Optimizer, loss};
@@ -426,4 +428,58 @@ fn cublas_matmul_matches_ndarray_in_every_transpose() {
         let c = dev.matmul(&da, ta, &db, tb, m, k, n).unwrap();
         assert_close(&dev.download(&c).unwrap(), want.as_slice().unwrap(), REDUCTION);
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn scatter_and_scaled_row_adds_match_the_cpu() {
+    let dev = device();
+    let (rows, f) = (90, 13);
+    let src = values(rows * f, 22);
+    // Distinct rows, out of order.
+    let idx: Vec<u32> = (0..40u32).map(|i| (i * 37) % rows as u32).collect();
+    let packed = values(idx.len() * f, 23);
+    let at = DeviceIndex::upload(&dev, &idx, rows).unwrap();
+    let mut dst = dev.upload(&src).unwrap();
+    dev.scatter_rows_at(Put::Overwrite, f, &at, &dev.upload(&packed).unwrap(), &mut dst, rows).unwrap();
+    let mut want = src.clone();
+    reference::scatter_rows(f, &idx, &packed, &mut want);
+    assert_eq!(dev.download(&dst).unwrap(), want);
+    let coeff = values(rows, 24);
+    let mut sum = dev.upload(&src).unwrap();
+    dev.add_scaled_rows(rows, f, Some(&dev.upload(&coeff).unwrap()), &dev.upload(&want).unwrap(), &mut sum).unwrap();
+    // A source of another shape is refused.
+    assert!(dev.add_scaled_rows(rows, f, None, &dev.upload(&packed[..f]).unwrap(), &mut sum).is_err());
+    let mut want_sum = src.clone();
+    reference::add_scaled_rows(f, Some(&coeff), &want, &mut want_sum);
+    assert_close(&dev.download(&sum).unwrap(), &want_sum, FLOAT);
+}
+
+/// The device block as a row store reads, puts and zeroes what the host array store does.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn the_device_row_store_equals_the_array_store() {
+    let dev = device();
+    let (rows, f) = (30, 5);
+    let start = values(rows * f, 25);
+    let mut host = array(rows, f, &start);
+    let mut block = dev.upload(&start).unwrap();
+    let mut lists = RowLists::default();
+    let mut store = DeviceRows::new(&dev, &mut block, rows, f, &mut lists).unwrap();
+    assert_eq!(store.dim(), host.dim());
+    let (read, written) = ([3u32, 7, 8, 21], [0u32, 4, 29]);
+    let (mut a, mut b) = (vec![0.0; read.len() * f], vec![0.0; read.len() * f]);
+    store.read_rows(&read, &mut a).unwrap();
+    host.read_rows(&read, &mut b).unwrap();
+    assert_eq!(a, b);
+    let values = values(written.len() * f, 26);
+    for put in [Put::Overwrite, Put::Add] {
+        store.write_rows(&written, &values, put).unwrap();
+        host.write_rows(&written, &values, put).unwrap();
+    }
+    store.zero_rows_from(25).unwrap();
+    host.zero_rows_from(25).unwrap();
+    assert_close(&dev.download(&block).unwrap(), host.as_slice().unwrap(), FLOAT);
+    let mut wrong = dev.zeros::<f32>(7).unwrap();
+    assert!(DeviceRows::new(&dev, &mut wrong, 2, 3, &mut lists).is_err());
 }

@@ -7,6 +7,7 @@ mod kernels;
 mod meter;
 mod model;
 mod ptx;
+mod rows;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,7 @@ pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
 pub use meter::{MemoryInfo, PhaseClock, Transfers};
 pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
+pub use rows::{DeviceRows, RowLists};
 
 /// A failure of the device path.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +111,17 @@ impl Device {
     pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
         self.count_transfer(false, dev.len() * std::mem::size_of::<T>());
         Ok(self.stream.clone_dtoh(dev)?)
+    }
+
+    /// Copies a device buffer into `host`, of the same length (waiting for the stream).
+    pub fn download_into<T: DeviceRepr>(&self, dev: &CudaSlice<T>, host: &mut [T]) -> Result<(), GpuError> {
+        if host.len() != dev.len() {
+            let detail = format!("a buffer of {} into {} host values", dev.len(), host.len());
+            return Err(GpuError::Shape { kernel: "download", detail });
+        }
+        self.count_transfer(false, std::mem::size_of_val(host));
+        self.stream.memcpy_dtoh(dev, host)?;
+        Ok(self.stream.synchronize()?)
     }
 
     /// A zero-filled device buffer of `len` elements.
