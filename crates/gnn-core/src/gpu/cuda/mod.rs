@@ -4,6 +4,7 @@
 
 mod blas;
 mod kernels;
+mod link;
 mod meter;
 mod model;
 mod ptx;
@@ -42,6 +43,12 @@ pub enum GpuError {
     Plan(#[from] crate::gpu::plan::PlanError),
     #[error("backward or loss needs a forward pass on the device first")]
     NoForward,
+    #[error(
+        "this call needs a graph uploaded {needs} (`DeviceModel::upload_graph` for a whole graph, `upload_part_graph` for a worker's part)"
+    )]
+    GraphUpload { needs: &'static str },
+    #[error(transparent)]
+    Stage(#[from] crate::exchange::staging::StageError),
 }
 
 /// One CUDA device.
