@@ -1,4 +1,5 @@
-// Row gather and scatter-add, the device halves of an exchange's pack and unpack.
+// Row gather, scatter and scatter-add, the device halves of an exchange's pack and unpack, and
+// the per-row scaled add of a self term after an exchange.
 #include "halo_common.cuh"
 
 // dst[i, :] = src[idx[i], :].
@@ -17,4 +18,22 @@ extern "C" __global__ void scatter_add_rows(u32 n, u32 f, const u32* __restrict_
     if (t >= (u64)n * f) return;
     u64 i = t / f, j = t % f;
     atomicAdd(&dst[(u64)idx[i] * f + j], src[t]);
+}
+
+// dst[idx[i], :] = src[i, :]; indices are distinct (a repeated one keeps one of its rows).
+extern "C" __global__ void scatter_rows(u32 n, u32 f, const u32* __restrict__ idx, const float* __restrict__ src,
+                                        float* __restrict__ dst) {
+    u64 t = halo_tid();
+    if (t >= (u64)n * f) return;
+    u64 i = t / f, j = t % f;
+    dst[(u64)idx[i] * f + j] = src[t];
+}
+
+// dst[i, :] += coeff[i] * src[i, :] (coeff null: 1).
+extern "C" __global__ void add_scaled_rows(u32 n, u32 f, const float* __restrict__ coeff,
+                                           const float* __restrict__ src, float* __restrict__ dst) {
+    u64 t = halo_tid();
+    if (t >= (u64)n * f) return;
+    float c = coeff ? coeff[t / f] : 1.0f;
+    dst[t] += c * src[t];
 }

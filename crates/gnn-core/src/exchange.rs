@@ -27,7 +27,8 @@
 //! (vertex-cut), their split forms `start_pull` / `finish_pull` and `start_push` / `finish_push`
 //! (used when `overlaps()`; by default the blocking call), `take_stats`, `codec_name`, and
 //! `save_state` / `restore_state` for checkpoints (the codec banks of both ends of every stream,
-//! and the replica caches).
+//! and the replica caches), and `footprint`: the rows each call reads and writes, so that a worker
+//! whose blocks live on a device stages only those through the host ([`staging`]).
 
 use ndarray::Array2;
 
@@ -38,7 +39,10 @@ pub mod edge_cut;
 mod landing;
 pub mod part_view;
 mod replica_router;
+pub mod staging;
 pub mod vertex_cut;
+#[cfg(test)]
+pub(crate) use replica_router::testkit;
 pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, SetupError};
 
 /// Why an exchange failed; every variant names the call.
@@ -54,6 +58,47 @@ pub enum ExchangeError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// A call of an [`Exchange`] that moves rows, as [`Exchange::footprint`] describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// [`Exchange::pull_halo`] (and its split form).
+    Pull,
+    /// [`Exchange::push_halo_grad`] (and its split form).
+    Push,
+    /// [`Exchange::sum_replicas`].
+    Sum,
+    /// [`Exchange::max_replicas`].
+    Max,
+}
+
+/// How a call's written rows take their new values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// The rows' values are replaced.
+    Overwrite,
+    /// What arrived is added to the rows' values.
+    Add,
+}
+
+/// The rows of a block one call reads and writes (local ids, ascending). The call reads no
+/// other row, changes no other row but the released ones, and gives the same result whatever
+/// the other rows hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint<'a> {
+    pub reads: &'a [u32],
+    pub writes: &'a [u32],
+    /// With [`Put::Add`] the call adds into the written rows: its result on them is their old
+    /// value plus its result on zero rows (up to the order of the additions).
+    pub put: Put,
+    /// Rows from this one on are zeroed (a push releases the halo rows it sent).
+    pub zeroes_from: Option<usize>,
+}
+
+impl Footprint<'_> {
+    /// A call that touches no row.
+    pub const NONE: Footprint<'static> = Footprint { reads: &[], writes: &[], put: Put::Overwrite, zeroes_from: None };
 }
 
 /// The per-layer distributed step (see the module docs for when each method is called).
@@ -80,6 +125,9 @@ pub trait Exchange {
     /// Vertex-cut: every replica ends with the element-wise maximum over all replicas' rows
     /// (GAT's softmax stabiliser; treated as a constant in backward, so it has no adjoint call).
     fn max_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError>;
+
+    /// The rows `call` reads and writes (the same for every call of that kind).
+    fn footprint(&self, call: Call) -> Footprint<'_>;
 
     /// Whether layers should use the split calls below, computing what needs no halo row while
     /// the halo is in flight. Either way the results are the same, bit for bit.
@@ -154,6 +202,10 @@ impl Exchange for NoExchange {
 
     fn max_replicas(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         Ok(())
+    }
+
+    fn footprint(&self, _call: Call) -> Footprint<'_> {
+        Footprint::NONE
     }
 }
 

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Barrier, Mutex};
 
+use gnn_core::exchange::{Call, Footprint};
 use gnn_core::{
     Activation, Adam, AggGraph, ConvKind, Exchange, ExchangeError, ForwardCtx, LayerOrder, Model, ModelConfig,
     NoExchange, Tag, softmax_cross_entropy,
@@ -265,6 +266,11 @@ impl BusExchange<'_> {
 }
 
 impl Exchange for BusExchange<'_> {
+    /// This bus gathers whole blocks and is never staged: it declares no rows.
+    fn footprint(&self, _call: Call) -> Footprint<'_> {
+        Footprint::NONE
+    }
+
     fn pull_halo(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         if self.bus.cut == Cut::Vertex {
             return Ok(());

@@ -9,7 +9,7 @@ use ndarray::Array2;
 use cache_quant::{Pass, Route, StateError, StatsTable};
 
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
-use super::{Exchange, ExchangeError, Tag};
+use super::{Call, Exchange, ExchangeError, Footprint, Put, Tag};
 use crate::dense::release_rows_from;
 
 /// The [`Exchange`] of an edge-cut worker: one `all_to_all_v` per `pull_halo` and per
@@ -48,6 +48,22 @@ impl Exchange for EdgeCutExchange<'_> {
         self.router.route(tag, Route::ToPrimary, g, Apply::Add)?;
         release_rows_from(g, self.router.part().num_primary());
         Ok(())
+    }
+
+    /// A pull reads the primaries it sends and overwrites the halo; a push reads the halo, adds
+    /// into the primaries and releases the halo rows.
+    fn footprint(&self, call: Call) -> Footprint<'_> {
+        let rows = self.router.rows();
+        match call {
+            Call::Pull => Footprint { reads: &rows.send, writes: &rows.recv, put: Put::Overwrite, zeroes_from: None },
+            Call::Push => Footprint {
+                reads: &rows.recv,
+                writes: &rows.send,
+                put: Put::Add,
+                zeroes_from: Some(self.router.part().num_primary()),
+            },
+            Call::Sum | Call::Max => Footprint::NONE,
+        }
     }
 
     fn overlaps(&self) -> bool {

@@ -92,6 +92,31 @@ pub(crate) fn stream_rows(part: &LocalGraph, id: StreamId) -> Result<Arc<[u32]>,
     Ok(list.iter().map(|&l| part.local_to_global()[l as usize]).collect())
 }
 
+/// The rows a part's routes touch (local ids, ascending, each once): the primaries some peer
+/// holds copies of, the copies, and both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RowSets {
+    pub(crate) send: Vec<u32>,
+    pub(crate) recv: Vec<u32>,
+    pub(crate) both: Vec<u32>,
+}
+
+impl RowSets {
+    fn of(part: &LocalGraph) -> Self {
+        let union = |list: RowList| {
+            let mut rows: Vec<u32> = (0..part.num_parts()).flat_map(|q| list(part, q).iter().copied()).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            rows
+        };
+        let (send, recv) = (union(LocalGraph::send), union(LocalGraph::recv));
+        let mut both: Vec<u32> = send.iter().chain(&recv).copied().collect();
+        both.sort_unstable();
+        both.dedup();
+        Self { send, recv, both }
+    }
+}
+
 /// What a communicator call is, for a [`CommWatch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
@@ -177,6 +202,7 @@ struct InFlight<'a> {
 /// Routes rows of one worker's local blocks to and from its peers.
 pub(crate) struct ReplicaRouter<'a> {
     part: &'a LocalGraph,
+    rows: RowSets,
     comm: &'a dyn Communicator,
     watch: Option<&'a dyn CommWatch>,
     codecs: CodecBank,
@@ -218,6 +244,7 @@ impl<'a> ReplicaRouter<'a> {
         }
         Ok(Self {
             part,
+            rows: RowSets::of(part),
             comm,
             watch: options.watch,
             identity: options.codecs.is_none(),
@@ -238,6 +265,11 @@ impl<'a> ReplicaRouter<'a> {
     /// The local graph rows are routed for.
     pub(crate) fn part(&self) -> &'a LocalGraph {
         self.part
+    }
+
+    /// The rows the routes touch.
+    pub(crate) fn rows(&self) -> &RowSets {
+        &self.rows
     }
 
     /// Sets the pass of the following calls.

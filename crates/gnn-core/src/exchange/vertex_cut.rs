@@ -15,7 +15,7 @@ use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTabl
 
 use super::cached_sync::CachedSync;
 use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
-use super::{Exchange, ExchangeError, Tag};
+use super::{Call, Exchange, ExchangeError, Footprint, Put, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to
 /// the masters and a scatter back, two `all_to_all_v`s, each row through the codec. The master
@@ -78,6 +78,16 @@ impl Exchange for VertexCutExchange<'_> {
         match &self.cache {
             Some(cache) => cache.codec_name(),
             None => self.router.codec_name(),
+        }
+    }
+
+    /// A sync reads every replicated row (masters with mirrors, and mirrors) and overwrites
+    /// them all with the combined rows.
+    fn footprint(&self, call: Call) -> Footprint<'_> {
+        let both = &self.router.rows().both;
+        match call {
+            Call::Sum | Call::Max => Footprint { reads: both, writes: both, put: Put::Overwrite, zeroes_from: None },
+            Call::Pull | Call::Push => Footprint::NONE,
         }
     }
 

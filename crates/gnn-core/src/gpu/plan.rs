@@ -1,7 +1,8 @@
 //! The host-side description of a model for the device path, built in every configuration so
 //! its tests run without a GPU: which parameter tensors each layer uses (from the CPU
 //! [`Model`]'s layout, so parameters copy both ways), and each convolution's fixed aggregation
-//! as one weighted CSR with the self term folded in as a diagonal entry.
+//! as one weighted CSR with the self term folded in as a diagonal entry (a whole graph), or with
+//! it kept apart to add after the exchange's sync (a worker's part: [`part_aggregation`]).
 //!
 //! `DevicePlan` splits and joins the flat parameter buffer and the per-tensor device buffers
 //! (LayerNorm's scale and shift are tensors of their own), folds GCN's and GraphSAGE's aggregation
@@ -17,6 +18,9 @@ use crate::layers::ExchangePoint;
 use crate::model::{ConvKind, Model};
 use crate::params::ParamSlot;
 
+mod part;
+pub use part::{PartAggregation, part_aggregation};
+
 /// Why a model or graph cannot go to the device.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
@@ -26,6 +30,10 @@ pub enum PlanError {
     ParamLength { got: usize, expected: usize },
     #[error("the device path trains on a whole graph held by one process; this graph has {halo} halo rows")]
     NotWholeGraph { halo: usize },
+    #[error(
+        "GAT runs on the device on a whole graph or an edge-cut part only: on a vertex-cut its softmax needs replica syncs of blocks the device does not keep"
+    )]
+    PartGat,
     #[error("labelled row {row} is out of range: {rows} rows have labels")]
     LabelledRow { row: u32, rows: usize },
     #[error("row {row} has label {label}, but the model predicts {classes} classes")]
@@ -59,12 +67,13 @@ pub struct LayerPlan {
 }
 
 impl LayerPlan {
-    /// Whether a GCN or GraphSAGE conv aggregates its input before its weight (`(A x) W`)
+    /// Whether the conv aggregates (and on a part pulls) its input before its weight (`(A x) W`)
     /// rather than after (`A (x W)`): whichever aggregates the narrower matrix, as the CPU
-    /// layers choose ([`ExchangePoint::choose`]). GraphSAGE's root term `x W_self` is added
-    /// either way.
+    /// layers choose ([`ExchangePoint::choose`]; GAT's transformed rows are all its heads
+    /// wide). GraphSAGE's root term `x W_self` is added either way.
     pub fn aggregates_first(&self) -> bool {
-        ExchangePoint::choose(self.in_dim, self.out_dim) == ExchangePoint::Input
+        let transformed = if self.attention.is_some() { self.heads * self.head_dim } else { self.out_dim };
+        ExchangePoint::choose(self.in_dim, transformed) == ExchangePoint::Input
     }
 }
 
@@ -225,22 +234,30 @@ impl WeightedCsr {
 /// The aggregation of a `kind` convolution on `graph` as one weighted CSR: GCN's symmetric
 /// coefficients with the self loop as each row's first entry, GraphSAGE's mean (no self
 /// entry: its root term has its own weight), GAT's edges plus a leading self loop (values 1;
-/// attention replaces them). The graph must be whole (no halo rows).
+/// attention replaces them). The graph must be whole (no halo rows); a worker's part of a cut
+/// graph keeps its self term apart ([`part_aggregation`]).
 pub fn aggregation(graph: &AggGraph, kind: ConvKind) -> Result<WeightedCsr, PlanError> {
     let n = graph.num_local();
     if graph.num_primary() != n {
         return Err(PlanError::NotWholeGraph { halo: n - graph.num_primary() });
     }
+    Ok(edge_csr(graph, kind, kind != ConvKind::Sage))
+}
+
+/// `kind`'s coefficients over every local row's in-edges, each row led by its self loop when
+/// `self_loops` (GCN's self coefficient, GAT's 1).
+fn edge_csr(graph: &AggGraph, kind: ConvKind, self_loops: bool) -> WeightedCsr {
+    let n = graph.num_local();
     let (fwd, norms) = (graph.fwd(), graph.norms());
-    let self_entry = kind != ConvKind::Sage;
+    let entries = fwd.num_edges() + if self_loops { n } else { 0 };
     let mut out = WeightedCsr {
         indptr: Vec::with_capacity(n + 1),
-        indices: Vec::with_capacity(fwd.num_edges() + if self_entry { n } else { 0 }),
-        vals: Vec::with_capacity(fwd.num_edges() + if self_entry { n } else { 0 }),
+        indices: Vec::with_capacity(entries),
+        vals: Vec::with_capacity(entries),
     };
     out.indptr.push(0);
     for v in 0..n {
-        if self_entry {
+        if self_loops {
             out.indices.push(v as u32);
             out.vals.push(if kind == ConvKind::Gcn { norms.gcn_self[v] } else { 1.0 });
         }
@@ -254,7 +271,23 @@ pub fn aggregation(graph: &AggGraph, kind: ConvKind) -> Result<WeightedCsr, Plan
         }
         out.indptr.push(out.indices.len() as u64);
     }
-    Ok(out)
+    out
+}
+
+#[cfg(test)]
+impl WeightedCsr {
+    /// `A x` on the CPU, entry by entry: what the device's SpMM computes.
+    pub(crate) fn apply(&self, x: &ndarray::Array2<f32>) -> ndarray::Array2<f32> {
+        let mut out = ndarray::Array2::zeros((self.indptr.len() - 1, x.ncols()));
+        for v in 0..self.indptr.len() - 1 {
+            for k in self.indptr[v] as usize..self.indptr[v + 1] as usize {
+                let row = x.row(self.indices[k] as usize).to_owned() * self.vals[k];
+                let mut o = out.row_mut(v);
+                o += &row;
+            }
+        }
+        out
+    }
 }
 
 /// Attention-dropout keep flags of every entry of [`aggregation`]`(graph, Gat)` and head,
@@ -280,18 +313,6 @@ mod tests {
     use crate::model::ModelConfig;
     use crate::testkit::{random_array, random_graph};
     use ndarray::Array2;
-
-    fn spmm(csr: &WeightedCsr, x: &Array2<f32>) -> Array2<f32> {
-        let mut out = Array2::zeros(x.dim());
-        for v in 0..csr.indptr.len() - 1 {
-            for k in csr.indptr[v] as usize..csr.indptr[v + 1] as usize {
-                let row = x.row(csr.indices[k] as usize).to_owned() * csr.vals[k];
-                let mut o = out.row_mut(v);
-                o += &row;
-            }
-        }
-        out
-    }
 
     #[test]
     fn parameters_round_trip_through_the_per_tensor_buffers() {
@@ -358,7 +379,7 @@ mod tests {
             model.set_params(&params).unwrap();
             let got = model.forward(&graph, &x, &mut NoExchange, ForwardCtx::eval()).unwrap().clone();
             // GraphSAGE's root weight stays zero, so its output is the mean alone.
-            let want = spmm(&aggregation(&graph, kind).unwrap(), &x);
+            let want = aggregation(&graph, kind).unwrap().apply(&x);
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() < 1e-5, "{kind:?}: {a} vs {b}");
             }
@@ -443,7 +464,7 @@ mod tests {
                 o += &row;
             }
         }
-        let got = spmm(&t, &x);
+        let got = t.apply(&x);
         for (a, b) in got.iter().zip(&want) {
             assert!((a - b).abs() <= 1e-5, "{a} vs {b}");
         }

@@ -237,6 +237,21 @@ pub fn scatter_add_rows(f: usize, idx: &[u32], src: &[f32], dst: &mut [f32]) {
     }
 }
 
+/// `dst[idx[i], :] = src[i, :]` (`scatter_rows`; indices distinct).
+pub fn scatter_rows(f: usize, idx: &[u32], src: &[f32], dst: &mut [f32]) {
+    for (&i, row) in idx.iter().zip(src.chunks_exact(f)) {
+        dst[i as usize * f..][..f].copy_from_slice(row);
+    }
+}
+
+/// `dst[i, :] += coeff[i] * src[i, :]`, `coeff` 1 when `None` (`add_scaled_rows`).
+pub fn add_scaled_rows(f: usize, coeff: Option<&[f32]>, src: &[f32], dst: &mut [f32]) {
+    for (i, (d, s)) in dst.chunks_exact_mut(f).zip(src.chunks_exact(f)).enumerate() {
+        let c = coeff.map_or(1.0, |c| c[i]);
+        d.iter_mut().zip(s).for_each(|(d, s)| *d += c * s);
+    }
+}
+
 #[cfg(test)]
 #[path = "reference_tests.rs"]
 mod tests;

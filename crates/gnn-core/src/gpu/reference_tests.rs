@@ -164,6 +164,22 @@ fn gather_then_scatter_add_counts_repeats() {
     }
 }
 
+#[test]
+fn scatter_overwrites_and_scaled_add_scales_each_row() {
+    let f = 2;
+    let src = [1.0f32, 2.0, 3.0, 4.0];
+    let mut dst = vec![9.0f32; 3 * f];
+    scatter_rows(f, &[2, 0], &src, &mut dst);
+    assert_eq!(dst, [3.0, 4.0, 9.0, 9.0, 1.0, 2.0]);
+    let gathered = gather_rows(f, &[2, 0], &dst);
+    assert_eq!(gathered, src);
+    let mut acc = vec![1.0f32; 2 * f];
+    add_scaled_rows(f, Some(&[0.5, -2.0]), &src, &mut acc);
+    assert_eq!(acc, [1.5, 2.0, -5.0, -7.0]);
+    add_scaled_rows(f, None, &src, &mut acc);
+    assert_eq!(acc, [2.5, 4.0, -2.0, -3.0]);
+}
+
 proptest! {
     #[test]
     fn packing_round_trips(bits in 1u32..=MAX_CODE_BITS, raw in proptest::collection::vec(any::<u32>(), 0..200)) {

@@ -8,6 +8,7 @@ use graph_partition::{Csr, Labels};
 use super::{Device, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
+use crate::exchange::Put;
 use crate::gpu::plan::{PickedLabels, pick_labels};
 use crate::gpu::reference::max_code;
 use crate::gpu::{COLUMN_TILE, column_chunks};
@@ -78,6 +79,11 @@ impl DeviceIndex {
     pub fn upload(device: &Device, idx: &[u32], bound: usize) -> Result<Self, GpuError> {
         check_indices("gather_rows", idx, bound)?;
         Ok(Self { idx: device.upload(idx)?, bound })
+    }
+
+    /// The rows the indices are below.
+    pub fn bound(&self) -> usize {
+        self.bound
     }
 }
 
@@ -803,9 +809,58 @@ impl Device {
         expect_len("scatter_add_rows", "src", src.len(), idx.len() * f)?;
         expect_len("scatter_add_rows", "dst", dst.len(), dst_rows * f)?;
         check_indices("scatter_add_rows", idx, dst_rows)?;
-        let dev_idx = self.upload(idx)?;
-        let (n, fw): (u32, u32) = (int("scatter_add_rows", idx.len())?, int("scatter_add_rows", f)?);
-        launch!(self, "gather", "scatter_add_rows", idx.len() * f, [&n, &fw, &dev_idx, src, dst]);
+        self.scatter_rows_at(Put::Add, f, &DeviceIndex::upload(self, idx, dst_rows)?, src, dst, dst_rows)
+    }
+
+    /// `dst[idx[i], :] = src[i, :]` (`put` overwrite, `scatter_rows`; the indices distinct) or
+    /// `+= src[i, :]` (`put` add, `scatter_add_rows`) for `dst` of `dst_rows x f`, with indices
+    /// already on the device.
+    pub fn scatter_rows_at(
+        &self,
+        put: Put,
+        f: usize,
+        idx: &DeviceIndex,
+        src: &CudaSlice<f32>,
+        dst: &mut CudaSlice<f32>,
+        dst_rows: usize,
+    ) -> Result<(), GpuError> {
+        let kernel = match put {
+            Put::Overwrite => "scatter_rows",
+            Put::Add => "scatter_add_rows",
+        };
+        let len = idx.idx.len();
+        expect_len(kernel, "src", src.len(), len * f)?;
+        expect_len(kernel, "dst", dst.len(), dst_rows * f)?;
+        if idx.bound > dst_rows {
+            let detail = format!("indices up to {} scatter into {dst_rows} rows", idx.bound);
+            return Err(GpuError::Shape { kernel, detail });
+        }
+        let (n, fw): (u32, u32) = (int(kernel, len)?, int(kernel, f)?);
+        match put {
+            Put::Overwrite => launch!(self, "gather", "scatter_rows", len * f, [&n, &fw, &idx.idx, src, dst]),
+            Put::Add => launch!(self, "gather", "scatter_add_rows", len * f, [&n, &fw, &idx.idx, src, dst]),
+        }
+        Ok(())
+    }
+
+    /// `dst[i, :] += coeff[i] * src[i, :]` for `n x f` blocks (`coeff` 1 when `None`): a self
+    /// term added after an exchange, or a plain sum.
+    pub fn add_scaled_rows(
+        &self,
+        n: usize,
+        f: usize,
+        coeff: Option<&CudaSlice<f32>>,
+        src: &CudaSlice<f32>,
+        dst: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        expect_len("add_scaled_rows", "src", src.len(), n * f)?;
+        expect_len("add_scaled_rows", "dst", dst.len(), n * f)?;
+        if let Some(c) = coeff {
+            expect_len("add_scaled_rows", "coeff", c.len(), n)?;
+        }
+        let null = self.null_f32()?;
+        let (nr, fw): (u32, u32) = (int("add_scaled_rows", n)?, int("add_scaled_rows", f)?);
+        launch!(self, "gather", "add_scaled_rows", n * f, [&nr, &fw, coeff.unwrap_or(&null), src, dst]);
         Ok(())
     }
 }

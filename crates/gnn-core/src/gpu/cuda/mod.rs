@@ -4,9 +4,11 @@
 
 mod blas;
 mod kernels;
+mod link;
 mod meter;
 mod model;
 mod ptx;
+mod rows;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,7 @@ pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
 pub use meter::{MemoryInfo, PhaseClock, Transfers};
 pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
+pub use rows::{DeviceRows, RowLists};
 
 /// A failure of the device path.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +43,12 @@ pub enum GpuError {
     Plan(#[from] crate::gpu::plan::PlanError),
     #[error("backward or loss needs a forward pass on the device first")]
     NoForward,
+    #[error(
+        "this call needs a graph uploaded {needs} (`DeviceModel::upload_graph` for a whole graph, `upload_part_graph` for a worker's part)"
+    )]
+    GraphUpload { needs: &'static str },
+    #[error(transparent)]
+    Stage(#[from] crate::exchange::staging::StageError),
 }
 
 /// One CUDA device.
@@ -109,6 +118,17 @@ impl Device {
     pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
         self.count_transfer(false, dev.len() * std::mem::size_of::<T>());
         Ok(self.stream.clone_dtoh(dev)?)
+    }
+
+    /// Copies a device buffer into `host`, of the same length (waiting for the stream).
+    pub fn download_into<T: DeviceRepr>(&self, dev: &CudaSlice<T>, host: &mut [T]) -> Result<(), GpuError> {
+        if host.len() != dev.len() {
+            let detail = format!("a buffer of {} into {} host values", dev.len(), host.len());
+            return Err(GpuError::Shape { kernel: "download", detail });
+        }
+        self.count_transfer(false, std::mem::size_of_val(host));
+        self.stream.memcpy_dtoh(dev, host)?;
+        Ok(self.stream.synchronize()?)
     }
 
     /// A zero-filled device buffer of `len` elements.

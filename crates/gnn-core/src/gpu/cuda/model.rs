@@ -1,6 +1,16 @@
-//! Full-graph training on one device: the CPU [`Model`]'s forward, backward and Adam step with
-//! parameters, gradients, moments and activations resident on the GPU. Only the loss and
-//! accuracy scalars (and logits on request) come back to the host.
+//! Training on one device: the CPU [`Model`]'s forward, backward and Adam step with
+//! parameters, gradients, moments and activations resident on the GPU, on a whole graph or on
+//! a worker's part of a cut graph. Only the loss and accuracy scalars (and logits on request)
+//! come back to the host, and on a part the rows its exchange moves.
+//!
+//! On a part ([`DeviceModel::upload_part_graph`]: GCN and GraphSAGE on any cut, GAT on an
+//! edge-cut) each layer calls the worker's [`Exchange`] where the CPU layers do (see `link.rs`),
+//! staged through the host by a [`Stager`]: the aggregation runs over the part's local in-edges
+//! ([`part_aggregation`]) and GCN's self term is added after the sync. Rows past the view's computed rows are computed
+//! too but never reach a result: they carry no loss, the self coefficients are zero there,
+//! pushes zero them, and pulls overwrite them before they are read, so the gradients the
+//! parameters take are the CPU worker's. The caller all-reduces them on the host
+//! ([`DeviceModel::grads`], [`DeviceModel::set_grads`]) before [`DeviceModel::step`].
 //!
 //! Each GCN or GraphSAGE aggregation is one weighted SpMM over [`aggregation`]'s CSR, run on
 //! the narrower side of the weight (as the CPU's `ExchangePoint::choose` does). GAT computes
@@ -13,12 +23,18 @@
 //! activation -> dropout` or `conv -> dropout -> [LayerNorm] -> activation`; bias and
 //! activation fuse into one kernel when nothing sits between them.
 
+use std::sync::Mutex;
+
 use cudarc::driver::CudaSlice;
 
+use super::link::{Link, PartLink};
+use super::rows::RowLists;
 use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
 use crate::dropout::DropoutSite;
-use crate::gpu::plan::{DevicePlan, LayerPlan, aggregation, expand_heads};
+use crate::exchange::staging::Stager;
+use crate::exchange::{Call, Direction, Exchange, Step, Tag};
+use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, expand_heads, part_aggregation};
 use crate::graph::AggGraph;
 use crate::layers::ForwardCtx;
 use crate::layers::gat::NEGATIVE_SLOPE;
@@ -26,8 +42,8 @@ use crate::model::{ConvKind, LayerOrder, Model, ModelConfig};
 use crate::norm::LAYER_NORM_EPS;
 use crate::optim::Adam;
 
-/// A whole graph on the device, aggregation coefficients folded in for one conv kind (see
-/// [`DeviceModel::upload_graph`]).
+/// A graph on the device, aggregation coefficients folded in for one conv kind: a whole graph
+/// ([`DeviceModel::upload_graph`]) or a worker's part ([`DeviceModel::upload_part_graph`]).
 pub struct DeviceGraph {
     kind: ConvKind,
     csr: DeviceCsr,
@@ -37,6 +53,18 @@ pub struct DeviceGraph {
     gids: CudaSlice<u32>,
     /// GAT: one head-expanded CSR per head count of the model's layers.
     expanded: Vec<Expanded>,
+    /// A worker's part: what its passes need beyond the CSR.
+    part: Option<PartRows>,
+}
+
+/// What a part's passes need beyond its CSR.
+struct PartRows {
+    /// GCN's self coefficients ([`part_aggregation`]), added after the sync.
+    self_coeff: Option<CudaSlice<f32>>,
+    pulls: bool,
+    pushes: bool,
+    /// The device copies of the rows the part's exchange stages.
+    lists: Mutex<RowLists>,
 }
 
 /// [`expand_heads`] on the device, with a column of ones for per-row and per-column sums.
@@ -51,6 +79,29 @@ struct Expanded {
 impl DeviceGraph {
     fn upload(device: &Device, graph: &AggGraph, kind: ConvKind, heads: &[usize]) -> Result<Self, GpuError> {
         let folded = aggregation(graph, kind)?;
+        Self::from_csr(device, graph, kind, heads, &folded)
+    }
+
+    /// A worker's part: its local in-edges, GCN's self term apart (GAT on edge-cut parts only).
+    fn upload_part(device: &Device, graph: &AggGraph, kind: ConvKind, heads: &[usize]) -> Result<Self, GpuError> {
+        let plan = part_aggregation(graph, kind)?;
+        let mut out = Self::from_csr(device, graph, kind, heads, &plan.csr)?;
+        out.part = Some(PartRows {
+            self_coeff: plan.self_coeff.as_deref().map(|c| device.upload(c)).transpose()?,
+            pulls: graph.pulls_halo(),
+            pushes: graph.pushes_aggregates(),
+            lists: Mutex::default(),
+        });
+        Ok(out)
+    }
+
+    fn from_csr(
+        device: &Device,
+        graph: &AggGraph,
+        kind: ConvKind,
+        heads: &[usize],
+        folded: &WeightedCsr,
+    ) -> Result<Self, GpuError> {
         let n = graph.num_local();
         let nnz = folded.indices.len();
         let mut expanded: Vec<Expanded> = Vec::new();
@@ -58,7 +109,7 @@ impl DeviceGraph {
             if kind != ConvKind::Gat || expanded.iter().any(|e| e.heads == h) {
                 continue;
             }
-            let x = expand_heads(&folded, h);
+            let x = expand_heads(folded, h);
             expanded.push(Expanded {
                 heads: h,
                 csr: DeviceCsr::from_parts(device, n * h, &x.indptr, &x.indices)?,
@@ -81,7 +132,29 @@ impl DeviceGraph {
             vals: device.upload(&folded.vals)?,
             gids: device.upload(graph.global_ids())?,
             expanded,
+            part: None,
         })
+    }
+
+    /// The passes' link to `exchange` on this part, or a refusal naming the upload it needs.
+    fn link<'a>(&'a self, exchange: &'a mut dyn Exchange, stager: &'a mut Stager) -> Result<Link<'a>, GpuError> {
+        let part = self.part.as_ref().ok_or(GpuError::GraphUpload { needs: "as a worker's part" })?;
+        let lists = part.lists.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Ok(Link::Part(PartLink { exchange, stager, lists, pulls: part.pulls, pushes: part.pushes }))
+    }
+
+    /// The link of a whole graph, or a refusal: a part's passes must exchange.
+    fn whole(&self) -> Result<Link<'static>, GpuError> {
+        match self.part {
+            Some(_) => Err(GpuError::GraphUpload { needs: "whole" }),
+            None => Ok(Link::Whole),
+        }
+    }
+
+    /// GCN's self coefficients on a part, added after the sync; `None` where they are folded
+    /// into the CSR (a whole graph) or there is no self term (GraphSAGE).
+    fn self_coeff(&self) -> Option<&CudaSlice<f32>> {
+        self.part.as_ref().and_then(|p| p.self_coeff.as_ref())
     }
 
     fn expanded(&self, heads: usize) -> Result<&Expanded, GpuError> {
@@ -222,6 +295,15 @@ impl<'d> DeviceModel<'d> {
         DeviceGraph::upload(self.dev, graph, self.cfg.kind, &heads)
     }
 
+    /// Uploads a worker's view of its part of a cut graph (`exchange::part_view::agg_graph_of`,
+    /// possibly [`AggGraph::with_primaries_computing`]) for [`DeviceModel::forward_part`] and
+    /// [`DeviceModel::backward_part`]. GCN and GraphSAGE on any cut; GAT on an edge-cut part
+    /// only, a vertex-cut one is refused ([`crate::gpu::plan::PlanError::PartGat`]).
+    pub fn upload_part_graph(&self, graph: &AggGraph) -> Result<DeviceGraph, GpuError> {
+        let heads: Vec<usize> = self.plan.layers.iter().map(|l| l.heads).collect();
+        DeviceGraph::upload_part(self.dev, graph, self.cfg.kind, &heads)
+    }
+
     /// The parameters, flat in the CPU model's layout (for [`Model::set_params`]).
     pub fn params(&self) -> Result<Vec<f32>, GpuError> {
         self.flat(|t| &t.value)
@@ -258,6 +340,16 @@ impl<'d> DeviceModel<'d> {
         Ok(self.plan.join(&parts)?)
     }
 
+    /// Replaces the gradients with `flat` (the CPU model's layout): the all-reduced sum of the
+    /// workers' [`DeviceModel::grads`], for the next [`DeviceModel::step`].
+    pub fn set_grads(&mut self, flat: &[f32]) -> Result<(), GpuError> {
+        let parts = self.plan.split(flat)?;
+        for (t, part) in self.tensors.iter_mut().zip(parts) {
+            self.dev.upload_into(part, &mut t.grad)?;
+        }
+        Ok(())
+    }
+
     pub fn zero_grad(&mut self) -> Result<(), GpuError> {
         for t in &mut self.tensors {
             self.dev.stream().memset_zeros(&mut t.grad)?;
@@ -285,8 +377,37 @@ impl<'d> DeviceModel<'d> {
     }
 
     /// The logits of every vertex stay on the device (see [`DeviceModel::logits`]); `x` is the
-    /// `n x in_dim` feature matrix, row-major.
+    /// `n x in_dim` feature matrix, row-major. `graph` is whole.
     pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
+        self.run_forward(graph, x, ctx, &mut graph.whole()?)
+    }
+
+    /// [`DeviceModel::forward`] on a worker's part ([`DeviceModel::upload_part_graph`]), calling
+    /// `exchange` where the CPU [`Model`] does, each call staged through `stager` (made for the
+    /// part's local rows). `x` holds a row per local vertex: the rows past the view's input rows
+    /// are not read (they are pulled). Every worker calls it with the same `ctx`. The logits'
+    /// primary rows are the worker's; train and evaluate on labelled primaries only, and add
+    /// the loss sums and hits over the workers.
+    pub fn forward_part(
+        &mut self,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+        ctx: ForwardCtx,
+        exchange: &mut dyn Exchange,
+        stager: &mut Stager,
+    ) -> Result<(), GpuError> {
+        let mut link = graph.link(exchange, stager)?;
+        link.begin(ctx.pass());
+        self.run_forward(graph, x, ctx, &mut link)
+    }
+
+    fn run_forward(
+        &mut self,
+        graph: &DeviceGraph,
+        x: &CudaSlice<f32>,
+        ctx: ForwardCtx,
+        link: &mut Link<'_>,
+    ) -> Result<(), GpuError> {
         self.check_graph(graph, Some(x))?;
         self.last = None;
         self.dlogits = None;
@@ -299,11 +420,11 @@ impl<'d> DeviceModel<'d> {
             let layer = self.plan.layers[l].clone();
             let (mut out, aggregated, gat) = match layer.attention {
                 Some(_) => {
-                    let (out, cache) = self.gat_forward(&layer, l, graph, &h, ctx)?;
+                    let (out, cache) = self.gat_forward(&layer, l, graph, &mut h, ctx, link)?;
                     (out, None, Some(cache))
                 }
                 None => {
-                    let (out, aggregated) = self.conv_forward(&layer, graph, &h)?;
+                    let (out, aggregated) = self.conv_forward(&layer, l, graph, &mut h, link)?;
                     (out, aggregated, None)
                 }
             };
@@ -354,20 +475,34 @@ impl<'d> DeviceModel<'d> {
     }
 
     /// `conv(x)` before bias and activation, and the aggregated input if it aggregated first.
+    /// On a part, the rows it aggregates are pulled first (into `x` itself when it aggregates
+    /// its input), the aggregate is synced, then GCN's self term is added.
     fn conv_forward(
         &self,
         layer: &LayerPlan,
+        l: usize,
         graph: &DeviceGraph,
-        x: &CudaSlice<f32>,
+        x: &mut CudaSlice<f32>,
+        link: &mut Link<'_>,
     ) -> Result<(CudaSlice<f32>, Option<CudaSlice<f32>>), GpuError> {
         let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
         let w = &self.tensors[layer.weight].value;
+        // `A src` over `cols` columns, synced, plus the self term: the aggregation of a conv.
+        let aggregate = |src: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
+            link.pull_input(dev, l, src, n, cols)?;
+            let mut z = dev.spmm(&graph.csr, Some(&graph.vals), src, cols)?;
+            link.sync_aggregate(dev, l, &mut z, n, cols)?;
+            if let Some(coeff) = graph.self_coeff() {
+                dev.add_scaled_rows(n, cols, Some(coeff), src, &mut z)?;
+            }
+            Ok::<_, GpuError>(z)
+        };
         let (mut out, aggregated) = if layer.aggregates_first() {
-            let z = dev.spmm(&graph.csr, Some(&graph.vals), x, din)?;
+            let z = aggregate(x, din, link)?;
             (dev.matmul(&z, false, w, false, n, din, dout)?, Some(z))
         } else {
-            let xw = dev.matmul(x, false, w, false, n, din, dout)?;
-            (dev.spmm(&graph.csr, Some(&graph.vals), &xw, dout)?, None)
+            let mut xw = dev.matmul(x, false, w, false, n, din, dout)?;
+            (aggregate(&mut xw, dout, link)?, None)
         };
         if let Some(ws) = layer.self_weight {
             dev.gemm_into(x, false, &self.tensors[ws].value, false, n, din, dout, 1.0, &mut out)?;
@@ -385,26 +520,36 @@ impl<'d> DeviceModel<'d> {
         Ok(blocks)
     }
 
-    /// A GAT conv before bias and activation.
+    /// A GAT conv before bias and activation. On an edge-cut part, `x` (into itself) or `h`
+    /// is pulled as the CPU layer pulls it, and the attention syncs are made.
     fn gat_forward(
         &self,
         layer: &LayerPlan,
         l: usize,
         graph: &DeviceGraph,
-        x: &CudaSlice<f32>,
+        x: &mut CudaSlice<f32>,
         ctx: ForwardCtx,
+        link: &mut Link<'_>,
     ) -> Result<(CudaSlice<f32>, GatCache), GpuError> {
         let (dev, n, hs, hd) = (self.dev, graph.num_nodes(), layer.heads, layer.head_dim);
         let hw = hs * hd;
         let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
         let ex = graph.expanded(hs)?;
-        let h = dev.matmul(x, false, &self.tensors[layer.weight].value, false, n, layer.in_dim, hw)?;
+        let tag = |step| Tag::new(l, Direction::Forward, step);
+        if layer.aggregates_first() {
+            link.pull_input(dev, l, x, n, layer.in_dim)?;
+        }
+        let mut h = dev.matmul(x, false, &self.tensors[layer.weight].value, false, n, layer.in_dim, hw)?;
+        if !layer.aggregates_first() {
+            link.pull_input(dev, l, &mut h, n, hw)?;
+        }
         let (src_blocks, dst_blocks) = (self.blocks(layer, att_src)?, self.blocks(layer, att_dst)?);
         let alpha_src = dev.matmul(&h, false, &src_blocks, true, n, hw, hs)?;
         let alpha_dst = dev.matmul(&h, false, &dst_blocks, true, n, hw, hs)?;
         let scores = dev.gat_logits(&graph.csr, hs, NEGATIVE_SLOPE, &alpha_src, &alpha_dst)?;
         let mut weights = dev.stream().clone_dtod(&scores)?;
         dev.edge_softmax(&graph.csr, hs, &mut weights)?;
+        link.call_absent(Call::Max, tag(Step::AttentionMax), n, hs)?;
         let mut dropped = dev.stream().clone_dtod(&weights)?;
         let keep = match self.dropout_site(self.cfg.attn_dropout, l, ctx) {
             Some(site) => Some(dev.attention_dropout(&graph.csr, hs, &graph.gids, &site, &mut dropped)?),
@@ -413,6 +558,7 @@ impl<'d> DeviceModel<'d> {
         let entries = graph.csr.nnz() * hs;
         let dropped = dev.gather_rows_at(1, &ex.perm, &dropped, entries)?;
         let per_head = dev.spmm(&ex.csr, Some(&dropped), &h, hd)?;
+        link.call_absent(Call::Sum, tag(Step::Aggregate), n, hs + hw)?;
         let out = match &self.head_means[l] {
             Some(mean) => dev.matmul(&per_head, false, mean, false, n, hw, hd)?,
             None => per_head,
@@ -421,22 +567,25 @@ impl<'d> DeviceModel<'d> {
     }
 
     /// Adds a GAT conv's parameter gradients (weight, attention vectors) and returns the
-    /// gradient of its input (empty when `need_dx` is false).
+    /// gradient of its input (an empty buffer for the first layer, `l == 0`). On an edge-cut
+    /// part the gradient of what forward pulled (`h`, or the input) is pushed to its primaries.
+    #[allow(clippy::too_many_arguments)] // the layer, its cache, the gradient and the link.
     fn gat_backward(
         &mut self,
         layer: &LayerPlan,
+        l: usize,
         graph: &DeviceGraph,
         x: &CudaSlice<f32>,
         c: GatCache,
         d: &CudaSlice<f32>,
-        need_dx: bool,
+        link: &mut Link<'_>,
     ) -> Result<CudaSlice<f32>, GpuError> {
-        let (dev, n, hs, hd) = (self.dev, graph.num_nodes(), layer.heads, layer.head_dim);
+        let (dev, n, hs, hd, need_dx) = (self.dev, graph.num_nodes(), layer.heads, layer.head_dim, l > 0);
         let hw = hs * hd;
         let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
         let ex = graph.expanded(hs)?;
         let entries = graph.csr.nnz() * hs;
-        let l = self.plan.layers.iter().position(|p| p == layer).ok_or(GpuError::NoForward)?;
+        link.call_absent(Call::Sum, Tag::new(l, Direction::Backward, Step::Aggregate), n, hs + hw)?;
         let d_heads = match &self.head_means[l] {
             Some(mean) => dev.matmul(d, false, mean, true, n, hd, hw)?,
             None => dev.stream().clone_dtod(d)?,
@@ -465,12 +614,20 @@ impl<'d> DeviceModel<'d> {
             let rows: Vec<u32> = (0..hs as u32).collect();
             dev.scatter_add_rows(hd, &rows, &d_att, &mut self.tensors[att].grad, hs)?;
         }
+        // The gradient of what forward pulled goes back to its primaries.
+        if !layer.aggregates_first() {
+            link.push_input_grad(dev, l, &mut dh, n, hw)?;
+        }
         let w = layer.weight;
         dev.gemm_into(x, true, &dh, false, layer.in_dim, n, hw, 1.0, &mut self.tensors[w].grad)?;
         if !need_dx {
             return dev.zeros(0);
         }
-        dev.matmul(&dh, false, &self.tensors[w].value, true, n, hw, layer.in_dim)
+        let mut dx = dev.matmul(&dh, false, &self.tensors[w].value, true, n, hw, layer.in_dim)?;
+        if layer.aggregates_first() {
+            link.push_input_grad(dev, l, &mut dx, n, layer.in_dim)?;
+        }
+        Ok(dx)
     }
 
     /// The logits of the last forward pass, `n x out_dim` row-major, copied to the host.
@@ -519,8 +676,23 @@ impl<'d> DeviceModel<'d> {
     }
 
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
-    /// gradients into the device's gradient buffers. One backward per forward.
+    /// gradients into the device's gradient buffers. One backward per forward; `graph` is whole.
     pub fn backward(&mut self, graph: &DeviceGraph) -> Result<(), GpuError> {
+        self.run_backward(graph, &mut graph.whole()?)
+    }
+
+    /// [`DeviceModel::backward`] of a [`DeviceModel::forward_part`], with the same exchange and
+    /// stager: the parameter gradients added are this worker's share, which the workers sum.
+    pub fn backward_part(
+        &mut self,
+        graph: &DeviceGraph,
+        exchange: &mut dyn Exchange,
+        stager: &mut Stager,
+    ) -> Result<(), GpuError> {
+        self.run_backward(graph, &mut graph.link(exchange, stager)?)
+    }
+
+    fn run_backward(&mut self, graph: &DeviceGraph, link: &mut Link<'_>) -> Result<(), GpuError> {
         self.check_graph(graph, None)?;
         let ctx = self.last.take().ok_or(GpuError::NoForward)?;
         let mut d = self.dlogits.take().ok_or(GpuError::NoForward)?;
@@ -561,8 +733,8 @@ impl<'d> DeviceModel<'d> {
             let x = cache.input.as_ref().ok_or(GpuError::NoForward)?;
             self.dev.column_sum(n, layer.out_dim, &d, None, &mut self.tensors[layer.bias].grad.slice_mut(..))?;
             d = match cache.gat {
-                Some(gat) => self.gat_backward(&layer, graph, x, gat, &d, l > 0)?,
-                None => self.conv_backward(&layer, graph, x, cache.aggregated.as_ref(), &d, l > 0)?,
+                Some(gat) => self.gat_backward(&layer, l, graph, x, gat, &d, link)?,
+                None => self.conv_backward(&layer, l, graph, x, cache.aggregated.as_ref(), &mut d, link)?,
             };
             next_input = cache.input;
         }
@@ -570,49 +742,82 @@ impl<'d> DeviceModel<'d> {
     }
 
     /// Adds the conv's weight gradients and returns the gradient of its input (an empty buffer
-    /// when `need_dx` is false).
+    /// for the first layer, `l == 0`). On a part, the per-vertex terms take this replica's share
+    /// of the gradient, as the CPU layers do, before the aggregate's gradient is synced; the
+    /// input gradient's halo rows are pushed to their primaries last.
+    #[allow(clippy::too_many_arguments)] // the layer, its cache, the gradient and the link.
     fn conv_backward(
         &mut self,
         layer: &LayerPlan,
+        l: usize,
         graph: &DeviceGraph,
         x: &CudaSlice<f32>,
         aggregated: Option<&CudaSlice<f32>>,
-        d: &CudaSlice<f32>,
-        need_dx: bool,
+        d: &mut CudaSlice<f32>,
+        link: &mut Link<'_>,
     ) -> Result<CudaSlice<f32>, GpuError> {
-        let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
+        let (dev, n, din, dout, need_dx) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim, l > 0);
         let (at, t_vals) = graph.transposed.as_ref().ok_or(GpuError::Shape {
             kernel: "model",
             detail: format!("graph folded for {} has no transpose", graph.kind),
         })?;
-        // `A^T x`: a plain SpMM over the transpose.
-        let a_t = |x: &CudaSlice<f32>, f: usize| dev.spmm(at, Some(t_vals), x, f);
+        // `A^T g` over `cols` columns after `g` is synced, plus GCN's self term on a part, taken
+        // from `g`'s share before the sync.
+        let aggregate_t = |g: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
+            let own = match graph.self_coeff() {
+                Some(coeff) => {
+                    let mut own = dev.zeros::<f32>(n * cols)?;
+                    dev.add_scaled_rows(n, cols, Some(coeff), g, &mut own)?;
+                    Some(own)
+                }
+                None => None,
+            };
+            link.sync_aggregate_grad(dev, l, g, n, cols)?;
+            let mut out = dev.spmm(at, Some(t_vals), g, cols)?;
+            if let Some(own) = own {
+                dev.add_scaled_rows(n, cols, None, &own, &mut out)?;
+            }
+            Ok::<_, GpuError>(out)
+        };
         if let Some(ws) = layer.self_weight {
             dev.gemm_into(x, true, d, false, din, n, dout, 1.0, &mut self.tensors[ws].grad)?;
         }
         let w = layer.weight;
-        let mut dx = match aggregated {
+        match aggregated {
             Some(z) => {
                 dev.gemm_into(z, true, d, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
                 if !need_dx {
                     return dev.zeros(0);
                 }
-                let dz = dev.matmul(d, false, &self.tensors[w].value, true, n, dout, din)?;
-                a_t(&dz, din)?
+                let mut dz = dev.matmul(d, false, &self.tensors[w].value, true, n, dout, din)?;
+                let mut dx = aggregate_t(&mut dz, din, link)?;
+                if let Some(ws) = layer.self_weight {
+                    dev.gemm_into(d, false, &self.tensors[ws].value, true, n, dout, din, 1.0, &mut dx)?;
+                }
+                link.push_input_grad(dev, l, &mut dx, n, din)?;
+                Ok(dx)
             }
             None => {
-                let dxw = a_t(d, dout)?;
+                // GraphSAGE's root term reads `d` before the sync changes it.
+                let root = match layer.self_weight.filter(|_| need_dx) {
+                    Some(ws) => Some(dev.matmul(d, false, &self.tensors[ws].value, true, n, dout, din)?),
+                    None => None,
+                };
+                let mut dxw = aggregate_t(d, dout, link)?;
+                link.push_input_grad(dev, l, &mut dxw, n, dout)?;
                 dev.gemm_into(x, true, &dxw, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
                 if !need_dx {
                     return dev.zeros(0);
                 }
-                dev.matmul(&dxw, false, &self.tensors[w].value, true, n, dout, din)?
+                match root {
+                    Some(mut dx) => {
+                        dev.gemm_into(&dxw, false, &self.tensors[w].value, true, n, dout, din, 1.0, &mut dx)?;
+                        Ok(dx)
+                    }
+                    None => dev.matmul(&dxw, false, &self.tensors[w].value, true, n, dout, din),
+                }
             }
-        };
-        if let Some(ws) = layer.self_weight {
-            dev.gemm_into(d, false, &self.tensors[ws].value, true, n, dout, din, 1.0, &mut dx)?;
         }
-        Ok(dx)
     }
 
     /// One step of `adam`'s rule (its hyper-parameters; the moments live on the device and

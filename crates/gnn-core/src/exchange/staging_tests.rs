@@ -1,0 +1,276 @@
+use std::sync::Arc;
+
+use cache_quant::codec::ecgraph::{ReqEc, ResEc};
+use cache_quant::{BitTable, Codec, CodecFactory, Knob, LinearQuant, Pass, QuantProbe, StochasticCodec, Stream};
+use comm_hierarchy::Communicator;
+use graph_partition::book::{LocalGraph, PartitionBook};
+use graph_partition::partition::{Algorithm, Partition, PartitionConfig, partition_graph};
+use ndarray::Array2;
+
+use super::super::edge_cut::EdgeCutExchange;
+use super::super::replica_router::{ExchangeOptions, testkit};
+use super::super::vertex_cut::VertexCutExchange;
+use super::super::{Direction, Footprint, Step};
+use super::*;
+
+const WIDTH: usize = 3;
+
+/// The codec stacks of the methods, made fresh (same seeds) for each exchange.
+#[derive(Debug, Clone, Copy)]
+enum Stack {
+    Exact,
+    /// AdaQP: stochastic quantization at 4 bits.
+    Stochastic,
+    /// CDFGNN's 8-bit deltas.
+    Linear,
+    /// EC-Graph: residual error compensation, and the trend-selective compressor.
+    ResEc,
+    ReqEc,
+}
+
+const STACKS: [Stack; 5] = [Stack::Exact, Stack::Stochastic, Stack::Linear, Stack::ResEc, Stack::ReqEc];
+
+fn codecs(stack: Stack) -> Option<CodecFactory> {
+    let factory: CodecFactory = match stack {
+        Stack::Exact => return None,
+        Stack::Stochastic => {
+            StochasticCodec::factory(7, Knob::new(Arc::new(BitTable::uniform(4).unwrap())), QuantProbe::default())
+        }
+        Stack::Linear => Arc::new(|_: &Stream| Box::new(LinearQuant::new(8).unwrap()) as Box<dyn Codec>),
+        Stack::ResEc => Arc::new(|_: &Stream| Box::new(ResEc::new(Knob::new(2))) as Box<dyn Codec>),
+        Stack::ReqEc => Arc::new(|_: &Stream| Box::new(ReqEc::new(2, Knob::new(2), true, None)) as Box<dyn Codec>),
+    };
+    Some(factory)
+}
+
+fn edge_cut_book() -> PartitionBook {
+    testkit::book(&Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] })
+}
+
+fn vertex_cut_book() -> PartitionBook {
+    let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+    testkit::book(&partition_graph(&testkit::graph(), &config).unwrap())
+}
+
+/// A block whose rows differ by worker, row, column and step (so every call moves new values);
+/// the rows outside `keep` are NaN, so a call that read one would spread it.
+fn block(part: &LocalGraph, step: usize, keep: &[u32]) -> Array2<f32> {
+    Array2::from_shape_fn((part.num_local(), WIDTH), |(l, c)| {
+        let g = part.local_to_global()[l] as f32;
+        if keep.binary_search(&(l as u32)).is_ok() {
+            0.37 * g - 0.11 * (part.part() as f32 + 1.0) * (c as f32 + 1.0) + 0.013 * step as f32
+        } else {
+            f32::NAN
+        }
+    })
+}
+
+/// How one staged or direct sequence of calls ended: each call's block, the exchange's saved
+/// state, the network bytes, and the bus bytes per call (staged only).
+struct Outcome {
+    blocks: Vec<Array2<f32>>,
+    state: Vec<u8>,
+    network: u64,
+    bus: Vec<BusBytes>,
+}
+
+/// Runs three training steps of `calls` (each on a fresh block) through `exchange`: directly,
+/// or staged through a store.
+fn run(
+    exchange: &mut dyn Exchange,
+    part: &LocalGraph,
+    comm: &dyn Communicator,
+    calls: &[(Call, bool)],
+    staged: bool,
+) -> Result<Outcome, String> {
+    let mut stager = Stager::new(part.num_local());
+    let mark = comm.ledger_mark();
+    let mut out = Outcome { blocks: Vec::new(), state: Vec::new(), network: 0, bus: Vec::new() };
+    for step in 0..3 {
+        exchange.begin(Pass::train(0, step as u64));
+        for (layer, &(call, split)) in calls.iter().enumerate() {
+            let footprint = exchange.footprint(call);
+            let tag = Tag::new(layer, Direction::Forward, Step::Halo);
+            let mut x = block(part, step, footprint.reads);
+            if footprint.put == Put::Add {
+                // What an add lands on: the rows' own values, not NaN.
+                footprint.writes.iter().for_each(|&r| x.row_mut(r as usize).fill(1.5));
+            }
+            let e = |e: &dyn std::fmt::Display| format!("part {} {call:?}: {e}", part.part());
+            match (staged, split) {
+                (true, false) => stager.call(exchange, call, tag, &mut x).map_err(|x| e(&x))?,
+                (true, true) => {
+                    stager.start(exchange, call, tag, &mut x).map_err(|x| e(&x))?;
+                    stager.finish(exchange, call, tag, &mut x).map_err(|x| e(&x))?;
+                }
+                (false, false) => match call {
+                    Call::Pull => exchange.pull_halo(tag, &mut x),
+                    Call::Push => exchange.push_halo_grad(tag, &mut x),
+                    Call::Sum => exchange.sum_replicas(tag, &mut x),
+                    Call::Max => exchange.max_replicas(tag, &mut x),
+                }
+                .map_err(|x| e(&x))?,
+                (false, true) => {
+                    match call {
+                        Call::Pull => exchange.start_pull(tag, &x),
+                        _ => exchange.start_push(tag, &x),
+                    }
+                    .map_err(|x| e(&x))?;
+                    match call {
+                        Call::Pull => exchange.finish_pull(tag, &mut x),
+                        _ => exchange.finish_push(tag, &mut x),
+                    }
+                    .map_err(|x| e(&x))?;
+                }
+            }
+            out.bus.push(stager.take_bytes());
+            out.blocks.push(x);
+        }
+    }
+    out.network = comm.ledger_since(mark).totals().bytes();
+    exchange.save_state(&mut out.state).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// The rows a staged call must leave as the direct call does: those it writes and reads.
+fn touched(footprint: &Footprint) -> Vec<u32> {
+    let mut rows: Vec<u32> = footprint.reads.iter().chain(footprint.writes).copied().collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// Makes one worker's exchange.
+type Make = for<'p> fn(&'p LocalGraph, &'p dyn Communicator, ExchangeOptions<'p>) -> Box<dyn Exchange + 'p>;
+
+fn edge_cut<'p>(
+    part: &'p LocalGraph,
+    comm: &'p dyn Communicator,
+    options: ExchangeOptions<'p>,
+) -> Box<dyn Exchange + 'p> {
+    Box::new(EdgeCutExchange::new(part, comm, options).unwrap())
+}
+
+fn vertex_cut<'p>(
+    part: &'p LocalGraph,
+    comm: &'p dyn Communicator,
+    options: ExchangeOptions<'p>,
+) -> Box<dyn Exchange + 'p> {
+    Box::new(VertexCutExchange::new(part, comm, options).unwrap())
+}
+
+/// Staged and direct calls of one exchange, checked against each other on every worker.
+fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]) {
+    for stack in STACKS {
+        // The replica cache sends a different subset of rows every call, which only stateless
+        // codecs follow: CDFGNN pairs it with 8-bit linear quantization.
+        let caches: &[bool] = match stack {
+            Stack::Exact | Stack::Linear => &[false, true],
+            Stack::Stochastic | Stack::ResEc | Stack::ReqEc => &[false],
+        };
+        for &cached in caches {
+            let replica_cache = cached.then(|| Knob::new(0.05));
+            testkit::run(book, |part, comm| {
+                let options = || ExchangeOptions {
+                    codecs: codecs(stack),
+                    replica_cache: replica_cache.clone(),
+                    ..ExchangeOptions::default()
+                };
+                let direct = run(make(part, comm, options()).as_mut(), part, comm, calls, false)?;
+                let mut exchange = make(part, comm, options());
+                let staged = run(exchange.as_mut(), part, comm, calls, true)?;
+                let at = |i: usize| format!("{stack:?} cached {cached} part {} call {i}", part.part());
+                for (i, (d, s)) in direct.blocks.iter().zip(&staged.blocks).enumerate() {
+                    let (call, _) = calls[i % calls.len()];
+                    let footprint = exchange.footprint(call);
+                    for &r in &touched(&footprint) {
+                        let (d, s) = (d.row(r as usize), s.row(r as usize));
+                        assert!(d.iter().all(|v| v.is_finite()), "{}: row {r} read a row outside the footprint", at(i));
+                        // An add sums in another order when staged; everything else is bit for bit.
+                        let close = d.iter().zip(s).all(|(a, b)| match footprint.put {
+                            Put::Add => (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                            Put::Overwrite => a.to_bits() == b.to_bits(),
+                        });
+                        assert!(close, "{}: row {r}: direct {d} staged {s}", at(i));
+                    }
+                    if let Some(from) = footprint.zeroes_from {
+                        assert!(s.rows().into_iter().skip(from).all(|r| r.iter().all(|&v| v == 0.0)), "{}", at(i));
+                    }
+                    // Bytes: the rows read go down and the rows written come up, no more.
+                    let row_bytes = (WIDTH * 4) as u64;
+                    let bus = staged.bus[i];
+                    assert_eq!(bus.down, footprint.reads.len() as u64 * row_bytes, "{}", at(i));
+                    assert_eq!(bus.up, footprint.writes.len() as u64 * row_bytes, "{}", at(i));
+                    let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len() + part.recv(q).len()).sum();
+                    assert!(bus.total() <= 2 * sent as u64 * row_bytes, "{}", at(i));
+                }
+                assert_eq!(direct.state, staged.state, "{stack:?} cached {cached} part {}: codec state", part.part());
+                assert_eq!(direct.network, staged.network, "{stack:?} part {}: network bytes", part.part());
+                Ok(())
+            });
+        }
+    }
+}
+
+#[test]
+fn staged_edge_cut_calls_equal_direct_ones() {
+    let calls = [(Call::Pull, false), (Call::Push, false), (Call::Pull, true), (Call::Push, true)];
+    staged_equals_direct(&edge_cut_book(), edge_cut, &calls);
+}
+
+#[test]
+fn staged_vertex_cut_calls_equal_direct_ones() {
+    staged_equals_direct(&vertex_cut_book(), vertex_cut, &[(Call::Sum, false), (Call::Max, false), (Call::Sum, false)]);
+}
+
+/// A vertex-cut book whose masters alone compute moves rows as an edge-cut does.
+#[test]
+fn staged_masters_only_calls_equal_direct_ones() {
+    staged_equals_direct(&vertex_cut_book(), edge_cut, &[(Call::Push, false), (Call::Pull, false)]);
+}
+
+#[test]
+fn footprints_name_the_route_lists() {
+    let book = edge_cut_book();
+    testkit::run(&book, |part, comm| {
+        let ex = EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+        let union = |list: fn(&LocalGraph, usize) -> &[u32]| {
+            let mut rows: Vec<u32> = (0..part.num_parts()).flat_map(|q| list(part, q).to_vec()).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            rows
+        };
+        let pull = ex.footprint(Call::Pull);
+        assert_eq!((pull.reads, pull.writes), (&union(LocalGraph::send)[..], &union(LocalGraph::recv)[..]));
+        assert!(pull.reads.iter().all(|&r| (r as usize) < part.num_primary()));
+        assert!(pull.writes.iter().all(|&r| (r as usize) >= part.num_primary()));
+        let push = ex.footprint(Call::Push);
+        assert_eq!((push.reads, push.writes, push.put), (pull.writes, pull.reads, Put::Add));
+        assert_eq!(push.zeroes_from, Some(part.num_primary()));
+        assert_eq!(ex.footprint(Call::Sum), Footprint::NONE);
+        Ok(())
+    });
+}
+
+#[test]
+fn a_store_of_another_worker_is_refused() {
+    let mut stager = Stager::new(5);
+    let mut x = Array2::<f32>::zeros((4, 2));
+    let tag = Tag::new(0, Direction::Forward, Step::Halo);
+    let err = stager.call(&mut crate::NoExchange, Call::Pull, tag, &mut x).unwrap_err();
+    assert!(matches!(err, StageError::Rows { rows: 4, expected: 5, .. }), "{err}");
+    let err = stager.start(&mut crate::NoExchange, Call::Sum, tag, &mut Array2::zeros((5, 2))).unwrap_err();
+    assert!(matches!(err, StageError::Unsplit { call: Call::Sum, .. }), "{err}");
+}
+
+#[test]
+fn the_array_store_reads_puts_and_zeroes_rows() {
+    let mut x = Array2::from_shape_fn((4, 2), |(r, c)| (r * 2 + c) as f32);
+    let mut out = vec![0.0; 4];
+    x.read_rows(&[3, 1], &mut out).unwrap();
+    assert_eq!(out, [6.0, 7.0, 2.0, 3.0]);
+    x.write_rows(&[0], &[10.0, 20.0], Put::Add).unwrap();
+    x.write_rows(&[2], &[-1.0, -2.0], Put::Overwrite).unwrap();
+    x.zero_rows_from(3).unwrap();
+    assert_eq!(x, ndarray::array![[10.0, 21.0], [2.0, 3.0], [-1.0, -2.0], [0.0, 0.0]]);
+}

@@ -1,0 +1,150 @@
+//! Where a device model's exchange calls go: nowhere on a whole graph, or through a [`Stager`]
+//! to a worker's [`Exchange`] on its part, at the CPU layers' points (`crate::layers::agg`):
+//!
+//! * forward: `pull_halo` on the rows about to be read as neighbours (`Step::Halo`, on a view
+//!   that pulls its halo), the local aggregation, then the copies' partial aggregates pushed to
+//!   their primaries (`push_halo_grad` under `Step::Aggregate`, masters-only vertex-cut) and
+//!   `sum_replicas` (`Step::Aggregate`) before the self term;
+//! * backward: the aggregate's gradient pulled back to the copies (`Step::Aggregate`,
+//!   masters-only) and `sum_replicas`, the transposed aggregation, then `push_halo_grad` of the
+//!   input gradient's halo rows (`Step::Halo`).
+//!
+//! GAT (edge-cut parts only) pulls `x` or `x W` as the CPU layer does, makes its attention syncs
+//! (`max_replicas` under `Step::AttentionMax`, `sum_replicas` of its `[denominators | numerators]`
+//! block forward and of that block's gradient backward), which move no row on an edge-cut, and
+//! pushes the gradient of what it pulled.
+//!
+//! Each call stages only its footprint's rows between the device block and the host
+//! ([`DeviceRows`]).
+
+use std::sync::MutexGuard;
+
+use cudarc::driver::CudaSlice;
+
+use super::rows::{AbsentRows, DeviceRows, RowLists};
+use super::{Device, GpuError};
+use crate::exchange::staging::Stager;
+use crate::exchange::{Call, Direction, Exchange, Pass, Step, Tag};
+
+/// A worker's exchange for one pass on its part.
+pub(super) struct PartLink<'a> {
+    pub(super) exchange: &'a mut dyn Exchange,
+    pub(super) stager: &'a mut Stager,
+    pub(super) lists: MutexGuard<'a, RowLists>,
+    /// The view pulls its halo rows ([`crate::AggGraph::pulls_halo`]).
+    pub(super) pulls: bool,
+    /// Copies push their partial aggregates ([`crate::AggGraph::pushes_aggregates`]).
+    pub(super) pushes: bool,
+}
+
+/// Where the exchange calls of a device pass go.
+pub(super) enum Link<'a> {
+    /// A whole graph: there is nothing to exchange.
+    Whole,
+    Part(PartLink<'a>),
+}
+
+impl Link<'_> {
+    /// Starts a pass (as the CPU model does at the top of its forward).
+    pub(super) fn begin(&mut self, pass: Pass) {
+        if let Link::Part(p) = self {
+            p.exchange.begin(pass);
+        }
+    }
+
+    /// Forward, before the aggregation reads `x` (`rows x cols`): its halo rows pulled.
+    pub(super) fn pull_input(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        x: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        match self {
+            Link::Part(p) if p.pulls => {
+                p.call(dev, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Forward, after the aggregation: the copies' partial sums pushed to their primaries
+    /// (masters-only), then the replicas summed.
+    pub(super) fn sync_aggregate(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        z: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        let Link::Part(p) = self else { return Ok(()) };
+        let at = Tag::new(layer, Direction::Forward, Step::Aggregate);
+        if p.pushes {
+            p.call(dev, Call::Push, at, z, rows, cols)?;
+        }
+        p.call(dev, Call::Sum, at, z, rows, cols)
+    }
+
+    /// Backward, before the transposed aggregation reads `g` (the aggregate's gradient): the
+    /// copies take their primaries' rows (masters-only), then the replicas' shares are summed.
+    pub(super) fn sync_aggregate_grad(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        g: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        let Link::Part(p) = self else { return Ok(()) };
+        let at = Tag::new(layer, Direction::Backward, Step::Aggregate);
+        if p.pushes {
+            p.call(dev, Call::Pull, at, g, rows, cols)?;
+        }
+        p.call(dev, Call::Sum, at, g, rows, cols)
+    }
+
+    /// Backward, after the transposed aggregation: the halo rows of the input gradient `dx`
+    /// added into their primaries' rows, and zeroed.
+    pub(super) fn push_input_grad(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        dx: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        match self {
+            Link::Part(p) if p.pulls => {
+                p.call(dev, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), dx, rows, cols)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `call` on a `rows x cols` block the device does not keep (GAT's attention syncs), which
+    /// must move no row on this part.
+    pub(super) fn call_absent(&mut self, call: Call, tag: Tag, rows: usize, cols: usize) -> Result<(), GpuError> {
+        if let Link::Part(p) = self {
+            p.stager.call(&mut *p.exchange, call, tag, &mut AbsentRows { rows, cols })?;
+        }
+        Ok(())
+    }
+}
+
+impl PartLink<'_> {
+    fn call(
+        &mut self,
+        dev: &Device,
+        call: Call,
+        tag: Tag,
+        block: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        let mut store = DeviceRows::new(dev, block, rows, cols, &mut self.lists)?;
+        self.stager.call(&mut *self.exchange, call, tag, &mut store)?;
+        Ok(())
+    }
+}
