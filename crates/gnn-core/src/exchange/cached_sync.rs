@@ -8,7 +8,7 @@
 //! cache alone. Only replicated vertices are cached; a vertex with no mirror keeps its exact
 //! partial, since caching it would save no message.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cache_quant::state::{put_bytes, put_tag};
@@ -35,9 +35,10 @@ pub(crate) struct CachedSync {
 }
 
 impl CachedSync {
-    pub(crate) fn new(part: &LocalGraph, codecs: CodecFactory, threshold: Knob<f32>) -> Self {
-        let masters: BTreeSet<u32> = (0..part.num_parts()).flat_map(|q| part.send(q).iter().copied()).collect();
-        let masters: Vec<u32> = masters.into_iter().collect();
+    /// The cache of the worker holding `part`, whose masters with mirrors are `masters` (the
+    /// router's `RowSets::send`).
+    pub(crate) fn new(part: &LocalGraph, masters: &[u32], codecs: CodecFactory, threshold: Knob<f32>) -> Self {
+        let masters = masters.to_vec();
         let mirrors = part.num_primary() as u32..part.num_local() as u32;
         let replicated = masters.iter().copied().chain(mirrors).collect();
         Self {

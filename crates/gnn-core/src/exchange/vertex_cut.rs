@@ -35,11 +35,13 @@ impl<'a> VertexCutExchange<'a> {
         comm: &'a dyn Communicator,
         options: ExchangeOptions<'a>,
     ) -> Result<Self, SetupError> {
-        let cache = options.replica_cache.clone().map(|threshold| {
-            let codecs = options.codecs.clone().unwrap_or_else(|| Arc::new(|_: &Stream| Box::new(IdentityCodec)));
-            CachedSync::new(part, codecs, threshold)
+        let (threshold, codecs) = (options.replica_cache.clone(), options.codecs.clone());
+        let router = ReplicaRouter::new(part, comm, options)?;
+        let cache = threshold.map(|threshold| {
+            let codecs = codecs.unwrap_or_else(|| Arc::new(|_: &Stream| Box::new(IdentityCodec)));
+            CachedSync::new(part, &router.rows().send, codecs, threshold)
         });
-        Ok(Self { router: ReplicaRouter::new(part, comm, options)?, cache })
+        Ok(Self { router, cache })
     }
 
     fn sync(&mut self, tag: Tag, x: &mut Array2<f32>, combine: Apply) -> Result<(), ExchangeError> {
