@@ -40,13 +40,12 @@ mod cuda {
     use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
     use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
 
-    use crate::config::ConfigError;
     use graph_partition::Splits;
 
     use super::*;
     use crate::checkpoint::{Moments, WorkerState};
     use crate::objective::Hits;
-    use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel};
+    use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel, phase_s as phase};
     use crate::train_loop::{EvalStats, StepStats, Strategy};
 
     /// The device twin of [`crate::single::SingleProcess`].
@@ -87,20 +86,12 @@ mod cuda {
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
                 // Validation refuses another optimizer on a device before any work.
-                optimizer: config.optimizer().adam().cloned().ok_or_else(|| ConfigError::Invalid {
-                    key: "optimizer",
-                    message: "the device path steps adam only".to_string(),
-                })?,
+                optimizer: config.device_adam()?,
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
                 transfers: dev.transfers(),
             })
         }
-    }
-
-    /// GPU seconds of the phase `name` in `phases`.
-    fn phase(phases: &[(&'static str, f64)], name: &str) -> f64 {
-        phases.iter().filter(|(p, _)| *p == name).map(|(_, s)| s).sum()
     }
 
     impl Strategy for OnDevice<'_> {

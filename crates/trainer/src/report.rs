@@ -126,6 +126,27 @@ pub struct DeviceEpoch {
     pub h2d_bytes: u64,
     /// Bytes copied device to host during the epoch.
     pub d2h_bytes: u64,
+    /// A cut graph's worker (rank 0's): what of `h2d_bytes` and `d2h_bytes` its exchange staged
+    /// (the rows each call reads and writes), apart from the network ledger; `None` on a whole
+    /// graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<StagedBytes>,
+}
+
+/// GPU seconds of the phase `name` in `phases` (a device clock's reading: phase names and
+/// seconds).
+#[cfg(feature = "cuda")]
+pub(crate) fn phase_s(phases: &[(&'static str, f64)], name: &str) -> f64 {
+    phases.iter().filter(|(p, _)| *p == name).map(|(_, s)| s).sum()
+}
+
+/// The rows an exchange staged between a device and the host over an epoch, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedBytes {
+    /// Device to host: the rows the calls read.
+    pub down_bytes: u64,
+    /// Host to device: the rows the calls wrote.
+    pub up_bytes: u64,
 }
 
 /// A GPU run's device memory: what was estimated before training, what was free, and the

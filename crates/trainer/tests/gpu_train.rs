@@ -2,16 +2,20 @@
 //! features, the settings) must give the same per-epoch training loss within 1e-3 and
 //! the same accuracies within one vertex per split. The parameters start equal (initialised on
 //! the CPU, uploaded) and dropout uses the same keyed masks, so the curves differ only by
-//! floating-point summation order. They need a GPU, so `cargo test` skips them;
+//! floating-point summation order. Four cut-graph workers sharing one GPU follow the
+//! single-device curve within 1e-3 and put the CPU workers' bytes in the network ledger. They
+//! need a GPU, so `cargo test` skips them;
 //! `cargo xtask gpu-test` runs them.
 #![cfg(feature = "cuda")]
 
 use std::path::Path;
 
 use gnn_core::{ConvKind, LayerOrder};
+use graph_partition::book::CutKind;
 use graph_partition::{Dataset, Labels};
 use ndarray::Array2;
-use trainer::config::{Device, FeatureNorm, TrainConfig};
+use trainer::config::{Device, DistributedConfig, FeatureNorm, Method, MethodConfig, TrainConfig};
+use trainer::{LocalOptions, run_on};
 
 const EPOCHS: usize = 20;
 
@@ -287,4 +291,77 @@ fn a_device_run_resumes_from_its_checkpoint() {
     for (a, b) in straight.epochs.iter().zip(&resumed.epochs).skip(5) {
         assert!((a.loss - b.loss).abs() <= 1e-3, "epoch {}: straight {} resumed {}", a.epoch, a.loss, b.loss);
     }
+}
+
+/// `cpu` as 4 vanilla workers over 2 hosts on a `cut`-cut, masters only where asked.
+fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool) -> TrainConfig {
+    TrainConfig {
+        method: MethodConfig::named(Method::Vanilla),
+        distributed: DistributedConfig { cut, workers: 4, hosts: 2, masters_only, ..DistributedConfig::default() },
+        ..cpu.clone()
+    }
+}
+
+/// Four vanilla workers sharing GPU 0 (each its own stream) train `model` on Cora's `cut` with
+/// every epoch's loss within 1e-3 of the single-device run, and put the same bytes in the
+/// network ledger as the same four workers on the CPU, epoch by epoch and phase by phase; each
+/// device epoch reports the exchange's staged rows.
+fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind, masters_only: bool) {
+    let base = cora(model);
+    let dataset = load(&base);
+    let name = format!("{} {}-cut{}", describe(&base), cut.as_str(), if masters_only { " masters-only" } else { "" });
+    let single = TrainConfig { device: Device::Cuda(0), ..base.clone() };
+    let single = trainer::single::run("single", &single, &dataset, &mut ()).expect("the single-device run");
+    let cpu = workers(&base, cut, masters_only);
+    let run = |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
+    let on_cpu = run(&cpu);
+    let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
+    assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
+    for ((s, c), g) in single.epochs.iter().zip(&on_cpu.epochs).zip(&on_gpu.epochs) {
+        let e = g.epoch;
+        assert!((s.loss - g.loss).abs() <= 1e-3, "{name} epoch {e}: loss single device {} workers {}", s.loss, g.loss);
+        assert_eq!(c.bytes_by_phase, g.bytes_by_phase, "{name} epoch {e}: ledger by phase");
+        assert_eq!((c.bytes_intra, c.bytes_inter, c.messages), (g.bytes_intra, g.bytes_inter, g.messages), "{name}");
+        let staged = g.device.and_then(|d| d.exchange).expect("a device worker reports its staged rows");
+        assert!(staged.down_bytes > 0 && staged.up_bytes > 0, "{name} epoch {e}: staged {staged:?}");
+    }
+    assert_eq!(on_cpu.final_.bytes_exchange, on_gpu.final_.bytes_exchange, "{name}");
+    assert_eq!(on_cpu.final_.bytes_grad_sync, on_gpu.final_.bytes_grad_sync, "{name}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_workers_on_one_gpu_edge_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::EdgeCut, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_workers_on_one_gpu_vertex_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sage_workers_on_one_gpu_edge_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::EdgeCut, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sage_workers_on_one_gpu_vertex_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gcn_and_sage_workers_on_one_gpu_vertex_cut_masters_only() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, true);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_workers_on_one_gpu_edge_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false);
 }

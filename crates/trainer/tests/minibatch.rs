@@ -157,16 +157,18 @@ fn parts_that_do_not_go_together_are_an_error() {
     assert!(err.to_string().starts_with("method `sampled-cut`: mini-batches over a partitioned graph"), "{err}");
 }
 
-/// A method whose parts need the cut-graph runner, full-batch.
-struct CutOnly;
+/// A method whose parts need the data-parallel runner, with batches of its own (the
+/// configuration sets none, so a device passes validation).
+struct ReplicatedOnly;
 
-impl MethodDef for CutOnly {
+impl MethodDef for ReplicatedOnly {
     fn name(&self) -> &str {
-        "cut-only"
+        "replicated-only"
     }
 
-    fn parts(&self, _config: &TrainConfig) -> Parts {
-        Parts::exact(DataPlan::Cut(CutKind::EdgeCut))
+    fn parts(&self, config: &TrainConfig) -> Parts {
+        let batched = TrainConfig { minibatch: minibatch(16, None), ..config.clone() };
+        Parts { batches: BatchSource::from_config(&batched), ..Parts::exact(DataPlan::Replicated) }
     }
 }
 
@@ -174,7 +176,19 @@ impl MethodDef for CutOnly {
 fn a_runner_without_a_worker_on_the_device_is_refused_naming_both() {
     let method = MethodConfig { name: Method::Single, ..MethodConfig::default() };
     let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
-    let err = run_method(&CutOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
+    let err =
+        run_method(&ReplicatedOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
     assert!(matches!(err, TrainError::NoDeviceWorker { .. }), "{err}");
-    assert!(err.to_string().contains("the cut-graph runner has no worker on cuda:0"), "{err}");
+    assert!(err.to_string().contains("the data-parallel mini-batch runner has no worker on cuda:0"), "{err}");
+}
+
+/// Without the `cuda` feature a cut graph's device workers stop before any work, naming the
+/// build.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cut_graph_device_workers_need_the_cuda_feature() {
+    let method = MethodConfig { name: Method::Vanilla, ..MethodConfig::default() };
+    let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
+    let err = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
+    assert!(err.contains("without CUDA support") && err.contains("--features cuda"), "{err}");
 }

@@ -340,8 +340,11 @@ mod tests {
         let err = device::check_build(&c, false).unwrap_err().to_string();
         assert!(err.contains("--device cuda:1") && err.contains(device::CUDA_BUILD), "{err}");
         device::check_build(&c, true).unwrap();
-        let err = parse(&["--device", "cuda", "--method", "vanilla"]).resolve().unwrap_err();
-        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("single-process"), "{err:#}");
+        let err = parse(&["--device", "cuda", "--method", "adaqp"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("adaqp"), "{err:#}");
+        let err = parse(&["--device", "cuda", "--method", "vanilla", "--workers", "2", "--overlap"]).resolve();
+        assert!(format!("{:#}", err.unwrap_err()).contains("`overlap`"));
+        parse(&["--device", "cuda", "--method", "vanilla", "--workers", "4"]).resolve().unwrap();
         let cli = Cli::try_parse_from(["train", "--device", "gpu"]).err().expect("an unknown device is refused");
         assert!(cli.to_string().contains("unknown device `gpu`"), "{cli}");
         if !cfg!(feature = "cuda") {

@@ -22,6 +22,11 @@ impl Device {
         Err(GpuError::NotBuilt)
     }
 
+    /// Always [`GpuError::NotBuilt`].
+    pub fn count() -> Result<usize, GpuError> {
+        Err(GpuError::NotBuilt)
+    }
+
     pub fn ordinal(&self) -> usize {
         match self.never {}
     }
@@ -35,6 +40,7 @@ mod tests {
     fn a_cpu_build_names_the_feature_to_enable() {
         let err = Device::new(0).unwrap_err();
         assert_eq!(err, GpuError::NotBuilt);
+        assert_eq!(Device::count().unwrap_err(), GpuError::NotBuilt);
         assert!(err.to_string().contains("--features cuda"));
     }
 }

@@ -1,11 +1,16 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
 //!
-//! A GPU needs a method whose `Rules` allow CUDA (today `single`), full batches and every edge
-//! (no `fanouts`).
+//! A GPU needs a method whose `Rules` allow CUDA (today `single`, and `vanilla` on the cut-graph
+//! runner's workers), full batches, every edge (no `fanouts`) and Adam; on a cut graph also
+//! blocking exchanges (no `overlap`), the gradient all-reduce (no parameter servers), and GAT on
+//! an edge-cut only.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{ConfigError, Method, MiniBatchConfig, OptimizerKind};
+use gnn_core::ConvKind;
+use graph_partition::book::CutKind;
+
+use super::{ConfigError, Method, OptimizerKind, TrainConfig};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,39 +64,64 @@ impl<'de> Deserialize<'de> for Device {
 }
 
 impl Device {
-    /// The device path trains one model on the whole graph in one process for now.
-    pub(super) fn validate(
-        self,
-        method: Method,
-        minibatch: &MiniBatchConfig,
-        optimizer: OptimizerKind,
-    ) -> Result<(), ConfigError> {
-        let invalid = |message: String| Err(ConfigError::Invalid { key: "device", message });
+    /// A GPU trains the methods whose `Rules` allow CUDA (the whole graph in one process, or a
+    /// cut graph's workers with the exact exchange), full-batch on every edge with Adam; on a
+    /// cut graph without `overlap` or parameter servers, and GAT on an edge-cut only. The error
+    /// names the key at fault.
+    pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
+        let (method, minibatch, dist) = (config.method.name, &config.minibatch, &config.distributed);
         match self {
             Device::Cpu => Ok(()),
-            Device::Cuda(_) if !method.rules().cuda => invalid(format!(
-                "{self} trains single-process full-batch only for now; method {} needs --device cpu",
-                method.as_str()
-            )),
-            Device::Cuda(_) if minibatch.batch_size.is_some() => {
-                invalid(format!("{self} trains full-batch only for now; mini-batches (batch-size) need --device cpu"))
-            }
-            Device::Cuda(_) if minibatch.fanouts.is_some() => {
-                invalid(format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"))
-            }
-            Device::Cuda(_) if optimizer != OptimizerKind::Adam => Err(ConfigError::Invalid {
-                key: "optimizer",
-                message: format!("{self} steps adam only for now; optimizer {} needs --device cpu", optimizer.as_str()),
-            }),
+            Device::Cuda(_) if !method.rules().cuda => invalid(
+                "device",
+                format!(
+                    "{self} trains the methods {} only for now; method {} needs --device cpu",
+                    cuda_methods(),
+                    method.as_str()
+                ),
+            ),
+            Device::Cuda(_) if minibatch.batch_size.is_some() => invalid(
+                "device",
+                format!("{self} trains full-batch only for now; mini-batches (batch-size) need --device cpu"),
+            ),
+            Device::Cuda(_) if minibatch.fanouts.is_some() => invalid(
+                "device",
+                format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"),
+            ),
+            Device::Cuda(_) if config.optimizer != OptimizerKind::Adam => invalid(
+                "optimizer",
+                format!("{self} steps adam only for now; optimizer {} needs --device cpu", config.optimizer.as_str()),
+            ),
+            Device::Cuda(_) if dist.overlap => invalid(
+                "overlap",
+                format!("{self} workers make every exchange call blocking; overlap needs --device cpu"),
+            ),
+            Device::Cuda(_) if dist.param_servers().is_some() => invalid(
+                "param-sync",
+                format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
+            ),
+            Device::Cuda(_) if config.model == ConvKind::Gat && config.cut() == CutKind::VertexCut => invalid(
+                "cut",
+                format!(
+                    "{self} trains GAT on an edge-cut only (its softmax would sync blocks the device does not \
+                     keep); use cut = \"edge\" or --device cpu"
+                ),
+            ),
             Device::Cuda(_) => Ok(()),
         }
     }
 }
 
+/// The methods whose rules allow CUDA, by name.
+fn cuda_methods() -> String {
+    let names: Vec<&str> = Method::ALL.iter().filter(|m| m.rules().cuda).map(|m| m.as_str()).collect();
+    names.join(" and ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TrainConfig;
 
     #[test]
     fn device_names_parse_and_print_back() {
@@ -110,14 +140,36 @@ mod tests {
         assert_eq!(c.device, Device::Cuda(1));
         let err = TrainConfig::from_toml_str("device = \"tpu\"\n", "d.toml").unwrap_err().to_string();
         assert!(err.starts_with("d.toml:1: key `device`") && err.contains("unknown device `tpu`"), "{err}");
-        let err = TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap_err();
+        let err = TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"adaqp\"\n", "d.toml").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("`device`") && msg.contains("single-process") && msg.contains("vanilla"), "{msg}");
+        assert!(msg.contains("`device`") && msg.contains("single and vanilla") && msg.contains("adaqp"), "{msg}");
+        TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap();
         let text = "device = \"cuda\"\n[minibatch]\nfanouts = \"5,5\"\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
         assert!(msg.contains("`device`") && msg.contains("fanouts"), "{msg}");
         let text = "device = \"cuda\"\n[minibatch]\nbatch-size = 8\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
         assert!(msg.contains("`device`") && msg.contains("full-batch"), "{msg}");
+    }
+
+    /// A cut graph's device workers refuse what they do not run, naming the key.
+    #[test]
+    fn cut_graph_device_workers_refuse_what_they_do_not_run() {
+        let cases = [
+            ("method = \"vanilla\"\n[distributed]\noverlap = true\n", "`overlap`"),
+            ("method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n", "`param-sync`"),
+            ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
+            ("method = \"vanilla\"\noptimizer = \"sgd\"\n", "`optimizer`"),
+            ("method = \"ecgraph\"\n", "`device`"),
+        ];
+        for (text, key) in cases {
+            let text = format!("device = \"cuda\"\n{text}");
+            let msg = TrainConfig::from_toml_str(&text, "d.toml").unwrap_err().to_string();
+            assert!(msg.contains(key) && msg.contains("--device cpu"), "{text}: {msg}");
+        }
+        for text in ["model = \"gat\"\n", "[distributed]\ncut = \"vertex\"\nmasters-only = true\n"] {
+            let text = format!("device = \"cuda\"\nmethod = \"vanilla\"\n{text}");
+            TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
     }
 }

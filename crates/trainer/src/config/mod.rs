@@ -162,7 +162,8 @@ pub struct TrainConfig {
     /// batch size).
     #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::OPTIMIZATION))]
     pub minibatch: MiniBatchConfig,
-    /// Where to train: cpu, or cuda / cuda:N for GPU N (single-process full-batch only for now).
+    /// Where to train: cpu, or cuda / cuda:N for GPU N (full-batch; method single, or vanilla's
+    /// workers, worker i on GPU (N + i) mod the visible GPUs).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::COMPUTE, value_name = "DEVICE"))]
     pub device: Device,
     /// Checkpoints, resumption and the communication timeout.
@@ -349,7 +350,7 @@ impl TrainConfig {
         self.reliability.validate()?;
         self.minibatch.validate(self.layers)?;
         self.method.validate(&self.minibatch)?;
-        self.device.validate(self.method.name, &self.minibatch, self.optimizer)
+        self.device.validate(self)
     }
 }
 
@@ -415,6 +416,15 @@ impl TrainConfig {
             OptimizerKind::Sgd if self.nesterov => Optim::Sgd(Sgd::nesterov(self.lr, self.momentum, self.weight_decay)),
             OptimizerKind::Sgd => Optim::Sgd(Sgd::new(self.lr, self.momentum, self.weight_decay)),
         }
+    }
+
+    /// The optimizer a device steps: Adam, the one it has (validation refuses another on a
+    /// device before any work; this error names the key for a configuration not validated).
+    pub fn device_adam(&self) -> Result<Adam, ConfigError> {
+        self.optimizer().adam().cloned().ok_or_else(|| ConfigError::Invalid {
+            key: "optimizer",
+            message: "the device path steps adam only".to_string(),
+        })
     }
 }
 

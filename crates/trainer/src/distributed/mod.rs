@@ -27,11 +27,16 @@
 //!
 //! The workers run on the cluster harness (`crate::harness`): in-process threads (the
 //! default) or MPI processes (feature `mpi`; `mpirun -np P halo train ... --backend mpi`).
+//! Each computes with a [`compute::PartModel`]: the CPU model, or under `device = "cuda"` a
+//! model on its GPU (`on_device`; worker `i` on GPU `i mod G`, `harness::placement`), with the
+//! same exchange and collectives, so the network ledger is the CPU run's.
 //!
 //! [`EdgeCutExchange`]: gnn_core::exchange::edge_cut::EdgeCutExchange
 //! [`VertexCutExchange`]: gnn_core::exchange::vertex_cut::VertexCutExchange
 
 mod budget;
+mod compute;
+mod on_device;
 mod param_server;
 mod setup;
 mod worker;
@@ -42,13 +47,14 @@ use graph_partition::partition::PartitionConfig;
 use serde_json::json;
 
 use crate::checkpoint::fingerprint_part;
-use crate::config::{Backend, TrainConfig};
+use crate::config::{Backend, Device, TrainConfig};
 use crate::error::{DistError, TrainError};
 use crate::harness::{Cluster, Rank, RankData};
 use crate::memory::Limit;
 use crate::method::{HaloFeatures, Parts};
 use crate::report::Report;
 use crate::train_loop::{EpochObserver, LoopOptions, train_loop_with};
+use compute::{OnCpu, PartModel};
 use worker::Worker;
 
 /// Everything a worker needs besides what the harness hands it.
@@ -130,7 +136,15 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     let in_process = backend == Backend::Local;
     let memory =
         budget::before_training(comm, clock, config, job.cut, job.parts, &share, setup_memory, job.limit, in_process)?;
-    let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config)?;
+    // Where this worker computes: the CPU, or its GPU (`on_device`).
+    let gpu = match config.device {
+        Device::Cpu => None,
+        Device::Cuda(_) => Some(on_device::open(rank)?),
+    };
+    let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| match &gpu {
+        None => Ok(Box::new(OnCpu::new(part)?) as Box<dyn PartModel + '_>),
+        Some(dev) => on_device::model(dev, part),
+    })?;
     let checkpoints = rank.checkpoints(fingerprint_part(&share.part))?;
     let mut outcome = train_loop_with(&mut worker, LoopOptions::of(config), observer, checkpoints)?;
     let codec = worker.codec_name();

@@ -1,7 +1,7 @@
-//! One worker's side of distributed full-batch training: the model on its part of the graph,
-//! the exchange of its cut with the method's codec stack, gradients all-reduced (summed) before
-//! every worker applies the same optimizer step, and losses and accuracy counts all-reduced, so
-//! every worker sees the global values.
+//! One worker's side of distributed full-batch training: the model on its part of the graph
+//! (a [`PartModel`], on the CPU or a device), the exchange of its cut with the method's codec
+//! stack, gradients all-reduced (summed) before every worker applies the same optimizer step,
+//! and losses and accuracy counts all-reduced, so every worker sees the global values.
 //!
 //! Before training, one all-reduce under the `messages` phase agrees on the largest pair's rows for
 //! the exchange's `MessageCap`. Under `masters-only` a vertex-cut worker runs the primary/copy
@@ -17,22 +17,21 @@ use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{Exchange, ExchangeOptions, MessageCap};
-use gnn_core::{AggGraph, ForwardCtx, Model, Optim};
+use gnn_core::{AggGraph, Model};
 use graph_partition::book::CutKind;
-use graph_partition::sample::Fanouts;
 use serde_json::{Value, json};
 
-use super::param_server::ParamServers;
+use super::compute::{PartModel, SumGrads};
 use super::setup::WorkerShare;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::DistError;
 use crate::error::TrainError;
-use crate::guard;
 use crate::harness::CommClock;
 use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
-use crate::method::{ControlCtx, Controller, GradSync, HaloFeatures, Parts, sampled_layers};
+use crate::method::{ControlCtx, Controller, Parts};
 use crate::objective::{Hits, Objective};
+use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
 /// Ledger phases of the worker's own collectives (the exchange's are `fwd/<layer>` and
@@ -50,30 +49,29 @@ const MESSAGES: &str = "messages";
 /// instead of gigabytes.
 pub(super) const MESSAGE_BYTES: usize = 16 << 20;
 
-/// A training [`Strategy`] run by every worker of a job, in lock step.
+/// A training [`Strategy`] run by every worker of a job, in lock step, whatever its model
+/// computes on ([`PartModel`]).
 pub(crate) struct Worker<'a> {
     comm: &'a dyn Communicator,
     clock: &'a CommClock<'a>,
-    share: &'a WorkerShare,
-    /// The view of the local graph each layer runs on: every one pulls its halo rows, except
-    /// layer 0's under the halo feature cache, which holds them.
-    graphs: Vec<AggGraph>,
-    objective: Objective<'a>,
-    model: Model,
+    compute: Box<dyn PartModel + 'a>,
     exchange: Box<dyn Exchange + 'a>,
     controller: Option<Box<dyn Controller>>,
     /// Codec stats summed over workers and epochs.
     codec_totals: StatsTable,
-    optimizer: Optim,
-    /// `Some` under parameter servers: the update runs there instead of on every worker.
-    servers: Option<ParamServers>,
-    lr: f32,
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
     layers: usize,
-    seed: u64,
-    /// Per-layer fanouts of training on in-edges sampled every epoch; `None`: every edge.
-    fanouts: Option<Fanouts>,
+}
+
+/// What a worker's model needs from the worker: its share, the view of its part it runs on
+/// (every layer's, before the halo feature cache), and the run's parts and configuration.
+pub(crate) struct PartJob<'a, 'c> {
+    pub share: &'a WorkerShare,
+    pub graph: AggGraph,
+    pub parts: &'c Parts,
+    pub config: &'c TrainConfig,
+    pub rank: usize,
 }
 
 /// The most rows any worker exchanges with one peer, by one all-reduce: every worker derives
@@ -88,7 +86,7 @@ fn agreed_pair_rows(comm: &dyn Communicator, clock: &CommClock<'_>, share: &Work
 
 impl<'a> Worker<'a> {
     /// The worker of `share`, with the exchange of `cut` through `parts`' codecs, and the model
-    /// and optimizer `config` describes (initialised identically on every worker from the seed).
+    /// `place` makes for its part (the CPU's, or a device's).
     pub(crate) fn new(
         comm: &'a dyn Communicator,
         clock: &'a CommClock<'a>,
@@ -96,6 +94,7 @@ impl<'a> Worker<'a> {
         parts: &Parts,
         cut: CutKind,
         config: &TrainConfig,
+        place: impl FnOnce(PartJob<'a, '_>) -> Result<Box<dyn PartModel + 'a>, TrainError>,
     ) -> Result<Self, TrainError> {
         let (codecs, controller, replica_cache) = match parts.exchange.as_ref().map(|make| make()) {
             Some(stack) => (Some(stack.codecs), stack.controller, stack.replica_cache),
@@ -122,33 +121,18 @@ impl<'a> Worker<'a> {
         if primaries_only && cut == CutKind::VertexCut {
             graph = graph.with_primaries_computing();
         }
-        let objective = Objective::new(&share.labels);
+        let global_terms = (share.global_train * Objective::new(&share.labels).terms_per_row()) as f64;
+        let compute = place(PartJob { share, graph, parts, config, rank: comm.rank() })?;
         Ok(Self {
             comm,
             clock,
-            share,
-            graphs: layer_graphs(graph, parts.halo_features, config.layers)?,
-            global_terms: (share.global_train * objective.terms_per_row()) as f64,
-            objective,
-            model: Model::new(config.model_config(share.features.ncols(), share.num_classes))?,
+            compute,
             exchange,
             controller,
             codec_totals: StatsTable::default(),
-            optimizer: config.optimizer(),
-            servers: match parts.sync {
-                GradSync::AllReduce => None,
-                GradSync::ParamServers { servers } => Some(ParamServers::new(servers, comm.rank(), config.optimizer())),
-            },
-            lr: config.lr,
+            global_terms,
             layers: config.layers,
-            seed: config.seed,
-            fanouts: parts.batches.edge_fanouts().cloned(),
         })
-    }
-
-    /// The local graph as the layers past the first see it (every view computes the same rows).
-    fn graph(&self) -> &AggGraph {
-        self.graphs.last().expect("a model has at least one layer")
     }
 
     /// The codec stack's name (ask after training).
@@ -158,39 +142,17 @@ impl<'a> Worker<'a> {
 
     /// Forward, loss, backward, gradient all-reduce and update; returns the global loss.
     fn step(&mut self, epoch: usize) -> Result<f64, TrainError> {
-        self.model.zero_grad();
-        let ctx = ForwardCtx::train(self.seed, epoch as u64);
-        let sampled = match &self.fanouts {
-            Some(fanouts) => {
-                Some(sampled_layers(&self.graphs.iter().collect::<Vec<_>>(), fanouts, self.seed, ctx.epoch)?)
-            }
-            None => None,
-        };
-        let graphs = sampled.as_deref().unwrap_or(&self.graphs);
-        self.model.forward_layers(graphs, &self.share.features, self.exchange.as_mut(), ctx)?;
-        let mut dlogits = self.model.take_logits();
-        let loss_sum = self.objective.loss_sum(&mut dlogits, &self.share.train)?;
-        let layer = guard::bad_layer(loss_sum, &self.model, self.graph());
-        dlogits /= self.global_terms as f32;
-        self.model.backward_layers(graphs, dlogits, self.exchange.as_mut())?;
-        let (comm, grads) = (self.comm, self.model.grads_mut());
-        if self.servers.is_none() {
-            self.clock.call(|| comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+        let pass = self.compute.train_pass(epoch, self.global_terms, self.exchange.as_mut())?;
+        let (comm, clock) = (self.comm, self.clock);
+        if !self.compute.steps_on_servers() {
+            let sum: &mut SumGrads<'_> =
+                &mut |grads: &mut [f32]| Ok(clock.call(|| comm.all_reduce_sum_f32(GRADS, grads))?);
+            self.compute.sum_grads(sum)?;
         }
-        let mut loss = [loss_sum];
-        self.clock.call(|| comm.all_reduce_sum_f64(LOSS, &mut loss)).map_err(DistError::from)?;
+        let mut loss = [pass.loss_sum];
+        clock.call(|| comm.all_reduce_sum_f64(LOSS, &mut loss)).map_err(DistError::from)?;
         let loss = loss[0] / self.global_terms;
-        // The loss is global here (and under all-reduce the gradients), and the update
-        // identical, so every worker stops at the same step.
-        guard::check_loss_and_grads(epoch, loss, layer, &self.model, self.lr)?;
-        match self.servers.as_mut() {
-            None => self.model.step(&mut self.optimizer)?,
-            Some(servers) => {
-                let (params, grads) = self.model.params_and_grads_mut();
-                servers.step(comm, self.clock, params, grads)?;
-            }
-        }
-        guard::check_params(epoch, &self.model, self.lr)?;
+        self.compute.update(epoch, loss, pass, comm, clock)?;
         Ok(loss)
     }
 
@@ -289,15 +251,6 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// One view of `graph` per layer: layer 0's holds its halo inputs when they are cached.
-fn layer_graphs(graph: AggGraph, halo: HaloFeatures, layers: usize) -> Result<Vec<AggGraph>, TrainError> {
-    let first = match halo {
-        HaloFeatures::Pulled => graph.clone(),
-        HaloFeatures::Cached => graph.clone().with_held_halo()?,
-    };
-    Ok(std::iter::once(first).chain(std::iter::repeat_n(graph, layers.saturating_sub(1))).collect())
-}
-
 /// The report form of codec stats: per (layer, direction, route) and in total.
 fn stats_json(table: &StatsTable) -> Value {
     let entry = |s: &cache_quant::CodecStats| {
@@ -337,8 +290,7 @@ impl Strategy for Worker<'_> {
         self.codec_totals.merge(&codec_stats);
         method["codec"] = stats_json(&codec_stats);
         if let Some(controller) = self.controller.as_mut() {
-            let graph = self.graphs.last().expect("a model has at least one layer");
-            let ctx = ControlCtx { comm: self.comm, graph, watch: Some(self.clock) };
+            let ctx = ControlCtx { comm: self.comm, graph: self.compute.graph(), watch: Some(self.clock) };
             if let Some(fields) = controller.after_step_in(epoch, &codec_stats, &ctx)? {
                 method["controller"] = fields;
             }
@@ -351,15 +303,9 @@ impl Strategy for Worker<'_> {
     }
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        let logits = self.model.forward_layers(
-            &self.graphs,
-            &self.share.features,
-            self.exchange.as_mut(),
-            ForwardCtx::eval(),
-        )?;
+        let hits = self.compute.hits(self.exchange.as_mut())?;
         let mut counts = [0.0f64; 6];
-        for (k, rows) in [&self.share.train, &self.share.valid, &self.share.test].into_iter().enumerate() {
-            let hits = self.objective.hits(logits, rows)?;
+        for (k, hits) in hits.iter().enumerate() {
             counts[2 * k] = hits.correct as f64;
             counts[2 * k + 1] = hits.total as f64;
         }
@@ -385,14 +331,19 @@ impl Strategy for Worker<'_> {
         Some(fields)
     }
 
+    fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+        self.compute.device_epoch()
+    }
+
     fn model(&self) -> Option<&Model> {
-        Some(&self.model)
+        self.compute.model()
+    }
+
+    fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+        self.compute.snapshot(epoch)
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
-        // Under parameter servers the optimizer runs on the servers: a server rank's shard holds the
-        // moments of its slice, the others' the worker's optimizer, which never steps.
-        let optimizer = self.servers.as_ref().and_then(ParamServers::optimizer).unwrap_or(&self.optimizer);
         // The method's state: the exchange's (codecs of every stream on both ends, caches),
         // then the controller's, each length-prefixed.
         let mut method = Vec::new();
@@ -405,15 +356,11 @@ impl Strategy for Worker<'_> {
             controller.save_state(&mut section).map_err(|e| e.context("the controller").to_string())?;
         }
         put_bytes(&mut method, &section);
-        Ok(WorkerState::of(&self.model, optimizer, method))
+        self.compute.state(method)
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
-        let optimizer = match self.servers.as_mut().and_then(ParamServers::optimizer_mut) {
-            Some(served) => served,
-            None => &mut self.optimizer,
-        };
-        let method = state.restore(&mut self.model, optimizer)?;
+        let method = self.compute.restore(state)?;
         self.restore_method(&method).map_err(|e| e.to_string())
     }
 }

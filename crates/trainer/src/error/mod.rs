@@ -28,6 +28,12 @@ pub enum TrainError {
     /// The runner a method needs has no worker on the device the configuration asks for yet.
     #[error("device: the {runner} runner has no worker on {device} yet; train it with --device cpu")]
     NoDeviceWorker { runner: &'static str, device: Device },
+    /// A device run on a machine whose driver lists no GPU.
+    #[error("device: {device} asks for a GPU, and no CUDA GPU is visible here (check CUDA_VISIBLE_DEVICES)")]
+    NoVisibleGpu { device: Device },
+    /// The launcher's local rank, which picks a rank's GPU, is not a number.
+    #[error("device: rank {rank}: {variable}={value:?} is not a local rank, so its GPU is unknown")]
+    LocalRank { rank: usize, variable: &'static str, value: String },
     /// The model or data cannot go to the device yet.
     #[error("device: {0}")]
     DevicePlan(#[from] gnn_core::gpu::plan::PlanError),

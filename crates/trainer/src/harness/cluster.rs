@@ -50,8 +50,8 @@ pub(crate) struct Cluster<'a> {
 
 impl<'a> Cluster<'a> {
     /// A run of `method` with `runner` on `source` (in-process workers for a `Source::Given`
-    /// dataset). Every cluster runner's workers compute on the CPU for now: another device is
-    /// refused here, naming the runner ([`placement::place`]).
+    /// dataset). A device the runner has no worker for is refused here, naming the runner
+    /// ([`placement::place`]).
     pub(crate) fn new(
         runner: Runner,
         method: &'a str,

@@ -89,6 +89,15 @@ impl Device {
         })
     }
 
+    /// The number of GPUs visible to this process (`CUDA_VISIBLE_DEVICES` applied).
+    pub fn count() -> Result<usize, GpuError> {
+        // SAFETY: as in `Device::new`: the probe loads libcuda and keeps no handle.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(GpuError::NoDriver);
+        }
+        Ok(CudaContext::device_count()? as usize)
+    }
+
     pub fn ordinal(&self) -> usize {
         self.stream.context().ordinal()
     }
@@ -163,7 +172,10 @@ mod tests {
     #[test]
     fn opening_a_device_fails_cleanly_without_a_driver() {
         match Device::new(0) {
-            Err(GpuError::NoDriver) => assert!(GpuError::NoDriver.to_string().contains("libcuda")),
+            Err(GpuError::NoDriver) => {
+                assert!(GpuError::NoDriver.to_string().contains("libcuda"));
+                assert!(matches!(Device::count(), Err(GpuError::NoDriver)));
+            }
             Err(other) => panic!("unexpected error opening device 0: {other}"),
             Ok(dev) => {
                 assert_eq!(dev.ordinal(), 0);

@@ -89,7 +89,8 @@ impl Method {
             Rules { cut: None, batches: &[Full], cuda: false, layer_order: LayerOrder::DropoutLast, lr_scaling: None };
         match self {
             Method::Single => Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, ..distributed },
-            Method::Vanilla | Method::Ecgraph => Rules { batches: &[Full, SampledEdges], ..distributed },
+            Method::Vanilla => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
+            Method::Ecgraph => Rules { batches: &[Full, SampledEdges], ..distributed },
             Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, ..distributed },
             Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), ..distributed },
             Method::DataParallel => {

@@ -1,0 +1,225 @@
+//! A cut-graph worker whose model lives on a GPU ([`PartModel`] over
+//! `gnn_core::gpu::DeviceModel`): the worker's part, its features, labels, parameters, gradients
+//! and Adam's moments stay on the device, and each layer's exchange call stages only the rows
+//! its footprint names through the host (`gnn_core::exchange::staging::Stager`), where the
+//! worker's host exchange (the method's codec stack) runs as a CPU worker's does. The worker
+//! around it makes the same collectives as on the CPU, so the network ledger is the same.
+//!
+//! Per step the gradient share comes down, is all-reduced on the host and goes back up before
+//! the Adam step on the device; the loss and hit counts come down as scalars. Each epoch's
+//! `device` record holds the GPU time per phase and the bus traffic, the exchange's staged rows
+//! apart. The CPU's non-finite guards do not run on the device.
+//!
+//! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
+
+use gnn_core::gpu::Device;
+
+use super::compute::PartModel;
+use super::worker::PartJob;
+use crate::error::TrainError;
+use crate::harness::{Rank, placement};
+
+/// The device of worker `rank` (`placement::worker_gpu` of its local index), with its own
+/// stream.
+pub(super) fn open(rank: &Rank<'_>) -> Result<Device, TrainError> {
+    if !cfg!(feature = "cuda") {
+        return Err(TrainError::NoCuda);
+    }
+    let (comm, config) = (rank.comm, rank.config());
+    let index = placement::local_index(comm.rank(), comm.topology(), rank.backend(), |name| std::env::var(name).ok())?;
+    let ordinal = placement::worker_gpu(config.device, index, Device::count()?)?;
+    Ok(Device::new(ordinal)?)
+}
+
+#[cfg(feature = "cuda")]
+pub(super) use cuda::model;
+
+/// Without the `cuda` feature there is no device to compute on.
+#[cfg(not(feature = "cuda"))]
+pub(super) fn model<'a>(_dev: &'a Device, _job: PartJob<'a, '_>) -> Result<Box<dyn PartModel + 'a>, TrainError> {
+    Err(TrainError::NoCuda)
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use comm_hierarchy::Communicator;
+    use gnn_core::exchange::Exchange;
+    use gnn_core::exchange::staging::Stager;
+    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, GpuError, Transfers};
+    use gnn_core::{Adam, AggGraph, ForwardCtx, Model, ModelConfig};
+
+    use super::*;
+    use crate::checkpoint::{Moments, WorkerState};
+    use crate::distributed::compute::{Pass, SumGrads};
+    use crate::harness::CommClock;
+    use crate::method::HaloFeatures;
+    use crate::objective::Hits;
+    use crate::report::{DeviceEpoch, StagedBytes, TrainedModel, phase_s};
+
+    /// The model of `job` on `dev`.
+    pub(in crate::distributed) fn model<'a>(
+        dev: &'a Device,
+        job: PartJob<'a, '_>,
+    ) -> Result<Box<dyn PartModel + 'a>, TrainError> {
+        Ok(Box::new(OnDevice::new(dev, job)?))
+    }
+
+    /// A worker's model, part and data on one device.
+    struct OnDevice<'d> {
+        dev: &'d Device,
+        model: DeviceModel<'d>,
+        /// The CPU model's configuration, which saved weights carry.
+        config: ModelConfig,
+        /// The host view of the part (what a controller reads).
+        graph: AggGraph,
+        part: DeviceGraph,
+        /// A row per local vertex: the held rows, zeros for the rows the exchange pulls.
+        features: CudaSlice<f32>,
+        /// Train, validation and test rows (this worker's primaries) with their labels.
+        splits: [DeviceLabels; 3],
+        stager: Stager,
+        optimizer: Adam,
+        seed: u64,
+        /// The epoch being measured: its phases so far and the transfers before it.
+        epoch: DeviceEpoch,
+        transfers: Transfers,
+    }
+
+    impl<'d> OnDevice<'d> {
+        fn new(dev: &'d Device, job: PartJob<'d, '_>) -> Result<Self, TrainError> {
+            let PartJob { share, graph, parts, config, .. } = job;
+            if parts.halo_features == HaloFeatures::Cached {
+                return Err(TrainError::Parts {
+                    method: config.method.name.as_str().to_string(),
+                    detail: "the halo feature cache holds layer 0's halo rows on the host; device workers pull them \
+                             (train it with --device cpu)"
+                        .to_string(),
+                });
+            }
+            let (in_dim, classes) = (share.features.ncols(), share.num_classes);
+            let cpu = Model::new(config.model_config(in_dim, classes))?;
+            let model = DeviceModel::from_model(dev, &cpu)?;
+            let part = model.upload_part_graph(&graph)?;
+            let n = graph.num_local();
+            let mut rows = vec![0.0f32; n * in_dim];
+            rows.iter_mut().zip(share.features.iter()).for_each(|(d, &s)| *d = s);
+            let upload = |rows: &[u32]| DeviceLabels::upload(dev, &share.labels, rows, n, classes);
+            Ok(Self {
+                dev,
+                config: cpu.config().clone(),
+                features: dev.upload(&rows)?,
+                splits: [upload(&share.train)?, upload(&share.valid)?, upload(&share.test)?],
+                stager: Stager::new(n),
+                optimizer: config.device_adam()?,
+                seed: config.seed,
+                epoch: DeviceEpoch::default(),
+                transfers: dev.transfers(),
+                model,
+                graph,
+                part,
+            })
+        }
+    }
+
+    impl PartModel for OnDevice<'_> {
+        fn graph(&self) -> &AggGraph {
+            &self.graph
+        }
+
+        fn train_pass(
+            &mut self,
+            epoch: usize,
+            global_terms: f64,
+            exchange: &mut dyn Exchange,
+        ) -> Result<Pass, TrainError> {
+            let dev = self.dev;
+            let mut clock = dev.clock()?;
+            self.model.zero_grad()?;
+            let ctx = ForwardCtx::train(self.seed, epoch as u64);
+            self.model.forward_part(&self.part, &self.features, ctx, exchange, &mut self.stager)?;
+            clock.mark("forward")?;
+            let out = self.model.loss(&mut self.splits[0], global_terms as usize)?;
+            clock.mark("loss")?;
+            self.model.backward_part(&self.part, exchange, &mut self.stager)?;
+            clock.mark("backward")?;
+            let phases = clock.read()?;
+            self.epoch = DeviceEpoch {
+                forward_s: phase_s(&phases, "forward"),
+                loss_s: phase_s(&phases, "loss"),
+                backward_s: phase_s(&phases, "backward"),
+                ..DeviceEpoch::default()
+            };
+            Ok(Pass { loss_sum: out.loss_sum, bad_layer: None })
+        }
+
+        fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError> {
+            let mut grads = self.model.grads()?;
+            sum(&mut grads)?;
+            Ok(self.model.set_grads(&grads)?)
+        }
+
+        fn update(
+            &mut self,
+            _epoch: usize,
+            _loss: f64,
+            _pass: Pass,
+            _comm: &dyn Communicator,
+            _clock: &CommClock<'_>,
+        ) -> Result<(), TrainError> {
+            let dev = self.dev;
+            let mut clock = dev.clock()?;
+            self.model.step(&self.optimizer)?;
+            clock.mark("optimizer")?;
+            self.epoch.optimizer_s = phase_s(&clock.read()?, "optimizer");
+            Ok(())
+        }
+
+        fn hits(&mut self, exchange: &mut dyn Exchange) -> Result<[Hits; 3], TrainError> {
+            let dev = self.dev;
+            let mut clock = dev.clock()?;
+            self.model.forward_part(&self.part, &self.features, ForwardCtx::eval(), exchange, &mut self.stager)?;
+            let totals = self.model.evaluate(&mut self.splits)?;
+            clock.mark("eval")?;
+            self.epoch.eval_s = phase_s(&clock.read()?, "eval");
+            let mut hits = [Hits::default(); 3];
+            for ((hit, split), out) in hits.iter_mut().zip(&self.splits).zip(totals) {
+                let total = split.len() * split.terms_per_row();
+                *hit = Hits { correct: out.correct as u64, total: total as u64 };
+            }
+            Ok(hits)
+        }
+
+        /// Downloads the parameters, joined into the CPU model's flat layout.
+        fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+            Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
+        }
+
+        /// Parameters and Adam's moments downloaded in the CPU model's flat layout.
+        fn state(&self, method: Vec<u8>) -> Result<WorkerState, String> {
+            let download = || -> Result<WorkerState, GpuError> {
+                let (m, v, t) = self.model.moments()?;
+                Ok(WorkerState { params: self.model.params()?, optimizer: Moments { m, v, t }, method })
+            };
+            download().map_err(|e| format!("downloading the device state: {e}"))
+        }
+
+        fn restore(&mut self, state: WorkerState) -> Result<Vec<u8>, String> {
+            let WorkerState { params, optimizer: Moments { m, v, t }, method } = state;
+            self.model.set_state(&params, &m, &v, t).map_err(|e| format!("uploading the device state: {e}"))?;
+            Ok(method)
+        }
+
+        fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+            let now = self.dev.transfers();
+            let moved = now.since(self.transfers);
+            self.transfers = now;
+            let staged = self.stager.take_bytes();
+            Some(DeviceEpoch {
+                h2d_bytes: moved.host_to_device,
+                d2h_bytes: moved.device_to_host,
+                exchange: Some(StagedBytes { down_bytes: staged.down, up_bytes: staged.up }),
+                ..self.epoch
+            })
+        }
+    }
+}
