@@ -63,6 +63,24 @@ extern "C" __global__ void sigmoid_bce(u32 count, u32 c, const u32* __restrict__
     hit[i] = (float)right;
 }
 
+// One SGD step over len values, as gnn_core::optim::Sgd::step (torch.optim.SGD, dampening 0):
+// the L2 weight added to the gradient; with momentum the buffer starts at the first gradient
+// (first != 0) and then follows momentum * buf + g; Nesterov (nesterov != 0) steps along
+// g + momentum * buf. Without momentum buf is left as it is.
+extern "C" __global__ void sgd_step(u64 len, float lr, float momentum, u32 nesterov, float weight_decay, u32 first,
+                                    float* __restrict__ p, const float* __restrict__ grad, float* __restrict__ buf) {
+    u64 t = halo_tid();
+    if (t >= len) return;
+    float g = grad[t] + weight_decay * p[t];
+    float d = g;
+    if (momentum != 0.0f) {
+        float b = first ? g : momentum * buf[t] + g;
+        buf[t] = b;
+        d = nesterov ? g + momentum * b : b;
+    }
+    p[t] -= lr * d;
+}
+
 // One Adam / AdamW step over len values, as gnn_core::optim::Adam::step: coupled is the L2
 // weight added to the gradient, shrink the decoupled decay factor, step_size lr / (1 - b1^t),
 // bc2_sqrt sqrt(1 - b2^t).

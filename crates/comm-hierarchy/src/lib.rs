@@ -37,6 +37,7 @@ pub mod error;
 pub mod fault;
 pub mod ledger;
 pub mod local;
+pub mod local_rank;
 #[cfg(feature = "mpi")]
 pub mod mpi_backend;
 #[cfg(feature = "nccl")]
@@ -53,6 +54,7 @@ pub use endpoint::Endpoint;
 pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};
 pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
 pub use local::{ClusterOptions, LocalCluster, LocalCommunicator};
+pub use local_rank::{LOCAL_RANK_VARIABLES, LocalRankError, launcher_local_rank};
 pub use preset::{Preset, UnknownPreset};
 pub use probe::{PairFit, probe_links};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};

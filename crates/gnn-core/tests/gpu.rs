@@ -16,7 +16,7 @@ use gnn_core::gpu::{
 };
 use gnn_core::params::ParamLayout;
 use gnn_core::sparse::{self, Write};
-use gnn_core::{Activation, Adam, AggGraph, ConvKind, ForwardCtx, LayerNorm, Model, ModelConfig, Optimizer, loss};
+use gnn_core::{Activation, Adam, AggGraph, ConvKind, ForwardCtx, LayerNorm, Model, ModelConfig, Optimizer, Sgd, loss};
 use graph_partition::book::{CutKind, LocalGraph, PartitionBook};
 use graph_partition::partition::{Algorithm, PartitionConfig, partition_graph};
 use graph_partition::rng::SplitMix64;
@@ -354,6 +354,29 @@ fn adam_steps_match_the_cpu_optimizer() {
             assert_eq!(steps, t);
             assert_close(&dev.download(&m).unwrap(), want_m, FLOAT);
             assert_close(&dev.download(&v).unwrap(), want_v, FLOAT);
+            assert_close(&dev.download(&p).unwrap(), &params, FLOAT);
+        }
+    }
+}
+
+/// The device's SGD step follows `Sgd::step` (the CPU optimizer) over four steps, so the
+/// momentum buffer's first step and the later ones are covered: no momentum, heavy-ball and
+/// Nesterov, each with weight decay.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sgd_steps_match_the_cpu_optimizer() {
+    let dev = device();
+    let len = 3001;
+    for mut sgd in [Sgd::new(0.1, 0.0, 5e-4), Sgd::new(0.05, 0.9, 5e-4), Sgd::nesterov(0.05, 0.9, 1e-3)] {
+        let mut params = values(len, 31);
+        let (mut p, mut buf) = (dev.upload(&params).unwrap(), dev.zeros(len).unwrap());
+        for t in 1..=4u64 {
+            let grads = values(len, 32 + t);
+            sgd.step(&mut params, &grads).unwrap();
+            dev.sgd_step(&sgd, t, &mut p, &dev.upload(&grads).unwrap(), &mut buf).unwrap();
+            let (want_buf, steps) = sgd.state();
+            assert_eq!(steps, t);
+            assert_close(&dev.download(&buf).unwrap(), want_buf, FLOAT);
             assert_close(&dev.download(&p).unwrap(), &params, FLOAT);
         }
     }

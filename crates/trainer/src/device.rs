@@ -38,12 +38,12 @@ pub(crate) fn train(
 #[cfg(feature = "cuda")]
 mod cuda {
     use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
-    use gnn_core::{Adam, ForwardCtx, Model, ModelConfig};
+    use gnn_core::{ForwardCtx, Model, ModelConfig, Optim};
 
     use graph_partition::Splits;
 
     use super::*;
-    use crate::checkpoint::{Moments, WorkerState};
+    use crate::checkpoint::WorkerState;
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel, phase_s as phase};
     use crate::train_loop::{EvalStats, StepStats, Strategy};
@@ -58,7 +58,7 @@ mod cuda {
         features: CudaSlice<f32>,
         /// Train, validation and test rows with their labels.
         splits: [DeviceLabels; 3],
-        optimizer: Adam,
+        optimizer: Optim,
         seed: u64,
         /// The epoch being measured: its phases so far and the transfers before it.
         epoch: DeviceEpoch,
@@ -85,8 +85,7 @@ mod cuda {
                 config: cpu.config().clone(),
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
                 splits: [upload(train)?, upload(valid)?, upload(test)?],
-                // Validation refuses another optimizer on a device before any work.
-                optimizer: config.device_adam()?,
+                optimizer: config.optimizer(),
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
                 transfers: dev.transfers(),
@@ -136,11 +135,11 @@ mod cuda {
             Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
         }
 
-        fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+        fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
             let now = self.dev.transfers();
             let moved = now.since(self.transfers);
             self.transfers = now;
-            Some(DeviceEpoch { h2d_bytes: moved.host_to_device, d2h_bytes: moved.device_to_host, ..self.epoch })
+            Ok(Some(DeviceEpoch { h2d_bytes: moved.host_to_device, d2h_bytes: moved.device_to_host, ..self.epoch }))
         }
 
         /// Downloads the parameters, joined into the CPU model's flat layout (`DevicePlan::join`).
@@ -148,19 +147,14 @@ mod cuda {
             Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
         }
 
-        /// Parameters and Adam's moments downloaded in the CPU model's flat layout, so a device
-        /// checkpoint holds what a CPU one holds.
+        /// Parameters and the optimizer's state downloaded in the CPU model's flat layout, so a
+        /// device checkpoint holds what a CPU one holds.
         fn checkpoint_state(&self) -> Result<WorkerState, String> {
-            let download = || -> Result<WorkerState, gnn_core::gpu::GpuError> {
-                let (m, v, t) = self.model.moments()?;
-                Ok(WorkerState { params: self.model.params()?, optimizer: Moments { m, v, t }, method: Vec::new() })
-            };
-            download().map_err(|e| format!("downloading the device state: {e}"))
+            WorkerState::of_device(&self.model, &self.optimizer, Vec::new())
         }
 
         fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
-            let WorkerState { params, optimizer: Moments { m, v, t }, .. } = state;
-            self.model.set_state(&params, &m, &v, t).map_err(|e| format!("uploading the device state: {e}"))
+            state.restore_device(&mut self.model).map(drop)
         }
     }
 
@@ -175,7 +169,7 @@ mod cuda {
         let dev = Device::new(ordinal)?;
         let memory = dev.memory()?;
         let estimate = crate::memory::device::estimate(config, dataset)?;
-        crate::memory::device::check(ordinal, estimate, memory.free)?;
+        crate::memory::device::check(ordinal, 1, estimate, memory.free)?;
         dev.reset_peak()?;
         let mut strategy = OnDevice::new(&dev, config, dataset)?;
         let mut outcome = alone.train(&mut strategy, observer)?;

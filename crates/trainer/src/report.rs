@@ -126,9 +126,10 @@ pub struct DeviceEpoch {
     pub h2d_bytes: u64,
     /// Bytes copied device to host during the epoch.
     pub d2h_bytes: u64,
-    /// A cut graph's worker (rank 0's): what of `h2d_bytes` and `d2h_bytes` its exchange staged
-    /// (the rows each call reads and writes), apart from the network ledger; `None` on a whole
-    /// graph.
+    /// A cut graph's workers: what of `h2d_bytes` and `d2h_bytes` their exchanges staged (the
+    /// rows each call reads and writes), apart from the network ledger; `None` on a whole
+    /// graph. On a cut graph the phase times are the slowest worker's and the bytes are summed
+    /// over the workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange: Option<StagedBytes>,
 }

@@ -80,8 +80,8 @@ pub trait Strategy {
     }
     /// A strategy on a GPU: the GPU time per phase and host-device traffic of the epoch whose
     /// step and evaluation just ran (asked once per epoch, after the evaluation).
-    fn device_epoch(&mut self) -> Option<DeviceEpoch> {
-        None
+    fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, Self::Error> {
+        Ok(None)
     }
     /// The model being trained, whole on this worker (every worker holds the same parameters);
     /// the loop keeps a copy of it at the best validation epoch for `--save-model`.
@@ -259,7 +259,7 @@ where
             bytes_by_phase: step.comm.bytes_by_phase,
             method: step.method,
             // After the snapshot, so the epoch's device traffic includes its download.
-            device: strategy.device_epoch(),
+            device: strategy.device_epoch()?,
         };
         observer.on_epoch(&record, &current);
         epochs.push(record);

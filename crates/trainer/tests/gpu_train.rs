@@ -95,6 +95,24 @@ fn gat_on_the_device_follows_the_cpu_loss_curve() {
 }
 
 /// LayerNorm between conv and activation, dropout last (the `single` method's order).
+/// SGD steps on the device with the CPU's scalars: heavy-ball momentum with weight decay on
+/// GCN, Nesterov's on GraphSAGE.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn sgd_on_the_device_follows_the_cpu_loss_curve() {
+    use trainer::config::OptimizerKind;
+    let sgd = |model, nesterov| TrainConfig {
+        optimizer: OptimizerKind::Sgd,
+        lr: 0.05,
+        momentum: 0.9,
+        nesterov,
+        weight_decay: 5e-4,
+        ..cora(model)
+    };
+    curves_match(sgd(ConvKind::Gcn, false));
+    curves_match(sgd(ConvKind::Sage, true));
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_with_layer_norm_on_the_device_follows_the_cpu_loss_curve() {
@@ -305,7 +323,8 @@ fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool) -> TrainConfig {
 /// Four vanilla workers sharing GPU 0 (each its own stream) train `model` on Cora's `cut` with
 /// every epoch's loss within 1e-3 of the single-device run, and put the same bytes in the
 /// network ledger as the same four workers on the CPU, epoch by epoch and phase by phase; each
-/// device epoch reports the exchange's staged rows.
+/// device epoch reports the exchange's staged rows (within the bus traffic), and the memory
+/// check's estimate for the shared GPU holds its measured peak.
 fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind, masters_only: bool) {
     let base = cora(model);
     let dataset = load(&base);
@@ -322,9 +341,17 @@ fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind
         assert!((s.loss - g.loss).abs() <= 1e-3, "{name} epoch {e}: loss single device {} workers {}", s.loss, g.loss);
         assert_eq!(c.bytes_by_phase, g.bytes_by_phase, "{name} epoch {e}: ledger by phase");
         assert_eq!((c.bytes_intra, c.bytes_inter, c.messages), (g.bytes_intra, g.bytes_inter, g.messages), "{name}");
-        let staged = g.device.and_then(|d| d.exchange).expect("a device worker reports its staged rows");
+        let bus = g.device.expect("a device worker reports its epoch");
+        let staged = bus.exchange.expect("a device worker reports its staged rows");
         assert!(staged.down_bytes > 0 && staged.up_bytes > 0, "{name} epoch {e}: staged {staged:?}");
+        assert!(staged.down_bytes <= bus.d2h_bytes && staged.up_bytes <= bus.h2d_bytes, "{name} epoch {e}: {bus:?}");
     }
+    // The check before upload summed the four workers' estimates for GPU 0: the pool's peak
+    // (all four workers' buffers) must not pass it by more than 15%.
+    let d = on_gpu.final_.device.expect("device workers report their GPU's memory");
+    let (estimate, peak) = (d.estimated_gpu_bytes as f64, d.peak_gpu_bytes as f64);
+    eprintln!("{name}: cuda:{} estimate {estimate} bytes, measured peak {peak} ({:.3})", d.ordinal, estimate / peak);
+    assert!(peak > 0.0 && peak <= 1.15 * estimate, "{name}: estimate {estimate} bytes, measured peak {peak}");
     assert_eq!(on_cpu.final_.bytes_exchange, on_gpu.final_.bytes_exchange, "{name}");
     assert_eq!(on_cpu.final_.bytes_grad_sync, on_gpu.final_.bytes_grad_sync, "{name}");
 }
@@ -364,4 +391,39 @@ fn gcn_and_sage_workers_on_one_gpu_vertex_cut_masters_only() {
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gat_workers_on_one_gpu_edge_cut() {
     workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false);
+}
+
+/// The codec methods' workers on one GPU (their codecs, caches and controllers on the host)
+/// against the same four workers on the CPU, GCN on Cora: the same bytes in the network ledger
+/// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
+/// rows, which differ from the CPU's in summation order, so a quantized code can round the
+/// other way), and the final test accuracy within one point.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
+    let base = cora(ConvKind::Gcn);
+    let dataset = load(&base);
+    for method in [Method::Adaqp, Method::Cdfgnn, Method::Ecgraph] {
+        let mut cpu = TrainConfig {
+            method: MethodConfig::named(method),
+            distributed: DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() },
+            ..base.clone()
+        };
+        // Device workers pull layer 0's halo rows (config::device).
+        cpu.method.ecgraph.halo_cache = false;
+        let run =
+            |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
+        let on_cpu = run(&cpu);
+        let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
+        let name = method.as_str();
+        assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
+        for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
+            let e = g.epoch;
+            assert!((c.loss - g.loss).abs() <= 1e-2, "{name} epoch {e}: loss cpu {} gpu {}", c.loss, g.loss);
+            assert_eq!(c.bytes_by_phase, g.bytes_by_phase, "{name} epoch {e}: ledger by phase");
+        }
+        let (c, g) = (on_cpu.final_.test_acc_at_best_val, on_gpu.final_.test_acc_at_best_val);
+        eprintln!("{name}: best test accuracy cpu {c:.4} gpu {g:.4}");
+        assert!((c - g).abs() <= 0.01, "{name}: best test accuracy cpu {c} gpu {g}");
+    }
 }

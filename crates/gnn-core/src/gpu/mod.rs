@@ -17,6 +17,13 @@ mod stand_in;
 #[cfg(not(feature = "cuda"))]
 pub use stand_in::*;
 
+/// A device's memory as the driver reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryInfo {
+    pub free: u64,
+    pub total: u64,
+}
+
 /// Columns per block of the column reductions (`COLUMN_TILE` in `kernels/elementwise.cu`).
 pub const COLUMN_TILE: usize = 32;
 /// About this many blocks per column reduction: enough to fill every SM of a large GPU.

@@ -3,6 +3,8 @@
 
 use std::convert::Infallible;
 
+use super::MemoryInfo;
+
 /// Why the device path is unavailable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum GpuError {
@@ -28,6 +30,18 @@ impl Device {
     }
 
     pub fn ordinal(&self) -> usize {
+        match self.never {}
+    }
+
+    pub fn memory(&self) -> Result<MemoryInfo, GpuError> {
+        match self.never {}
+    }
+
+    pub fn peak_bytes(&self) -> Result<u64, GpuError> {
+        match self.never {}
+    }
+
+    pub fn reset_peak(&self) -> Result<(), GpuError> {
         match self.never {}
     }
 }

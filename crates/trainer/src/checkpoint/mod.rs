@@ -89,6 +89,34 @@ impl WorkerState {
         optimizer.set_state(self.optimizer.m, self.optimizer.v, self.optimizer.t).map_err(|e| e.to_string())?;
         Ok(self.method)
     }
+
+    /// The state of a worker whose `model` lives on a device and steps with `optimizer`,
+    /// downloaded into the CPU model's flat layout, with `method` besides: what a CPU worker's
+    /// checkpoint holds (SGD: its momentum buffer in `m`, `v` empty).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn of_device(
+        model: &gnn_core::gpu::DeviceModel<'_>,
+        optimizer: &Optim,
+        method: Vec<u8>,
+    ) -> Result<Self, String> {
+        let download = || -> Result<Self, gnn_core::gpu::GpuError> {
+            let (m, mut v, t) = model.moments()?;
+            if matches!(optimizer, Optim::Sgd(_)) {
+                v.clear();
+            }
+            Ok(Self { params: model.params()?, optimizer: Moments { m, v, t }, method })
+        };
+        download().map_err(|e| format!("downloading the device state: {e}"))
+    }
+
+    /// Uploads the parameters and the optimizer's state into the device `model`, bit for bit;
+    /// returns the method blob.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn restore_device(self, model: &mut gnn_core::gpu::DeviceModel<'_>) -> Result<Vec<u8>, String> {
+        let Moments { m, v, t } = &self.optimizer;
+        model.set_state(&self.params, m, v, *t).map_err(|e| format!("uploading the device state: {e}"))?;
+        Ok(self.method)
+    }
 }
 
 /// How the ranks agree that a checkpoint's shards are all written.

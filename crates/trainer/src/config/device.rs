@@ -1,16 +1,17 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
 //!
-//! A GPU needs a method whose `Rules` allow CUDA (today `single`, and `vanilla` on the cut-graph
-//! runner's workers), full batches, every edge (no `fanouts`) and Adam; on a cut graph also
-//! blocking exchanges (no `overlap`), the gradient all-reduce (no parameter servers), and GAT on
-//! an edge-cut only.
+//! A GPU needs a method whose `Rules` allow CUDA (today `single`, and the full-batch methods on
+//! the cut-graph runner's workers), full batches and every edge (no `fanouts`); on a cut
+//! graph also blocking exchanges (no `overlap`), the gradient all-reduce (no parameter
+//! servers), layer 0's halo rows pulled (no ecgraph halo feature cache), and GAT on an edge-cut
+//! only.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gnn_core::ConvKind;
 use graph_partition::book::CutKind;
 
-use super::{ConfigError, Method, OptimizerKind, TrainConfig};
+use super::{ConfigError, Method, TrainConfig};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,7 +66,7 @@ impl<'de> Deserialize<'de> for Device {
 
 impl Device {
     /// A GPU trains the methods whose `Rules` allow CUDA (the whole graph in one process, or a
-    /// cut graph's workers with the exact exchange), full-batch on every edge with Adam; on a
+    /// cut graph's workers with the method's exchange on the host), full-batch on every edge; on a
     /// cut graph without `overlap` or parameter servers, and GAT on an edge-cut only. The error
     /// names the key at fault.
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
@@ -89,10 +90,6 @@ impl Device {
                 "device",
                 format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"),
             ),
-            Device::Cuda(_) if config.optimizer != OptimizerKind::Adam => invalid(
-                "optimizer",
-                format!("{self} steps adam only for now; optimizer {} needs --device cpu", config.optimizer.as_str()),
-            ),
             Device::Cuda(_) if dist.overlap => invalid(
                 "overlap",
                 format!("{self} workers make every exchange call blocking; overlap needs --device cpu"),
@@ -100,6 +97,13 @@ impl Device {
             Device::Cuda(_) if dist.param_servers().is_some() => invalid(
                 "param-sync",
                 format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
+            ),
+            Device::Cuda(_) if method == Method::Ecgraph && config.method.ecgraph.halo_cache => invalid(
+                "halo-cache",
+                format!(
+                    "{self} workers pull layer 0's halo rows like every later layer's; ecgraph's halo feature cache \
+                     needs --device cpu, or set halo-cache = false (--halo-cache off)"
+                ),
             ),
             Device::Cuda(_) if config.model == ConvKind::Gat && config.cut() == CutKind::VertexCut => invalid(
                 "cut",
@@ -116,7 +120,7 @@ impl Device {
 /// The methods whose rules allow CUDA, by name.
 fn cuda_methods() -> String {
     let names: Vec<&str> = Method::ALL.iter().filter(|m| m.rules().cuda).map(|m| m.as_str()).collect();
-    names.join(" and ")
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -140,9 +144,11 @@ mod tests {
         assert_eq!(c.device, Device::Cuda(1));
         let err = TrainConfig::from_toml_str("device = \"tpu\"\n", "d.toml").unwrap_err().to_string();
         assert!(err.starts_with("d.toml:1: key `device`") && err.contains("unknown device `tpu`"), "{err}");
-        let err = TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"adaqp\"\n", "d.toml").unwrap_err();
+        let featpart = "device = \"cuda\"\nmethod = \"featpart\"\n[minibatch]\nbatch-size = 16\n";
+        let err = TrainConfig::from_toml_str(featpart, "d.toml").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("`device`") && msg.contains("single and vanilla") && msg.contains("adaqp"), "{msg}");
+        let listed = "single, vanilla, adaqp, cdfgnn, ecgraph";
+        assert!(msg.contains("`device`") && msg.contains(listed) && msg.contains("method featpart"), "{msg}");
         TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap();
         let text = "device = \"cuda\"\n[minibatch]\nfanouts = \"5,5\"\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
@@ -159,16 +165,23 @@ mod tests {
             ("method = \"vanilla\"\n[distributed]\noverlap = true\n", "`overlap`"),
             ("method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n", "`param-sync`"),
             ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
-            ("method = \"vanilla\"\noptimizer = \"sgd\"\n", "`optimizer`"),
-            ("method = \"ecgraph\"\n", "`device`"),
+            ("method = \"ecgraph\"\n", "`halo-cache`"),
         ];
         for (text, key) in cases {
             let text = format!("device = \"cuda\"\n{text}");
             let msg = TrainConfig::from_toml_str(&text, "d.toml").unwrap_err().to_string();
             assert!(msg.contains(key) && msg.contains("--device cpu"), "{text}: {msg}");
         }
-        for text in ["model = \"gat\"\n", "[distributed]\ncut = \"vertex\"\nmasters-only = true\n"] {
-            let text = format!("device = \"cuda\"\nmethod = \"vanilla\"\n{text}");
+        let accepted = [
+            "method = \"vanilla\"\nmodel = \"gat\"\n",
+            "method = \"vanilla\"\n[distributed]\ncut = \"vertex\"\nmasters-only = true\n",
+            "method = \"adaqp\"\n",
+            "method = \"vanilla\"\noptimizer = \"sgd\"\n",
+            "method = \"cdfgnn\"\n",
+            "[method]\nname = \"ecgraph\"\n[method.ecgraph]\nhalo-cache = false\n",
+        ];
+        for text in accepted {
+            let text = format!("device = \"cuda\"\n{text}");
             TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
         }
     }

@@ -417,15 +417,6 @@ impl TrainConfig {
             OptimizerKind::Sgd => Optim::Sgd(Sgd::new(self.lr, self.momentum, self.weight_decay)),
         }
     }
-
-    /// The optimizer a device steps: Adam, the one it has (validation refuses another on a
-    /// device before any work; this error names the key for a configuration not validated).
-    pub fn device_adam(&self) -> Result<Adam, ConfigError> {
-        self.optimizer().adam().cloned().ok_or_else(|| ConfigError::Invalid {
-            key: "optimizer",
-            message: "the device path steps adam only".to_string(),
-        })
-    }
 }
 
 /// Turns a TOML error into one that names the file, line and key.

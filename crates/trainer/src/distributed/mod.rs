@@ -139,16 +139,19 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     // Where this worker computes: the CPU, or its GPU (`on_device`).
     let gpu = match config.device {
         Device::Cpu => None,
-        Device::Cuda(_) => Some(on_device::open(rank)?),
+        Device::Cuda(_) => Some(on_device::open(rank, &share)?),
     };
     let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| match &gpu {
         None => Ok(Box::new(OnCpu::new(part)?) as Box<dyn PartModel + '_>),
-        Some(dev) => on_device::model(dev, part),
+        Some(gpu) => on_device::model(&gpu.dev, part),
     })?;
     let checkpoints = rank.checkpoints(fingerprint_part(&share.part))?;
     let mut outcome = train_loop_with(&mut worker, LoopOptions::of(config), observer, checkpoints)?;
     let codec = worker.codec_name();
     drop(worker);
+    if let Some(gpu) = &gpu {
+        outcome.final_.device = Some(gpu.summary()?);
+    }
 
     // Every worker's share and memory, in rank order.
     const FIELDS: usize = 5;

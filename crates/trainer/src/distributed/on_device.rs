@@ -14,21 +14,84 @@
 
 use gnn_core::gpu::Device;
 
-use super::compute::PartModel;
-use super::worker::PartJob;
-use crate::error::TrainError;
-use crate::harness::{Rank, placement};
+use gnn_core::gpu::footprint::Footprint;
 
-/// The device of worker `rank` (`placement::worker_gpu` of its local index), with its own
-/// stream.
-pub(super) fn open(rank: &Rank<'_>) -> Result<Device, TrainError> {
+use super::compute::PartModel;
+use super::setup::WorkerShare;
+use super::worker::PartJob;
+use crate::config::Backend;
+use crate::error::{DistError, TrainError};
+use crate::harness::{Rank, placement};
+use crate::memory::device::{self, GpuClaim};
+use crate::objective::Objective;
+use crate::report::DeviceSummary;
+
+/// A worker's GPU: its device (its own stream) and what the memory check before upload found.
+pub(super) struct Gpu {
+    pub(super) dev: Device,
+    /// `final.device` but the peak, which is read at the end.
+    summary: DeviceSummary,
+}
+
+impl Gpu {
+    /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
+    /// before upload, and the pool's peak so far.
+    pub(super) fn summary(&self) -> Result<DeviceSummary, TrainError> {
+        Ok(DeviceSummary { peak_gpu_bytes: self.dev.peak_bytes()?, ..self.summary })
+    }
+}
+
+/// The GPU of worker `rank` (`placement::worker_gpu` of its local index), with its own stream,
+/// once the workers sharing it are known to fit in its free memory: every worker's estimate
+/// of its part (`memory::device::part_estimate`) goes to every worker by one all-reduce under
+/// `memory`, read after each has read its GPU's free memory and before any uploads.
+pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare) -> Result<Gpu, TrainError> {
     if !cfg!(feature = "cuda") {
         return Err(TrainError::NoCuda);
     }
-    let (comm, config) = (rank.comm, rank.config());
+    let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
     let index = placement::local_index(comm.rank(), comm.topology(), rank.backend(), |name| std::env::var(name).ok())?;
     let ordinal = placement::worker_gpu(config.device, index, Device::count()?)?;
-    Ok(Device::new(ordinal)?)
+    let dev = Device::new(ordinal)?;
+    // Read before this worker uploads, and (the all-reduce below is a barrier) before any does.
+    let memory = dev.memory()?;
+    dev.reset_peak()?;
+    let s = &share;
+    let split_rows = [s.train.len(), s.valid.len(), s.test.len()];
+    let targets = Objective::new(&s.labels).terms_per_row();
+    let footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
+    // In process every worker is on this machine; an MPI rank's machine is its host.
+    let machine = match rank.backend() {
+        Backend::Local => 0,
+        Backend::Mpi => comm.topology().host_of(comm.rank()),
+    };
+    const FIELDS: usize = 4;
+    let mut table = vec![0.0f64; comm.size() * FIELDS];
+    table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&[
+        machine as f64,
+        ordinal as f64,
+        footprint.resident as f64,
+        footprint.step as f64,
+    ]);
+    clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
+    let claims: Vec<GpuClaim> = table
+        .chunks_exact(FIELDS)
+        .map(|w| GpuClaim {
+            machine: w[0] as usize,
+            ordinal: w[1] as usize,
+            footprint: Footprint { resident: w[2] as u64, step: w[3] as u64 },
+        })
+        .collect();
+    let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
+    device::check(ordinal, workers, on_gpu, memory.free)?;
+    let summary = DeviceSummary {
+        ordinal,
+        estimated_gpu_bytes: on_gpu.total(),
+        free_gpu_bytes: memory.free,
+        total_gpu_bytes: memory.total,
+        peak_gpu_bytes: 0,
+    };
+    Ok(Gpu { dev, summary })
 }
 
 #[cfg(feature = "cuda")]
@@ -45,11 +108,11 @@ mod cuda {
     use comm_hierarchy::Communicator;
     use gnn_core::exchange::Exchange;
     use gnn_core::exchange::staging::Stager;
-    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, GpuError, Transfers};
-    use gnn_core::{Adam, AggGraph, ForwardCtx, Model, ModelConfig};
+    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
+    use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, Optim};
 
     use super::*;
-    use crate::checkpoint::{Moments, WorkerState};
+    use crate::checkpoint::WorkerState;
     use crate::distributed::compute::{Pass, SumGrads};
     use crate::harness::CommClock;
     use crate::method::HaloFeatures;
@@ -78,7 +141,7 @@ mod cuda {
         /// Train, validation and test rows (this worker's primaries) with their labels.
         splits: [DeviceLabels; 3],
         stager: Stager,
-        optimizer: Adam,
+        optimizer: Optim,
         seed: u64,
         /// The epoch being measured: its phases so far and the transfers before it.
         epoch: DeviceEpoch,
@@ -110,7 +173,7 @@ mod cuda {
                 features: dev.upload(&rows)?,
                 splits: [upload(&share.train)?, upload(&share.valid)?, upload(&share.test)?],
                 stager: Stager::new(n),
-                optimizer: config.device_adam()?,
+                optimizer: config.optimizer(),
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
                 transfers: dev.transfers(),
@@ -194,19 +257,13 @@ mod cuda {
             Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
         }
 
-        /// Parameters and Adam's moments downloaded in the CPU model's flat layout.
+        /// Parameters and the optimizer's state downloaded in the CPU model's flat layout.
         fn state(&self, method: Vec<u8>) -> Result<WorkerState, String> {
-            let download = || -> Result<WorkerState, GpuError> {
-                let (m, v, t) = self.model.moments()?;
-                Ok(WorkerState { params: self.model.params()?, optimizer: Moments { m, v, t }, method })
-            };
-            download().map_err(|e| format!("downloading the device state: {e}"))
+            WorkerState::of_device(&self.model, &self.optimizer, method)
         }
 
         fn restore(&mut self, state: WorkerState) -> Result<Vec<u8>, String> {
-            let WorkerState { params, optimizer: Moments { m, v, t }, method } = state;
-            self.model.set_state(&params, &m, &v, t).map_err(|e| format!("uploading the device state: {e}"))?;
-            Ok(method)
+            state.restore_device(&mut self.model)
         }
 
         fn device_epoch(&mut self) -> Option<DeviceEpoch> {

@@ -10,13 +10,10 @@
 //! in-process workers, its launcher's local rank under MPI (else its place in its host's block
 //! of the topology).
 
-use comm_hierarchy::Topology;
+use comm_hierarchy::{LocalRankError, Topology, launcher_local_rank};
 
 use crate::config::{Backend, Device, TrainConfig};
 use crate::error::TrainError;
-
-/// Variables holding a rank's index among the ranks of its machine: Open MPI's, MPICH's Hydra's.
-const LOCAL_RANK_VARIABLES: [&str; 2] = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"];
 
 /// The runners, by data plan and batch source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +75,10 @@ pub(crate) fn local_index(
     if backend == Backend::Local {
         return Ok(rank);
     }
-    match LOCAL_RANK_VARIABLES.into_iter().find_map(|name| Some((name, var(name)?))) {
-        Some((variable, value)) => value.trim().parse().map_err(|_| TrainError::LocalRank { rank, variable, value }),
-        None => Ok(topology.device_of(rank)),
+    match launcher_local_rank(var) {
+        Ok(Some(index)) => Ok(index),
+        Ok(None) => Ok(topology.device_of(rank)),
+        Err(LocalRankError { variable, value }) => Err(TrainError::LocalRank { rank, variable, value }),
     }
 }
 

@@ -10,14 +10,10 @@ use comm_hierarchy::LinkModel;
 
 use super::CommArgs;
 
-/// Variables holding a rank's index among the ranks of its machine: Open MPI's, MPICH's Hydra's.
-#[cfg(any(all(feature = "nccl", feature = "mpi"), test))]
-const LOCAL_RANK_VARIABLES: [&str; 2] = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"];
-
 /// The GPU ordinal of `rank` under MPI: its index among its host's ranks. Without `--hosts`
 /// the hosts are the machines (ranks grouped by processor name), so the topology says it;
 /// with `--hosts` they are declared and need not be machines, so the launcher's local rank
-/// ([`LOCAL_RANK_VARIABLES`], read through `var`) says it.
+/// (`comm_hierarchy::launcher_local_rank`, read through `var`) says it.
 #[cfg(any(all(feature = "nccl", feature = "mpi"), test))]
 fn device_ordinal(
     rank: usize,
@@ -28,15 +24,16 @@ fn device_ordinal(
     if !hosts_declared {
         return Ok(topology.device_of(rank));
     }
-    let Some((name, local)) = LOCAL_RANK_VARIABLES.into_iter().find_map(|name| Some((name, var(name)?))) else {
-        anyhow::bail!(
+    match comm_hierarchy::launcher_local_rank(var) {
+        Ok(Some(index)) => Ok(index),
+        Ok(None) => anyhow::bail!(
             "rank {rank}: with --hosts the GPU of each rank is its rank on its machine, from {}, none of \
              which is set (launch with Open MPI's or MPICH's mpirun, or omit --hosts to group ranks by \
              processor name)",
-            LOCAL_RANK_VARIABLES.join(" or ")
-        );
-    };
-    local.trim().parse().map_err(|_| anyhow::anyhow!("rank {rank}: {name}={local:?} is not a rank"))
+            comm_hierarchy::LOCAL_RANK_VARIABLES.join(" or ")
+        ),
+        Err(e) => anyhow::bail!("rank {rank}: {e}"),
+    }
 }
 
 /// Fails unless GPU `ordinal` exists on a host with `gpus` of them.

@@ -12,7 +12,7 @@ use crate::exchange::Put;
 use crate::gpu::plan::{PickedLabels, pick_labels};
 use crate::gpu::reference::max_code;
 use crate::gpu::{COLUMN_TILE, column_chunks};
-use crate::optim::{Adam, AdamScalars};
+use crate::optim::{Adam, AdamScalars, Sgd};
 
 const BLOCK: u32 = 256;
 
@@ -471,6 +471,34 @@ impl Device {
             "adam_step",
             threads,
             [&len, &beta1, &beta2, &eps, &coupled, &shrink, &step_size, &bc2_sqrt, p, g, m, v]
+        );
+        Ok(())
+    }
+
+    /// Step `t` (1-based) of `sgd`'s rule over `p` with gradient `g` and momentum buffer `buf`,
+    /// as [`Sgd`]'s own step (the buffer starts at the first gradient; without momentum it is
+    /// left as it is).
+    pub fn sgd_step(
+        &self,
+        sgd: &Sgd,
+        t: u64,
+        p: &mut CudaSlice<f32>,
+        g: &CudaSlice<f32>,
+        buf: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        for (what, len) in [("grad", g.len()), ("buf", buf.len())] {
+            expect_len("sgd_step", what, len, p.len())?;
+        }
+        let (lr, momentum, weight_decay) = (sgd.lr, sgd.momentum, sgd.weight_decay);
+        let (nesterov, first) = (u32::from(sgd.nesterov), u32::from(t == 1));
+        let threads = p.len();
+        let len = threads as u64;
+        launch!(
+            self,
+            "train",
+            "sgd_step",
+            threads,
+            [&len, &lr, &momentum, &nesterov, &weight_decay, &first, p, g, buf]
         );
         Ok(())
     }

@@ -8,6 +8,7 @@ use cudarc::driver::sys::{CUevent_flags, CUmemPool_attribute};
 use cudarc::driver::{CudaEvent, result};
 
 use super::{Device, GpuError};
+use crate::gpu::MemoryInfo;
 
 /// Bytes copied between host and device since the device was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,13 +53,6 @@ impl PhaseClock<'_> {
         }
         Ok(phases)
     }
-}
-
-/// A device's memory as the driver reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryInfo {
-    pub free: u64,
-    pub total: u64,
 }
 
 impl Device {

@@ -19,7 +19,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
-pub use meter::{MemoryInfo, PhaseClock, Transfers};
+pub use meter::{PhaseClock, Transfers};
 pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
 pub use rows::{DeviceRows, RowLists};
 

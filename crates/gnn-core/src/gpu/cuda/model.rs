@@ -40,7 +40,7 @@ use crate::layers::ForwardCtx;
 use crate::layers::gat::NEGATIVE_SLOPE;
 use crate::model::{ConvKind, LayerOrder, Model, ModelConfig};
 use crate::norm::LAYER_NORM_EPS;
-use crate::optim::Adam;
+use crate::optim::Optim;
 
 /// A graph on the device, aggregation coefficients folded in for one conv kind: a whole graph
 /// ([`DeviceModel::upload_graph`]) or a worker's part ([`DeviceModel::upload_part_graph`]).
@@ -241,7 +241,7 @@ pub struct DeviceModel<'d> {
     logits: Option<CudaSlice<f32>>,
     dlogits: Option<CudaSlice<f32>>,
     last: Option<ForwardCtx>,
-    adam_steps: u64,
+    steps: u64,
 }
 
 impl<'d> DeviceModel<'d> {
@@ -285,7 +285,7 @@ impl<'d> DeviceModel<'d> {
             logits: None,
             dlogits: None,
             last: None,
-            adam_steps: 0,
+            steps: 0,
         })
     }
 
@@ -316,7 +316,7 @@ impl<'d> DeviceModel<'d> {
 
     /// Adam's first and second moments, flat in the CPU model's layout, and its step count.
     pub fn moments(&self) -> Result<(Vec<f32>, Vec<f32>, u64), GpuError> {
-        Ok((self.flat(|t| &t.m)?, self.flat(|t| &t.v)?, self.adam_steps))
+        Ok((self.flat(|t| &t.m)?, self.flat(|t| &t.v)?, self.steps))
     }
 
     /// Puts back parameters and Adam's state as [`DeviceModel::params`] and
@@ -331,7 +331,7 @@ impl<'d> DeviceModel<'d> {
             self.dev.upload_into(parts[1][i], &mut t.m)?;
             self.dev.upload_into(parts[2][i], &mut t.v)?;
         }
-        self.adam_steps = steps;
+        self.steps = steps;
         Ok(())
     }
 
@@ -820,12 +820,16 @@ impl<'d> DeviceModel<'d> {
         }
     }
 
-    /// One step of `adam`'s rule (its hyper-parameters; the moments live on the device and
-    /// its step count here, starting from zero).
-    pub fn step(&mut self, adam: &Adam) -> Result<(), GpuError> {
-        self.adam_steps += 1;
+    /// One step of `optim`'s rule (its hyper-parameters; its state lives on the device and the
+    /// step count here, starting from zero): Adam's moments in each tensor's `m` and `v`, SGD's
+    /// momentum buffer in `m`.
+    pub fn step(&mut self, optim: &Optim) -> Result<(), GpuError> {
+        self.steps += 1;
         for t in &mut self.tensors {
-            self.dev.adam_step(adam, self.adam_steps, &mut t.value, &t.grad, &mut t.m, &mut t.v)?;
+            match optim {
+                Optim::Adam(adam) => self.dev.adam_step(adam, self.steps, &mut t.value, &t.grad, &mut t.m, &mut t.v)?,
+                Optim::Sgd(sgd) => self.dev.sgd_step(sgd, self.steps, &mut t.value, &t.grad, &mut t.m)?,
+            }
         }
         Ok(())
     }

@@ -90,9 +90,10 @@ impl Method {
         match self {
             Method::Single => Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, ..distributed },
             Method::Vanilla => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
-            Method::Ecgraph => Rules { batches: &[Full, SampledEdges], ..distributed },
-            Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, ..distributed },
-            Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), ..distributed },
+            // The full-batch methods' workers compute on GPUs with their codecs on the host.
+            Method::Ecgraph => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
+            Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, cuda: true, ..distributed },
+            Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), cuda: true, ..distributed },
             Method::DataParallel => {
                 let lr = LrDefaults { adam: LrScaling::None, sgd: LrScaling::None };
                 Rules { batches: &[MiniBatch], lr_scaling: Some(lr), ..distributed }
