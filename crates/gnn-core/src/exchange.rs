@@ -43,7 +43,7 @@ pub mod staging;
 pub mod vertex_cut;
 #[cfg(test)]
 pub(crate) use replica_router::testkit;
-pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, SetupError};
+pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, ReplicaCacheOptions, SetupError};
 
 /// Why an exchange failed; every variant names the call.
 #[derive(Debug, thiserror::Error)]

@@ -79,3 +79,26 @@ fn cdfgnn_sets_its_own_vertex_cut() {
         assert_eq!(report.config.distributed.cut, CutKind::VertexCut);
     }
 }
+
+/// Under input dropout the first layer's forward sync skips the cache (`cache-first-layer =
+/// "auto"`): over a run it sends what vanilla vertex-cut training sends (every row, every epoch,
+/// the same bytes), while the other syncs still skip rows at a wide threshold.
+#[test]
+fn under_input_dropout_the_first_layer_sends_what_vanilla_sends() {
+    let vanilla = config(Method::Vanilla);
+    let mut cached = config(Method::Cdfgnn);
+    assert!(vanilla.input_dropout_rate() > 0.0 && cached.input_dropout_rate() > 0.0);
+    cached.method.cdfgnn.eps = 0.5;
+    let dataset = data::prepare_dataset(&vanilla, Path::new("."), &Default::default()).expect("Cora loads");
+    let exact = run_on(&vanilla, &dataset, LocalOptions::default(), &mut ()).expect("vanilla run");
+    let cached = run_on(&cached, &dataset, LocalOptions::default(), &mut ()).expect("cdfgnn run");
+    let stats =
+        |report: &trainer::Report| report.final_.method.as_ref().expect("final method fields")["codec_stats"].clone();
+    let (exact, cached) = (stats(&exact), stats(&cached));
+    for key in ["fwd/0/to-primary", "fwd/0/to-copies"] {
+        assert!(exact[key]["rows"].as_u64().unwrap_or(0) > 0, "{key}: {exact}");
+        assert_eq!(cached[key], exact[key], "{key}");
+        assert_eq!(cached[key]["rows_skipped"].as_u64(), Some(0), "{key}");
+    }
+    assert!(cached["total"]["rows_skipped"].as_u64().unwrap_or(0) > 0, "the later syncs are cached: {cached}");
+}

@@ -23,8 +23,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cache_quant::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, Knob, Mode, Pass, Route, Side, StateError,
-    StatsKey, StatsTable, StreamId,
+    Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, IdentityCodec, Knob, Mode, Pass, Route, Side,
+    StateError, StatsKey, StatsTable, StreamId,
 };
 use comm_hierarchy::{Communicator, PendingAllToAll};
 use graph_partition::book::LocalGraph;
@@ -149,12 +149,37 @@ pub struct ExchangeOptions<'a> {
     pub overlap: bool,
     /// Evaluation passes go through the codecs too (advancing their state) instead of exactly.
     pub lossy_eval: bool,
-    /// Vertex-cut: sum replicas through CDFGNN's adaptive cache of deltas with this relative
-    /// threshold (a mirror sends when its partial moved by more than `eps` times the cached
-    /// one, in the max norm); the codecs encode the deltas. Edge-cut exchanges ignore it.
-    pub replica_cache: Option<Knob<f32>>,
+    /// Vertex-cut: sum replicas through CDFGNN's adaptive cache of deltas; the codecs encode
+    /// the deltas. Edge-cut exchanges ignore it.
+    pub replica_cache: Option<ReplicaCacheOptions>,
     /// Splits a blocking call of exact rows into rounds of bounded messages.
     pub message_cap: Option<MessageCap>,
+}
+
+/// CDFGNN's adaptive replica cache ([`ExchangeOptions::replica_cache`]).
+#[derive(Clone)]
+pub struct ReplicaCacheOptions {
+    /// The relative threshold: a mirror sends when its partial moved by more than `eps` times
+    /// the cached one, in the max norm.
+    pub threshold: Knob<f32>,
+    /// The forward syncs of the layers below this one go around the cache: every replicated
+    /// row every pass, through the codecs, as without the cache. The first layer's partials
+    /// read the input features, which input dropout masks anew every epoch (a mask per source
+    /// row, which does not commute with the sum over sources), so caching them skips nothing
+    /// and only adds error.
+    pub uncached_forward_layers: usize,
+}
+
+impl ReplicaCacheOptions {
+    /// Every sync through the cache, at threshold `threshold`.
+    pub fn every_layer(threshold: Knob<f32>) -> Self {
+        Self { threshold, uncached_forward_layers: 0 }
+    }
+
+    /// Whether the sum of `tag` goes through the cache.
+    pub fn caches(&self, tag: Tag) -> bool {
+        tag.dir != Direction::Forward || tag.layer >= self.uncached_forward_layers
+    }
 }
 
 /// A bound on the messages of a blocking call whose rows travel exactly (the identity codec,

@@ -8,7 +8,7 @@ use graph_partition::partition::{Algorithm, Partition, PartitionConfig, partitio
 use ndarray::Array2;
 
 use super::super::edge_cut::EdgeCutExchange;
-use super::super::replica_router::{ExchangeOptions, testkit};
+use super::super::replica_router::{ExchangeOptions, ReplicaCacheOptions, testkit};
 use super::super::vertex_cut::VertexCutExchange;
 use super::super::{Direction, Footprint, Step};
 use super::*;
@@ -169,7 +169,7 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
             Stack::Stochastic | Stack::ResEc | Stack::ReqEc => &[false],
         };
         for &cached in caches {
-            let replica_cache = cached.then(|| Knob::new(0.05));
+            let replica_cache = cached.then(|| ReplicaCacheOptions::every_layer(Knob::new(0.05)));
             testkit::run(book, |part, comm| {
                 let options = || ExchangeOptions {
                     codecs: codecs(stack),

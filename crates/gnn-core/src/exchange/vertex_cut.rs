@@ -2,7 +2,8 @@
 //! its worker stores; mirrors send their partial rows to the master, which combines them with
 //! its own and scatters the result back, so every replica continues with the full value. With
 //! [`ExchangeOptions::replica_cache`] the sum goes through CDFGNN's adaptive cache (Alg. 2,
-//! `cached_sync`) instead.
+//! `cached_sync`) instead, except the forward syncs it leaves uncached
+//! ([`ReplicaCacheOptions::uncached_forward_layers`]).
 
 use comm_hierarchy::Communicator;
 use graph_partition::book::LocalGraph;
@@ -14,7 +15,7 @@ use cache_quant::state::{put_bytes, put_optional, restore_optional};
 use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTable, Stream};
 
 use super::cached_sync::CachedSync;
-use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
+use super::replica_router::{Apply, ExchangeOptions, ReplicaCacheOptions, ReplicaRouter, SetupError};
 use super::{Call, Exchange, ExchangeError, Footprint, Put, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to
@@ -25,7 +26,8 @@ use super::{Call, Exchange, ExchangeError, Footprint, Put, Tag};
 /// and each replica's gradient share stays where it was produced until the next sync sums it.
 pub struct VertexCutExchange<'a> {
     router: ReplicaRouter<'a>,
-    cache: Option<CachedSync>,
+    /// The cache and which sums go through it.
+    cache: Option<(CachedSync, ReplicaCacheOptions)>,
 }
 
 impl<'a> VertexCutExchange<'a> {
@@ -35,11 +37,11 @@ impl<'a> VertexCutExchange<'a> {
         comm: &'a dyn Communicator,
         options: ExchangeOptions<'a>,
     ) -> Result<Self, SetupError> {
-        let (threshold, codecs) = (options.replica_cache.clone(), options.codecs.clone());
+        let (cache, codecs) = (options.replica_cache.clone(), options.codecs.clone());
         let router = ReplicaRouter::new(part, comm, options)?;
-        let cache = threshold.map(|threshold| {
+        let cache = cache.map(|cache| {
             let codecs = codecs.unwrap_or_else(|| Arc::new(|_: &Stream| Box::new(IdentityCodec)));
-            CachedSync::new(part, &router.rows().send, codecs, threshold)
+            (CachedSync::new(part, &router.rows().send, codecs, cache.threshold.clone()), cache)
         });
         Ok(Self { router, cache })
     }
@@ -63,7 +65,7 @@ impl Exchange for VertexCutExchange<'_> {
         let mut section = Vec::new();
         self.router.save_state(&mut section)?;
         put_bytes(out, &section);
-        put_optional(out, self.cache.as_ref(), |cache, out| cache.save_state(out))?;
+        put_optional(out, self.cache.as_ref(), |(cache, _), out| cache.save_state(out))?;
         Ok(())
     }
 
@@ -73,12 +75,13 @@ impl Exchange for VertexCutExchange<'_> {
         let cache = r.optional("the replica cache")?;
         r.finish()?;
         let part = self.router.part();
-        restore_optional("the replica cache", self.cache.as_mut(), cache, |mine, saved| mine.restore_state(part, saved))
+        let mine = self.cache.as_mut().map(|(mine, _)| mine);
+        restore_optional("the replica cache", mine, cache, |mine, saved| mine.restore_state(part, saved))
     }
 
     fn codec_name(&self) -> String {
         match &self.cache {
-            Some(cache) => cache.codec_name(),
+            Some((cache, _)) => cache.codec_name(),
             None => self.router.codec_name(),
         }
     }
@@ -103,7 +106,9 @@ impl Exchange for VertexCutExchange<'_> {
 
     fn sum_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         match &mut self.cache {
-            Some(cache) if !self.router.exact() => cache.sum(&mut self.router, tag, x),
+            Some((cache, options)) if options.caches(tag) && !self.router.exact() => {
+                cache.sum(&mut self.router, tag, x)
+            }
             _ => self.sync(tag, x, Apply::Add),
         }
     }
@@ -237,8 +242,8 @@ mod cache_tests {
                 0 => Box::new(IdentityCodec),
                 b => Box::new(LinearQuant::new(b).unwrap()),
             });
-            let options =
-                ExchangeOptions { codecs: Some(codecs), replica_cache: Some(Knob::new(eps)), ..Default::default() };
+            let replica_cache = Some(ReplicaCacheOptions::every_layer(Knob::new(eps)));
+            let options = ExchangeOptions { codecs: Some(codecs), replica_cache, ..Default::default() };
             let mut ex = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
             ex.begin(Pass::train(1, 0));
             let tag = Tag::new(0, Direction::Forward, Step::Aggregate);
@@ -302,6 +307,55 @@ mod cache_tests {
         assert_eq!(s2.rows_skipped, s2.rows, "nothing moved, so nothing is sent");
         // Only the row masks travel: one bit per row.
         assert!(s2.bytes < s1.bytes / 20, "{} vs {}", s2.bytes, s1.bytes);
+    }
+
+    /// With the first layer's forward sync left uncached, that sync is the exact one (the same
+    /// bits, every row every call, the same bytes: no row masks), while deeper layers and the
+    /// first layer's backward sync still skip the rows that did not move.
+    #[test]
+    fn an_uncached_first_layer_syncs_exactly_while_the_rest_is_cached() {
+        let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
+        let counts = testkit::run(&book, |part, comm| {
+            let cache = ReplicaCacheOptions { threshold: Knob::new(0.5), uncached_forward_layers: 1 };
+            let options = ExchangeOptions { replica_cache: Some(cache), ..Default::default() };
+            let mut cached = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+            let mut exact =
+                VertexCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+            cached.begin(Pass::train(1, 0));
+            exact.begin(Pass::train(1, 0));
+            let first = Tag::new(0, Direction::Forward, Step::Aggregate);
+            // A 10% move is under the 0.5 threshold: a cached sync would send nothing the second time.
+            for scale in [1.0, 1.1] {
+                let (mut a, mut b) = (shares(part, scale), shares(part, scale));
+                cached.sum_replicas(first, &mut a).map_err(|e| e.to_string())?;
+                exact.sum_replicas(first, &mut b).map_err(|e| e.to_string())?;
+                let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b), "part {} scale {scale}", part.part());
+            }
+            let (mine, vanilla) = (cached.take_stats().total(), exact.take_stats().total());
+            assert_eq!(mine, vanilla, "the uncached sync sends what the exact one sends");
+            assert_eq!(mine.rows_skipped, 0);
+            let mut skipped = Vec::new();
+            for tag in
+                [Tag::new(1, Direction::Forward, Step::Aggregate), Tag::new(0, Direction::Backward, Step::Aggregate)]
+            {
+                for scale in [1.0, 1.1] {
+                    cached.sum_replicas(tag, &mut shares(part, scale)).map_err(|e| e.to_string())?;
+                }
+                let stats = cached.take_stats().total();
+                skipped.push((stats.rows, stats.rows_skipped));
+            }
+            Ok(skipped)
+        });
+        let (mut rows, mut skipped) = (0, 0);
+        for (r, s) in counts.into_iter().flatten() {
+            rows += r;
+            skipped += s;
+        }
+        // Each cached sync point sends every row once (the cache starts empty), then none.
+        assert!(rows > 0);
+        assert_eq!(2 * skipped, rows, "{skipped} of {rows}");
     }
 
     #[test]

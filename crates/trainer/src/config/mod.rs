@@ -117,9 +117,9 @@ pub struct TrainConfig {
     /// Dropout probability on the hidden layers' outputs (and GAT's attention coefficients).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "F"))]
     pub dropout: f32,
-    /// Dropout probability on the input features [default: --dropout; 0 under cdfgnn, where
-    /// input dropout would change every first-layer partial every epoch and the cache would skip
-    /// nothing].
+    /// Dropout probability on the input features [default: --dropout; 0 under cdfgnn with
+    /// --cache-first-layer on, where input dropout would change every first-layer partial every
+    /// epoch and the cache would skip nothing].
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::MODEL, value_name = "F"))]
     pub input_dropout: Option<f32>,
     /// LayerNorm after every hidden conv, before its activation.
@@ -355,6 +355,12 @@ impl TrainConfig {
 }
 
 impl TrainConfig {
+    /// The input-feature dropout rate: `input-dropout`, else the method's default for
+    /// `dropout` ([`MethodConfig::input_dropout`]).
+    pub fn input_dropout_rate(&self) -> f32 {
+        self.input_dropout.unwrap_or_else(|| self.method.input_dropout(self.dropout))
+    }
+
     /// The model this configuration describes, for `in_dim` input features and `out_dim` outputs.
     ///
     /// Dropout applies to the input features (at `input-dropout`) and to every hidden layer's
@@ -374,7 +380,7 @@ impl TrainConfig {
             heads: self.heads,
             out_heads: 1,
             dropout: self.dropout,
-            input_dropout: self.input_dropout.unwrap_or_else(|| self.method.input_dropout(self.dropout)),
+            input_dropout: self.input_dropout_rate(),
             attn_dropout,
             layer_norm: self.layer_norm,
             activation,

@@ -34,9 +34,9 @@ mod vanilla;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use cache_quant::{CodecFactory, Knob, StateError, StatsTable};
+use cache_quant::{CodecFactory, StateError, StatsTable};
 use comm_hierarchy::Communicator;
-use gnn_core::exchange::{CallKind, CommWatch};
+use gnn_core::exchange::{CallKind, CommWatch, ReplicaCacheOptions};
 use gnn_core::{AggGraph, GcnNorm, ModelError};
 use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
@@ -206,9 +206,9 @@ pub enum GradSync {
 pub struct ExchangeStack {
     pub codecs: CodecFactory,
     pub controller: Option<Box<dyn Controller>>,
-    /// Vertex-cut: sum replicas through the adaptive cache of deltas with this threshold
+    /// Vertex-cut: sum replicas through the adaptive cache of deltas
     /// ([`gnn_core::exchange::ExchangeOptions::replica_cache`]); `None`: the exact sync.
-    pub replica_cache: Option<Knob<f32>>,
+    pub replica_cache: Option<ReplicaCacheOptions>,
 }
 
 /// Makes one [`ExchangeStack`] per worker.

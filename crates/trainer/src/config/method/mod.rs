@@ -34,7 +34,7 @@ mod featpart;
 
 pub use adaqp::{AdaqpSettings, Beta, Bits};
 pub use adgraph::AdgraphSettings;
-pub use cdfgnn::{CdfgnnSettings, EpsRule, QUANT_BITS};
+pub use cdfgnn::{CdfgnnSettings, EpsRule, FirstLayerCache, QUANT_BITS};
 pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
 pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 
@@ -327,11 +327,11 @@ impl MethodConfig {
     }
 
     /// The input-feature dropout rate of a model with hidden dropout `dropout` when the
-    /// configuration names none (`input-dropout`): the same, except under `cdfgnn` (it would
-    /// defeat the cache).
+    /// configuration names none (`input-dropout`): the same, except under `cdfgnn` with
+    /// `cache-first-layer = "on"` (a new mask every epoch would defeat the first layer's cache).
     pub fn input_dropout(&self, dropout: f32) -> f32 {
-        match self.name {
-            Method::Cdfgnn => 0.0,
+        match (self.name, self.cdfgnn.cache_first_layer) {
+            (Method::Cdfgnn, FirstLayerCache::On) => 0.0,
             _ => dropout,
         }
     }

@@ -3,6 +3,10 @@
 //! cache (Alg. 2) on the forward partial sums and backward gradients, with linear quantization
 //! of the deltas (eq. 22-23), and eps following one of four controllers ([`controller`]).
 //!
+//! The first layer's forward sync skips the cache when the model has input dropout
+//! (`cache-first-layer`, [`uncached_forward_layers`]): the keyed mask moves every first-layer
+//! partial every epoch.
+//!
 //! `[method.cdfgnn] replica-cache = false` with `quant-bits` > 0 quantizes the rows themselves on
 //! the exact sync (the paper's "quantization only" ablation; there a master keeps its exact sum
 //! while its mirrors hold the decoded one); with neither, the method is vanilla vertex-cut
@@ -13,10 +17,11 @@ mod controller;
 use std::sync::Arc;
 
 use cache_quant::{CodecFactory, IdentityCodec, Knob, LinearQuant, Stream};
+use gnn_core::exchange::ReplicaCacheOptions;
 use graph_partition::book::CutKind;
 
 use super::{DataPlan, ExchangeStack, MethodDef, Parts};
-use crate::config::TrainConfig;
+use crate::config::{FirstLayerCache, TrainConfig};
 use controller::EpsController;
 
 pub(super) struct Cdfgnn;
@@ -28,6 +33,7 @@ impl MethodDef for Cdfgnn {
 
     fn parts(&self, config: &TrainConfig) -> Parts {
         let settings = config.method.cdfgnn.clone();
+        let uncached_forward_layers = uncached_forward_layers(config);
         let mut parts = Parts::exact(DataPlan::Cut(CutKind::VertexCut));
         if !settings.replica_cache && settings.quant_bits == 0 {
             return parts;
@@ -43,10 +49,23 @@ impl MethodDef for Cdfgnn {
             }
             let threshold = Knob::new(settings.eps as f32);
             let controller = EpsController::new(&settings, threshold.clone());
-            ExchangeStack { codecs, controller: Some(Box::new(controller)), replica_cache: Some(threshold) }
+            let cache = ReplicaCacheOptions { threshold, uncached_forward_layers };
+            ExchangeStack { codecs, controller: Some(Box::new(controller)), replica_cache: Some(cache) }
         }));
         parts
     }
+}
+
+/// The forward syncs that skip the cache: the first layer's unless it is cached
+/// (`cache-first-layer`; `auto`: when the model has no input dropout, whose mask moves every
+/// first-layer partial every epoch).
+fn uncached_forward_layers(config: &TrainConfig) -> usize {
+    let cached = match config.method.cdfgnn.cache_first_layer {
+        FirstLayerCache::On => true,
+        FirstLayerCache::Off => false,
+        FirstLayerCache::Auto => config.input_dropout_rate() == 0.0,
+    };
+    usize::from(!cached)
 }
 
 #[cfg(test)]

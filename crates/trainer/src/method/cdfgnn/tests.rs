@@ -1,7 +1,7 @@
 use graph_partition::book::CutKind;
 
 use super::*;
-use crate::config::{Method, MethodConfig};
+use crate::config::{FirstLayerCache, Method, MethodConfig};
 
 fn parts_of(cache: bool, quant_bits: u8) -> Parts {
     let mut config = TrainConfig { method: MethodConfig::named(Method::Cdfgnn), ..TrainConfig::default() };
@@ -36,15 +36,43 @@ fn the_stack_follows_cache_and_quant_bits() {
 }
 
 #[test]
-fn input_dropout_is_off_unless_asked() {
+fn input_dropout_is_the_models_unless_the_first_layer_is_cached() {
     let mut config =
         TrainConfig { method: MethodConfig::named(Method::Cdfgnn), dropout: 0.5, ..TrainConfig::default() };
-    assert_eq!(config.model_config(8, 2).input_dropout, 0.0);
+    assert_eq!(config.method.cdfgnn.cache_first_layer, FirstLayerCache::Auto);
+    assert_eq!(config.model_config(8, 2).input_dropout, 0.5, "auto keeps vanilla's model");
     assert_eq!(config.model_config(8, 2).dropout, 0.5);
+    config.method.cdfgnn.cache_first_layer = FirstLayerCache::On;
+    assert_eq!(config.model_config(8, 2).input_dropout, 0.0, "a cached first layer turns it off");
     config.input_dropout = Some(0.25);
-    assert_eq!(config.model_config(8, 2).input_dropout, 0.25);
+    assert_eq!(config.model_config(8, 2).input_dropout, 0.25, "unless asked");
     config.method = MethodConfig::named(Method::Vanilla);
     assert_eq!(config.model_config(8, 2).input_dropout, 0.25);
     config.input_dropout = None;
     assert_eq!(config.model_config(8, 2).input_dropout, 0.5);
+}
+
+/// The first layer's forward sync skips the cache exactly when the first layer is not cached:
+/// `auto` caches it when the model has no input dropout.
+#[test]
+fn the_first_layer_skips_the_cache_when_input_dropout_masks_it() {
+    let uncached = |first: FirstLayerCache, dropout: f32, input_dropout: Option<f32>| {
+        let mut config = TrainConfig {
+            method: MethodConfig::named(Method::Cdfgnn),
+            dropout,
+            input_dropout,
+            ..TrainConfig::default()
+        };
+        config.method.cdfgnn.cache_first_layer = first;
+        config.validate().unwrap();
+        let stack = (crate::method::lookup(Method::Cdfgnn).parts(&config).exchange.expect("a cached stack"))();
+        stack.replica_cache.expect("the cache").uncached_forward_layers
+    };
+    assert_eq!(uncached(FirstLayerCache::Auto, 0.5, None), 1);
+    assert_eq!(uncached(FirstLayerCache::Auto, 0.0, None), 0);
+    assert_eq!(uncached(FirstLayerCache::Auto, 0.5, Some(0.0)), 0);
+    assert_eq!(uncached(FirstLayerCache::Auto, 0.0, Some(0.2)), 1);
+    assert_eq!(uncached(FirstLayerCache::On, 0.5, None), 0);
+    assert_eq!(uncached(FirstLayerCache::On, 0.5, Some(0.5)), 0, "on caches it even under input dropout");
+    assert_eq!(uncached(FirstLayerCache::Off, 0.0, None), 1);
 }
