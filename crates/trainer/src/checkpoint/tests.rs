@@ -173,7 +173,7 @@ fn featpart_resumes_exactly_inside_a_tau_cycle() {
 
 #[test]
 fn featpart_auto_resumes_with_the_trials_estimates_and_tau_decisions_of_its_first_part() {
-    assert_featpart_auto_resumes(|_| {});
+    assert_featpart_auto_resumes(|s| s.bias_estimate = crate::config::BiasEstimate::Trials);
 }
 
 #[test]

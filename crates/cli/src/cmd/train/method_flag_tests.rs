@@ -67,6 +67,19 @@ fn featpart_flags_set_the_method_table() {
 }
 
 #[test]
+fn featpart_defaults_to_the_running_max_and_names_eq20_as_printed() {
+    let base = ["--method", "featpart", "--batch-size", "8"];
+    let reading = |c: &TrainConfig| {
+        let s = &c.method.featpart;
+        (s.tau, s.tau_rule, s.bias_estimate, s.eq20_step)
+    };
+    let c = flags(&base).unwrap();
+    assert_eq!(reading(&c), (Tau::Auto, TauRule::Eq20, BiasEstimate::RunningMax, Eq20Step::Lr));
+    let c = flags(&[&base[..], &["--tau-rule", "eq20", "--bias-estimate", "trials"]].concat()).unwrap();
+    assert_eq!(reading(&c), (Tau::Auto, TauRule::Eq20, BiasEstimate::Trials, Eq20Step::Lr));
+}
+
+#[test]
 fn ecgraph_flags_set_the_method_table() {
     let argv = ["--method", "ecgraph", "--fp-bits", "4", "--bp-bits", "8", "--trend", "5", "--send-change-rate"];
     let c = flags(&[&argv[..], &["--resec", "off", "--tuner-up", "0.7"]].concat()).unwrap();

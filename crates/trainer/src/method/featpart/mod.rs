@@ -8,9 +8,10 @@
 //! all-reduced every iteration. The [`plan`] fetches once, then runs tau local iterations,
 //! then fetches again (Alg. 1): tau fixed, infinite, or `auto`, tau* of eq. 20 recomputed at
 //! every fetch from the loss and all-reduced gradient there and Remark 1's estimates from
-//! trial iterations before training (the runner's trials), or, as options, sigma_bias tracked as a
-//! running maximum over the fetches and the optimizer's effective step in place of the
-//! learning rate ([`readings`]). The report gives the tau schedule, fetch
+//! trial iterations before training (the runner's trials). By default sigma_bias is tracked as
+//! a running maximum over the fetches (eq. 20 as printed, with the trials' sigma_bias, is
+//! `--bias-estimate trials`); the optimizer's effective step in place of the learning rate is
+//! an option ([`readings`]). The report gives the tau schedule, fetch
 //! and local iteration counts, bytes per iteration and the modeled time to a target accuracy
 //! ([`target`]).
 

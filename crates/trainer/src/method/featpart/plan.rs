@@ -274,7 +274,7 @@ mod tests {
         }
     }
 
-    /// Eq. 20's inputs as the defaults read them: step `eta`, the trials' sigma_bias.
+    /// Eq. 20's inputs as printed: step `eta`, the trials' sigma_bias.
     fn lr(eta: f64) -> Eq20Inputs {
         Eq20Inputs { eta, sigma_bias: estimates().sigma_bias }
     }

@@ -105,7 +105,7 @@ fn tau_auto_estimates_remark_1_terms_and_follows_eq_20() {
     for (rank, w) in workers.iter().enumerate() {
         assert_eq!(w.1["tau_schedule"], fields["tau_schedule"], "rank {rank} decides the same taus");
     }
-    // The defaults read the learning rate and the trials' sigma_bias at every fetch.
+    // Eq. 20 as printed reads the learning rate and the trials' sigma_bias at every fetch.
     let lr = f64::from(config.lr);
     for d in schedule {
         assert_eq!((d["eta"].as_f64(), d["sigma_bias"].as_f64()), (Some(lr), est["sigma_bias"].as_f64()), "{d}");

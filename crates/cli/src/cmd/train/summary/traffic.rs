@@ -82,11 +82,18 @@ fn mean_bits(histogram: &Value) -> Option<f64> {
     (rows > 0.0).then(|| weighted / rows)
 }
 
-/// Featpart's tau, its medians over the first and last tenth of the iterations, and how many
-/// iterations fetched (`None` for the other methods).
+/// Featpart's tau (with the reading of eq. 20 under `auto`), its medians over the first and
+/// last tenth of the iterations, and how many iterations fetched (`None` for the other methods).
 fn tau(method: &Value) -> Option<String> {
     let tau = method["tau"].as_str()?;
     let mut line = format!("tau {tau}");
+    let reading: Vec<String> = ["tau_rule", "bias_estimate", "eq20_step"]
+        .iter()
+        .filter_map(|key| Some(format!("--{} {}", key.replace('_', "-"), method[*key].as_str()?)))
+        .collect();
+    if tau == "auto" && !reading.is_empty() {
+        line += &format!(" [{}]", reading.join(" "));
+    }
     if let (Some(first), Some(last)) =
         (method["tau_median_first_10pct"].as_f64(), method["tau_median_last_10pct"].as_f64())
     {
@@ -121,6 +128,11 @@ mod tests {
         let method = json!({"tau": "auto", "tau_median_first_10pct": 2.0, "tau_median_last_10pct": 5.0,
                             "fetch_iterations": 3, "local_iterations": 9});
         assert_eq!(tau(&method).unwrap(), "tau auto (median 2 first, 5 last), fetched at 3 of 12 iterations");
+        // Under auto the line names the reading of eq. 20 that ran, as flags.
+        let read = json!({"tau": "auto", "tau_rule": "eq20", "bias_estimate": "running-max", "eq20_step": "lr"});
+        assert_eq!(tau(&read).unwrap(), "tau auto [--tau-rule eq20 --bias-estimate running-max --eq20-step lr]");
+        let fixed = json!({"tau": "4", "tau_rule": "eq20", "bias_estimate": "running-max", "eq20_step": "lr"});
+        assert_eq!(tau(&fixed).unwrap(), "tau 4", "a fixed tau reads no eq. 20");
         assert_eq!(tau(&json!({})), None);
         assert_eq!(mean_bits(&json!({})), None);
     }
