@@ -340,8 +340,12 @@ mod tests {
         let err = device::check_build(&c, false).unwrap_err().to_string();
         assert!(err.contains("--device cuda:1") && err.contains(device::CUDA_BUILD), "{err}");
         device::check_build(&c, true).unwrap();
-        let err = parse(&["--device", "cuda", "--method", "adaqp"]).resolve().unwrap_err();
-        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("adaqp"), "{err:#}");
+        let err = parse(&["--device", "cuda", "--method", "featpart", "--batch-size", "16"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`device`") && format!("{err:#}").contains("featpart"), "{err:#}");
+        parse(&["--device", "cuda", "--method", "adaqp"]).resolve().unwrap();
+        let err = parse(&["--device", "cuda", "--method", "ecgraph"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("`halo-cache`"), "{err:#}");
+        parse(&["--device", "cuda", "--method", "ecgraph", "--halo-cache", "off"]).resolve().unwrap();
         let err = parse(&["--device", "cuda", "--method", "vanilla", "--workers", "2", "--overlap"]).resolve();
         assert!(format!("{:#}", err.unwrap_err()).contains("`overlap`"));
         parse(&["--device", "cuda", "--method", "vanilla", "--workers", "4"]).resolve().unwrap();
