@@ -98,7 +98,7 @@ impl Device {
                 "param-sync",
                 format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
             ),
-            Device::Cuda(_) if method == Method::Ecgraph && config.method.ecgraph.halo_cache => invalid(
+            Device::Cuda(_) if config.method.holds_halo_features() => invalid(
                 "halo-cache",
                 format!(
                     "{self} workers pull layer 0's halo rows like every later layer's; ecgraph's halo feature cache \
