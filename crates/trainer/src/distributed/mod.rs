@@ -27,7 +27,7 @@
 //!
 //! The workers run on the cluster harness (`crate::harness`): in-process threads (the
 //! default) or MPI processes (feature `mpi`; `mpirun -np P halo train ... --backend mpi`).
-//! Each computes with a [`compute::PartModel`]: the CPU model, or under `device = "cuda"` a
+//! Each computes with a `compute::PartModel`: the CPU model, or under `device = "cuda"` a
 //! model on its GPU (`on_device`; worker `i` on GPU `i mod G`, `harness::placement`), with the
 //! same exchange and collectives, so the network ledger is the CPU run's.
 //!
