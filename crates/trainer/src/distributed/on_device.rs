@@ -56,7 +56,7 @@ pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare) -> Result<Gpu, TrainErr
     // Read before this worker uploads, and (the all-reduce below is a barrier) before any does.
     let memory = dev.memory()?;
     dev.reset_peak()?;
-    let s = &share;
+    let s = share;
     let split_rows = [s.train.len(), s.valid.len(), s.test.len()];
     let targets = Objective::new(&s.labels).terms_per_row();
     let footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
