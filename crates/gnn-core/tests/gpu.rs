@@ -708,3 +708,85 @@ fn a_gat_vertex_cut_part_is_refused() {
     let err = device.upload_part_graph(&graph).err().expect("GAT on a part is refused");
     assert!(err.to_string().contains("GAT"), "{err}");
 }
+
+/// A sampled batch's device passes equal the CPU model's over the same blocks, for GCN under
+/// both normalisations and GraphSAGE, each aggregating before and after its weight, with input
+/// and hidden dropout and LayerNorm in both layer orders: the blocks and input indices go up
+/// on a copy stream's device (page-locked), the passes run on the compute stream. The logits'
+/// seed rows, the loss sum and every gradient agree; GAT on blocks is refused.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn block_passes_equal_the_cpu_model() {
+    use gnn_core::gpu::{DeviceBlocks, DeviceIndex};
+    use gnn_core::{BlockGraphs, GcnNorm, GraphDegrees, LayerOrder, NoExchange};
+    use graph_partition::sample::{NeighborSampler, StepKey};
+
+    let csr = part_graph();
+    let degrees = GraphDegrees::of(&csr);
+    let features: Vec<f32> = values(PART_NODES * PART_IN, 41);
+    let all = array(PART_NODES, PART_IN, &features);
+    let seeds: Vec<u32> = (0..PART_NODES as u32).filter(|&g| g % 7 == 2).collect();
+    let sampler = NeighborSampler::new(&csr, "6,4,3".parse().unwrap(), 13).unwrap();
+    let batch = sampler.sample(StepKey { epoch: 2, step: 5 }, &seeds).unwrap();
+    let dev = device();
+    let copy = dev.copy_device().unwrap();
+    let cases =
+        [(ConvKind::Gcn, GcnNorm::Global), (ConvKind::Gcn, GcnNorm::Sampled), (ConvKind::Sage, GcnNorm::Global)];
+    for (kind, norm) in cases {
+        for (hidden, layer_norm, order) in [(4, false, LayerOrder::DropoutLast), (8, true, LayerOrder::DropoutFirst)] {
+            let name = format!("{kind:?} {norm:?} hidden {hidden} layer norm {layer_norm}");
+            let config = ModelConfig {
+                kind,
+                layers: 3,
+                dropout: 0.3,
+                input_dropout: 0.2,
+                layer_norm,
+                layer_order: order,
+                ..ModelConfig::gcn(PART_IN, hidden, PART_CLASSES)
+            };
+            let blocks = BlockGraphs::from_batch(&batch, &degrees, norm).unwrap();
+            let out = blocks.layers().last().unwrap().num_local();
+            let classes: Vec<u32> = blocks.layers().last().unwrap().global_ids().iter().map(|&g| class_of(g)).collect();
+            let rows: Vec<u32> = (0..seeds.len() as u32).collect();
+            let ctx = ForwardCtx::train_step(5, 2, 5);
+            let terms = 3 * seeds.len();
+
+            let mut cpu = Model::new(config.clone()).unwrap();
+            let start = Model::new(config.clone()).unwrap();
+            cpu.zero_grad();
+            cpu.forward_blocks(&blocks, &all, &mut NoExchange, ctx).unwrap();
+            let mut dlogits = cpu.take_logits();
+            let cpu_logits: Vec<f32> = dlogits.rows().into_iter().take(seeds.len()).flatten().copied().collect();
+            let cpu_loss = loss::softmax_cross_entropy_in_place(&mut dlogits, &classes, &rows).unwrap();
+            dlogits /= terms as f32;
+            cpu.backward_blocks(&blocks, dlogits, &mut NoExchange).unwrap();
+
+            let mut model = DeviceModel::from_model(&dev, &start).unwrap();
+            let on_device = DeviceBlocks::upload(&copy, &blocks, kind).unwrap();
+            assert_eq!((on_device.input_rows(), on_device.output_rows()), (blocks.input_ids().len(), out), "{name}");
+            let resident = dev.upload(&features).unwrap();
+            let index = DeviceIndex::upload(&copy, blocks.input_ids(), PART_NODES).unwrap();
+            let x = dev.gather_rows_at(PART_IN, &index, &resident, PART_NODES).unwrap();
+            let labels = Labels::Classes(classes.clone());
+            let mut split = DeviceLabels::upload(&copy, &labels, &rows, out, PART_CLASSES).unwrap();
+            model.zero_grad().unwrap();
+            model.forward_blocks(&on_device, &x, ctx).unwrap();
+            let logits = model.logits().unwrap()[..seeds.len() * PART_CLASSES].to_vec();
+            let dev_loss = model.loss(&mut split, terms).unwrap().loss_sum;
+            model.backward_blocks(&on_device).unwrap();
+            assert_close(&logits, &cpu_logits, REDUCTION);
+            assert!(
+                (cpu_loss - dev_loss).abs() <= 1e-4 * cpu_loss.abs().max(1.0),
+                "{name}: loss {cpu_loss} vs {dev_loss}"
+            );
+            assert_close(&model.grads().unwrap(), cpu.grads(), REDUCTION);
+            // The whole-graph calls refuse nothing here, but blocks of another depth are refused.
+            let two = BlockGraphs::new(blocks.layers()[1..].to_vec()).unwrap();
+            let short = DeviceBlocks::upload(&copy, &two, kind).unwrap();
+            assert!(model.forward_blocks(&short, &x, ctx).is_err(), "{name}");
+        }
+    }
+    let blocks = BlockGraphs::from_batch(&batch, &degrees, GcnNorm::Global).unwrap();
+    let err = DeviceBlocks::upload(&copy, &blocks, ConvKind::Gat).err().expect("GAT on blocks is refused");
+    assert!(err.to_string().contains("--device cpu"), "{err}");
+}

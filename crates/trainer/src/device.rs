@@ -21,7 +21,7 @@ use crate::report::Report;
 use crate::train_loop::EpochObserver;
 
 #[cfg(feature = "cuda")]
-pub(crate) use cuda::train;
+pub(crate) use cuda::{accuracies, train, upload_splits};
 
 /// Without the `cuda` feature: the device path is not in this build.
 #[cfg(not(feature = "cuda"))]
@@ -74,9 +74,6 @@ mod cuda {
             let classes = dataset.num_classes;
             let cpu = Model::new(config.model_config(dataset.num_features(), classes))?;
             let graph = gnn_core::AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
-            let n = graph.num_local();
-            let Splits { train, valid, test, .. } = &dataset.splits;
-            let upload = |rows: &[u32]| DeviceLabels::upload(dev, &dataset.labels, rows, n, classes);
             let model = DeviceModel::from_model(dev, &cpu)?;
             Ok(Self {
                 dev,
@@ -84,7 +81,7 @@ mod cuda {
                 model,
                 config: cpu.config().clone(),
                 features: dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default())?,
-                splits: [upload(train)?, upload(valid)?, upload(test)?],
+                splits: upload_splits(dev, dataset)?,
                 optimizer: config.optimizer(),
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
@@ -124,15 +121,10 @@ mod cuda {
         fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
             let mut clock = self.dev.clock()?;
             self.model.forward(&self.graph, &self.features, ForwardCtx::eval())?;
-            let totals = self.model.evaluate(&mut self.splits)?;
+            let eval = accuracies(&self.model, &mut self.splits)?;
             clock.mark("eval")?;
             self.epoch.eval_s = phase(&clock.read()?, "eval");
-            let mut acc = [0.0; 3];
-            for ((a, split), out) in acc.iter_mut().zip(&self.splits).zip(totals) {
-                let total = split.len() * split.terms_per_row();
-                *a = Hits { correct: out.correct as u64, total: total as u64 }.fraction();
-            }
-            Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
+            Ok(eval)
         }
 
         fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
@@ -156,6 +148,26 @@ mod cuda {
         fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
             state.restore_device(&mut self.model).map(drop)
         }
+    }
+
+    /// `dataset`'s train, validation and test rows with their labels, for logits of a row per
+    /// vertex.
+    pub(crate) fn upload_splits(dev: &Device, dataset: &Dataset) -> Result<[DeviceLabels; 3], TrainError> {
+        let (n, classes) = (dataset.graph.num_rows(), dataset.num_classes);
+        let Splits { train, valid, test, .. } = &dataset.splits;
+        let upload = |rows: &[u32]| DeviceLabels::upload(dev, &dataset.labels, rows, n, classes);
+        Ok([upload(train)?, upload(valid)?, upload(test)?])
+    }
+
+    /// The accuracies of `model`'s last forward pass (in evaluation) over `splits`.
+    pub(crate) fn accuracies(model: &DeviceModel<'_>, splits: &mut [DeviceLabels; 3]) -> Result<EvalStats, TrainError> {
+        let totals = model.evaluate(splits)?;
+        let mut acc = [0.0; 3];
+        for ((a, split), out) in acc.iter_mut().zip(splits.iter()).zip(totals) {
+            let total = split.len() * split.terms_per_row();
+            *a = Hits { correct: out.correct as u64, total: total as u64 }.fraction();
+        }
+        Ok(EvalStats { train_acc: acc[0], val_acc: acc[1], test_acc: acc[2] })
     }
 
     /// Trains the run `alone` of `config` on `dataset` on GPU `ordinal`.

@@ -36,7 +36,13 @@ pub(crate) fn check_loss_and_grads(
 
 /// Checks the model's (summed) gradients before the update.
 pub(crate) fn check_grads(epoch: usize, model: &Model, lr: f32) -> Result<(), TrainError> {
-    match first_nonfinite(model, model.grads()) {
+    check_grad_values(epoch, model, model.grads(), lr)
+}
+
+/// Checks gradients laid out like `model`'s parameters, held elsewhere (a device model's,
+/// brought down), naming the parameter at fault from `model`'s layout.
+pub(crate) fn check_grad_values(epoch: usize, model: &Model, grads: &[f32], lr: f32) -> Result<(), TrainError> {
+    match first_nonfinite(model, grads) {
         Some(param) => Err(non_finite(epoch, Site::Gradient { param }, lr)),
         None => Ok(()),
     }

@@ -157,18 +157,23 @@ fn parts_that_do_not_go_together_are_an_error() {
     assert!(err.to_string().starts_with("method `sampled-cut`: mini-batches over a partitioned graph"), "{err}");
 }
 
-/// A method whose parts need the data-parallel runner, with batches of its own (the
-/// configuration sets none, so a device passes validation).
-struct ReplicatedOnly;
+/// A method with featpart's parts (feature columns, batches of their own), under another name:
+/// the configuration sets no batch size and names a method that trains on a device, so a device
+/// passes validation.
+struct ColumnsOnly;
 
-impl MethodDef for ReplicatedOnly {
+impl MethodDef for ColumnsOnly {
     fn name(&self) -> &str {
-        "replicated-only"
+        "columns-only"
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let batched = TrainConfig { minibatch: minibatch(16, None), ..config.clone() };
-        Parts { batches: BatchSource::from_config(&batched), ..Parts::exact(DataPlan::Replicated) }
+        let featpart = TrainConfig {
+            method: MethodConfig::named(Method::Featpart),
+            minibatch: minibatch(16, None),
+            ..config.clone()
+        };
+        trainer::method::lookup(Method::Featpart).parts(&featpart)
     }
 }
 
@@ -177,9 +182,9 @@ fn a_runner_without_a_worker_on_the_device_is_refused_naming_both() {
     let method = MethodConfig { name: Method::Single, ..MethodConfig::default() };
     let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
     let err =
-        run_method(&ReplicatedOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
+        run_method(&ColumnsOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
     assert!(matches!(err, TrainError::NoDeviceWorker { .. }), "{err}");
-    assert!(err.to_string().contains("the data-parallel mini-batch runner has no worker on cuda:0"), "{err}");
+    assert!(err.to_string().contains("the feature-column runner has no worker on cuda:0"), "{err}");
 }
 
 /// Without the `cuda` feature a cut graph's device workers stop before any work, naming the
@@ -191,4 +196,19 @@ fn cut_graph_device_workers_need_the_cuda_feature() {
     let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
     let err = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
     assert!(err.contains("without CUDA support") && err.contains("--features cuda"), "{err}");
+}
+
+/// Without the `cuda` feature the mini-batch runners' device workers stop before any work,
+/// naming the build.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn mini_batch_device_workers_need_the_cuda_feature() {
+    for (name, workers) in [(Method::Single, 1), (Method::DataParallel, 2), (Method::Adgraph, 2)] {
+        let mut config =
+            TrainConfig { device: Device::Cuda(0), minibatch: minibatch(8, Some("3,3")), ..base(ConvKind::Sage) };
+        config.method = MethodConfig { name, ..MethodConfig::default() };
+        config.distributed.workers = workers;
+        let err = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
+        assert!(err.contains("without CUDA support") && err.contains("--features cuda"), "{name:?}: {err}");
+    }
 }

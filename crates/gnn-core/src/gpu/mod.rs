@@ -3,6 +3,7 @@
 //! embedded PTX lazily per device and launches the kernels and cuBLAS; without it a stand-in
 //! [`Device`] keeps the API compiling and refuses to start, so the CPU path never changes.
 
+pub mod arena;
 pub mod footprint;
 pub mod plan;
 pub mod reference;

@@ -18,7 +18,9 @@ use crate::layers::ExchangePoint;
 use crate::model::{ConvKind, Model};
 use crate::params::ParamSlot;
 
+mod batch;
 mod part;
+pub use batch::block_aggregations;
 pub use part::{PartAggregation, part_aggregation};
 
 /// Why a model or graph cannot go to the device.
@@ -34,6 +36,8 @@ pub enum PlanError {
         "GAT runs on the device on a whole graph or an edge-cut part only: on a vertex-cut its softmax needs replica syncs of blocks the device does not keep"
     )]
     PartGat,
+    #[error("GAT on sampled blocks runs on the CPU only for now (--device cpu); GCN and GraphSAGE train on the device")]
+    BlockGat,
     #[error("labelled row {row} is out of range: {rows} rows have labels")]
     LabelledRow { row: u32, rows: usize },
     #[error("row {row} has label {label}, but the model predicts {classes} classes")]
@@ -272,6 +276,26 @@ fn edge_csr(graph: &AggGraph, kind: ConvKind, self_loops: bool) -> WeightedCsr {
         out.indptr.push(out.indices.len() as u64);
     }
     out
+}
+
+/// A one-layer model of `width` columns in and out whose weight is the identity and whose
+/// other parameters are zero: its logits are its aggregation (GraphSAGE's root term vanishes).
+#[cfg(test)]
+pub(crate) fn identity_model(kind: ConvKind, width: usize) -> Model {
+    let cfg = crate::model::ModelConfig {
+        kind,
+        layers: 1,
+        dropout: 0.0,
+        input_dropout: 0.0,
+        ..crate::model::ModelConfig::gcn(width, width, width)
+    };
+    let mut model = Model::new(cfg).unwrap();
+    let plan = DevicePlan::of(&model).unwrap();
+    let slot = plan.tensors[plan.layers[0].weight].1;
+    let mut params = vec![0.0; model.num_params()];
+    (0..width).for_each(|i| params[slot.offset + i * width + i] = 1.0);
+    model.set_params(&params).unwrap();
+    model
 }
 
 #[cfg(test)]

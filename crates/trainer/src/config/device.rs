@@ -1,10 +1,11 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
 //!
-//! A GPU needs a method whose `Rules` allow CUDA (today `single`, and the full-batch methods on
-//! the cut-graph runner's workers), full batches and every edge (no `fanouts`); on a cut
-//! graph also blocking exchanges (no `overlap`), the gradient all-reduce (no parameter
-//! servers), layer 0's halo rows pulled (no ecgraph halo feature cache), and GAT on an edge-cut
-//! only.
+//! A GPU needs a method whose `Rules` allow CUDA (`single`, the full-batch methods on the
+//! cut-graph runner's workers, and the mini-batch methods but featpart), and full batches on
+//! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
+//! size); on a cut graph also blocking exchanges (no `overlap`), the gradient all-reduce (no
+//! parameter servers), layer 0's halo rows pulled (no ecgraph halo feature cache), and GAT on
+//! an edge-cut only.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -65,10 +66,8 @@ impl<'de> Deserialize<'de> for Device {
 }
 
 impl Device {
-    /// A GPU trains the methods whose `Rules` allow CUDA (the whole graph in one process, or a
-    /// cut graph's workers with the method's exchange on the host), full-batch on every edge; on a
-    /// cut graph without `overlap` or parameter servers, and GAT on an edge-cut only. The error
-    /// names the key at fault.
+    /// A GPU trains the methods whose `Rules` allow CUDA (see the module docs). The error names
+    /// the key at fault.
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
         let (method, minibatch, dist) = (config.method.name, &config.minibatch, &config.distributed);
@@ -82,13 +81,16 @@ impl Device {
                     method.as_str()
                 ),
             ),
-            Device::Cuda(_) if minibatch.batch_size.is_some() => invalid(
-                "device",
-                format!("{self} trains full-batch only for now; mini-batches (batch-size) need --device cpu"),
+            Device::Cuda(_) if minibatch.batch_size.is_some() && config.model == ConvKind::Gat => invalid(
+                "model",
+                format!("{self} trains GCN and GraphSAGE on sampled blocks; GAT mini-batches need --device cpu"),
             ),
-            Device::Cuda(_) if minibatch.fanouts.is_some() => invalid(
+            Device::Cuda(_) if minibatch.batch_size.is_none() && minibatch.fanouts.is_some() => invalid(
                 "device",
-                format!("{self} trains on every edge for now; sampled in-edges (fanouts) need --device cpu"),
+                format!(
+                    "{self} trains full batches on every edge or sampled mini-batches; sampled in-edges without a \
+                     batch size (fanouts) need --device cpu"
+                ),
             ),
             Device::Cuda(_) if dist.overlap => invalid(
                 "overlap",
@@ -147,15 +149,29 @@ mod tests {
         let featpart = "device = \"cuda\"\nmethod = \"featpart\"\n[minibatch]\nbatch-size = 16\n";
         let err = TrainConfig::from_toml_str(featpart, "d.toml").unwrap_err();
         let msg = err.to_string();
-        let listed = "single, vanilla, adaqp, cdfgnn, ecgraph";
+        let listed = "single, vanilla, data-parallel, adaqp, adgraph, cdfgnn, ecgraph";
         assert!(msg.contains("`device`") && msg.contains(listed) && msg.contains("method featpart"), "{msg}");
         TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap();
         let text = "device = \"cuda\"\n[minibatch]\nfanouts = \"5,5\"\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
         assert!(msg.contains("`device`") && msg.contains("fanouts"), "{msg}");
-        let text = "device = \"cuda\"\n[minibatch]\nbatch-size = 8\n";
+    }
+
+    /// Sampled mini-batches of GCN and GraphSAGE train on a device, for every mini-batch method
+    /// but featpart; GAT's are refused naming the model key.
+    #[test]
+    fn device_mini_batches_are_gcn_and_graphsage() {
+        for method in ["single", "data-parallel", "adgraph"] {
+            for model in ["gcn", "sage"] {
+                let text = format!(
+                    "device = \"cuda\"\nmethod = \"{method}\"\nmodel = \"{model}\"\n[minibatch]\nbatch-size = 8\n"
+                );
+                TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
+            }
+        }
+        let text = "device = \"cuda\"\nmodel = \"gat\"\n[minibatch]\nbatch-size = 8\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
-        assert!(msg.contains("`device`") && msg.contains("full-batch"), "{msg}");
+        assert!(msg.contains("`model`") && msg.contains("GAT") && msg.contains("--device cpu"), "{msg}");
     }
 
     /// A cut graph's device workers refuse what they do not run, naming the key.

@@ -162,8 +162,9 @@ pub struct TrainConfig {
     /// batch size).
     #[cfg_attr(feature = "clap", command(flatten, next_help_heading = heading::OPTIMIZATION))]
     pub minibatch: MiniBatchConfig,
-    /// Where to train: cpu, or cuda / cuda:N for GPU N (full-batch; method single, or vanilla's
-    /// workers, worker i on GPU (N + i) mod the visible GPUs).
+    /// Where to train: cpu, or cuda / cuda:N for GPU N, worker i on GPU (N + i) mod the visible
+    /// GPUs (full batches: single, and the cut-graph methods' workers; mini-batches of GCN and
+    /// GraphSAGE: single, data-parallel, adgraph).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::COMPUTE, value_name = "DEVICE"))]
     pub device: Device,
     /// Checkpoints, resumption and the communication timeout.

@@ -14,84 +14,24 @@
 
 use gnn_core::gpu::Device;
 
-use gnn_core::gpu::footprint::Footprint;
-
 use super::compute::PartModel;
 use super::setup::WorkerShare;
 use super::worker::PartJob;
-use crate::config::Backend;
-use crate::error::{DistError, TrainError};
-use crate::harness::{Rank, placement};
-use crate::memory::device::{self, GpuClaim};
+use crate::error::TrainError;
+use crate::harness::Rank;
+use crate::harness::gpu::{self, Gpu};
+use crate::memory::device;
 use crate::objective::Objective;
-use crate::report::DeviceSummary;
 
-/// A worker's GPU: its device (its own stream) and what the memory check before upload found.
-pub(super) struct Gpu {
-    pub(super) dev: Device,
-    /// `final.device` but the peak, which is read at the end.
-    summary: DeviceSummary,
-}
-
-impl Gpu {
-    /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
-    /// before upload, and the pool's peak so far.
-    pub(super) fn summary(&self) -> Result<DeviceSummary, TrainError> {
-        Ok(DeviceSummary { peak_gpu_bytes: self.dev.peak_bytes()?, ..self.summary })
-    }
-}
-
-/// The GPU of worker `rank` (`placement::worker_gpu` of its local index), with its own stream,
-/// once the workers sharing it are known to fit in its free memory: every worker's estimate
-/// of its part (`memory::device::part_estimate`) goes to every worker by one all-reduce under
-/// `memory`, read after each has read its GPU's free memory and before any uploads.
+/// The GPU of worker `rank` for its part of `share` (`harness::gpu::open` with the part's
+/// estimate, `memory::device::part_estimate`).
 pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare) -> Result<Gpu, TrainError> {
-    if !cfg!(feature = "cuda") {
-        return Err(TrainError::NoCuda);
-    }
-    let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
-    let index = placement::local_index(comm.rank(), comm.topology(), rank.backend(), |name| std::env::var(name).ok())?;
-    let ordinal = placement::worker_gpu(config.device, index, Device::count()?)?;
-    let dev = Device::new(ordinal)?;
-    // Read before this worker uploads, and (the all-reduce below is a barrier) before any does.
-    let memory = dev.memory()?;
-    dev.reset_peak()?;
+    let config = rank.config();
     let s = share;
     let split_rows = [s.train.len(), s.valid.len(), s.test.len()];
     let targets = Objective::new(&s.labels).terms_per_row();
     let footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
-    // In process every worker is on this machine; an MPI rank's machine is its host.
-    let machine = match rank.backend() {
-        Backend::Local => 0,
-        Backend::Mpi => comm.topology().host_of(comm.rank()),
-    };
-    const FIELDS: usize = 4;
-    let mut table = vec![0.0f64; comm.size() * FIELDS];
-    table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&[
-        machine as f64,
-        ordinal as f64,
-        footprint.resident as f64,
-        footprint.step as f64,
-    ]);
-    clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
-    let claims: Vec<GpuClaim> = table
-        .chunks_exact(FIELDS)
-        .map(|w| GpuClaim {
-            machine: w[0] as usize,
-            ordinal: w[1] as usize,
-            footprint: Footprint { resident: w[2] as u64, step: w[3] as u64 },
-        })
-        .collect();
-    let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
-    device::check(ordinal, workers, on_gpu, memory.free)?;
-    let summary = DeviceSummary {
-        ordinal,
-        estimated_gpu_bytes: on_gpu.total(),
-        free_gpu_bytes: memory.free,
-        total_gpu_bytes: memory.total,
-        peak_gpu_bytes: 0,
-    };
-    Ok(Gpu { dev, summary })
+    gpu::open(rank, footprint)
 }
 
 #[cfg(feature = "cuda")]

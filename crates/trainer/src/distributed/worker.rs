@@ -28,10 +28,11 @@ use crate::config::TrainConfig;
 use crate::error::DistError;
 use crate::error::TrainError;
 use crate::harness::CommClock;
+use crate::harness::report::device_epoch_over_workers;
 use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::method::{ControlCtx, Controller, Parts};
 use crate::objective::{Hits, Objective};
-use crate::report::{DeviceEpoch, StagedBytes, TrainedModel};
+use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
 
 /// Ledger phases of the worker's own collectives (the exchange's are `fwd/<layer>` and
@@ -181,41 +182,6 @@ impl<'a> Worker<'a> {
         let mut flat = self.exchange.take_stats().to_vec(self.layers);
         self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut flat))?;
         Ok(StatsTable::from_vec(self.layers, &flat))
-    }
-
-    /// Every worker's device epoch, by one all-reduce under `stats`: the slowest worker's time
-    /// per phase (the step waits for it), and the bus bytes summed over the workers.
-    fn cluster_device_epoch(&self, mine: DeviceEpoch) -> Result<DeviceEpoch, DistError> {
-        const PHASES: usize = 5;
-        let (size, rank) = (self.comm.size(), self.comm.rank());
-        let staged = mine.exchange.unwrap_or_default();
-        let mut table = vec![0.0f64; size * PHASES + 4];
-        table[rank * PHASES..][..PHASES].copy_from_slice(&[
-            mine.forward_s,
-            mine.loss_s,
-            mine.backward_s,
-            mine.optimizer_s,
-            mine.eval_s,
-        ]);
-        table[size * PHASES..].copy_from_slice(&[
-            mine.h2d_bytes as f64,
-            mine.d2h_bytes as f64,
-            staged.down_bytes as f64,
-            staged.up_bytes as f64,
-        ]);
-        self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
-        let (times, bytes) = table.split_at(size * PHASES);
-        let slowest = |k: usize| times.chunks_exact(PHASES).map(|row| row[k]).fold(0.0, f64::max);
-        Ok(DeviceEpoch {
-            forward_s: slowest(0),
-            loss_s: slowest(1),
-            backward_s: slowest(2),
-            optimizer_s: slowest(3),
-            eval_s: slowest(4),
-            h2d_bytes: bytes[0] as u64,
-            d2h_bytes: bytes[1] as u64,
-            exchange: mine.exchange.map(|_| StagedBytes { down_bytes: bytes[2] as u64, up_bytes: bytes[3] as u64 }),
-        })
     }
 
     /// Merges the step's traffic (`delta` on every rank) at rank 0 and collects every worker's
@@ -368,7 +334,7 @@ impl Strategy for Worker<'_> {
 
     fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
         match self.compute.device_epoch() {
-            Some(mine) => Ok(Some(self.cluster_device_epoch(mine)?)),
+            Some(mine) => Ok(Some(device_epoch_over_workers(self.comm, self.clock, STATS, mine)?)),
             None => Ok(None),
         }
     }

@@ -25,6 +25,10 @@ pub enum TrainError {
     /// features are: the device strategy itself is compiled out).
     #[error("device: this halo was built without CUDA support: rebuild with `--features cuda` to use a GPU")]
     NoCuda,
+    /// A method that reaches into the host model (featpart's trials) on a worker whose model
+    /// lives on a device; validation refuses the combination first.
+    #[error("device: this method reads and writes the model on the host; train it with --device cpu")]
+    NoHostModel,
     /// The runner a method needs has no worker on the device the configuration asks for yet.
     #[error("device: the {runner} runner has no worker on {device} yet; train it with --device cpu")]
     NoDeviceWorker { runner: &'static str, device: Device },

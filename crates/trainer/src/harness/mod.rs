@@ -18,6 +18,7 @@ pub(crate) mod alone;
 pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod dataset;
+pub(crate) mod gpu;
 pub(crate) mod placement;
 pub(crate) mod report;
 pub(crate) mod timeline;

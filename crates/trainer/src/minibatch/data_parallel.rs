@@ -23,13 +23,15 @@ use graph_partition::Dataset;
 use graph_partition::sample::Share;
 use serde_json::{Value, json};
 
+use super::on_device;
 use super::stats::{EpochTotals, epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
 use crate::checkpoint::WorkerState;
 use crate::error::{DistError, TrainError};
+use crate::harness::report::device_epoch_over_workers;
 use crate::harness::{Cluster, CommClock, Described, Rank, RankData};
 use crate::method::Sampling;
-use crate::report::{EpochRecord, Report};
+use crate::report::{DeviceEpoch, EpochRecord, Report, TrainedModel};
 use crate::train_loop::{
     CommStats, EpochObserver, EvalStats, LoopOptions, LoopOutcome, StepStats, Strategy, train_loop_with,
 };
@@ -141,7 +143,11 @@ pub(crate) fn run(
         let dataset = data.get(comm.rank() == 0 && observer.shows_progress())?;
         let dataset: &Dataset = &dataset;
         let share = Share::new(comm.rank(), comm.size())?;
-        let trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
+        let gpu = on_device::open(rank, dataset, None)?;
+        let mut trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
+        if let Some(gpu) = &gpu {
+            trainer.place_model(|host| on_device::model(&gpu.dev, host, dataset))?;
+        }
         let (train, batch_size, seed) = (&dataset.splits.train, sampling.batch_size, config.seed);
         let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
@@ -150,6 +156,9 @@ pub(crate) fn run(
         let mut outcome = worker.train(rank, dataset.graph.fingerprint(), observer)?;
         if comm.rank() != 0 {
             return Ok(None);
+        }
+        if let Some(gpu) = &gpu {
+            outcome.final_.device = Some(gpu.summary()?);
         }
         if let (Some(Value::Object(fields)), Some(Value::Object(extra))) =
             (&mut outcome.final_.method, worker.hooks.final_fields(&outcome.epochs))
@@ -279,13 +288,25 @@ impl Strategy for Worker<'_> {
     }
 
     fn model(&self) -> Option<&Model> {
-        Some(self.trainer.model())
+        self.trainer.model()
+    }
+
+    /// Every worker's device epoch: the slowest worker's phases, the bus bytes summed.
+    fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
+        match self.trainer.device_epoch() {
+            Some(mine) => Ok(Some(device_epoch_over_workers(self.comm, self.clock, STATS, mine)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+        self.trainer.snapshot(epoch).map(Some)
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
         let mut method = Vec::new();
         self.hooks.save_state(&mut method).map_err(|e| e.context("the method's hooks").to_string())?;
-        Ok(self.trainer.checkpoint_state(method))
+        self.trainer.checkpoint_state(method)
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {

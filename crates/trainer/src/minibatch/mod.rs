@@ -23,8 +23,10 @@
 
 pub(crate) mod adgraph;
 pub(crate) mod columns;
+pub(crate) mod compute;
 pub(crate) mod data_parallel;
 mod lr_schedule;
+pub(crate) mod on_device;
 pub mod single;
 mod stats;
 #[cfg(test)]

@@ -5,14 +5,16 @@ use graph_partition::Dataset;
 use graph_partition::sample::Share;
 use serde_json::json;
 
+use super::on_device;
 use super::stats::{epoch_json, mean_loss};
 use super::trainer::{BatchTrainer, SyncOnly};
 use crate::checkpoint::WorkerState;
-use crate::config::TrainConfig;
+use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
+use crate::harness::gpu::Gpu;
 use crate::harness::{Alone, Runner};
 use crate::method::Sampling;
-use crate::report::Report;
+use crate::report::{DeviceEpoch, Report, TrainedModel};
 use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy};
 
 /// The loop's view of single-process mini-batch training: a "step" is an epoch of batches.
@@ -47,11 +49,19 @@ impl Strategy for SingleMiniBatch<'_> {
     }
 
     fn model(&self) -> Option<&Model> {
-        Some(self.trainer.model())
+        self.trainer.model()
+    }
+
+    fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
+        Ok(self.trainer.device_epoch())
+    }
+
+    fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+        self.trainer.snapshot(epoch).map(Some)
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
-        Ok(self.trainer.checkpoint_state(Vec::new()))
+        self.trainer.checkpoint_state(Vec::new())
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
@@ -70,7 +80,17 @@ pub fn run(
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
     let alone = Alone::start(Runner::MiniBatch, method, config, dataset)?;
+    let gpu = match alone.device() {
+        Device::Cpu => None,
+        Device::Cuda(ordinal) => Some(Gpu::alone(ordinal, on_device::footprint(config, dataset, None)?)?),
+    };
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
-    let outcome = alone.train(&mut strategy, observer)?;
+    if let Some(gpu) = &gpu {
+        strategy.trainer.place_model(|host| on_device::model(&gpu.dev, host, dataset))?;
+    }
+    let mut outcome = alone.train(&mut strategy, observer)?;
+    if let Some(gpu) = &gpu {
+        outcome.final_.device = Some(gpu.summary()?);
+    }
     Ok(alone.report(outcome))
 }

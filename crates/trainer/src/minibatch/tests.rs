@@ -51,7 +51,7 @@ pub(crate) fn single_process(config: &TrainConfig, dataset: &Dataset) -> Vec<Vec
         .map(|epoch| {
             let totals = trainer.train_epoch(epoch, Share::whole(), &mut SyncOnly::new(|_| Ok(0.0))).unwrap();
             assert_eq!(totals.steps, 7);
-            trainer.model().params().to_vec()
+            trainer.host_model().unwrap().params().to_vec()
         })
         .collect()
 }
@@ -79,7 +79,7 @@ fn data_parallel_warmed(
         for epoch in 1..=EPOCHS {
             let totals = trainer.train_epoch(epoch, share, &mut sync)?;
             assert_eq!(totals.steps, 7, "every worker takes every step");
-            params.push(trainer.model().params().to_vec());
+            params.push(trainer.host_model().unwrap().params().to_vec());
         }
         Ok::<_, crate::TrainError>(params)
     })
@@ -151,4 +151,111 @@ fn lr_warmup_changes_only_a_scaled_rate_and_only_during_the_warmup() {
     assert_ne!(warm[0][0], unscaled[0][0]);
     let trainer = BatchTrainer::new(&config, &warmed(BATCH, LrScaling::Linear, 2), &dataset, WORKERS).unwrap();
     assert_eq!(trainer.lr(), config.lr * WORKERS as f32, "the rate after the warm-up");
+}
+
+/// A CPU model that takes the next step's blocks ahead, as a device model does, and records
+/// what the loop hands it.
+#[derive(Debug)]
+struct Ahead {
+    cpu: super::compute::OnCpu,
+    /// The steps prepared, and the steps whose gradient was asked with their prepared key.
+    prepared: std::rc::Rc<std::cell::RefCell<(Vec<graph_partition::sample::StepKey>, Vec<bool>)>>,
+}
+
+impl super::compute::BatchModel for Ahead {
+    fn zero_grad(&mut self) -> Result<(), crate::TrainError> {
+        self.cpu.zero_grad()
+    }
+
+    fn add_gradient(&mut self, pass: super::compute::BatchPass<'_>) -> Result<f64, crate::TrainError> {
+        let mut log = self.prepared.borrow_mut();
+        let hit = log.0.last() == Some(&pass.key);
+        log.1.push(hit);
+        drop(log);
+        self.cpu.add_gradient(pass)
+    }
+
+    fn grads(&mut self) -> Result<&mut [f32], crate::TrainError> {
+        self.cpu.grads()
+    }
+
+    fn step(&mut self, optimizer: &mut gnn_core::Optim, epoch: usize, lr: f32) -> Result<(), crate::TrainError> {
+        self.cpu.step(optimizer, epoch, lr)
+    }
+
+    fn params(&mut self) -> Result<&[f32], crate::TrainError> {
+        self.cpu.params()
+    }
+
+    fn model(&self) -> Option<&gnn_core::Model> {
+        self.cpu.model()
+    }
+
+    fn model_mut(&mut self) -> Option<&mut gnn_core::Model> {
+        self.cpu.model_mut()
+    }
+
+    fn evaluate(
+        &mut self,
+        graph: &super::trainer::FullGraph<'_>,
+        eval_batch_size: usize,
+    ) -> Result<crate::train_loop::EvalStats, crate::TrainError> {
+        self.cpu.evaluate(graph, eval_batch_size)
+    }
+
+    fn snapshot(&mut self, epoch: usize) -> Result<crate::report::TrainedModel, crate::TrainError> {
+        self.cpu.snapshot(epoch)
+    }
+
+    fn state(&self, optimizer: &gnn_core::Optim, method: Vec<u8>) -> Result<crate::checkpoint::WorkerState, String> {
+        self.cpu.state(optimizer, method)
+    }
+
+    fn restore(
+        &mut self,
+        state: crate::checkpoint::WorkerState,
+        optimizer: &mut gnn_core::Optim,
+    ) -> Result<Vec<u8>, String> {
+        self.cpu.restore(state, optimizer)
+    }
+
+    fn prepares(&self) -> bool {
+        true
+    }
+
+    fn prepare(
+        &mut self,
+        key: graph_partition::sample::StepKey,
+        blocks: &gnn_core::BlockGraphs,
+        rows: &[u32],
+    ) -> Result<(), crate::TrainError> {
+        assert_eq!(rows, blocks.input_ids(), "the rows of a whole graph's features are the input ids");
+        self.prepared.borrow_mut().0.push(key);
+        Ok(())
+    }
+}
+
+/// A model that takes blocks ahead gets every step's but the first's, keyed by its step, each
+/// before that step's gradient; the loop's results do not change: bit for bit the plain
+/// model's parameters, epoch after epoch.
+#[test]
+fn blocks_taken_ahead_are_each_next_step_and_change_nothing() {
+    let dataset = dataset();
+    let config = config(ConvKind::Sage);
+    let plain = single_process(&config, &dataset);
+    let mut trainer = BatchTrainer::new(&config, &sampling(WORKERS * BATCH, LrScaling::None), &dataset, 1).unwrap();
+    let prepared = std::rc::Rc::default();
+    let log = std::rc::Rc::clone(&prepared);
+    trainer.place_model(|host| Ok(Box::new(Ahead { cpu: super::compute::OnCpu(host), prepared }))).unwrap();
+    for (epoch, want) in (1..=EPOCHS).zip(&plain) {
+        trainer.train_epoch(epoch, Share::whole(), &mut SyncOnly::new(|_| Ok(0.0))).unwrap();
+        assert_eq!(trainer.host_model().unwrap().params(), &want[..], "epoch {epoch}");
+    }
+    let (keys, hits) = &*log.borrow();
+    let want: Vec<_> = (1..=EPOCHS as u64)
+        .flat_map(|epoch| (1..7).map(move |step| graph_partition::sample::StepKey { epoch, step }))
+        .collect();
+    assert_eq!(keys, &want, "every step but an epoch's first is prepared, in order");
+    let hits_want: Vec<bool> = (0..EPOCHS).flat_map(|_| (0..7).map(|step| step > 0)).collect();
+    assert_eq!(hits, &hits_want, "each step's gradient comes after its own blocks were prepared");
 }

@@ -11,21 +11,22 @@
 
 use std::time::Instant;
 
-use gnn_core::{BlockGraphs, ForwardCtx, GraphDegrees, Model, NoExchange, Optim, Optimizer};
+use gnn_core::{BlockGraphs, ForwardCtx, GraphDegrees, Model, Optim, Optimizer};
 use graph_partition::Dataset;
 use graph_partition::sample::{
     BatchPlan, MiniBatch, NeighborSampler, PlanError, Prefetch, PrefetchOptions, Remainder, Share, Step, StepKey,
 };
 use ndarray::Array2;
 
+use super::compute::{BatchModel, BatchPass, Inputs, OnCpu};
 use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::guard;
 use crate::method::Sampling;
 use crate::objective::{Hits, Objective};
+use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
 
 /// What a worker does around the computation of every step.
@@ -87,11 +88,13 @@ pub(crate) struct BatchTrainer<'a> {
     keys: Option<&'a [u32]>,
     degrees: GraphDegrees,
     objective: Objective<'a>,
-    model: Model,
+    model: Box<dyn BatchModel + 'a>,
     optimizer: Optim,
     lr: LrSchedule,
     sampling: Sampling,
     seed: u64,
+    /// The next step's blocks, built ahead for a model that [`BatchModel::prepares`] them.
+    ahead: Option<(StepKey, BlockGraphs)>,
 }
 
 /// A subgraph a worker trains on: `dataset` in subgraph ids, the global id of each of its
@@ -153,11 +156,12 @@ impl<'a> BatchTrainer<'a> {
             keys,
             degrees,
             objective: Objective::new(&dataset.labels),
-            model: Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?,
+            model: Box::new(OnCpu(Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?)),
             optimizer,
             lr,
             sampling: sampling.clone(),
             seed: config.seed,
+            ahead: None,
         })
     }
 
@@ -166,8 +170,27 @@ impl<'a> BatchTrainer<'a> {
         self.lr.scaled()
     }
 
-    pub(crate) fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
+    /// The model on the host, or an error where it lives on a device (the methods that reach
+    /// into it train on the CPU only).
+    pub(crate) fn host_model(&self) -> Result<&Model, TrainError> {
+        self.model.model().ok_or(TrainError::NoHostModel)
+    }
+
+    /// As [`BatchTrainer::host_model`], mutable.
+    pub(crate) fn model_mut(&mut self) -> Result<&mut Model, TrainError> {
+        self.model.model_mut().ok_or(TrainError::NoHostModel)
+    }
+
+    /// Moves the model to the one `place` makes of a host copy of it (a device's).
+    pub(crate) fn place_model(
+        &mut self,
+        place: impl FnOnce(Model) -> Result<Box<dyn BatchModel + 'a>, TrainError>,
+    ) -> Result<(), TrainError> {
+        let current = self.host_model()?;
+        let mut copy = Model::new(current.config().clone())?;
+        copy.set_params(current.params())?;
+        self.model = place(copy)?;
+        Ok(())
     }
 
     /// The dataset and the sampling settings trained on.
@@ -221,40 +244,47 @@ impl<'a> BatchTrainer<'a> {
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
         std::thread::scope(|scope| -> Result<(), TrainError> {
             let options = PrefetchOptions { threads: self.sampling.sampler_threads, ..PrefetchOptions::default() };
-            let mut batches = Prefetch::with_options(scope, &sampler, keyed, options);
-            for (step, batch) in batches.by_ref().enumerate() {
+            let mut prefetch = Prefetch::with_options(scope, &sampler, keyed, options);
+            let mut batches = prefetch.by_ref().enumerate().peekable();
+            while let Some((step, batch)) = batches.next() {
                 let batch = batch?;
                 let start = Instant::now();
                 let inputs = hooks.inputs(epoch, step, &batch)?;
-                self.model.zero_grad();
+                self.model.zero_grad()?;
                 let mut loss = 0.0;
                 if !batch.seeds().is_empty() {
                     loss = self.train_batch(epoch, step, &batch, inputs, steps[step].global_rows, &mut totals)?;
                 }
+                // Only a model that takes blocks ahead waits here for the next batch.
+                if self.model.prepares()
+                    && let Some((_, Ok(next))) = batches.peek()
+                    && !next.seeds().is_empty()
+                {
+                    let key = StepKey { epoch: epoch as u64, step: step as u64 + 1 };
+                    let blocks = self.blocks(next)?;
+                    self.model.prepare(key, &blocks, next.input_ids())?;
+                    self.ahead = Some((key, blocks));
+                }
                 let mut sync_s = 0.0;
                 if let Some(rows) = hooks.second_inputs(&batch)? {
-                    let first = self.model.grads().to_vec();
-                    self.model.zero_grad();
+                    let first = self.model.grads()?.to_vec();
+                    self.model.zero_grad()?;
                     if !batch.seeds().is_empty() {
                         self.add_gradient(epoch, step, &batch, Some(rows), steps[step].global_rows)?;
                     }
-                    sync_s += hooks.second_gradient(self.model.grads())?;
-                    self.model.grads_mut().copy_from_slice(&first);
+                    sync_s += hooks.second_gradient(self.model.grads()?)?;
+                    self.model.grads()?.copy_from_slice(&first);
                 }
-                sync_s += hooks.sync(self.model.grads_mut(), loss)?;
+                sync_s += hooks.sync(self.model.grads()?, loss)?;
                 let lr = self.lr.at(epoch, step, steps.len());
-                self.optimizer.set_learning_rate(lr);
-                // The gradients are global after the sync, so every worker stops at one step.
-                guard::check_grads(epoch, &self.model, lr)?;
-                self.model.step(&mut self.optimizer)?;
-                guard::check_params(epoch, &self.model, lr)?;
-                hooks.after_step(self.model.params());
+                self.model.step(&mut self.optimizer, epoch, lr)?;
+                hooks.after_step(self.model.params()?);
                 totals.steps += 1;
                 totals.sync_s += sync_s;
                 totals.compute_s += start.elapsed().as_secs_f64() - sync_s;
             }
-            totals.sampling_s = batches.sampling_time().as_secs_f64();
-            totals.sampling_wait_s = batches.waiting_time().as_secs_f64();
+            totals.sampling_s = prefetch.sampling_time().as_secs_f64();
+            totals.sampling_wait_s = prefetch.waiting_time().as_secs_f64();
             Ok(())
         })?;
         Ok(totals)
@@ -287,55 +317,74 @@ impl<'a> BatchTrainer<'a> {
         inputs: Option<&Array2<f32>>,
         global_rows: usize,
     ) -> Result<(graph_partition::Labels, f64, f64), TrainError> {
-        let blocks = BlockGraphs::from_batch_keyed(batch, &self.degrees, self.sampling.gcn_norm, self.keys)?;
+        let key = StepKey { epoch: epoch as u64, step: step as u64 };
+        let blocks = match self.ahead.take() {
+            Some((at, blocks)) if at == key => blocks,
+            _ => self.blocks(batch)?,
+        };
         // One label per row of the logits (the last block's sources); the seeds come first.
         let output = &batch.blocks()[batch.blocks().len() - 1];
         let labels = self.objective.select(output.src_ids());
-        let objective = Objective::new(&labels);
-        let rows: Vec<u32> = (0..batch.seeds().len() as u32).collect();
-        let ctx = ForwardCtx::train_step(self.seed, epoch as u64, step as u64);
-        match inputs {
-            Some(inputs) => self.model.forward_blocks_gathered(&blocks, inputs, &mut NoExchange, ctx)?,
-            None => {
-                let features = &self.dataset.features;
-                self.model.forward_blocks_rows(&blocks, features, batch.input_ids(), &mut NoExchange, ctx)?
-            }
+        let terms_per_row = self.objective.terms_per_row() as f64;
+        let inputs = match inputs {
+            Some(rows) => Inputs::Gathered(rows),
+            None => Inputs::Held { features: &self.dataset.features, rows: batch.input_ids() },
         };
-        let mut dlogits = self.model.take_logits();
-        let loss_sum = objective.loss_sum(&mut dlogits, &rows)?;
-        let terms_per_row = objective.terms_per_row() as f64;
-        dlogits /= (global_rows as f64 * terms_per_row) as f32;
-        self.model.backward_blocks(&blocks, dlogits, &mut NoExchange)?;
-        Ok((labels, loss_sum, rows.len() as f64 * terms_per_row))
+        let seeds = batch.seeds().len();
+        let loss_sum = self.model.add_gradient(BatchPass {
+            key,
+            blocks: &blocks,
+            inputs,
+            labels: &labels,
+            seeds,
+            terms: global_rows as f64 * terms_per_row,
+            ctx: ForwardCtx::train_step(self.seed, epoch as u64, step as u64),
+        })?;
+        Ok((labels, loss_sum, seeds as f64 * terms_per_row))
     }
 
-    /// The model being trained.
-    pub(crate) fn model(&self) -> &Model {
-        &self.model
+    /// The aggregation graphs of `batch`'s blocks.
+    fn blocks(&self, batch: &MiniBatch) -> Result<BlockGraphs, TrainError> {
+        Ok(BlockGraphs::from_batch_keyed(batch, &self.degrees, self.sampling.gcn_norm, self.keys)?)
+    }
+
+    /// The model being trained, where it lives on the host.
+    pub(crate) fn model(&self) -> Option<&Model> {
+        self.model.model()
+    }
+
+    /// The parameters after `epoch`, for `--save-model`.
+    pub(crate) fn snapshot(&mut self, epoch: usize) -> Result<TrainedModel, TrainError> {
+        self.model.snapshot(epoch)
+    }
+
+    /// A model on a device: the GPU time and bus traffic of the epoch just run.
+    pub(crate) fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+        self.model.device_epoch()
     }
 
     /// The parameters and the optimizer's state for a checkpoint, with the method's `method` blob.
     /// Nothing else of the trainer outlives an epoch: the sampler, the shuffle and the dropout
     /// masks are drawn by (seed, epoch, step), and the learning rate of a step is a function of
     /// them ([`LrSchedule::at`]).
-    pub(crate) fn checkpoint_state(&self, method: Vec<u8>) -> WorkerState {
-        WorkerState::of(&self.model, &self.optimizer, method)
+    pub(crate) fn checkpoint_state(&self, method: Vec<u8>) -> Result<WorkerState, String> {
+        self.model.state(&self.optimizer, method)
     }
 
     /// Puts back what [`BatchTrainer::checkpoint_state`] saved; returns the method's blob.
     pub(crate) fn restore_state(&mut self, state: WorkerState) -> Result<Vec<u8>, String> {
-        state.restore(&mut self.model, &mut self.optimizer)
+        self.model.restore(state, &mut self.optimizer)
     }
 
     /// Accuracies from layer-wise full-neighbour inference over every vertex of the graph this
     /// worker holds whole.
     pub(crate) fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        evaluate(&mut self.model, &FullGraph::of(self.dataset), self.sampling.eval_batch_size)
+        self.model.evaluate(&FullGraph::of(self.dataset), self.sampling.eval_batch_size)
     }
 
     /// Accuracies of this worker's model over `graph` (a worker that trains on a subgraph).
     pub(crate) fn evaluate_on(&mut self, graph: &FullGraph<'_>) -> Result<EvalStats, TrainError> {
-        evaluate(&mut self.model, graph, self.sampling.eval_batch_size)
+        self.model.evaluate(graph, self.sampling.eval_batch_size)
     }
 }
 
@@ -361,7 +410,7 @@ pub(crate) fn shared_steps(
 /// A whole dataset with its degrees, for evaluation.
 #[derive(Debug)]
 pub(crate) struct FullGraph<'a> {
-    dataset: &'a Dataset,
+    pub(crate) dataset: &'a Dataset,
     degrees: GraphDegrees,
 }
 
@@ -371,15 +420,17 @@ impl<'a> FullGraph<'a> {
     }
 }
 
-/// Accuracies of `model` from layer-wise full-neighbour inference over every vertex of `graph`.
-fn evaluate(model: &mut Model, graph: &FullGraph<'_>, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
-    let dataset = graph.dataset;
-    let logits = model.infer_layerwise(&dataset.graph, &graph.degrees, &dataset.features, eval_batch_size)?;
-    let objective = Objective::new(&dataset.labels);
-    let acc = |rows: &[u32]| objective.hits(&logits, rows).map(Hits::fraction);
-    Ok(EvalStats {
-        train_acc: acc(&dataset.splits.train)?,
-        val_acc: acc(&dataset.splits.valid)?,
-        test_acc: acc(&dataset.splits.test)?,
-    })
+impl FullGraph<'_> {
+    /// Accuracies of `model` from layer-wise full-neighbour inference over every vertex.
+    pub(crate) fn evaluate(&self, model: &mut Model, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
+        let dataset = self.dataset;
+        let logits = model.infer_layerwise(&dataset.graph, &self.degrees, &dataset.features, eval_batch_size)?;
+        let objective = Objective::new(&dataset.labels);
+        let acc = |rows: &[u32]| objective.hits(&logits, rows).map(Hits::fraction);
+        Ok(EvalStats {
+            train_acc: acc(&dataset.splits.train)?,
+            val_acc: acc(&dataset.splits.valid)?,
+            test_acc: acc(&dataset.splits.test)?,
+        })
+    }
 }

@@ -9,6 +9,7 @@ mod meter;
 mod model;
 mod ptx;
 mod rows;
+mod stage;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
 pub use meter::{PhaseClock, Transfers};
-pub use model::{DeviceGraph, DeviceLoss, DeviceModel};
+pub use model::{DeviceBlocks, DeviceGraph, DeviceLoss, DeviceModel};
 pub use rows::{DeviceRows, RowLists};
 
 /// A failure of the device path.
@@ -57,6 +58,8 @@ pub struct Device {
     blas: CudaBlas,
     /// One slot per embedded PTX module, filled on first use.
     modules: Mutex<Vec<Option<Arc<CudaModule>>>>,
+    /// A copy stream's device ([`Device::copy_device`]): uploads go through page-locked memory.
+    stage: Option<Mutex<stage::PinnedStage>>,
     /// Bytes uploaded and downloaded so far ([`Device::transfers`]).
     h2d_bytes: AtomicU64,
     d2h_bytes: AtomicU64,
@@ -77,16 +80,28 @@ impl Device {
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(GpuError::NoDriver);
         }
-        let ctx = CudaContext::new(ordinal)?;
-        let stream = ctx.new_stream()?;
+        Self::on(CudaContext::new(ordinal)?.new_stream()?, false)
+    }
+
+    fn on(stream: Arc<CudaStream>, staged: bool) -> Result<Self, GpuError> {
         let blas = CudaBlas::new(stream.clone())?;
         Ok(Self {
+            stage: staged.then(|| Mutex::new(stage::PinnedStage::new(stream.clone()))),
             stream,
             blas,
             modules: Mutex::new(vec![None; ptx::MODULES.len()]),
             h2d_bytes: AtomicU64::new(0),
             d2h_bytes: AtomicU64::new(0),
         })
+    }
+
+    /// The same GPU (its context: buffers are shared) with a stream of its own, whose
+    /// [`Device::upload`]s go through page-locked memory and return before the copy is done:
+    /// the copy stream of a mini-batch worker, overlapping the next batch's upload with this
+    /// one's compute. A buffer it uploads may be used on any stream of the GPU (cudarc's event
+    /// tracking orders the use after the copy).
+    pub fn copy_device(&self) -> Result<Device, GpuError> {
+        Self::on(self.stream.context().new_stream()?, true)
     }
 
     /// The number of GPUs visible to this process (`CUDA_VISIBLE_DEVICES` applied).
@@ -107,10 +122,14 @@ impl Device {
         &self.stream
     }
 
-    /// Copies host data to a new device buffer.
+    /// Copies host data to a new device buffer (on a [`Device::copy_device`], queued through
+    /// page-locked memory).
     pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>, GpuError> {
         self.count_transfer(true, std::mem::size_of_val(host));
-        Ok(self.stream.clone_htod(host)?)
+        match &self.stage {
+            Some(stage) => stage.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).upload(host),
+            None => Ok(self.stream.clone_htod(host)?),
+        }
     }
 
     /// Copies host data into an existing device buffer of the same length.

@@ -31,10 +31,14 @@ use super::link::{Link, PartLink};
 use super::rows::RowLists;
 use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
+use crate::block::BlockGraphs;
 use crate::dropout::DropoutSite;
 use crate::exchange::staging::Stager;
 use crate::exchange::{Call, Direction, Exchange, Step, Tag};
-use crate::gpu::plan::{DevicePlan, LayerPlan, WeightedCsr, aggregation, expand_heads, part_aggregation};
+use crate::gpu::plan::{
+    DevicePlan, LayerPlan, PartAggregation, WeightedCsr, aggregation, block_aggregations, expand_heads,
+    part_aggregation,
+};
 use crate::graph::AggGraph;
 use crate::layers::ForwardCtx;
 use crate::layers::gat::NEGATIVE_SLOPE;
@@ -67,6 +71,17 @@ struct PartRows {
     lists: Mutex<RowLists>,
 }
 
+impl PartRows {
+    fn upload(device: &Device, graph: &AggGraph, plan: &PartAggregation) -> Result<Self, GpuError> {
+        Ok(Self {
+            self_coeff: plan.self_coeff.as_deref().map(|c| device.upload(c)).transpose()?,
+            pulls: graph.pulls_halo(),
+            pushes: graph.pushes_aggregates(),
+            lists: Mutex::default(),
+        })
+    }
+}
+
 /// [`expand_heads`] on the device, with a column of ones for per-row and per-column sums.
 struct Expanded {
     heads: usize,
@@ -86,12 +101,14 @@ impl DeviceGraph {
     fn upload_part(device: &Device, graph: &AggGraph, kind: ConvKind, heads: &[usize]) -> Result<Self, GpuError> {
         let plan = part_aggregation(graph, kind)?;
         let mut out = Self::from_csr(device, graph, kind, heads, &plan.csr)?;
-        out.part = Some(PartRows {
-            self_coeff: plan.self_coeff.as_deref().map(|c| device.upload(c)).transpose()?,
-            pulls: graph.pulls_halo(),
-            pushes: graph.pushes_aggregates(),
-            lists: Mutex::default(),
-        });
+        out.part = Some(PartRows::upload(device, graph, &plan)?);
+        Ok(out)
+    }
+
+    /// A sampled block (GCN or GraphSAGE) from its [`block_aggregations`] plan.
+    fn from_plan(device: &Device, graph: &AggGraph, kind: ConvKind, plan: &PartAggregation) -> Result<Self, GpuError> {
+        let mut out = Self::from_csr(device, graph, kind, &[], &plan.csr)?;
+        out.part = Some(PartRows::upload(device, graph, plan)?);
         Ok(out)
     }
 
@@ -143,11 +160,12 @@ impl DeviceGraph {
         Ok(Link::Part(PartLink { exchange, stager, lists, pulls: part.pulls, pushes: part.pushes }))
     }
 
-    /// The link of a whole graph, or a refusal: a part's passes must exchange.
-    fn whole(&self) -> Result<Link<'static>, GpuError> {
-        match self.part {
-            Some(_) => Err(GpuError::GraphUpload { needs: "whole" }),
-            None => Ok(Link::Whole),
+    /// The link of a graph whose passes exchange nothing (a whole graph, or a sampled block,
+    /// which holds the input of all its sources), or a refusal: a part's passes must exchange.
+    fn local(&self) -> Result<Link<'static>, GpuError> {
+        match &self.part {
+            Some(p) if p.pulls || p.pushes => Err(GpuError::GraphUpload { needs: "whole" }),
+            _ => Ok(Link::Whole),
         }
     }
 
@@ -166,6 +184,63 @@ impl DeviceGraph {
 
     pub fn num_nodes(&self) -> usize {
         self.csr.rows()
+    }
+}
+
+/// The graphs of a pass: one for every layer (a whole graph or a worker's part), or one per
+/// layer (a sampled batch's blocks, input layer first).
+#[derive(Clone, Copy)]
+enum Layers<'g> {
+    Same(&'g DeviceGraph),
+    PerLayer(&'g [DeviceGraph]),
+}
+
+impl<'g> Layers<'g> {
+    fn layer(self, l: usize) -> &'g DeviceGraph {
+        match self {
+            Layers::Same(graph) => graph,
+            Layers::PerLayer(graphs) => &graphs[l],
+        }
+    }
+
+    /// The graph whose rows layer `l`'s output keeps: the next layer's (a block reads a prefix
+    /// of the rows the block before it computed), or its own for the last layer.
+    fn kept(self, l: usize) -> &'g DeviceGraph {
+        match self {
+            Layers::Same(graph) => graph,
+            Layers::PerLayer(graphs) => graphs.get(l + 1).unwrap_or(&graphs[l]),
+        }
+    }
+}
+
+/// A sampled mini-batch's blocks on the device, one [`DeviceGraph`] per layer, input layer
+/// first: each aggregates over the block's sampled in-edges (GCN's self term apart, zero past
+/// the block's destinations), as a worker's part does, with nothing to exchange. GCN and
+/// GraphSAGE; GAT on blocks is refused ([`crate::gpu::plan::PlanError::BlockGat`]).
+pub struct DeviceBlocks {
+    layers: Vec<DeviceGraph>,
+}
+
+impl DeviceBlocks {
+    /// Uploads `blocks` for a model of `kind`, through `device`'s uploads (a copy stream's
+    /// device, [`Device::copy_device`], overlaps them with the compute stream's work).
+    pub fn upload(device: &Device, blocks: &BlockGraphs, kind: ConvKind) -> Result<Self, GpuError> {
+        let layers = block_aggregations(blocks, kind)?
+            .iter()
+            .zip(blocks.layers())
+            .map(|(plan, graph)| DeviceGraph::from_plan(device, graph, kind, plan))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { layers })
+    }
+
+    /// Rows of the input features: one per `BlockGraphs::input_ids`.
+    pub fn input_rows(&self) -> usize {
+        self.layers.first().map_or(0, DeviceGraph::num_nodes)
+    }
+
+    /// Rows of the logits: the last block's sources, its destinations (the seeds) first.
+    pub fn output_rows(&self) -> usize {
+        self.layers.last().map_or(0, DeviceGraph::num_nodes)
     }
 }
 
@@ -379,7 +454,7 @@ impl<'d> DeviceModel<'d> {
     /// The logits of every vertex stay on the device (see [`DeviceModel::logits`]); `x` is the
     /// `n x in_dim` feature matrix, row-major. `graph` is whole.
     pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
-        self.run_forward(graph, x, ctx, &mut graph.whole()?)
+        self.run_forward(Layers::Same(graph), x, ctx, &mut graph.local()?)
     }
 
     /// [`DeviceModel::forward`] on a worker's part ([`DeviceModel::upload_part_graph`]), calling
@@ -398,26 +473,51 @@ impl<'d> DeviceModel<'d> {
     ) -> Result<(), GpuError> {
         let mut link = graph.link(exchange, stager)?;
         link.begin(ctx.pass());
-        self.run_forward(graph, x, ctx, &mut link)
+        self.run_forward(Layers::Same(graph), x, ctx, &mut link)
+    }
+
+    /// [`DeviceModel::forward`] over a sampled batch's blocks: `x` holds a row per
+    /// [`DeviceBlocks::input_rows`] (the features of `BlockGraphs::input_ids`), and the logits
+    /// a row per [`DeviceBlocks::output_rows`], the seeds first (train on those). The CPU's
+    /// `Model::forward_blocks` with the same `ctx` draws the same dropout.
+    pub fn forward_blocks(
+        &mut self,
+        blocks: &DeviceBlocks,
+        x: &CudaSlice<f32>,
+        ctx: ForwardCtx,
+    ) -> Result<(), GpuError> {
+        self.check_blocks(blocks)?;
+        self.run_forward(Layers::PerLayer(&blocks.layers), x, ctx, &mut Link::Whole)
+    }
+
+    fn check_blocks(&self, blocks: &DeviceBlocks) -> Result<(), GpuError> {
+        match blocks.layers.len() == self.plan.layers.len() {
+            true => Ok(()),
+            false => Err(GpuError::Shape {
+                kernel: "model",
+                detail: format!("{} blocks for a model of {} layers", blocks.layers.len(), self.plan.layers.len()),
+            }),
+        }
     }
 
     fn run_forward(
         &mut self,
-        graph: &DeviceGraph,
+        graphs: Layers<'_>,
         x: &CudaSlice<f32>,
         ctx: ForwardCtx,
         link: &mut Link<'_>,
     ) -> Result<(), GpuError> {
-        self.check_graph(graph, Some(x))?;
+        let first = graphs.layer(0);
+        self.check_graph(first, Some(x))?;
         self.last = None;
         self.dlogits = None;
-        let n = graph.num_nodes();
         let mut h = self.dev.stream().clone_dtod(x)?;
         if let Some(site) = self.dropout_site(self.cfg.input_dropout, 0, ctx) {
-            self.dev.dropout_rows(&site, self.cfg.in_dim, &graph.gids, &mut h, None)?;
+            self.dev.dropout_rows(&site, self.cfg.in_dim, &first.gids, &mut h, None)?;
         }
         for l in 0..self.plan.layers.len() {
             let layer = self.plan.layers[l].clone();
+            let graph = graphs.layer(l);
             let (mut out, aggregated, gat) = match layer.attention {
                 Some(_) => {
                     let (out, cache) = self.gat_forward(&layer, l, graph, &mut h, ctx, link)?;
@@ -428,6 +528,13 @@ impl<'d> DeviceModel<'d> {
                     (out, aggregated, None)
                 }
             };
+            // A block's hidden output keeps the rows the next block reads (a prefix); the
+            // per-row steps below run on them, keyed by the next block's ids.
+            let kept = graphs.kept(l);
+            let (n, gids) = (kept.num_nodes(), &kept.gids);
+            if n < graph.num_nodes() {
+                out = self.dev.stream().clone_dtod(&out.slice(..n * layer.out_dim))?;
+            }
             let mut cache = LayerCache { input: Some(h), aggregated, gat, ..LayerCache::default() };
             let site = self.dropout_site(self.cfg.dropout, l + 1, ctx).filter(|_| layer.hidden);
             let dropout_first = self.cfg.layer_order == LayerOrder::DropoutFirst;
@@ -445,7 +552,7 @@ impl<'d> DeviceModel<'d> {
             if !fused && layer.hidden {
                 if let Some(site) = site.filter(|_| dropout_first) {
                     let mut mask = self.dev.zeros::<u8>(n * layer.out_dim)?;
-                    self.dev.dropout_rows(&site, layer.out_dim, &graph.gids, &mut out, Some(&mut mask))?;
+                    self.dev.dropout_rows(&site, layer.out_dim, gids, &mut out, Some(&mut mask))?;
                     cache.mask = Some(mask);
                 }
                 if let Some((gamma, beta)) = layer.norm {
@@ -460,7 +567,7 @@ impl<'d> DeviceModel<'d> {
                 Some(site) => {
                     let mut dropped = self.dev.stream().clone_dtod(&out)?;
                     let mut mask = self.dev.zeros::<u8>(n * layer.out_dim)?;
-                    self.dev.dropout_rows(&site, layer.out_dim, &graph.gids, &mut dropped, Some(&mut mask))?;
+                    self.dev.dropout_rows(&site, layer.out_dim, gids, &mut dropped, Some(&mut mask))?;
                     cache.mask = Some(mask);
                     cache.activated = Some(out);
                     dropped
@@ -678,7 +785,7 @@ impl<'d> DeviceModel<'d> {
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
     /// gradients into the device's gradient buffers. One backward per forward; `graph` is whole.
     pub fn backward(&mut self, graph: &DeviceGraph) -> Result<(), GpuError> {
-        self.run_backward(graph, &mut graph.whole()?)
+        self.run_backward(Layers::Same(graph), &mut graph.local()?)
     }
 
     /// [`DeviceModel::backward`] of a [`DeviceModel::forward_part`], with the same exchange and
@@ -689,19 +796,27 @@ impl<'d> DeviceModel<'d> {
         exchange: &mut dyn Exchange,
         stager: &mut Stager,
     ) -> Result<(), GpuError> {
-        self.run_backward(graph, &mut graph.link(exchange, stager)?)
+        self.run_backward(Layers::Same(graph), &mut graph.link(exchange, stager)?)
     }
 
-    fn run_backward(&mut self, graph: &DeviceGraph, link: &mut Link<'_>) -> Result<(), GpuError> {
-        self.check_graph(graph, None)?;
+    /// [`DeviceModel::backward`] of a [`DeviceModel::forward_blocks`] on the same blocks.
+    pub fn backward_blocks(&mut self, blocks: &DeviceBlocks) -> Result<(), GpuError> {
+        self.check_blocks(blocks)?;
+        self.run_backward(Layers::PerLayer(&blocks.layers), &mut Link::Whole)
+    }
+
+    fn run_backward(&mut self, graphs: Layers<'_>, link: &mut Link<'_>) -> Result<(), GpuError> {
+        self.check_graph(graphs.layer(0), None)?;
         let ctx = self.last.take().ok_or(GpuError::NoForward)?;
         let mut d = self.dlogits.take().ok_or(GpuError::NoForward)?;
-        let n = graph.num_nodes();
         // The input of layer l + 1: layer l's activation output when no dropout followed it.
         let mut next_input: Option<CudaSlice<f32>> = None;
         for l in (0..self.plan.layers.len()).rev() {
             let layer = self.plan.layers[l].clone();
             let cache = std::mem::take(&mut self.caches[l]);
+            let graph = graphs.layer(l);
+            // `d` has a row per row the layer kept (see `run_forward`).
+            let n = graphs.kept(l).num_nodes();
             if layer.hidden {
                 // `d` is the gradient of this layer's output: back through its steps in the
                 // reverse of the forward's order.
@@ -732,6 +847,12 @@ impl<'d> DeviceModel<'d> {
             }
             let x = cache.input.as_ref().ok_or(GpuError::NoForward)?;
             self.dev.column_sum(n, layer.out_dim, &d, None, &mut self.tensors[layer.bias].grad.slice_mut(..))?;
+            if n < graph.num_nodes() {
+                // The rows the next block does not read carry no gradient.
+                let mut tall = self.dev.zeros::<f32>(graph.num_nodes() * layer.out_dim)?;
+                self.dev.stream().memcpy_dtod(&d, &mut tall.slice_mut(..n * layer.out_dim))?;
+                d = tall;
+            }
             d = match cache.gat {
                 Some(gat) => self.gat_backward(&layer, l, graph, x, gat, &d, link)?,
                 None => self.conv_backward(&layer, l, graph, x, cache.aggregated.as_ref(), &mut d, link)?,

@@ -55,9 +55,8 @@ mod tests {
     use crate::exchange::testkit;
     use crate::exchange::vertex_cut::VertexCutExchange;
     use crate::exchange::{Direction, Exchange, ExchangeOptions, Pass, Step, Tag};
-    use crate::gpu::plan::DevicePlan;
+    use crate::gpu::plan::identity_model;
     use crate::layers::ForwardCtx;
-    use crate::model::{Model, ModelConfig};
 
     const WIDTH: usize = 4;
 
@@ -95,20 +94,6 @@ mod tests {
             }
         };
         Ok(made)
-    }
-
-    /// A one-layer model whose weight is the identity and whose other parameters are zero: its
-    /// logits are its aggregation (GraphSAGE's root term vanishes).
-    fn identity_model(kind: ConvKind) -> Model {
-        let cfg =
-            ModelConfig { kind, layers: 1, dropout: 0.0, input_dropout: 0.0, ..ModelConfig::gcn(WIDTH, WIDTH, WIDTH) };
-        let mut model = Model::new(cfg).unwrap();
-        let plan = DevicePlan::of(&model).unwrap();
-        let slot = plan.tensors[plan.layers[0].weight].1;
-        let mut params = vec![0.0; model.num_params()];
-        (0..WIDTH).for_each(|i| params[slot.offset + i * WIDTH + i] = 1.0);
-        model.set_params(&params).unwrap();
-        model
     }
 
     /// The part's aggregation as the device runs it: pull the rows read as neighbours, `A x`,
@@ -159,7 +144,7 @@ mod tests {
                         let g = graph.global_ids()[l] as f32;
                         if l < r { 0.3 * g - 0.2 * c as f32 + 0.05 } else { f32::NAN }
                     });
-                    let mut model = identity_model(kind);
+                    let mut model = identity_model(kind, WIDTH);
                     let want = model
                         .forward(&graph, &x, make_exchange(run, part, comm)?.as_mut(), ForwardCtx::eval())
                         .map_err(|e| e.to_string())?

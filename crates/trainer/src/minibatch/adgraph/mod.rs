@@ -22,6 +22,7 @@ use graph_partition::partition::PartitionConfig;
 use serde_json::{Value, json};
 
 use super::data_parallel::{AllReduce, Worker};
+use super::on_device;
 use super::trainer::{BatchTrainer, FullGraph, Subgraph};
 use crate::checkpoint::fingerprint_ids;
 use crate::error::{DistError, TrainError};
@@ -61,7 +62,11 @@ pub(crate) fn run(
         let setup = comm.ledger_since(mark);
         let setup = clock.call(|| comm.gather_ledger(0, &setup)).map_err(DistError::from)?;
         let subgraph = Subgraph { dataset: &part.dataset, keys: &part.keys, degrees: part.degrees() };
-        let trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, comm.size())?;
+        let gpu = on_device::open(rank, &part.dataset, whole)?;
+        let mut trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, comm.size())?;
+        if let Some(gpu) = &gpu {
+            trainer.place_model(|host| on_device::model(&gpu.dev, host, &part.dataset))?;
+        }
         let (index, batch_size, seed) = (comm.rank(), sampling.batch_size, config.seed);
         let part_ref = &part;
         let steps = Box::new(move |epoch| Ok(part_ref.steps(index, batch_size, seed, epoch)));
@@ -78,10 +83,13 @@ pub(crate) fn run(
         let hooks = Box::new(AllReduce { comm, clock });
         let mut worker = Worker::new(comm, clock, trainer, steps, eval, extra, hooks);
         let fingerprint = fingerprint_ids(&part.keys, part.dataset.graph.fingerprint());
-        let outcome = worker.train(rank, fingerprint, observer)?;
+        let mut outcome = worker.train(rank, fingerprint, observer)?;
         let (Some(dataset), Some((summary, _))) = (whole, head) else {
             return Ok(None);
         };
+        if let Some(gpu) = &gpu {
+            outcome.final_.device = Some(gpu.summary()?);
+        }
         Ok(Some(rank.report(Described::of(dataset, CutKind::EdgeCut.as_str(), Some(summary)), outcome)))
     })
 }

@@ -66,7 +66,7 @@ fn adgraph(config: &TrainConfig, sampling: &Sampling, parts: Vec<PartData>) -> V
         for epoch in 1..=EPOCHS {
             let steps = part.steps(comm.rank(), BATCH, config.seed, epoch);
             trainer.train_steps(epoch, &steps, &mut sync)?;
-            params.push(trainer.model().params().to_vec());
+            params.push(trainer.host_model().unwrap().params().to_vec());
         }
         Ok::<_, crate::TrainError>(params)
     })
@@ -92,7 +92,7 @@ fn single_process(config: &TrainConfig, sampling: &Sampling, dataset: &Dataset, 
                 })
                 .collect();
             trainer.train_steps(epoch, &steps, &mut SyncOnly::new(|_: &mut [f32]| Ok(0.0))).unwrap();
-            trainer.model().params().to_vec()
+            trainer.host_model().unwrap().params().to_vec()
         })
         .collect()
 }

@@ -47,7 +47,7 @@ fn featpart_with(config: &TrainConfig, dataset: &Dataset, spec: FetchSpec) -> Ve
         for epoch in 1..=EPOCHS {
             let totals = trainer.train_epoch(epoch, share, &mut *hooks)?;
             assert_eq!(totals.steps, 7, "every worker takes every step");
-            params.push(trainer.model().params().to_vec());
+            params.push(trainer.host_model().unwrap().params().to_vec());
         }
         let fields = hooks.final_fields(&[]).unwrap();
         Ok::<_, crate::TrainError>((params, fields, comm.ledger()))

@@ -1,0 +1,92 @@
+//! A worker's GPU: placed by its local index (`placement`), and opened once the workers that
+//! share it are known to fit in its free memory.
+
+use gnn_core::gpu::Device;
+use gnn_core::gpu::footprint::Footprint;
+
+use super::{Rank, placement};
+use crate::config::Backend;
+use crate::error::{DistError, TrainError};
+use crate::memory::device::{self, GpuClaim};
+use crate::report::DeviceSummary;
+
+/// A worker's GPU: its device (its own stream) and what the memory check before upload found.
+pub(crate) struct Gpu {
+    pub(crate) dev: Device,
+    /// `final.device` but the peak, which is read at the end.
+    summary: DeviceSummary,
+}
+
+impl Gpu {
+    /// GPU `ordinal` for a run of one process that needs `footprint`, once it is known to fit
+    /// in the GPU's free memory.
+    pub(crate) fn alone(ordinal: usize, footprint: Footprint) -> Result<Self, TrainError> {
+        let dev = Device::new(ordinal)?;
+        let memory = dev.memory()?;
+        device::check(ordinal, 1, footprint, memory.free)?;
+        dev.reset_peak()?;
+        let summary = DeviceSummary {
+            ordinal,
+            estimated_gpu_bytes: footprint.total(),
+            free_gpu_bytes: memory.free,
+            total_gpu_bytes: memory.total,
+            peak_gpu_bytes: 0,
+        };
+        Ok(Self { dev, summary })
+    }
+
+    /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
+    /// before upload, and the pool's peak so far.
+    pub(crate) fn summary(&self) -> Result<DeviceSummary, TrainError> {
+        Ok(DeviceSummary { peak_gpu_bytes: self.dev.peak_bytes()?, ..self.summary })
+    }
+}
+
+/// The GPU of worker `rank` (`placement::worker_gpu` of its local index), with its own stream,
+/// once the workers sharing it are known to fit in its free memory: every worker's
+/// `footprint` goes to every worker by one all-reduce under `memory`, read after each has read
+/// its GPU's free memory and before any uploads.
+pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainError> {
+    if !cfg!(feature = "cuda") {
+        return Err(TrainError::NoCuda);
+    }
+    let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
+    let index = placement::local_index(comm.rank(), comm.topology(), rank.backend(), |name| std::env::var(name).ok())?;
+    let ordinal = placement::worker_gpu(config.device, index, Device::count()?)?;
+    let dev = Device::new(ordinal)?;
+    // Read before this worker uploads, and (the all-reduce below is a barrier) before any does.
+    let memory = dev.memory()?;
+    dev.reset_peak()?;
+    // In process every worker is on this machine; an MPI rank's machine is its host.
+    let machine = match rank.backend() {
+        Backend::Local => 0,
+        Backend::Mpi => comm.topology().host_of(comm.rank()),
+    };
+    const FIELDS: usize = 4;
+    let mut table = vec![0.0f64; comm.size() * FIELDS];
+    table[comm.rank() * FIELDS..][..FIELDS].copy_from_slice(&[
+        machine as f64,
+        ordinal as f64,
+        footprint.resident as f64,
+        footprint.step as f64,
+    ]);
+    clock.call(|| comm.all_reduce_sum_f64("memory", &mut table)).map_err(DistError::from)?;
+    let claims: Vec<GpuClaim> = table
+        .chunks_exact(FIELDS)
+        .map(|w| GpuClaim {
+            machine: w[0] as usize,
+            ordinal: w[1] as usize,
+            footprint: Footprint { resident: w[2] as u64, step: w[3] as u64 },
+        })
+        .collect();
+    let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
+    device::check(ordinal, workers, on_gpu, memory.free)?;
+    let summary = DeviceSummary {
+        ordinal,
+        estimated_gpu_bytes: on_gpu.total(),
+        free_gpu_bytes: memory.free,
+        total_gpu_bytes: memory.total,
+        peak_gpu_bytes: 0,
+    };
+    Ok(Gpu { dev, summary })
+}

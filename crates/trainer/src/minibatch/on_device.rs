@@ -1,0 +1,346 @@
+//! A mini-batch worker whose model lives on a GPU ([`BatchModel`] over
+//! `gnn_core::gpu::DeviceModel`): the single process, each data-parallel worker, and each
+//! ADGraph worker on its extended part. Feature-column workers (featpart) train on the CPU.
+//!
+//! - The worker's feature matrix stays resident; a batch's input rows are gathered on the
+//!   device by index. Rows a method's hooks assemble on the host are uploaded instead.
+//! - Sampling stays on the host, in the prefetch threads. While a step's passes run on the
+//!   compute stream, the loop hands the next step's blocks to [`BatchModel::prepare`]: their
+//!   aggregations ([`gnn_core::gpu::plan::block_aggregations`]) and input indices go up on the
+//!   worker's copy stream, through page-locked memory (`Device::copy_device`).
+//! - Forward, loss, backward and the optimizer step run on the device. The gradients come down
+//!   once a step for the hooks' sync (the all-reduce of data-parallel workers) and the CPU's
+//!   non-finite guard, and go back up before the update; the loss comes down as a scalar.
+//!   The parameters come down only when asked (`--save-model`, checkpoints, hooks that read
+//!   them): a non-finite parameter shows in the next step's gradients.
+//! - Evaluation is the CPU's full-neighbour inference as one whole-graph forward pass
+//!   (equal: its blocks take every neighbour with global degrees), over the graph the worker
+//!   evaluates on, uploaded at its first evaluation.
+//! - Each epoch's `device` record sums the step phases' GPU time over the steps, counts both
+//!   streams' bus bytes, and gives the GPU's idle share of the steps.
+//!
+//! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
+
+use gnn_core::Model;
+use gnn_core::gpu::Device;
+use gnn_core::gpu::footprint::Footprint;
+use graph_partition::Dataset;
+
+use super::compute::BatchModel;
+use crate::config::{self, TrainConfig};
+use crate::error::TrainError;
+use crate::harness::Rank;
+use crate::harness::gpu::{self, Gpu};
+use crate::memory;
+
+/// Worker `rank`'s GPU where the run computes on one (`harness::gpu::open` with the
+/// [`footprint`] of a worker training on `dataset` and evaluating on `eval`), else `None`.
+pub(crate) fn open(rank: &Rank<'_>, dataset: &Dataset, eval: Option<&Dataset>) -> Result<Option<Gpu>, TrainError> {
+    let config = rank.config();
+    match config.device {
+        config::Device::Cpu => Ok(None),
+        config::Device::Cuda(_) => Ok(Some(gpu::open(rank, footprint(config, dataset, eval)?)?)),
+    }
+}
+
+/// The device memory of a mini-batch worker training on `dataset` (its feature matrix and
+/// graph) and evaluating on `eval` where it evaluates: the whole-graph footprint of the
+/// larger (the evaluation's forward pass, which also bounds a batch's activations: a block
+/// has at most every vertex as a source), plus two batches' blocks in flight (the one
+/// computing and the next one uploading), each block at most every edge with its coefficient,
+/// both ways.
+pub(crate) fn footprint(
+    config: &TrainConfig,
+    dataset: &Dataset,
+    eval: Option<&Dataset>,
+) -> Result<Footprint, TrainError> {
+    let mut footprint = memory::device::estimate(config, dataset)?;
+    if let Some(eval) = eval {
+        let whole = memory::device::estimate(config, eval)?;
+        footprint.resident = footprint.resident.max(whole.resident);
+        footprint.step = footprint.step.max(whole.step);
+    }
+    let edges = dataset.graph.num_edges() as u64;
+    let block = 2 * edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
+    footprint.step += 2 * config.layers as u64 * block;
+    Ok(footprint)
+}
+
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::model;
+
+/// Without the `cuda` feature there is no device to compute on.
+#[cfg(not(feature = "cuda"))]
+pub(crate) fn model<'a>(
+    _dev: &'a Device,
+    _host: Model,
+    _dataset: &Dataset,
+) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
+    Err(TrainError::NoCuda)
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use std::time::{Duration, Instant};
+
+    use gnn_core::gpu::{
+        CudaSlice, DeviceBlocks, DeviceGraph, DeviceIndex, DeviceLabels, DeviceModel, PhaseClock, Transfers,
+    };
+    use gnn_core::{AggGraph, BlockGraphs, ConvKind, ForwardCtx, Optim, Optimizer};
+    use graph_partition::sample::StepKey;
+
+    use super::*;
+    use crate::checkpoint::WorkerState;
+    use crate::device::{accuracies, upload_splits};
+    use crate::guard;
+    use crate::minibatch::compute::{BatchPass, Inputs};
+    use crate::minibatch::trainer::FullGraph;
+    use crate::report::{DeviceEpoch, TrainedModel, phase_s};
+    use crate::train_loop::EvalStats;
+
+    /// The device model of `host` (its configuration and parameters) for a worker that holds
+    /// `dataset`'s feature matrix, on `dev`.
+    pub(crate) fn model<'a>(
+        dev: &'a Device,
+        host: Model,
+        dataset: &Dataset,
+    ) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
+        Ok(Box::new(OnDevice::new(dev, host, dataset)?))
+    }
+
+    /// A step's blocks and the feature rows their inputs read, on the device.
+    struct Uploaded {
+        key: StepKey,
+        blocks: DeviceBlocks,
+        rows: Option<DeviceIndex>,
+    }
+
+    /// The whole graph a worker evaluates on, with its features and splits.
+    struct EvalGraph {
+        graph: DeviceGraph,
+        features: CudaSlice<f32>,
+        splits: [DeviceLabels; 3],
+    }
+
+    struct OnDevice<'d> {
+        dev: &'d Device,
+        /// The same GPU on the copy stream: the batches go up there.
+        copy: Device,
+        model: DeviceModel<'d>,
+        /// The CPU model: the configuration saved weights carry, and the parameter names the
+        /// guard reports.
+        host: Model,
+        kind: ConvKind,
+        /// The worker's feature matrix, resident, and its rows.
+        features: CudaSlice<f32>,
+        feature_rows: usize,
+        ahead: Option<Uploaded>,
+        /// The gradients brought down, while they are the current ones.
+        grads: Option<Vec<f32>>,
+        params: Vec<f32>,
+        eval: Option<EvalGraph>,
+        /// The step's passes, read once its gradients are down (reading waits for the GPU).
+        passes: Option<PhaseClock<'d>>,
+        step_start: Option<Instant>,
+        /// The epoch so far: its phases, its steps' host wall time, and the transfers before it.
+        epoch: DeviceEpoch,
+        steps_wall: Duration,
+        transfers: [Transfers; 2],
+    }
+
+    impl std::fmt::Debug for OnDevice<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("OnDevice").field("ordinal", &self.dev.ordinal()).finish_non_exhaustive()
+        }
+    }
+
+    impl<'d> OnDevice<'d> {
+        fn new(dev: &'d Device, host: Model, dataset: &Dataset) -> Result<Self, TrainError> {
+            let features = dataset.features.as_standard_layout();
+            let copy = dev.copy_device()?;
+            Ok(Self {
+                dev,
+                model: DeviceModel::from_model(dev, &host)?,
+                kind: host.config().kind,
+                host,
+                features: dev.upload(features.as_slice().unwrap_or_default())?,
+                feature_rows: dataset.features.nrows(),
+                ahead: None,
+                grads: None,
+                params: Vec::new(),
+                eval: None,
+                passes: None,
+                step_start: None,
+                epoch: DeviceEpoch::default(),
+                steps_wall: Duration::ZERO,
+                transfers: [dev.transfers(), copy.transfers()],
+                copy,
+            })
+        }
+
+        /// Queues `blocks` (and the feature rows `rows` their inputs read) on the copy stream.
+        fn upload(&self, key: StepKey, blocks: &BlockGraphs, rows: Option<&[u32]>) -> Result<Uploaded, TrainError> {
+            Ok(Uploaded {
+                key,
+                blocks: DeviceBlocks::upload(&self.copy, blocks, self.kind)?,
+                rows: rows.map(|r| DeviceIndex::upload(&self.copy, r, self.feature_rows)).transpose()?,
+            })
+        }
+
+        /// Adds the GPU time of the last step's passes to the epoch (waits for them).
+        fn read_passes(&mut self) -> Result<(), TrainError> {
+            if let Some(clock) = self.passes.take() {
+                let phases = clock.read()?;
+                self.epoch.forward_s += phase_s(&phases, "forward");
+                self.epoch.loss_s += phase_s(&phases, "loss");
+                self.epoch.backward_s += phase_s(&phases, "backward");
+            }
+            Ok(())
+        }
+    }
+
+    impl BatchModel for OnDevice<'_> {
+        fn zero_grad(&mut self) -> Result<(), TrainError> {
+            self.step_start.get_or_insert_with(Instant::now);
+            self.grads = None;
+            Ok(self.model.zero_grad()?)
+        }
+
+        fn add_gradient(&mut self, pass: BatchPass<'_>) -> Result<f64, TrainError> {
+            if let Some(grads) = self.grads.take() {
+                self.model.set_grads(&grads)?;
+            }
+            self.read_passes()?;
+            let BatchPass { key, blocks, inputs, labels, seeds, terms, ctx } = pass;
+            // Held rows index the worker's feature matrix, which the device holds.
+            let held = match inputs {
+                Inputs::Held { rows, .. } => Some(rows),
+                Inputs::Gathered(_) => None,
+            };
+            let up = match self.ahead.take() {
+                Some(up) if up.key == key && up.rows.is_some() == held.is_some() => up,
+                _ => self.upload(key, blocks, held)?,
+            };
+            let (dev, in_dim) = (self.dev, self.host.config().in_dim);
+            let x = match (&up.rows, inputs) {
+                (Some(rows), _) => dev.gather_rows_at(in_dim, rows, &self.features, self.feature_rows)?,
+                (None, Inputs::Held { rows, .. }) => {
+                    dev.gather_rows(in_dim, rows, &self.features, self.feature_rows)?
+                }
+                (None, Inputs::Gathered(rows)) => {
+                    let rows = rows.as_standard_layout();
+                    self.copy.upload(rows.as_slice().unwrap_or_default())?
+                }
+            };
+            let first: Vec<u32> = (0..seeds as u32).collect();
+            let width = self.host.config().out_dim;
+            let mut targets = DeviceLabels::upload(&self.copy, labels, &first, up.blocks.output_rows(), width)?;
+            let mut clock = dev.clock()?;
+            self.model.forward_blocks(&up.blocks, &x, ctx)?;
+            clock.mark("forward")?;
+            let out = self.model.loss(&mut targets, terms as usize)?;
+            clock.mark("loss")?;
+            self.model.backward_blocks(&up.blocks)?;
+            clock.mark("backward")?;
+            self.passes = Some(clock);
+            Ok(out.loss_sum)
+        }
+
+        fn grads(&mut self) -> Result<&mut [f32], TrainError> {
+            let grads = match self.grads.take() {
+                Some(grads) => grads,
+                None => self.model.grads()?,
+            };
+            Ok(self.grads.insert(grads))
+        }
+
+        fn step(&mut self, optimizer: &mut Optim, epoch: usize, lr: f32) -> Result<(), TrainError> {
+            optimizer.set_learning_rate(lr);
+            let grads = self.grads()?.to_vec();
+            guard::check_grad_values(epoch, &self.host, &grads, lr)?;
+            self.model.set_grads(&grads)?;
+            self.grads = None;
+            self.read_passes()?;
+            let mut clock = self.dev.clock()?;
+            self.model.step(optimizer)?;
+            clock.mark("optimizer")?;
+            self.epoch.optimizer_s += phase_s(&clock.read()?, "optimizer");
+            if let Some(start) = self.step_start.take() {
+                self.steps_wall += start.elapsed();
+            }
+            Ok(())
+        }
+
+        fn params(&mut self) -> Result<&[f32], TrainError> {
+            self.params = self.model.params()?;
+            Ok(&self.params)
+        }
+
+        fn model(&self) -> Option<&Model> {
+            None
+        }
+
+        fn model_mut(&mut self) -> Option<&mut Model> {
+            None
+        }
+
+        fn evaluate(&mut self, graph: &FullGraph<'_>, _eval_batch_size: usize) -> Result<EvalStats, TrainError> {
+            let dataset = graph.dataset;
+            let eval = match self.eval.take() {
+                Some(eval) => eval,
+                None => {
+                    let whole = AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
+                    let features = dataset.features.as_standard_layout();
+                    EvalGraph {
+                        graph: self.model.upload_graph(&whole)?,
+                        features: self.dev.upload(features.as_slice().unwrap_or_default())?,
+                        splits: upload_splits(self.dev, dataset)?,
+                    }
+                }
+            };
+            let eval = self.eval.insert(eval);
+            let mut clock = self.dev.clock()?;
+            self.model.forward(&eval.graph, &eval.features, ForwardCtx::eval())?;
+            let stats = accuracies(&self.model, &mut eval.splits)?;
+            clock.mark("eval")?;
+            self.epoch.eval_s += phase_s(&clock.read()?, "eval");
+            Ok(stats)
+        }
+
+        fn snapshot(&mut self, epoch: usize) -> Result<TrainedModel, TrainError> {
+            Ok(TrainedModel { config: self.host.config().clone(), params: self.model.params()?, epoch })
+        }
+
+        fn state(&self, optimizer: &Optim, method: Vec<u8>) -> Result<WorkerState, String> {
+            WorkerState::of_device(&self.model, optimizer, method)
+        }
+
+        fn restore(&mut self, state: WorkerState, _optimizer: &mut Optim) -> Result<Vec<u8>, String> {
+            state.restore_device(&mut self.model)
+        }
+
+        fn prepares(&self) -> bool {
+            true
+        }
+
+        fn prepare(&mut self, key: StepKey, blocks: &BlockGraphs, rows: &[u32]) -> Result<(), TrainError> {
+            self.ahead = Some(self.upload(key, blocks, Some(rows))?);
+            Ok(())
+        }
+
+        fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+            let now = [self.dev.transfers(), self.copy.transfers()];
+            let moved = [now[0].since(self.transfers[0]), now[1].since(self.transfers[1])];
+            self.transfers = now;
+            let e = std::mem::take(&mut self.epoch);
+            let busy = e.forward_s + e.loss_s + e.backward_s + e.optimizer_s;
+            let wall = std::mem::take(&mut self.steps_wall).as_secs_f64();
+            Some(DeviceEpoch {
+                h2d_bytes: moved[0].host_to_device + moved[1].host_to_device,
+                d2h_bytes: moved[0].device_to_host + moved[1].device_to_host,
+                idle_share: (wall > 0.0).then(|| (1.0 - busy / wall).max(0.0)),
+                ..e
+            })
+        }
+    }
+}
