@@ -25,6 +25,14 @@ The power-law graph of docs/BENCHMARKS.md comes from powerlaw_graph.py beside th
 
 --cpus 0,1 pins both sides (and the graph generation) to those cores, so a machine with more
 cores than the one being modelled gives both the same number of threads.
+
+--halo-device cuda trains Halo's side on GPU 0 (a build with `--features cuda`) against DGL's
+CPU epoch, issue 38's speed check: per Halo run it also prints the host's sampling time per
+epoch (the sampling threads' time over their number: the epoch's floor when sampling is the
+bound), the epoch over it, and the GPU's idle share of the steps.
+
+    python3 benches/peers/dgl_vs_halo.py --python /tmp/dgl/bin/python --halo target/release/halo \
+        --halo-device cuda --out /tmp/peers-gpu --synth "--nodes 100000 --avg-degree 20 --features 128 --classes 16"
 """
 import argparse, json, math, os, shlex, statistics, subprocess, sys
 
@@ -49,6 +57,8 @@ def parse():
     ap.add_argument("--lr", type=float, default=0.003)
     ap.add_argument("--dropout", type=float, default=0.5)
     ap.add_argument("--cpus", help="comma-separated cores to pin every run to, e.g. 0,1")
+    ap.add_argument("--halo-device", default="cpu", help="where Halo trains: cpu, or cuda[:N]")
+    ap.add_argument("--sampler-threads", type=int, help="Halo's sampling threads [default: its own, the cores]")
     a = ap.parse_args()
     if a.rounds < 1 or a.epochs < 1:
         ap.error("--rounds and --epochs must be at least 1")
@@ -97,15 +107,22 @@ def halo_run(a, data, stem):
     cmd = [a.halo, "train", "--dataset", data, "--split", a.split, "--model", "sage", "--layers",
            str(len(a.fanouts.split(","))), "--hidden", str(a.hidden), "--fanouts", a.fanouts, "--batch-size",
            str(a.batch_size), "--lr", str(a.lr), "--weight-decay", "0", "--dropout", str(a.dropout), "--input-dropout", "0", "--epochs",
-           str(a.epochs), "--report", report]
+           str(a.epochs), "--device", a.halo_device, "--report", report]
+    if a.sampler_threads:
+        cmd += ["--sampler-threads", str(a.sampler_threads)]
     run(cmd, stem + ".log")
     with open(report) as f:
         r = json.load(f)
     walls = [e["wall_s"] for e in r["epochs"]]
     method = [e.get("method") or {} for e in r["epochs"]]
     mean = lambda key: statistics.mean(m.get(key, float("nan")) for m in method)
+    threads = a.sampler_threads or len(os.sched_getaffinity(0))
+    devices = [e.get("device") or {} for e in r["epochs"]]
+    idle = [d["idle_share"] for d in devices if d.get("idle_share") is not None]
     return {"epochs": walls, "median": statistics.median(walls), "edges_per_step": mean("sampled_edges_per_step"),
-            "vertices_per_step": mean("sampled_vertices_per_step")}
+            "vertices_per_step": mean("sampled_vertices_per_step"),
+            "sampling_wall": statistics.median(m.get("sampling_s", float("nan")) / threads for m in method),
+            "idle": statistics.median(idle) if idle else None}
 
 
 def spread(values):
@@ -134,11 +151,17 @@ def main():
             vertices = "" if r["vertices_per_step"] is None else f", {r['vertices_per_step']:.0f} input vertices"
             print(f"round {round_} {side:<4} load {load}: epochs {', '.join(f'{t:.2f}' for t in r['epochs'])} s, "
                   f"median {r['median']:.2f} s; {r['edges_per_step']:.0f} sampled edges per step{vertices}", flush=True)
+            if side == "halo" and a.halo_device != "cpu":
+                idle = "n/a" if r["idle"] is None else f"{r['idle']:.3f}"
+                print(f"    on {a.halo_device}: host sampling {r['sampling_wall']:.2f} s per epoch, epoch / sampling "
+                      f"{r['median'] / r['sampling_wall']:.2f} (bar: 1.2), GPU idle share {idle}", flush=True)
     dgl = [r["median"] for r in sides["dgl"]]
     halo = [r["median"] for r in sides["halo"]]
     print(f"median epoch, min / median / max over rounds: DGL {spread(dgl)} s, Halo {spread(halo)} s")
     print(f"Halo / DGL: {statistics.median(halo) / statistics.median(dgl):.2f}x "
           f"(per round: {', '.join(f'{h / d:.2f}' for h, d in zip(halo, dgl))})")
+    if a.halo_device != "cpu":
+        print(f"DGL's CPU epoch / Halo's {a.halo_device} epoch: {statistics.median(dgl) / statistics.median(halo):.1f}x (bar: 20)")
 
 
 if __name__ == "__main__":

@@ -496,7 +496,8 @@ fn every_mini_batch_step_on_the_device_follows_the_cpu() {
 }
 
 /// Several steps an epoch, so the next batch goes up on the copy stream while a step computes:
-/// a single process, four data-parallel workers and four ADGraph workers (one hop) on one GPU.
+/// a single process, four data-parallel workers, four ADGraph workers (one hop) and four
+/// featpart workers on one GPU.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn mini_batches_uploaded_ahead_follow_the_cpu() {
@@ -505,4 +506,9 @@ fn mini_batches_uploaded_ahead_follow_the_cpu() {
     mini_batches_follow_the_cpu(mini_batches(&base, Method::Single, 1, 16, 3), &dataset);
     mini_batches_follow_the_cpu(mini_batches(&base, Method::DataParallel, 4, 8, 3), &dataset);
     mini_batches_follow_the_cpu(mini_batches(&base, Method::Adgraph, 4, 8, 3), &dataset);
+    // A fixed tau, so the fetch plan does not follow measured compute times: two local
+    // iterations between fetches, the rows assembled on the host and uploaded.
+    let mut featpart = mini_batches(&base, Method::Featpart, 4, 8, 3);
+    featpart.method.featpart.tau = trainer::config::Tau::Fixed(2);
+    mini_batches_follow_the_cpu(featpart, &dataset);
 }

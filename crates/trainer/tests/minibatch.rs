@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use gnn_core::{ConvKind, GcnNorm};
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
-use trainer::config::{Device, LrScaling, Method, MethodConfig, MiniBatchConfig, TrainConfig};
+use trainer::config::{LrScaling, Method, MethodConfig, MiniBatchConfig, TrainConfig};
 use trainer::method::{BatchSource, DataPlan, MethodDef, Parts};
 use trainer::{LocalOptions, Report, Source, TrainError, data, run_method, run_on};
 
@@ -157,43 +157,13 @@ fn parts_that_do_not_go_together_are_an_error() {
     assert!(err.to_string().starts_with("method `sampled-cut`: mini-batches over a partitioned graph"), "{err}");
 }
 
-/// A method with featpart's parts (feature columns, batches of their own), under another name:
-/// the configuration sets no batch size and names a method that trains on a device, so a device
-/// passes validation.
-struct ColumnsOnly;
-
-impl MethodDef for ColumnsOnly {
-    fn name(&self) -> &str {
-        "columns-only"
-    }
-
-    fn parts(&self, config: &TrainConfig) -> Parts {
-        let featpart = TrainConfig {
-            method: MethodConfig::named(Method::Featpart),
-            minibatch: minibatch(16, None),
-            ..config.clone()
-        };
-        trainer::method::lookup(Method::Featpart).parts(&featpart)
-    }
-}
-
-#[test]
-fn a_runner_without_a_worker_on_the_device_is_refused_naming_both() {
-    let method = MethodConfig { name: Method::Single, ..MethodConfig::default() };
-    let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
-    let err =
-        run_method(&ColumnsOnly, &config, Source::Given(dataset()), LocalOptions::default(), &mut ()).unwrap_err();
-    assert!(matches!(err, TrainError::NoDeviceWorker { .. }), "{err}");
-    assert!(err.to_string().contains("the feature-column runner has no worker on cuda:0"), "{err}");
-}
-
 /// Without the `cuda` feature a cut graph's device workers stop before any work, naming the
 /// build.
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cut_graph_device_workers_need_the_cuda_feature() {
     let method = MethodConfig { name: Method::Vanilla, ..MethodConfig::default() };
-    let config = TrainConfig { device: Device::Cuda(0), method, ..base(ConvKind::Gcn) };
+    let config = TrainConfig { device: trainer::config::Device::Cuda(0), method, ..base(ConvKind::Gcn) };
     let err = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap_err().to_string();
     assert!(err.contains("without CUDA support") && err.contains("--features cuda"), "{err}");
 }
@@ -203,9 +173,13 @@ fn cut_graph_device_workers_need_the_cuda_feature() {
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn mini_batch_device_workers_need_the_cuda_feature() {
-    for (name, workers) in [(Method::Single, 1), (Method::DataParallel, 2), (Method::Adgraph, 2)] {
-        let mut config =
-            TrainConfig { device: Device::Cuda(0), minibatch: minibatch(8, Some("3,3")), ..base(ConvKind::Sage) };
+    for (name, workers) in [(Method::Single, 1), (Method::DataParallel, 2), (Method::Adgraph, 2), (Method::Featpart, 2)]
+    {
+        let mut config = TrainConfig {
+            device: trainer::config::Device::Cuda(0),
+            minibatch: minibatch(8, Some("3,3")),
+            ..base(ConvKind::Sage)
+        };
         config.method = MethodConfig { name, ..MethodConfig::default() };
         config.distributed.workers = workers;
         let err = run_on(&config, dataset(), LocalOptions::default(), &mut ()).unwrap_err().to_string();

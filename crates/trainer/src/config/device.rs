@@ -1,7 +1,7 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
 //!
-//! A GPU needs a method whose `Rules` allow CUDA (`single`, the full-batch methods on the
-//! cut-graph runner's workers, and the mini-batch methods but featpart), and full batches on
+//! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
+//! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
 //! size); on a cut graph also blocking exchanges (no `overlap`), the gradient all-reduce (no
 //! parameter servers), layer 0's halo rows pulled (no ecgraph halo feature cache), and GAT on
@@ -146,22 +146,17 @@ mod tests {
         assert_eq!(c.device, Device::Cuda(1));
         let err = TrainConfig::from_toml_str("device = \"tpu\"\n", "d.toml").unwrap_err().to_string();
         assert!(err.starts_with("d.toml:1: key `device`") && err.contains("unknown device `tpu`"), "{err}");
-        let featpart = "device = \"cuda\"\nmethod = \"featpart\"\n[minibatch]\nbatch-size = 16\n";
-        let err = TrainConfig::from_toml_str(featpart, "d.toml").unwrap_err();
-        let msg = err.to_string();
-        let listed = "single, vanilla, data-parallel, adaqp, adgraph, cdfgnn, ecgraph";
-        assert!(msg.contains("`device`") && msg.contains(listed) && msg.contains("method featpart"), "{msg}");
         TrainConfig::from_toml_str("device = \"cuda\"\nmethod = \"vanilla\"\n", "d.toml").unwrap();
         let text = "device = \"cuda\"\n[minibatch]\nfanouts = \"5,5\"\n";
         let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
         assert!(msg.contains("`device`") && msg.contains("fanouts"), "{msg}");
     }
 
-    /// Sampled mini-batches of GCN and GraphSAGE train on a device, for every mini-batch method
-    /// but featpart; GAT's are refused naming the model key.
+    /// Sampled mini-batches of GCN and GraphSAGE train on a device, for every mini-batch
+    /// method; GAT's are refused naming the model key.
     #[test]
     fn device_mini_batches_are_gcn_and_graphsage() {
-        for method in ["single", "data-parallel", "adgraph"] {
+        for method in ["single", "data-parallel", "adgraph", "featpart"] {
             for model in ["gcn", "sage"] {
                 let text = format!(
                     "device = \"cuda\"\nmethod = \"{method}\"\nmodel = \"{model}\"\n[minibatch]\nbatch-size = 8\n"

@@ -49,11 +49,7 @@ impl Runner {
 
     /// Whether this runner has a worker that computes on `device`.
     fn has_worker_on(self, device: Device) -> bool {
-        let on_gpu = matches!(
-            self,
-            Runner::WholeGraph | Runner::CutGraph | Runner::MiniBatch | Runner::Replicated | Runner::LHop
-        );
-        device == Device::Cpu || on_gpu
+        device == Device::Cpu || self != Runner::SampledEdges
     }
 }
 
@@ -123,11 +119,9 @@ mod tests {
     #[test]
     fn a_runner_without_a_device_worker_is_refused_by_name() {
         assert_eq!(place(&on(Device::Cuda(1)), Runner::WholeGraph).unwrap(), Device::Cuda(1));
-        for runner in [Runner::MiniBatch, Runner::Replicated, Runner::LHop] {
+        for runner in [Runner::MiniBatch, Runner::Replicated, Runner::LHop, Runner::Columns] {
             assert_eq!(place(&on(Device::Cuda(1)), runner).unwrap(), Device::Cuda(1), "{runner:?}");
         }
-        let err = place(&on(Device::Cuda(1)), Runner::Columns).unwrap_err().to_string();
-        assert!(err.contains("feature-column runner") && err.contains("cuda:1"), "{err}");
         let err = place(&on(Device::Cuda(0)), Runner::SampledEdges).unwrap_err().to_string();
         assert!(err.contains("sampled-edge whole-graph runner") && err.contains("cuda:0"), "{err}");
         assert_eq!(place(&on(Device::Cuda(0)), Runner::CutGraph).unwrap(), Device::Cuda(0));

@@ -62,10 +62,11 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     /// The parameters, on the host.
     fn params(&mut self) -> Result<&[f32], TrainError>;
 
+    /// Replaces the parameters (the optimizer's state stays).
+    fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError>;
+
     /// The model on the host, where it lives there.
     fn model(&self) -> Option<&Model>;
-
-    fn model_mut(&mut self) -> Option<&mut Model>;
 
     /// Accuracies of full-neighbour inference over every vertex of `graph`.
     fn evaluate(&mut self, graph: &FullGraph<'_>, eval_batch_size: usize) -> Result<EvalStats, TrainError>;
@@ -85,10 +86,11 @@ pub(crate) trait BatchModel: std::fmt::Debug {
         false
     }
 
-    /// The blocks of step `key` and the rows of the worker's features their inputs read, once
-    /// the step before it has queued its passes and before its gradients are read: a device
-    /// model uploads them meanwhile, and its [`BatchModel::add_gradient`] for `key` takes them.
-    fn prepare(&mut self, _key: StepKey, _blocks: &BlockGraphs, _rows: &[u32]) -> Result<(), TrainError> {
+    /// The blocks of step `key` and the rows of the worker's features their inputs read (`None`
+    /// where the step's hooks assemble them), once the step before it has queued its passes and
+    /// before its gradients are read: a device model uploads them meanwhile, and its
+    /// [`BatchModel::add_gradient`] for `key` takes them.
+    fn prepare(&mut self, _key: StepKey, _blocks: &BlockGraphs, _rows: Option<&[u32]>) -> Result<(), TrainError> {
         Ok(())
     }
 
@@ -141,12 +143,12 @@ impl BatchModel for OnCpu {
         Ok(self.0.params())
     }
 
-    fn model(&self) -> Option<&Model> {
-        Some(&self.0)
+    fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError> {
+        Ok(self.0.set_params(params)?)
     }
 
-    fn model_mut(&mut self) -> Option<&mut Model> {
-        Some(&mut self.0)
+    fn model(&self) -> Option<&Model> {
+        Some(&self.0)
     }
 
     fn evaluate(&mut self, graph: &FullGraph<'_>, eval_batch_size: usize) -> Result<EvalStats, TrainError> {

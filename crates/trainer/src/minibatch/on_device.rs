@@ -74,7 +74,7 @@ pub(crate) use cuda::model;
 pub(crate) fn model<'a>(
     _dev: &'a Device,
     _host: Model,
-    _dataset: &Dataset,
+    _dataset: &'a Dataset,
 ) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
     Err(TrainError::NoCuda)
 }
@@ -88,6 +88,7 @@ mod cuda {
     };
     use gnn_core::{AggGraph, BlockGraphs, ConvKind, ForwardCtx, Optim, Optimizer};
     use graph_partition::sample::StepKey;
+    use ndarray::Array2;
 
     use super::*;
     use crate::checkpoint::WorkerState;
@@ -103,7 +104,7 @@ mod cuda {
     pub(crate) fn model<'a>(
         dev: &'a Device,
         host: Model,
-        dataset: &Dataset,
+        dataset: &'a Dataset,
     ) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
         Ok(Box::new(OnDevice::new(dev, host, dataset)?))
     }
@@ -131,9 +132,10 @@ mod cuda {
         /// guard reports.
         host: Model,
         kind: ConvKind,
-        /// The worker's feature matrix, resident, and its rows.
-        features: CudaSlice<f32>,
-        feature_rows: usize,
+        /// The worker's feature matrix, resident from the first batch that reads it (hooks
+        /// that assemble the input rows never upload it), and on the host.
+        features: Option<CudaSlice<f32>>,
+        host_features: &'d Array2<f32>,
         ahead: Option<Uploaded>,
         /// The gradients brought down, while they are the current ones.
         grads: Option<Vec<f32>>,
@@ -155,16 +157,15 @@ mod cuda {
     }
 
     impl<'d> OnDevice<'d> {
-        fn new(dev: &'d Device, host: Model, dataset: &Dataset) -> Result<Self, TrainError> {
-            let features = dataset.features.as_standard_layout();
+        fn new(dev: &'d Device, host: Model, dataset: &'d Dataset) -> Result<Self, TrainError> {
             let copy = dev.copy_device()?;
             Ok(Self {
                 dev,
                 model: DeviceModel::from_model(dev, &host)?,
                 kind: host.config().kind,
                 host,
-                features: dev.upload(features.as_slice().unwrap_or_default())?,
-                feature_rows: dataset.features.nrows(),
+                features: None,
+                host_features: &dataset.features,
                 ahead: None,
                 grads: None,
                 params: Vec::new(),
@@ -183,7 +184,7 @@ mod cuda {
             Ok(Uploaded {
                 key,
                 blocks: DeviceBlocks::upload(&self.copy, blocks, self.kind)?,
-                rows: rows.map(|r| DeviceIndex::upload(&self.copy, r, self.feature_rows)).transpose()?,
+                rows: rows.map(|r| DeviceIndex::upload(&self.copy, r, self.host_features.nrows())).transpose()?,
             })
         }
 
@@ -221,15 +222,25 @@ mod cuda {
                 Some(up) if up.key == key && up.rows.is_some() == held.is_some() => up,
                 _ => self.upload(key, blocks, held)?,
             };
-            let (dev, in_dim) = (self.dev, self.host.config().in_dim);
-            let x = match (&up.rows, inputs) {
-                (Some(rows), _) => dev.gather_rows_at(in_dim, rows, &self.features, self.feature_rows)?,
-                (None, Inputs::Held { rows, .. }) => {
-                    dev.gather_rows(in_dim, rows, &self.features, self.feature_rows)?
-                }
-                (None, Inputs::Gathered(rows)) => {
+            let (dev, in_dim, n) = (self.dev, self.host.config().in_dim, self.host_features.nrows());
+            let x = match inputs {
+                Inputs::Gathered(rows) => {
                     let rows = rows.as_standard_layout();
                     self.copy.upload(rows.as_slice().unwrap_or_default())?
+                }
+                Inputs::Held { rows, .. } => {
+                    let features = match self.features.take() {
+                        Some(features) => features,
+                        None => {
+                            let host = self.host_features.as_standard_layout();
+                            dev.upload(host.as_slice().unwrap_or_default())?
+                        }
+                    };
+                    let features = self.features.insert(features);
+                    match &up.rows {
+                        Some(index) => dev.gather_rows_at(in_dim, index, features, n)?,
+                        None => dev.gather_rows(in_dim, rows, features, n)?,
+                    }
                 }
             };
             let first: Vec<u32> = (0..seeds as u32).collect();
@@ -280,8 +291,8 @@ mod cuda {
             None
         }
 
-        fn model_mut(&mut self) -> Option<&mut Model> {
-            None
+        fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError> {
+            Ok(self.model.set_params(params)?)
         }
 
         fn evaluate(&mut self, graph: &FullGraph<'_>, _eval_batch_size: usize) -> Result<EvalStats, TrainError> {
@@ -323,8 +334,8 @@ mod cuda {
             true
         }
 
-        fn prepare(&mut self, key: StepKey, blocks: &BlockGraphs, rows: &[u32]) -> Result<(), TrainError> {
-            self.ahead = Some(self.upload(key, blocks, Some(rows))?);
+        fn prepare(&mut self, key: StepKey, blocks: &BlockGraphs, rows: Option<&[u32]>) -> Result<(), TrainError> {
+            self.ahead = Some(self.upload(key, blocks, rows)?);
             Ok(())
         }
 

@@ -191,8 +191,8 @@ impl super::compute::BatchModel for Ahead {
         self.cpu.model()
     }
 
-    fn model_mut(&mut self) -> Option<&mut gnn_core::Model> {
-        self.cpu.model_mut()
+    fn set_params(&mut self, params: &[f32]) -> Result<(), crate::TrainError> {
+        self.cpu.set_params(params)
     }
 
     fn evaluate(
@@ -227,9 +227,9 @@ impl super::compute::BatchModel for Ahead {
         &mut self,
         key: graph_partition::sample::StepKey,
         blocks: &gnn_core::BlockGraphs,
-        rows: &[u32],
+        rows: Option<&[u32]>,
     ) -> Result<(), crate::TrainError> {
-        assert_eq!(rows, blocks.input_ids(), "the rows of a whole graph's features are the input ids");
+        assert_eq!(rows, Some(blocks.input_ids()), "the rows of a whole graph's features are the input ids");
         self.prepared.borrow_mut().0.push(key);
         Ok(())
     }

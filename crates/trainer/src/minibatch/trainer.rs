@@ -57,8 +57,20 @@ pub(crate) trait StepHooks {
         Ok(0.0)
     }
 
-    /// The parameters after the step's update.
+    /// Whether [`StepHooks::after_step`] reads the parameters (a device model brings them
+    /// down for it).
+    fn reads_params(&self) -> bool {
+        false
+    }
+
+    /// The parameters after the step's update, where [`StepHooks::reads_params`].
     fn after_step(&mut self, _params: &[f32]) {}
+
+    /// Whether [`StepHooks::inputs`] reads the rows of the worker's feature matrix (`None`);
+    /// hooks that assemble the rows say no, so a device model takes no input rows ahead.
+    fn holds_inputs(&self) -> bool {
+        true
+    }
 }
 
 /// Hooks that read the dataset's features and run `F` on the gradients.
@@ -176,9 +188,23 @@ impl<'a> BatchTrainer<'a> {
         self.model.model().ok_or(TrainError::NoHostModel)
     }
 
-    /// As [`BatchTrainer::host_model`], mutable.
-    pub(crate) fn model_mut(&mut self) -> Result<&mut Model, TrainError> {
-        self.model.model_mut().ok_or(TrainError::NoHostModel)
+    pub(crate) fn zero_grad(&mut self) -> Result<(), TrainError> {
+        self.model.zero_grad()
+    }
+
+    /// The gradients, on the host.
+    pub(crate) fn grads(&mut self) -> Result<&mut [f32], TrainError> {
+        self.model.grads()
+    }
+
+    /// The parameters, on the host.
+    pub(crate) fn params(&mut self) -> Result<&[f32], TrainError> {
+        self.model.params()
+    }
+
+    /// Replaces the parameters (the optimizer's state stays).
+    pub(crate) fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError> {
+        self.model.set_params(params)
     }
 
     /// Moves the model to the one `place` makes of a host copy of it (a device's).
@@ -262,7 +288,8 @@ impl<'a> BatchTrainer<'a> {
                 {
                     let key = StepKey { epoch: epoch as u64, step: step as u64 + 1 };
                     let blocks = self.blocks(next)?;
-                    self.model.prepare(key, &blocks, next.input_ids())?;
+                    let rows = hooks.holds_inputs().then(|| next.input_ids());
+                    self.model.prepare(key, &blocks, rows)?;
                     self.ahead = Some((key, blocks));
                 }
                 let mut sync_s = 0.0;
@@ -278,7 +305,9 @@ impl<'a> BatchTrainer<'a> {
                 sync_s += hooks.sync(self.model.grads()?, loss)?;
                 let lr = self.lr.at(epoch, step, steps.len());
                 self.model.step(&mut self.optimizer, epoch, lr)?;
-                hooks.after_step(self.model.params()?);
+                if hooks.reads_params() {
+                    hooks.after_step(self.model.params()?);
+                }
                 totals.steps += 1;
                 totals.sync_s += sync_s;
                 totals.compute_s += start.elapsed().as_secs_f64() - sync_s;

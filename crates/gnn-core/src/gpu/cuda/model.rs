@@ -415,6 +415,16 @@ impl<'d> DeviceModel<'d> {
         Ok(self.plan.join(&parts)?)
     }
 
+    /// Replaces the parameters with `flat` (the CPU model's layout); gradients, moments and the
+    /// step count stay.
+    pub fn set_params(&mut self, flat: &[f32]) -> Result<(), GpuError> {
+        let parts = self.plan.split(flat)?;
+        for (t, part) in self.tensors.iter_mut().zip(parts) {
+            self.dev.upload_into(part, &mut t.value)?;
+        }
+        Ok(())
+    }
+
     /// Replaces the gradients with `flat` (the CPU model's layout): the all-reduced sum of the
     /// workers' [`DeviceModel::grads`], for the next [`DeviceModel::step`].
     pub fn set_grads(&mut self, flat: &[f32]) -> Result<(), GpuError> {

@@ -104,7 +104,7 @@ impl Method {
                 let lr = LrDefaults { adam: LrScaling::None, sgd: LrScaling::Linear };
                 Rules { batches: &[MiniBatch], lr_scaling: Some(lr), cuda: true, ..distributed }
             }
-            Method::Featpart => Rules { batches: &[MiniBatch], ..distributed },
+            Method::Featpart => Rules { batches: &[MiniBatch], cuda: true, ..distributed },
         }
     }
 

@@ -159,6 +159,14 @@ impl StepHooks for ColumnHooks<'_> {
         Ok(start.elapsed().as_secs_f64())
     }
 
+    fn reads_params(&self) -> bool {
+        self.step.is_some()
+    }
+
+    fn holds_inputs(&self) -> bool {
+        false
+    }
+
     fn after_step(&mut self, params: &[f32]) {
         if let Some(step) = &mut self.step {
             step.stepped(params);
@@ -178,7 +186,7 @@ impl WorkerHooks for ColumnHooks<'_> {
                 self.bias = Some(RunningBias::new(estimates.sigma_bias));
             }
             if self.spec.eq20_step == Eq20Step::Effective {
-                self.step = Some(EffectiveStep::new(trainer.host_model()?.params()));
+                self.step = Some(EffectiveStep::new(trainer.params()?));
             }
         }
         Ok(())

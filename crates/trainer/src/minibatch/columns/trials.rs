@@ -72,12 +72,13 @@ impl Trials<'_> {
         rows: &Array2<f32>,
     ) -> Result<(Vec<f32>, f64), TrainError> {
         let start = Instant::now();
-        trainer.model_mut()?.zero_grad();
+        trainer.zero_grad()?;
         if !trial.batch.seeds().is_empty() {
             trainer.add_gradient(TRIAL_EPOCH as usize, index, &trial.batch, Some(rows), trial.global_rows)?;
         }
+        // Brought to the host first: a device model's passes are done then.
+        let mut grads = trainer.grads()?.to_vec();
         let compute_s = start.elapsed().as_secs_f64();
-        let mut grads = trainer.host_model()?.grads().to_vec();
         self.all_reduce(&mut grads)?;
         Ok((grads, compute_s))
     }
@@ -170,12 +171,12 @@ impl Trials<'_> {
         at_start: &[Vec<f32>],
         compute_s: &mut f64,
     ) -> Result<f64, TrainError> {
-        let start = trainer.host_model()?.params().to_vec();
+        let start = trainer.params()?.to_vec();
         let lr = trainer.lr();
         let direction = mean(at_start);
         let moved: Vec<f32> = start.iter().zip(&direction).map(|(w, g)| w - lr * g).collect();
         let step = sq_dist(&moved, &start).sqrt();
-        trainer.model_mut()?.set_params(&moved)?;
+        trainer.set_params(&moved)?;
         let mut lipschitz = 0.0f64;
         for (index, (trial, g0)) in batches.iter().zip(at_start).enumerate() {
             let (g1, c) = self.gradient(trainer, index, trial, &trial.rows)?;
@@ -184,8 +185,8 @@ impl Trials<'_> {
                 lipschitz = lipschitz.max(sq_dist(&g1, g0).sqrt() / step);
             }
         }
-        trainer.model_mut()?.set_params(&start)?;
-        trainer.model_mut()?.zero_grad();
+        trainer.set_params(&start)?;
+        trainer.zero_grad()?;
         Ok(lipschitz)
     }
 }
