@@ -132,9 +132,9 @@ pub struct DeviceEpoch {
     /// over the workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange: Option<StagedBytes>,
-    /// Mini-batch workers: the share of the epoch's steps (host wall time, from zeroing the
-    /// gradients to the update) in which the GPU ran none of their phases (waiting on
-    /// sampling, uploads, the gradient sync); the mean over the workers.
+    /// Mini-batch workers: the share of the epoch's steps (host wall time, from the start of
+    /// its sampling to its last update) in which the GPU ran none of their phases (waiting for
+    /// batches, uploads, the gradient sync); the mean over the workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_share: Option<f64>,
 }

@@ -80,6 +80,9 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     /// Puts back what [`BatchModel::state`] saved; returns the method's blob.
     fn restore(&mut self, state: WorkerState, optimizer: &mut Optim) -> Result<Vec<u8>, String>;
 
+    /// An epoch's steps begin (the sampler starts).
+    fn begin_epoch(&mut self) {}
+
     /// Whether it takes the next step's blocks ahead ([`BatchModel::prepare`]); the loop
     /// builds them only then.
     fn prepares(&self) -> bool {

@@ -137,13 +137,17 @@ mod cuda {
         features: Option<CudaSlice<f32>>,
         host_features: &'d Array2<f32>,
         ahead: Option<Uploaded>,
+        /// The blocks of the step in progress.
+        current: Option<Uploaded>,
         /// The gradients brought down, while they are the current ones.
         grads: Option<Vec<f32>>,
         params: Vec<f32>,
         eval: Option<EvalGraph>,
         /// The step's passes, read once its gradients are down (reading waits for the GPU).
         passes: Option<PhaseClock<'d>>,
-        step_start: Option<Instant>,
+        /// Where the epoch's steps' wall time runs from: the start of its steps, then the end
+        /// of its last update (so waiting for a batch counts).
+        steps_from: Option<Instant>,
         /// The epoch so far: its phases, its steps' host wall time, and the transfers before it.
         epoch: DeviceEpoch,
         steps_wall: Duration,
@@ -167,11 +171,12 @@ mod cuda {
                 features: None,
                 host_features: &dataset.features,
                 ahead: None,
+                current: None,
                 grads: None,
                 params: Vec::new(),
                 eval: None,
                 passes: None,
-                step_start: None,
+                steps_from: None,
                 epoch: DeviceEpoch::default(),
                 steps_wall: Duration::ZERO,
                 transfers: [dev.transfers(), copy.transfers()],
@@ -202,7 +207,6 @@ mod cuda {
 
     impl BatchModel for OnDevice<'_> {
         fn zero_grad(&mut self) -> Result<(), TrainError> {
-            self.step_start.get_or_insert_with(Instant::now);
             self.grads = None;
             Ok(self.model.zero_grad()?)
         }
@@ -218,9 +222,12 @@ mod cuda {
                 Inputs::Held { rows, .. } => Some(rows),
                 Inputs::Gathered(_) => None,
             };
-            let up = match self.ahead.take() {
-                Some(up) if up.key == key && up.rows.is_some() == held.is_some() => up,
-                _ => self.upload(key, blocks, held)?,
+            // This step's blocks from an earlier pass over them (a second forward-backward of
+            // the same batch), or taken ahead, or now.
+            let fits = |up: &mut Uploaded| up.key == key && up.rows.is_some() == held.is_some();
+            let up = match (self.current.take_if(fits), self.ahead.take_if(fits)) {
+                (Some(up), _) | (None, Some(up)) => up,
+                (None, None) => self.upload(key, blocks, held)?,
             };
             let (dev, in_dim, n) = (self.dev, self.host.config().in_dim, self.host_features.nrows());
             let x = match inputs {
@@ -254,6 +261,7 @@ mod cuda {
             self.model.backward_blocks(&up.blocks)?;
             clock.mark("backward")?;
             self.passes = Some(clock);
+            self.current = Some(up);
             Ok(out.loss_sum)
         }
 
@@ -276,7 +284,7 @@ mod cuda {
             self.model.step(optimizer)?;
             clock.mark("optimizer")?;
             self.epoch.optimizer_s += phase_s(&clock.read()?, "optimizer");
-            if let Some(start) = self.step_start.take() {
+            if let Some(start) = self.steps_from.replace(Instant::now()) {
                 self.steps_wall += start.elapsed();
             }
             Ok(())
@@ -328,6 +336,10 @@ mod cuda {
 
         fn restore(&mut self, state: WorkerState, _optimizer: &mut Optim) -> Result<Vec<u8>, String> {
             state.restore_device(&mut self.model)
+        }
+
+        fn begin_epoch(&mut self) {
+            self.steps_from = Some(Instant::now());
         }
 
         fn prepares(&self) -> bool {

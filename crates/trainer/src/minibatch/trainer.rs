@@ -268,6 +268,7 @@ impl<'a> BatchTrainer<'a> {
             .enumerate()
             .map(|(step, s)| Step { key: StepKey { epoch: epoch as u64, step: step as u64 }, seeds: &s.seeds });
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
+        self.model.begin_epoch();
         std::thread::scope(|scope| -> Result<(), TrainError> {
             let options = PrefetchOptions { threads: self.sampling.sampler_threads, ..PrefetchOptions::default() };
             let mut prefetch = Prefetch::with_options(scope, &sampler, keyed, options);
