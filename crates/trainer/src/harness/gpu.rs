@@ -57,10 +57,12 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
     // Read before this worker uploads, and (the all-reduce below is a barrier) before any does.
     let memory = dev.memory()?;
     dev.reset_peak()?;
-    // In process every worker is on this machine; an MPI rank's machine is its host.
-    let machine = match rank.backend() {
-        Backend::Local => 0,
-        Backend::Mpi => comm.topology().host_of(comm.rank()),
+    // In process every worker is on this machine. An MPI rank's machine is the one it runs
+    // on, by name: hosts declared with --hosts may share a machine, and its GPUs.
+    let machine = match (rank.backend(), this_machine()) {
+        (Backend::Local, _) => 0,
+        (Backend::Mpi, Some(name)) => machine_key(&name),
+        (Backend::Mpi, None) => comm.topology().host_of(comm.rank()),
     };
     const FIELDS: usize = 4;
     let mut table = vec![0.0f64; comm.size() * FIELDS];
@@ -89,4 +91,39 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         peak_gpu_bytes: 0,
     };
     Ok(Gpu { dev, summary })
+}
+
+/// This machine's host name (Linux: `/proc/sys/kernel/hostname`), where it can be read.
+fn this_machine() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
+/// A machine's key in the memory all-reduce: the 32-bit FNV-1a hash of its name, which an f64
+/// carries exactly.
+fn machine_key(name: &str) -> usize {
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    hash as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ranks on one machine share its key whatever hosts they were declared on; another name is
+    /// another key; every key survives the f64 all-reduce.
+    #[test]
+    fn a_machine_is_keyed_by_its_name() {
+        let name = this_machine().expect("Linux names its host");
+        assert_eq!(machine_key(&name), machine_key(&name.clone()));
+        assert_ne!(machine_key("node-a"), machine_key("node-b"));
+        for key in [machine_key(&name), machine_key("node-a"), machine_key("")] {
+            assert_eq!(key as f64 as usize, key);
+        }
+        // Two ranks declared on two hosts of this machine claim the same GPU.
+        let claim = |machine| GpuClaim { machine, ordinal: 0, footprint: Footprint { resident: 10, step: 1 } };
+        let claims = [claim(machine_key(&name)), claim(machine_key(&name)), claim(machine_key("elsewhere"))];
+        let (workers, sum) = device::shared_gpu(&claims, 0);
+        assert_eq!((workers, sum), (2, Footprint { resident: 20, step: 2 }));
+    }
 }
