@@ -587,6 +587,7 @@ fn part_pass(
     comm: &dyn Communicator,
     config: &ModelConfig,
     run: Run,
+    held_first: bool,
 ) -> Result<PartOutcome, String> {
     let e = |e: &dyn std::fmt::Display| format!("part {}: {e}", part.part());
     let cut = if run == Run::EdgeCut { CutKind::EdgeCut } else { CutKind::VertexCut };
@@ -596,6 +597,9 @@ fn part_pass(
     }
     let (n, m) = (graph.num_local(), graph.computed_rows());
     let gids = graph.global_ids().to_vec();
+    // Layer 0's halo inputs held (the halo feature cache): its view pulls nothing, later ones do.
+    let first = if held_first { graph.clone().with_held_halo().map_err(|x| e(&x))? } else { graph.clone() };
+    let views = [first.clone(), graph.clone(), graph.clone()];
     let x = Array2::from_shape_fn((n, PART_IN), |(l, c)| ((gids[l] as usize * 7 + c * 3) % 11) as f32 / 11.0 - 0.4);
     let classes: Vec<u32> = gids.iter().map(|&g| class_of(g)).collect();
     let rows: Vec<u32> = (0..graph.num_primary() as u32).filter(|&l| trains(gids[l as usize])).collect();
@@ -607,14 +611,14 @@ fn part_pass(
     let start = Model::new(config.clone()).map_err(|x| e(&x))?;
     let mut exchange = make_exchange(run, part, comm)?;
     model.zero_grad();
-    model.forward(&graph, &x, exchange.as_mut(), ctx).map_err(|x| e(&x))?;
+    model.forward_layers(&views, &x, exchange.as_mut(), ctx).map_err(|x| e(&x))?;
     let mut dlogits = model.take_logits();
     let cpu_logits = dlogits.rows().into_iter().take(m).flatten().copied().collect();
     let cpu_loss = loss::softmax_cross_entropy_in_place(&mut dlogits, &classes, &rows).map_err(|x| e(&x))?;
     dlogits /= global_terms as f32;
-    model.backward(&graph, dlogits, exchange.as_mut()).map_err(|x| e(&x))?;
+    model.backward_layers(&views, dlogits, exchange.as_mut()).map_err(|x| e(&x))?;
     let cpu_grads = model.grads().to_vec();
-    let eval = model.forward(&graph, &x, exchange.as_mut(), ForwardCtx::eval()).map_err(|x| e(&x))?;
+    let eval = model.forward_layers(&views, &x, exchange.as_mut(), ForwardCtx::eval()).map_err(|x| e(&x))?;
     let mut eval = eval.clone();
     let cpu_eval = loss::softmax_cross_entropy_in_place(&mut eval, &classes, &rows).map_err(|x| e(&x))?;
 
@@ -622,22 +626,22 @@ fn part_pass(
     let dev = Device::new(0).map_err(|x| e(&x))?;
     let mut device = DeviceModel::from_model(&dev, &start).map_err(|x| e(&x))?;
     let on_device = device.upload_part_graph(&graph).map_err(|x| e(&x))?;
+    let held = if held_first { Some(device.upload_part_graph(&first).map_err(|x| e(&x))?) } else { None };
+    let on_device = gnn_core::gpu::PartViews::of(&on_device, held.as_ref());
     let features = dev.upload(x.as_slice().unwrap()).map_err(|x| e(&x))?;
     let labels = Labels::Classes(classes.clone());
     let mut split = DeviceLabels::upload(&dev, &labels, &rows, n, PART_CLASSES).map_err(|x| e(&x))?;
     let (mut exchange, mut stager) = (make_exchange(run, part, comm)?, Stager::new(n));
     device.zero_grad().map_err(|x| e(&x))?;
-    device.forward_part(&on_device, &features, ctx, exchange.as_mut(), &mut stager).map_err(|x| e(&x))?;
+    device.forward_part(on_device, &features, ctx, exchange.as_mut(), &mut stager).map_err(|x| e(&x))?;
     let logits = device.logits().map_err(|x| e(&x))?[..m * PART_CLASSES].to_vec();
     let dev_loss = device.loss(&mut split, global_terms).map_err(|x| e(&x))?.loss_sum;
-    device.backward_part(&on_device, exchange.as_mut(), &mut stager).map_err(|x| e(&x))?;
+    device.backward_part(on_device, exchange.as_mut(), &mut stager).map_err(|x| e(&x))?;
     let dev_grads = device.grads().map_err(|x| e(&x))?;
-    device
-        .forward_part(&on_device, &features, ForwardCtx::eval(), exchange.as_mut(), &mut stager)
-        .map_err(|x| e(&x))?;
+    device.forward_part(on_device, &features, ForwardCtx::eval(), exchange.as_mut(), &mut stager).map_err(|x| e(&x))?;
     let dev_eval = device.evaluate(std::slice::from_mut(&mut split)).map_err(|x| e(&x))?[0].loss_sum;
     // The whole-graph calls refuse a part.
-    assert!(device.forward(&on_device, &features, ctx).is_err());
+    assert!(device.forward(on_device.rest, &features, ctx).is_err());
     // The host-reduced gradient goes back as it came.
     let mut reduced = dev_grads.clone();
     comm.all_reduce_sum_f32("grads", &mut reduced).map_err(|x| e(&x))?;
@@ -676,9 +680,10 @@ fn partitioned_device_passes_equal_the_cpu_workers() {
                     }
                     _ => ModelConfig { kind, layers: 3, ..ModelConfig::gcn(PART_IN, hidden, PART_CLASSES) },
                 };
-                let outcomes =
-                    LocalCluster::run(&topology, |comm| part_pass(&book.parts()[comm.rank()], comm, &config, run))
-                        .unwrap();
+                let outcomes = LocalCluster::run(&topology, |comm| {
+                    part_pass(&book.parts()[comm.rank()], comm, &config, run, false)
+                })
+                .unwrap();
                 for (rank, o) in outcomes.iter().enumerate() {
                     let name = format!("{run:?} {kind:?} hidden {hidden} rank {rank}");
                     assert_close(&o.logits[1], &o.logits[0], REDUCTION);
@@ -691,6 +696,31 @@ fn partitioned_device_passes_equal_the_cpu_workers() {
                     assert_close(&o.grads[1], &o.grads[0], REDUCTION);
                 }
             }
+        }
+    }
+}
+
+/// The halo feature cache on the device: layer 0 runs on its held view (its halo rows' inputs
+/// in the features, nothing pulled) and the later layers on the pulling view, against the CPU
+/// model's per-layer views on the same edge-cut part, GCN and GraphSAGE.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn held_first_views_equal_the_cpu_workers() {
+    let topology = Topology::for_workers(4, 2, LinkModel::default()).unwrap();
+    let book = part_book(Run::EdgeCut);
+    for kind in [ConvKind::Gcn, ConvKind::Sage] {
+        let config = ModelConfig { kind, layers: 3, ..ModelConfig::gcn(PART_IN, 8, PART_CLASSES) };
+        let outcomes = LocalCluster::run(&topology, |comm| {
+            part_pass(&book.parts()[comm.rank()], comm, &config, Run::EdgeCut, true)
+        })
+        .unwrap();
+        for (rank, o) in outcomes.iter().enumerate() {
+            let name = format!("{kind:?} held first view, rank {rank}");
+            assert_close(&o.logits[1], &o.logits[0], REDUCTION);
+            for (what, [cpu, dev]) in [("loss", o.loss), ("eval loss", o.eval_loss)] {
+                assert!((cpu - dev).abs() <= 1e-4 * cpu.abs().max(1.0), "{name}: {what} CPU {cpu}, device {dev}");
+            }
+            assert_close(&o.grads[1], &o.grads[0], REDUCTION);
         }
     }
 }

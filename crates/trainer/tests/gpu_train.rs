@@ -395,7 +395,8 @@ fn gat_workers_on_one_gpu_edge_cut() {
     workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false);
 }
 
-/// The codec methods' workers on one GPU (their codecs, caches and controllers on the host)
+/// The codec methods' workers on one GPU (their codecs, caches and controllers on the host;
+/// ecgraph with and without its halo feature cache)
 /// against the same four workers on the CPU, GCN on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
@@ -405,19 +406,22 @@ fn gat_workers_on_one_gpu_edge_cut() {
 fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     let base = cora(ConvKind::Gcn);
     let dataset = load(&base);
-    for method in [Method::Adaqp, Method::Cdfgnn, Method::Ecgraph] {
+    // ecgraph twice: with its halo feature cache (layer 0's halo inputs held on the device, its
+    // default) and without (layer 0 pulls them).
+    for (method, halo_cache) in
+        [(Method::Adaqp, false), (Method::Cdfgnn, false), (Method::Ecgraph, true), (Method::Ecgraph, false)]
+    {
         let mut cpu = TrainConfig {
             method: MethodConfig::named(method),
             distributed: DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() },
             ..base.clone()
         };
-        // Device workers pull layer 0's halo rows (config::device).
-        cpu.method.ecgraph.halo_cache = false;
+        cpu.method.ecgraph.halo_cache = halo_cache;
         let run =
             |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
         let on_cpu = run(&cpu);
         let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
-        let name = method.as_str();
+        let name = format!("{}{}", method.as_str(), if halo_cache { " with its halo cache" } else { "" });
         assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
         for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
             let e = g.epoch;

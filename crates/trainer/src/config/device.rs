@@ -4,8 +4,7 @@
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
 //! size); on a cut graph also blocking exchanges (no `overlap`), the gradient all-reduce (no
-//! parameter servers), layer 0's halo rows pulled (no ecgraph halo feature cache), and GAT on
-//! an edge-cut only.
+//! parameter servers), GAT on an edge-cut only, and GAT without ecgraph's halo feature cache.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -100,11 +99,11 @@ impl Device {
                 "param-sync",
                 format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
             ),
-            Device::Cuda(_) if config.method.holds_halo_features() => invalid(
+            Device::Cuda(_) if config.method.holds_halo_features() && config.model == ConvKind::Gat => invalid(
                 "halo-cache",
                 format!(
-                    "{self} workers pull layer 0's halo rows like every later layer's; ecgraph's halo feature cache \
-                     needs --device cpu, or set halo-cache = false (--halo-cache off)"
+                    "{self} workers hold layer 0's halo rows for GCN and GraphSAGE; GAT with ecgraph's halo feature \
+                     cache needs --device cpu, or set halo-cache = false (--halo-cache off)"
                 ),
             ),
             Device::Cuda(_) if config.model == ConvKind::Gat && config.cut() == CutKind::VertexCut => invalid(
@@ -176,7 +175,7 @@ mod tests {
             ("method = \"vanilla\"\n[distributed]\noverlap = true\n", "`overlap`"),
             ("method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n", "`param-sync`"),
             ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
-            ("method = \"ecgraph\"\n", "`halo-cache`"),
+            ("method = \"ecgraph\"\nmodel = \"gat\"\n", "`halo-cache`"),
         ];
         for (text, key) in cases {
             let text = format!("device = \"cuda\"\n{text}");
@@ -190,6 +189,8 @@ mod tests {
             "method = \"vanilla\"\noptimizer = \"sgd\"\n",
             "method = \"cdfgnn\"\n",
             "[method]\nname = \"ecgraph\"\n[method.ecgraph]\nhalo-cache = false\n",
+            "method = \"ecgraph\"\n",
+            "model = \"gat\"\n[method]\nname = \"ecgraph\"\n[method.ecgraph]\nhalo-cache = false\n",
         ];
         for text in accepted {
             let text = format!("device = \"cuda\"\n{text}");

@@ -139,7 +139,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     // Where this worker computes: the CPU, or its GPU (`on_device`).
     let gpu = match config.device {
         Device::Cpu => None,
-        Device::Cuda(_) => Some(on_device::open(rank, &share)?),
+        Device::Cuda(_) => Some(on_device::open(rank, &share, job.parts.halo_features)?),
     };
     let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| match &gpu {
         None => Ok(Box::new(OnCpu::new(part)?) as Box<dyn PartModel + '_>),

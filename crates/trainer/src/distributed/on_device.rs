@@ -21,16 +21,20 @@ use crate::error::TrainError;
 use crate::harness::Rank;
 use crate::harness::gpu::{self, Gpu};
 use crate::memory::device;
+use crate::method::HaloFeatures;
 use crate::objective::Objective;
 
 /// The GPU of worker `rank` for its part of `share` (`harness::gpu::open` with the part's
-/// estimate, `memory::device::part_estimate`).
-pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare) -> Result<Gpu, TrainError> {
+/// estimate, `memory::device::part_estimate`, and layer 0's second view where `halo` is cached).
+pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare, halo: HaloFeatures) -> Result<Gpu, TrainError> {
     let config = rank.config();
     let s = share;
     let split_rows = [s.train.len(), s.valid.len(), s.test.len()];
     let targets = Objective::new(&s.labels).terms_per_row();
-    let footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
+    let mut footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
+    if halo == HaloFeatures::Cached {
+        footprint.resident += device::held_view_bytes(&s.part);
+    }
     gpu::open(rank, footprint)
 }
 
@@ -48,14 +52,13 @@ mod cuda {
     use comm_hierarchy::Communicator;
     use gnn_core::exchange::Exchange;
     use gnn_core::exchange::staging::Stager;
-    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, Transfers};
+    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, PartViews, Transfers};
     use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, Optim};
 
     use super::*;
     use crate::checkpoint::WorkerState;
     use crate::distributed::compute::{Pass, SumGrads};
     use crate::harness::CommClock;
-    use crate::method::HaloFeatures;
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, StagedBytes, TrainedModel, phase_s};
 
@@ -76,6 +79,8 @@ mod cuda {
         /// The host view of the part (what a controller reads).
         graph: AggGraph,
         part: DeviceGraph,
+        /// Layer 0's view under the halo feature cache (its halo inputs held).
+        held: Option<DeviceGraph>,
         /// A row per local vertex: the held rows, zeros for the rows the exchange pulls.
         features: CudaSlice<f32>,
         /// Train, validation and test rows (this worker's primaries) with their labels.
@@ -91,18 +96,16 @@ mod cuda {
     impl<'d> OnDevice<'d> {
         fn new(dev: &'d Device, job: PartJob<'d, '_>) -> Result<Self, TrainError> {
             let PartJob { share, graph, parts, config, .. } = job;
-            if parts.halo_features == HaloFeatures::Cached {
-                return Err(TrainError::Parts {
-                    method: config.method.name.as_str().to_string(),
-                    detail: "the halo feature cache holds layer 0's halo rows on the host; device workers pull them \
-                             (train it with --device cpu)"
-                        .to_string(),
-                });
-            }
             let (in_dim, classes) = (share.features.ncols(), share.num_classes);
             let cpu = Model::new(config.model_config(in_dim, classes))?;
             let model = DeviceModel::from_model(dev, &cpu)?;
             let part = model.upload_part_graph(&graph)?;
+            // The halo feature cache: layer 0 reads its halo rows' fetched inputs (the share
+            // holds a row per local vertex) and pulls nothing.
+            let held = match parts.halo_features {
+                HaloFeatures::Pulled => None,
+                HaloFeatures::Cached => Some(model.upload_part_graph(&graph.clone().with_held_halo()?)?),
+            };
             let n = graph.num_local();
             let mut rows = vec![0.0f32; n * in_dim];
             rows.iter_mut().zip(share.features.iter()).for_each(|(d, &s)| *d = s);
@@ -120,6 +123,7 @@ mod cuda {
                 model,
                 graph,
                 part,
+                held,
             })
         }
     }
@@ -139,11 +143,13 @@ mod cuda {
             let mut clock = dev.clock()?;
             self.model.zero_grad()?;
             let ctx = ForwardCtx::train(self.seed, epoch as u64);
-            self.model.forward_part(&self.part, &self.features, ctx, exchange, &mut self.stager)?;
+            let views = PartViews::of(&self.part, self.held.as_ref());
+            self.model.forward_part(views, &self.features, ctx, exchange, &mut self.stager)?;
             clock.mark("forward")?;
             let out = self.model.loss(&mut self.splits[0], global_terms as usize)?;
             clock.mark("loss")?;
-            self.model.backward_part(&self.part, exchange, &mut self.stager)?;
+            let views = PartViews::of(&self.part, self.held.as_ref());
+            self.model.backward_part(views, exchange, &mut self.stager)?;
             clock.mark("backward")?;
             let phases = clock.read()?;
             self.epoch = DeviceEpoch {
@@ -180,7 +186,8 @@ mod cuda {
         fn hits(&mut self, exchange: &mut dyn Exchange) -> Result<[Hits; 3], TrainError> {
             let dev = self.dev;
             let mut clock = dev.clock()?;
-            self.model.forward_part(&self.part, &self.features, ForwardCtx::eval(), exchange, &mut self.stager)?;
+            let views = PartViews::of(&self.part, self.held.as_ref());
+            self.model.forward_part(views, &self.features, ForwardCtx::eval(), exchange, &mut self.stager)?;
             let totals = self.model.evaluate(&mut self.splits)?;
             clock.mark("eval")?;
             self.epoch.eval_s = phase_s(&clock.read()?, "eval");

@@ -57,6 +57,15 @@ pub fn part_estimate(
     Ok(footprint)
 }
 
+/// The device memory of a part's second view, layer 0's with its halo inputs held (the halo
+/// feature cache): its local in-edges' CSR, coefficients and transpose, a second time.
+pub fn held_view_bytes(part: &LocalGraph) -> u64 {
+    let (rows, edges) = (part.num_local() as u64 + 1, part.num_edges() as u64);
+    let csr = rows * std::mem::size_of::<u64>() as u64
+        + edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
+    2 * csr
+}
+
 /// A worker's GPU and footprint, as the workers of a cut graph tell each other before any of
 /// them uploads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

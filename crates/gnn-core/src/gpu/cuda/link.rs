@@ -31,8 +31,6 @@ pub(super) struct PartLink<'a> {
     pub(super) exchange: &'a mut dyn Exchange,
     pub(super) stager: &'a mut Stager,
     pub(super) lists: MutexGuard<'a, RowLists>,
-    /// The view pulls its halo rows ([`crate::AggGraph::pulls_halo`]).
-    pub(super) pulls: bool,
     /// Copies push their partial aggregates ([`crate::AggGraph::pushes_aggregates`]).
     pub(super) pushes: bool,
 }
@@ -52,17 +50,19 @@ impl Link<'_> {
         }
     }
 
-    /// Forward, before the aggregation reads `x` (`rows x cols`): its halo rows pulled.
+    /// Forward, before the aggregation reads `x` (`rows x cols`): its halo rows pulled, where
+    /// the layer's view `pulls` them.
     pub(super) fn pull_input(
         &mut self,
         dev: &Device,
         layer: usize,
+        pulls: bool,
         x: &mut CudaSlice<f32>,
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
         match self {
-            Link::Part(p) if p.pulls => {
+            Link::Part(p) if pulls => {
                 p.call(dev, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
             }
             _ => Ok(()),
@@ -106,17 +106,18 @@ impl Link<'_> {
     }
 
     /// Backward, after the transposed aggregation: the halo rows of the input gradient `dx`
-    /// added into their primaries' rows, and zeroed.
+    /// added into their primaries' rows, and zeroed, where the layer's view `pulls` them.
     pub(super) fn push_input_grad(
         &mut self,
         dev: &Device,
         layer: usize,
+        pulls: bool,
         dx: &mut CudaSlice<f32>,
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
         match self {
-            Link::Part(p) if p.pulls => {
+            Link::Part(p) if pulls => {
                 p.call(dev, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), dx, rows, cols)
             }
             _ => Ok(()),

@@ -21,7 +21,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, NormOut, RowCodes};
 pub use meter::{PhaseClock, Transfers};
-pub use model::{DeviceBlocks, DeviceGraph, DeviceLoss, DeviceModel};
+pub use model::{DeviceBlocks, DeviceGraph, DeviceLoss, DeviceModel, PartViews};
 pub use rows::{DeviceRows, RowLists};
 
 /// A failure of the device path.

@@ -157,7 +157,7 @@ impl DeviceGraph {
     fn link<'a>(&'a self, exchange: &'a mut dyn Exchange, stager: &'a mut Stager) -> Result<Link<'a>, GpuError> {
         let part = self.part.as_ref().ok_or(GpuError::GraphUpload { needs: "as a worker's part" })?;
         let lists = part.lists.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Ok(Link::Part(PartLink { exchange, stager, lists, pulls: part.pulls, pushes: part.pushes }))
+        Ok(Link::Part(PartLink { exchange, stager, lists, pushes: part.pushes }))
     }
 
     /// The link of a graph whose passes exchange nothing (a whole graph, or a sampled block,
@@ -167,6 +167,11 @@ impl DeviceGraph {
             Some(p) if p.pulls || p.pushes => Err(GpuError::GraphUpload { needs: "whole" }),
             _ => Ok(Link::Whole),
         }
+    }
+
+    /// Whether the passes pull this view's halo rows before reading them.
+    fn pulls(&self) -> bool {
+        self.part.as_ref().is_some_and(|p| p.pulls)
     }
 
     /// GCN's self coefficients on a part, added after the sync; `None` where they are folded
@@ -187,29 +192,58 @@ impl DeviceGraph {
     }
 }
 
-/// The graphs of a pass: one for every layer (a whole graph or a worker's part), or one per
-/// layer (a sampled batch's blocks, input layer first).
+/// The graphs of a pass: a part's views (one for every layer, or layer 0's apart: its halo
+/// inputs held, the halo feature cache; a whole graph is one view), or one per layer (a sampled
+/// batch's blocks, input layer first).
 #[derive(Clone, Copy)]
 enum Layers<'g> {
-    Same(&'g DeviceGraph),
+    Views { first: &'g DeviceGraph, rest: &'g DeviceGraph },
     PerLayer(&'g [DeviceGraph]),
 }
 
 impl<'g> Layers<'g> {
+    fn same(graph: &'g DeviceGraph) -> Self {
+        Layers::Views { first: graph, rest: graph }
+    }
+
     fn layer(self, l: usize) -> &'g DeviceGraph {
         match self {
-            Layers::Same(graph) => graph,
+            Layers::Views { first, .. } if l == 0 => first,
+            Layers::Views { rest, .. } => rest,
             Layers::PerLayer(graphs) => &graphs[l],
         }
     }
 
-    /// The graph whose rows layer `l`'s output keeps: the next layer's (a block reads a prefix
-    /// of the rows the block before it computed), or its own for the last layer.
+    /// The graph whose rows layer `l`'s output keeps: a view's own (every view of a part has
+    /// the same rows), or the next block's (a block reads a prefix of the rows the block
+    /// before it computed), or its own for the last layer.
     fn kept(self, l: usize) -> &'g DeviceGraph {
         match self {
-            Layers::Same(graph) => graph,
+            Layers::Views { rest, .. } => rest,
             Layers::PerLayer(graphs) => graphs.get(l + 1).unwrap_or(&graphs[l]),
         }
+    }
+}
+
+/// A worker's part as the device layers see it: the view every layer runs on, and layer 0's
+/// apart where its halo inputs are held (the halo feature cache:
+/// [`crate::AggGraph::with_held_halo`] of the same part), which pulls nothing.
+#[derive(Clone, Copy)]
+pub struct PartViews<'g> {
+    pub first: &'g DeviceGraph,
+    pub rest: &'g DeviceGraph,
+}
+
+impl<'g> PartViews<'g> {
+    /// The part's view `rest`, with layer 0's apart where there is one.
+    pub fn of(rest: &'g DeviceGraph, first: Option<&'g DeviceGraph>) -> Self {
+        Self { first: first.unwrap_or(rest), rest }
+    }
+}
+
+impl<'g> From<&'g DeviceGraph> for PartViews<'g> {
+    fn from(graph: &'g DeviceGraph) -> Self {
+        Self { first: graph, rest: graph }
     }
 }
 
@@ -242,6 +276,23 @@ impl DeviceBlocks {
     pub fn output_rows(&self) -> usize {
         self.layers.last().map_or(0, DeviceGraph::num_nodes)
     }
+}
+
+/// Two views of one part: the same rows and kind, and layer 0's apart pulls nothing.
+fn check_views(first: &DeviceGraph, rest: &DeviceGraph) -> Result<(), GpuError> {
+    let same = std::ptr::eq(first, rest);
+    if same || (first.num_nodes() == rest.num_nodes() && first.kind == rest.kind && !first.pulls()) {
+        return Ok(());
+    }
+    let detail = format!(
+        "layer 0's view ({} rows, {}, pulls: {}) is not a held view of the part ({} rows, {})",
+        first.num_nodes(),
+        first.kind,
+        first.pulls(),
+        rest.num_nodes(),
+        rest.kind
+    );
+    Err(GpuError::Shape { kernel: "model", detail })
 }
 
 /// Sum of the loss and number of correct predictions over a split (arg-max for classes, one
@@ -464,7 +515,7 @@ impl<'d> DeviceModel<'d> {
     /// The logits of every vertex stay on the device (see [`DeviceModel::logits`]); `x` is the
     /// `n x in_dim` feature matrix, row-major. `graph` is whole.
     pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
-        self.run_forward(Layers::Same(graph), x, ctx, &mut graph.local()?)
+        self.run_forward(Layers::same(graph), x, ctx, &mut graph.local()?)
     }
 
     /// [`DeviceModel::forward`] on a worker's part ([`DeviceModel::upload_part_graph`]), calling
@@ -473,17 +524,22 @@ impl<'d> DeviceModel<'d> {
     /// are not read (they are pulled). Every worker calls it with the same `ctx`. The logits'
     /// primary rows are the worker's; train and evaluate on labelled primaries only, and add
     /// the loss sums and hits over the workers.
-    pub fn forward_part(
+    ///
+    /// `graphs` is the part's view, or its [`PartViews`] with layer 0's apart (its halo rows'
+    /// inputs in `x`).
+    pub fn forward_part<'g>(
         &mut self,
-        graph: &DeviceGraph,
+        graphs: impl Into<PartViews<'g>>,
         x: &CudaSlice<f32>,
         ctx: ForwardCtx,
         exchange: &mut dyn Exchange,
         stager: &mut Stager,
     ) -> Result<(), GpuError> {
-        let mut link = graph.link(exchange, stager)?;
+        let PartViews { first, rest } = graphs.into();
+        check_views(first, rest)?;
+        let mut link = rest.link(exchange, stager)?;
         link.begin(ctx.pass());
-        self.run_forward(Layers::Same(graph), x, ctx, &mut link)
+        self.run_forward(Layers::Views { first, rest }, x, ctx, &mut link)
     }
 
     /// [`DeviceModel::forward`] over a sampled batch's blocks: `x` holds a row per
@@ -606,7 +662,7 @@ impl<'d> DeviceModel<'d> {
         let w = &self.tensors[layer.weight].value;
         // `A src` over `cols` columns, synced, plus the self term: the aggregation of a conv.
         let aggregate = |src: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
-            link.pull_input(dev, l, src, n, cols)?;
+            link.pull_input(dev, l, graph.pulls(), src, n, cols)?;
             let mut z = dev.spmm(&graph.csr, Some(&graph.vals), src, cols)?;
             link.sync_aggregate(dev, l, &mut z, n, cols)?;
             if let Some(coeff) = graph.self_coeff() {
@@ -654,11 +710,11 @@ impl<'d> DeviceModel<'d> {
         let ex = graph.expanded(hs)?;
         let tag = |step| Tag::new(l, Direction::Forward, step);
         if layer.aggregates_first() {
-            link.pull_input(dev, l, x, n, layer.in_dim)?;
+            link.pull_input(dev, l, graph.pulls(), x, n, layer.in_dim)?;
         }
         let mut h = dev.matmul(x, false, &self.tensors[layer.weight].value, false, n, layer.in_dim, hw)?;
         if !layer.aggregates_first() {
-            link.pull_input(dev, l, &mut h, n, hw)?;
+            link.pull_input(dev, l, graph.pulls(), &mut h, n, hw)?;
         }
         let (src_blocks, dst_blocks) = (self.blocks(layer, att_src)?, self.blocks(layer, att_dst)?);
         let alpha_src = dev.matmul(&h, false, &src_blocks, true, n, hw, hs)?;
@@ -733,7 +789,7 @@ impl<'d> DeviceModel<'d> {
         }
         // The gradient of what forward pulled goes back to its primaries.
         if !layer.aggregates_first() {
-            link.push_input_grad(dev, l, &mut dh, n, hw)?;
+            link.push_input_grad(dev, l, graph.pulls(), &mut dh, n, hw)?;
         }
         let w = layer.weight;
         dev.gemm_into(x, true, &dh, false, layer.in_dim, n, hw, 1.0, &mut self.tensors[w].grad)?;
@@ -742,7 +798,7 @@ impl<'d> DeviceModel<'d> {
         }
         let mut dx = dev.matmul(&dh, false, &self.tensors[w].value, true, n, hw, layer.in_dim)?;
         if layer.aggregates_first() {
-            link.push_input_grad(dev, l, &mut dx, n, layer.in_dim)?;
+            link.push_input_grad(dev, l, graph.pulls(), &mut dx, n, layer.in_dim)?;
         }
         Ok(dx)
     }
@@ -795,18 +851,20 @@ impl<'d> DeviceModel<'d> {
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
     /// gradients into the device's gradient buffers. One backward per forward; `graph` is whole.
     pub fn backward(&mut self, graph: &DeviceGraph) -> Result<(), GpuError> {
-        self.run_backward(Layers::Same(graph), &mut graph.local()?)
+        self.run_backward(Layers::same(graph), &mut graph.local()?)
     }
 
     /// [`DeviceModel::backward`] of a [`DeviceModel::forward_part`], with the same exchange and
     /// stager: the parameter gradients added are this worker's share, which the workers sum.
-    pub fn backward_part(
+    pub fn backward_part<'g>(
         &mut self,
-        graph: &DeviceGraph,
+        graphs: impl Into<PartViews<'g>>,
         exchange: &mut dyn Exchange,
         stager: &mut Stager,
     ) -> Result<(), GpuError> {
-        self.run_backward(Layers::Same(graph), &mut graph.link(exchange, stager)?)
+        let PartViews { first, rest } = graphs.into();
+        check_views(first, rest)?;
+        self.run_backward(Layers::Views { first, rest }, &mut rest.link(exchange, stager)?)
     }
 
     /// [`DeviceModel::backward`] of a [`DeviceModel::forward_blocks`] on the same blocks.
@@ -925,7 +983,7 @@ impl<'d> DeviceModel<'d> {
                 if let Some(ws) = layer.self_weight {
                     dev.gemm_into(d, false, &self.tensors[ws].value, true, n, dout, din, 1.0, &mut dx)?;
                 }
-                link.push_input_grad(dev, l, &mut dx, n, din)?;
+                link.push_input_grad(dev, l, graph.pulls(), &mut dx, n, din)?;
                 Ok(dx)
             }
             None => {
@@ -935,7 +993,7 @@ impl<'d> DeviceModel<'d> {
                     None => None,
                 };
                 let mut dxw = aggregate_t(d, dout, link)?;
-                link.push_input_grad(dev, l, &mut dxw, n, dout)?;
+                link.push_input_grad(dev, l, graph.pulls(), &mut dxw, n, dout)?;
                 dev.gemm_into(x, true, &dxw, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
                 if !need_dx {
                     return dev.zeros(0);
