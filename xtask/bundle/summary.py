@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
-from what `run` left in OUTDIR (machine.txt, tests/, speed/, timeline.tsv).
+from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -171,6 +171,43 @@ def speed_rows(out):
     return rows
 
 
+# Issue 38's bar for the mini-batch row: the device epoch at most this many times the host's
+# sampling time for it (sampling is the bound).
+SAMPLING_BOUND = 1.2
+
+
+def minibatch_rows(out):
+    """Issue 38's mini-batch row: the device epoch (step phase, no evaluation) against the host's
+    sampling time in the same epoch (the sampling threads' seconds over their number), and the
+    GPU's idle share, medians of the epochs after the second."""
+    data, error = read_json(os.path.join(out, "minibatch", "100k-sage-mb.halo.json"))
+    if data is None:
+        log = read(os.path.join(out, "minibatch", "100k-sage-mb.halo.log"))
+        return [] if log is None else [{"id": "100k-sage-mb", "errors": [error]}]
+    try:
+        epochs = data.get("epochs") or []
+        threads = (data.get("config") or {}).get("minibatch", {}).get("sampler-threads") or 1
+        wall = [e["wall_s"] for e in epochs]
+        sampling = [e["method"]["sampling_s"] / threads for e in epochs]
+        idle = [e["device"]["idle_share"] for e in epochs if (e.get("device") or {}).get("idle_share") is not None]
+        row = {
+            "id": "100k-sage-mb",
+            "epoch_s": median(wall),
+            "sampling_s": median(sampling),
+            "sampler_threads": threads,
+            "idle_share": median(idle),
+            "edges_per_step": median([e["method"]["sampled_edges_per_step"] for e in epochs]),
+            "val_acc": epochs[-1]["val_acc"] if epochs else None,
+            "errors": [],
+        }
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        return [{"id": "100k-sage-mb", "errors": [f"unexpected report ({type(e).__name__}: {e})"]}]
+    if row["epoch_s"] is not None and row["sampling_s"]:
+        row["over_sampling"] = row["epoch_s"] / row["sampling_s"]
+        row["met"] = row["over_sampling"] <= SAMPLING_BOUND
+    return [row]
+
+
 def ms(seconds):
     return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
 
@@ -245,6 +282,29 @@ def markdown(summary):
         if errors:
             lines += ["", "Problems:", ""] + errors
         lines.append("")
+    if summary["minibatch"]:
+        lines += ["## Mini-batch on the device (issue 38)", ""]
+        lines += [
+            f"GraphSAGE 3x256 on the 100k graph, fanouts 15,10,5, batch 1024; medians of the epochs after the "
+            f"second. Bar: the epoch at most {SAMPLING_BOUND}x the host's sampling time (the sampling threads' "
+            "seconds over their number). DGL's CPU epoch beside it: `benches/peers/dgl_vs_halo.py "
+            "--halo-device cuda` where DGL is installed.",
+            "",
+            "| row | epoch | host sampling | threads | epoch / sampling | bar met | GPU idle share "
+            "| sampled edges per step | val acc |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in summary["minibatch"]:
+            if r["errors"]:
+                lines.append(f"| {r['id']} | failed: {'; '.join(r['errors'])} | | | | | | | |")
+                continue
+            idle = "-" if r["idle_share"] is None else f"{r['idle_share']:.3f}"
+            edges = "-" if r["edges_per_step"] is None else f"{r['edges_per_step']:.0f}"
+            acc = "-" if r["val_acc"] is None else f"{r['val_acc']:.3f}"
+            met = {True: "yes", False: "no"}.get(r.get("met"), "-")
+            lines.append(f"| {r['id']} | {ms(r['epoch_s'])} | {ms(r['sampling_s'])} | {r['sampler_threads']} "
+                         f"| {ratio(r.get('over_sampling'))} | {met} | {idle} | {edges} | {acc} |")
+        lines.append("")
     if summary["timeline"]:
         lines += ["## Timeline", "", "| step | seconds | exit |", "|---|---|---|"]
         lines += [f"| {t['step']} | {t['seconds']} | {t['exit']} |" for t in summary["timeline"]]
@@ -275,6 +335,7 @@ def main():
         "tests": tests,
         "tests_total": {k: sum(t[k] for t in tests) for k in ("passed", "failed", "ignored")},
         "speed": {"skipped": skipped or None, "epochs": "medians of the epochs after the second", "rows": rows},
+        "minibatch": minibatch_rows(a.out),
         "timeline": timeline,
     }
     with open(os.path.join(a.out, "summary.json"), "w") as fh:

@@ -281,8 +281,8 @@ case $1 in
 datasets) while [ $# -gt 1 ]; do [ "$1" = --out ] && out=$2; shift; done; mkdir -p "$out"; echo '{}' >"$out/meta.json" ;;
 train) case "$*" in *"--model gat"*) echo "error: the device ran out of memory" >&2; exit 1 ;; esac
   while [ $# -gt 1 ]; do [ "$1" = --report ] && report=$2; shift; done
-  e() { echo "{\"epoch\":$1,\"wall_s\":0.$1,\"eval_s\":0.01,\"loss\":1,\"val_acc\":0.5,\"device\":{\"forward_s\":0.00$1,\"h2d_bytes\":64}}"; }
-  echo "{\"epochs\":[$(e 1),$(e 2),$(e 3),$(e 4),$(e 5)],\"final\":{\"device\":{\"peak_gpu_bytes\":1048576}}}" >"$report" ;;
+  e() { echo "{\"epoch\":$1,\"wall_s\":0.$1,\"eval_s\":0.01,\"loss\":1,\"val_acc\":0.5,\"device\":{\"forward_s\":0.00$1,\"h2d_bytes\":64,\"idle_share\":0.$1},\"method\":{\"sampling_s\":0.$1,\"sampled_edges_per_step\":100}}"; }
+  echo "{\"config\":{\"minibatch\":{\"sampler-threads\":2}},\"epochs\":[$(e 1),$(e 2),$(e 3),$(e 4),$(e 5)],\"final\":{\"device\":{\"peak_gpu_bytes\":1048576}}}" >"$report" ;;
 esac
 "#;
     const FAKE_PYTHON: &str = r#"#!/bin/sh
@@ -385,15 +385,26 @@ esac
         assert!(calls.contains("--device cuda --model gcn --layers 3 --hidden 256 --epochs 5 --report"), "{calls}");
         assert!(!calls.contains("--model gcn --layers 3 --hidden 256 --epochs 5 --heads"), "{calls}");
         assert_eq!(calls.matches("pyg ").count(), 3, "{calls}");
+        // The mini-batch row: epochs 0.3..0.5 s after the second, sampling 0.3..0.5 s over 2 threads.
+        let mb = &summary["minibatch"][0];
+        assert_eq!(mb["id"], "100k-sage-mb");
+        assert!(
+            close(&mb["epoch_s"], 0.4) && close(&mb["sampling_s"], 0.2) && close(&mb["over_sampling"], 2.0),
+            "{mb}"
+        );
+        assert!(close(&mb["idle_share"], 0.4) && mb["met"] == false, "{mb}");
+        assert!(calls.contains("--batch-size 1024"), "{calls}");
     }
 
     #[test]
-    fn without_pyg_the_run_skips_the_speed_table_and_still_summarises() {
+    fn without_pyg_the_run_skips_the_speed_table_and_still_runs_the_mini_batch_row() {
         let (_, summary, calls) = run_fake_bundle(&[("FAKE_PYG", "0")]);
         let skipped = summary["speed"]["skipped"].as_str().unwrap();
         assert!(skipped.contains("cannot import torch and torch_geometric (ModuleNotFoundError"), "{skipped}");
         assert_eq!(summary["speed"]["rows"], serde_json::json!([]));
         assert_eq!(summary["tests_total"]["passed"], 4);
-        assert!(calls.is_empty(), "{calls}");
+        // Halo alone: the mini-batch row, and no PyG row.
+        assert!(!calls.contains("pyg ") && calls.contains("--batch-size 1024"), "{calls}");
+        assert_eq!(summary["minibatch"][0]["errors"], serde_json::json!([]));
     }
 }
