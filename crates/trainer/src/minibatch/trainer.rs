@@ -348,9 +348,11 @@ impl<'a> BatchTrainer<'a> {
         global_rows: usize,
     ) -> Result<(graph_partition::Labels, f64, f64), TrainError> {
         let key = StepKey { epoch: epoch as u64, step: step as u64 };
-        let blocks = match self.ahead.take() {
-            Some((at, blocks)) if at == key => blocks,
-            _ => self.blocks(batch)?,
+        // The blocks built ahead for this step; those of the next step stay for it (a second
+        // pass over this step comes after they are built).
+        let blocks = match self.ahead.take_if(|(at, _)| *at == key) {
+            Some((_, blocks)) => blocks,
+            None => self.blocks(batch)?,
         };
         // One label per row of the logits (the last block's sources); the seeds come first.
         let output = &batch.blocks()[batch.blocks().len() - 1];
@@ -448,9 +450,7 @@ impl<'a> FullGraph<'a> {
     pub(crate) fn of(dataset: &'a Dataset) -> Self {
         Self { dataset, degrees: GraphDegrees::of(&dataset.graph) }
     }
-}
 
-impl FullGraph<'_> {
     /// Accuracies of `model` from layer-wise full-neighbour inference over every vertex.
     pub(crate) fn evaluate(&self, model: &mut Model, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
         let dataset = self.dataset;

@@ -160,12 +160,12 @@ impl DeviceGraph {
         Ok(Link::Part(PartLink { exchange, stager, lists, pushes: part.pushes }))
     }
 
-    /// The link of a graph whose passes exchange nothing (a whole graph, or a sampled block,
-    /// which holds the input of all its sources), or a refusal: a part's passes must exchange.
-    fn local(&self) -> Result<Link<'static>, GpuError> {
-        match &self.part {
-            Some(p) if p.pulls || p.pushes => Err(GpuError::GraphUpload { needs: "whole" }),
-            _ => Ok(Link::Whole),
+    /// The link of a whole graph, or a refusal: a part's passes must exchange, and a block's
+    /// run through [`DeviceModel::forward_blocks`].
+    fn whole(&self) -> Result<Link<'static>, GpuError> {
+        match self.part {
+            Some(_) => Err(GpuError::GraphUpload { needs: "whole" }),
+            None => Ok(Link::Whole),
         }
     }
 
@@ -515,7 +515,7 @@ impl<'d> DeviceModel<'d> {
     /// The logits of every vertex stay on the device (see [`DeviceModel::logits`]); `x` is the
     /// `n x in_dim` feature matrix, row-major. `graph` is whole.
     pub fn forward(&mut self, graph: &DeviceGraph, x: &CudaSlice<f32>, ctx: ForwardCtx) -> Result<(), GpuError> {
-        self.run_forward(Layers::same(graph), x, ctx, &mut graph.local()?)
+        self.run_forward(Layers::same(graph), x, ctx, &mut graph.whole()?)
     }
 
     /// [`DeviceModel::forward`] on a worker's part ([`DeviceModel::upload_part_graph`]), calling
@@ -851,7 +851,7 @@ impl<'d> DeviceModel<'d> {
     /// Back-propagates the gradient of the last [`DeviceModel::loss`] and adds the parameter
     /// gradients into the device's gradient buffers. One backward per forward; `graph` is whole.
     pub fn backward(&mut self, graph: &DeviceGraph) -> Result<(), GpuError> {
-        self.run_backward(Layers::same(graph), &mut graph.local()?)
+        self.run_backward(Layers::same(graph), &mut graph.whole()?)
     }
 
     /// [`DeviceModel::backward`] of a [`DeviceModel::forward_part`], with the same exchange and
