@@ -23,6 +23,14 @@ pub(crate) enum Inputs<'b> {
     Held { features: &'b Array2<f32>, rows: &'b [u32] },
     /// Rows the step's hooks assembled, one per input, in order.
     Gathered(&'b Array2<f32>),
+    /// Rows of the worker's own feature columns, every other column zero (featpart's local
+    /// iterations), one per id of `ids`: a model that holds those columns resident
+    /// ([`BatchModel::hold_own_columns`]) reads them there instead.
+    Own {
+        rows: &'b Array2<f32>,
+        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
+        ids: &'b [u32],
+    },
 }
 
 /// One forward-backward over a batch's blocks.
@@ -83,6 +91,13 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     /// An epoch's steps begin (the sampler starts).
     fn begin_epoch(&mut self) {}
 
+    /// The worker's own feature columns of every vertex, every other column zero (a row per
+    /// vertex of the worker's graph), for [`Inputs::Own`]; a model on the host reads the rows
+    /// it is given instead.
+    fn hold_own_columns(&mut self, _columns: Array2<f32>) -> Result<(), TrainError> {
+        Ok(())
+    }
+
     /// Whether it takes the next step's blocks ahead ([`BatchModel::prepare`]); the loop
     /// builds them only then.
     fn prepares(&self) -> bool {
@@ -118,7 +133,9 @@ impl BatchModel for OnCpu {
         let BatchPass { blocks, inputs, labels, seeds, terms, ctx, .. } = pass;
         let model = &mut self.0;
         match inputs {
-            Inputs::Gathered(rows) => model.forward_blocks_gathered(blocks, rows, &mut NoExchange, ctx)?,
+            Inputs::Gathered(rows) | Inputs::Own { rows, .. } => {
+                model.forward_blocks_gathered(blocks, rows, &mut NoExchange, ctx)?
+            }
             Inputs::Held { features, rows } => {
                 model.forward_blocks_rows(blocks, features, rows, &mut NoExchange, ctx)?
             }

@@ -21,6 +21,7 @@ use comm_hierarchy::{Communicator, cost};
 use gnn_core::Model;
 use graph_partition::Dataset;
 use graph_partition::sample::Share;
+use ndarray::Array2;
 use serde_json::{Value, json};
 
 use super::on_device;
@@ -70,6 +71,13 @@ pub(crate) trait WorkerHooks: StepHooks {
 
     /// Fields added to `final.method` (rank 0), given the epoch records.
     fn final_fields(&mut self, _epochs: &[EpochRecord]) -> Option<Value> {
+        None
+    }
+
+    /// The worker's own feature columns of every vertex, every other column zero, where its
+    /// step rows hold only those on some iterations (`StepRows::own`): a device worker
+    /// holds them resident.
+    fn resident_columns(&self) -> Option<Array2<f32>> {
         None
     }
 }
@@ -152,7 +160,11 @@ pub(crate) fn run(
         let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));
         let extra = json!({ "global_batch_size": batch_size * comm.size() });
-        let mut worker = Worker::new(comm, clock, trainer, steps, eval, extra, hooks.make(comm, clock, dataset)?);
+        let hooks_of_worker = hooks.make(comm, clock, dataset)?;
+        if let (Some(_), Some(columns)) = (&gpu, hooks_of_worker.resident_columns()) {
+            trainer.hold_own_columns(columns)?;
+        }
+        let mut worker = Worker::new(comm, clock, trainer, steps, eval, extra, hooks_of_worker);
         let mut outcome = worker.train(rank, dataset.graph.fingerprint(), observer)?;
         if comm.rank() != 0 {
             return Ok(None);

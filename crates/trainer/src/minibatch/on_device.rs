@@ -136,6 +136,9 @@ mod cuda {
         /// that assemble the input rows never upload it), and on the host.
         features: Option<CudaSlice<f32>>,
         host_features: &'d Array2<f32>,
+        /// The worker's own feature columns of every vertex, every other column zero
+        /// ([`BatchModel::hold_own_columns`]): what [`Inputs::Own`] rows are gathered from.
+        own_columns: Option<CudaSlice<f32>>,
         ahead: Option<Uploaded>,
         /// The blocks of the step in progress.
         current: Option<Uploaded>,
@@ -170,6 +173,7 @@ mod cuda {
                 host,
                 features: None,
                 host_features: &dataset.features,
+                own_columns: None,
                 ahead: None,
                 current: None,
                 grads: None,
@@ -220,7 +224,7 @@ mod cuda {
             // Held rows index the worker's feature matrix, which the device holds.
             let held = match inputs {
                 Inputs::Held { rows, .. } => Some(rows),
-                Inputs::Gathered(_) => None,
+                Inputs::Gathered(_) | Inputs::Own { .. } => None,
             };
             // This step's blocks from an earlier pass over them (a second forward-backward of
             // the same batch), or taken ahead, or now.
@@ -230,12 +234,13 @@ mod cuda {
                 (None, None) => self.upload(key, blocks, held)?,
             };
             let (dev, in_dim, n) = (self.dev, self.host.config().in_dim, self.host_features.nrows());
-            let x = match inputs {
-                Inputs::Gathered(rows) => {
+            let x = match (inputs, &self.own_columns) {
+                (Inputs::Own { ids, .. }, Some(own)) => dev.gather_rows(in_dim, ids, own, n)?,
+                (Inputs::Gathered(rows) | Inputs::Own { rows, .. }, _) => {
                     let rows = rows.as_standard_layout();
                     self.copy.upload(rows.as_slice().unwrap_or_default())?
                 }
-                Inputs::Held { rows, .. } => {
+                (Inputs::Held { rows, .. }, _) => {
                     let features = match self.features.take() {
                         Some(features) => features,
                         None => {
@@ -336,6 +341,12 @@ mod cuda {
 
         fn restore(&mut self, state: WorkerState, _optimizer: &mut Optim) -> Result<Vec<u8>, String> {
             state.restore_device(&mut self.model)
+        }
+
+        fn hold_own_columns(&mut self, columns: Array2<f32>) -> Result<(), TrainError> {
+            let columns = columns.as_standard_layout();
+            self.own_columns = Some(self.dev.upload(columns.as_slice().unwrap_or_default())?);
+            Ok(())
         }
 
         fn begin_epoch(&mut self) {

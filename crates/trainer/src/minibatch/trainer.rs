@@ -34,7 +34,7 @@ pub(crate) trait StepHooks {
     /// The input rows of `batch`, one per `batch.input_ids()` in order, or `None` to read them
     /// from the dataset's features. Called on every step of every worker, also where its share
     /// is empty, so it may run collectives.
-    fn inputs(&mut self, _epoch: usize, _step: usize, _batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+    fn inputs(&mut self, _epoch: usize, _step: usize, _batch: &MiniBatch) -> Result<Option<StepRows<'_>>, TrainError> {
         Ok(None)
     }
 
@@ -46,7 +46,7 @@ pub(crate) trait StepHooks {
     /// Input rows of a second forward-backward of the same batch, after the first and before
     /// the sync, whose gradient goes to [`StepHooks::second_gradient`]; `None` (the default):
     /// none. Called on every step of every worker, also where its share is empty.
-    fn second_inputs(&mut self, _batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+    fn second_inputs(&mut self, _batch: &MiniBatch) -> Result<Option<StepRows<'_>>, TrainError> {
         Ok(None)
     }
 
@@ -71,6 +71,14 @@ pub(crate) trait StepHooks {
     fn holds_inputs(&self) -> bool {
         true
     }
+}
+
+/// Input rows a step's hooks assembled, one per input, and whether they hold the worker's own
+/// feature columns only, every other column zero ([`Inputs::Own`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StepRows<'r> {
+    pub values: &'r Array2<f32>,
+    pub own: bool,
 }
 
 /// Hooks that read the dataset's features and run `F` on the gradients.
@@ -327,7 +335,7 @@ impl<'a> BatchTrainer<'a> {
         epoch: usize,
         step: usize,
         batch: &MiniBatch,
-        inputs: Option<&Array2<f32>>,
+        inputs: Option<StepRows<'_>>,
         global_rows: usize,
         totals: &mut EpochTotals,
     ) -> Result<f64, TrainError> {
@@ -344,7 +352,7 @@ impl<'a> BatchTrainer<'a> {
         epoch: usize,
         step: usize,
         batch: &MiniBatch,
-        inputs: Option<&Array2<f32>>,
+        inputs: Option<StepRows<'_>>,
         global_rows: usize,
     ) -> Result<(graph_partition::Labels, f64, f64), TrainError> {
         let key = StepKey { epoch: epoch as u64, step: step as u64 };
@@ -359,7 +367,8 @@ impl<'a> BatchTrainer<'a> {
         let labels = self.objective.select(output.src_ids());
         let terms_per_row = self.objective.terms_per_row() as f64;
         let inputs = match inputs {
-            Some(rows) => Inputs::Gathered(rows),
+            Some(StepRows { values, own: true }) => Inputs::Own { rows: values, ids: batch.input_ids() },
+            Some(StepRows { values, own: false }) => Inputs::Gathered(values),
             None => Inputs::Held { features: &self.dataset.features, rows: batch.input_ids() },
         };
         let seeds = batch.seeds().len();
@@ -373,6 +382,12 @@ impl<'a> BatchTrainer<'a> {
             ctx: ForwardCtx::train_step(self.seed, epoch as u64, step as u64),
         })?;
         Ok((labels, loss_sum, seeds as f64 * terms_per_row))
+    }
+
+    /// Gives the model the worker's own feature columns, for the steps whose rows hold only
+    /// those ([`BatchModel::hold_own_columns`]).
+    pub(crate) fn hold_own_columns(&mut self, columns: Array2<f32>) -> Result<(), TrainError> {
+        self.model.hold_own_columns(columns)
     }
 
     /// The aggregation graphs of `batch`'s blocks.

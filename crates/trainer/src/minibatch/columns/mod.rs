@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use self::shard::ColumnShard;
 use self::trials::{TrialCost, Trials};
 use super::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
-use super::trainer::{BatchTrainer, StepHooks};
+use super::trainer::{BatchTrainer, StepHooks, StepRows};
 use crate::config::{BiasEstimate, Eq20Step, Tau, TrainConfig};
 use crate::error::{DistError, TrainError};
 use crate::harness::CommClock;
@@ -110,14 +110,16 @@ struct ColumnHooks<'a> {
 }
 
 impl StepHooks for ColumnHooks<'_> {
-    fn inputs(&mut self, _epoch: usize, _step: usize, batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+    /// A fetch iteration's full rows (eq. 3), or a local iteration's own columns (eq. 4).
+    fn inputs(&mut self, _epoch: usize, _step: usize, batch: &MiniBatch) -> Result<Option<StepRows<'_>>, TrainError> {
         self.fetching = self.plan.next_fetches();
         let ids = batch.input_ids();
         if self.fetching {
             let (comm, clock, shard) = (self.grads.comm, self.grads.clock, &mut self.shard);
-            return Ok(Some(clock.call(move || shard.fetch_rows(comm, ids))?));
+            let values = clock.call(move || shard.fetch_rows(comm, ids))?;
+            return Ok(Some(StepRows { values, own: false }));
         }
-        Ok(Some(self.shard.local_rows(ids)))
+        Ok(Some(StepRows { values: self.shard.local_rows(ids), own: true }))
     }
 
     fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError> {
@@ -143,9 +145,9 @@ impl StepHooks for ColumnHooks<'_> {
         Ok(seconds)
     }
 
-    fn second_inputs(&mut self, batch: &MiniBatch) -> Result<Option<&Array2<f32>>, TrainError> {
+    fn second_inputs(&mut self, batch: &MiniBatch) -> Result<Option<StepRows<'_>>, TrainError> {
         if self.fetching && self.plan.adaptive() && self.bias.is_some() {
-            return Ok(Some(self.shard.local_rows(batch.input_ids())));
+            return Ok(Some(StepRows { values: self.shard.local_rows(batch.input_ids()), own: true }));
         }
         Ok(None)
     }
@@ -175,6 +177,10 @@ impl StepHooks for ColumnHooks<'_> {
 }
 
 impl WorkerHooks for ColumnHooks<'_> {
+    fn resident_columns(&self) -> Option<Array2<f32>> {
+        Some(self.shard.own_rows_of_every_vertex())
+    }
+
     fn before_training(&mut self, trainer: &mut BatchTrainer<'_>) -> Result<(), TrainError> {
         self.lr = f64::from(trainer.lr());
         if self.plan.adaptive() {

@@ -66,6 +66,14 @@ impl ColumnShard {
         }
     }
 
+    /// Every vertex's row with this worker's columns, every other column 0: what
+    /// [`ColumnShard::local_rows`] gathers from (a device worker holds it resident).
+    pub(crate) fn own_rows_of_every_vertex(&self) -> Array2<f32> {
+        let mut rows = Array2::zeros((self.block.nrows(), self.width()));
+        rows.slice_mut(s![.., self.columns[self.rank].clone()]).assign(&self.block);
+        rows
+    }
+
     /// Eq. 4's input: the rows of `ids` with this worker's columns, every other column 0.
     pub(crate) fn local_rows(&mut self, ids: &[u32]) -> &Array2<f32> {
         self.own_rows(ids);

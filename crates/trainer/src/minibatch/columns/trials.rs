@@ -16,7 +16,7 @@ use crate::error::TrainError;
 use crate::harness::CommClock;
 use crate::method::featpart::plan::Estimates;
 use crate::method::featpart::readings::{mean, sigma_bias, sq_dist};
-use crate::minibatch::trainer::BatchTrainer;
+use crate::minibatch::trainer::{BatchTrainer, StepRows};
 
 /// Ledger phase of the trials' gradient all-reduces.
 const TRIAL_GRADS: &str = "trial/grads";
@@ -69,7 +69,7 @@ impl Trials<'_> {
         trainer: &mut BatchTrainer<'_>,
         index: usize,
         trial: &TrialBatch,
-        rows: &Array2<f32>,
+        rows: StepRows<'_>,
     ) -> Result<(Vec<f32>, f64), TrainError> {
         let start = Instant::now();
         trainer.zero_grad()?;
@@ -112,11 +112,11 @@ impl Trials<'_> {
             let rows = self.clock.call(|| shard.fetch_rows(comm, batch.input_ids()))?.clone();
             sampled += batch.input_ids().len() as f64;
             let trial = TrialBatch { batch, rows, global_rows: seeds.len() };
-            let (g, c) = self.gradient(trainer, index, &trial, &trial.rows)?;
+            let (g, c) = self.gradient(trainer, index, &trial, StepRows { values: &trial.rows, own: false })?;
             full.push(g);
             compute_s += c;
             let local_rows = shard.local_rows(trial.batch.input_ids()).clone();
-            let (g, c) = self.gradient(trainer, index, &trial, &local_rows)?;
+            let (g, c) = self.gradient(trainer, index, &trial, StepRows { values: &local_rows, own: true })?;
             local.push(g);
             compute_s += c;
             batches.push(trial);
@@ -179,7 +179,7 @@ impl Trials<'_> {
         trainer.set_params(&moved)?;
         let mut lipschitz = 0.0f64;
         for (index, (trial, g0)) in batches.iter().zip(at_start).enumerate() {
-            let (g1, c) = self.gradient(trainer, index, trial, &trial.rows)?;
+            let (g1, c) = self.gradient(trainer, index, trial, StepRows { values: &trial.rows, own: false })?;
             *compute_s += c;
             if step > 0.0 {
                 lipschitz = lipschitz.max(sq_dist(&g1, g0).sqrt() / step);
