@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
-from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, timeline.tsv).
+from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -208,6 +208,14 @@ def minibatch_rows(out):
     return [row]
 
 
+def featpart_table(out):
+    """The featpart grids' table, "" where they ran without one, None where they were not run."""
+    folder = os.path.join(out, "featpart")
+    if not os.path.isdir(folder) or not any(n.endswith(".toml") for n in os.listdir(folder)):
+        return None
+    return read(os.path.join(folder, "table.md")) or ""
+
+
 def ms(seconds):
     return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
 
@@ -305,6 +313,10 @@ def markdown(summary):
             lines.append(f"| {r['id']} | {ms(r['epoch_s'])} | {ms(r['sampling_s'])} | {r['sampler_threads']} "
                          f"| {ratio(r.get('over_sampling'))} | {met} | {idle} | {edges} | {acc} |")
         lines.append("")
+    featpart = summary["featpart"]
+    if featpart is not None:
+        lines += ["## Featpart with device compute (issue 38)", ""]
+        lines += [featpart.strip() or "No table: see `featpart/` (the grids' logs and table.log).", ""]
     if summary["timeline"]:
         lines += ["## Timeline", "", "| step | seconds | exit |", "|---|---|---|"]
         lines += [f"| {t['step']} | {t['seconds']} | {t['exit']} |" for t in summary["timeline"]]
@@ -336,6 +348,8 @@ def main():
         "tests_total": {k: sum(t[k] for t in tests) for k in ("passed", "failed", "ignored")},
         "speed": {"skipped": skipped or None, "epochs": "medians of the epochs after the second", "rows": rows},
         "minibatch": minibatch_rows(a.out),
+        # experiments/featpart-table.py's markdown, where the featpart grids ran (None: not asked).
+        "featpart": featpart_table(a.out),
         "timeline": timeline,
     }
     with open(os.path.join(a.out, "summary.json"), "w") as fh:

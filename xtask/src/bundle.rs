@@ -3,8 +3,9 @@
 //!
 //! The bundle holds `bin/halo` (release, feature `cuda`), every GPU test binary under `tests/`
 //! (listed with the GPUs each needs in `tests.tsv`), Cora under `datasets/cora`, the PyG peer
-//! (`pyg_gpu.py`, from `benches/peers/`), the summary script and the `run` script (both from
-//! `xtask/bundle/`), and `bundle.json` (the commit it was built from). Nothing in it names a
+//! (`pyg_gpu.py`, from `benches/peers/`), featpart's table script (`featpart-table.py`, from
+//! `experiments/`), the summary script and the `run` script (both from `xtask/bundle/`), and
+//! `bundle.json` (the commit it was built from). Nothing in it names a
 //! path of the machine that built it: the test binaries find Cora through `HALO_CORA`, which
 //! `run` sets. Binaries are copied without their debug info so the bundle stays under
 //! [`SIZE_LIMIT`].
@@ -26,14 +27,16 @@ pub const SIZE_LIMIT: u64 = 60_000_000;
 const MARKER: &str = "bundle.json";
 
 /// Files copied from the repository as they are: (source under the workspace, name in the bundle).
-const SCRIPTS: [(&str, &str); 3] = [
+const SCRIPTS: [(&str, &str); 4] = [
     ("xtask/bundle/run", "run"),
     ("xtask/bundle/summary.py", "summary.py"),
     ("benches/peers/pyg_gpu.py", "pyg_gpu.py"),
+    ("experiments/featpart-table.py", "featpart-table.py"),
 ];
 
 /// What a bundle writes at its top level; a rebuild replaces exactly these.
-const ENTRIES: [&str; 8] = ["bin", "tests", "datasets", "tests.tsv", "run", "summary.py", "pyg_gpu.py", MARKER];
+const ENTRIES: [&str; 9] =
+    ["bin", "tests", "datasets", "tests.tsv", "run", "summary.py", "pyg_gpu.py", "featpart-table.py", MARKER];
 
 /// Builds the bundle into `dir` from the workspace at `root`.
 pub fn run(root: &Path, dir: &Path) -> Result<()> {
@@ -394,6 +397,20 @@ esac
         );
         assert!(close(&mb["idle_share"], 0.4) && mb["met"] == false, "{mb}");
         assert!(calls.contains("--batch-size 1024"), "{calls}");
+    }
+
+    /// Named, the featpart grids run as `halo experiment` on generated TOMLs with device
+    /// compute, and a grid without results leaves the summary a note instead of a table.
+    #[test]
+    fn the_featpart_grids_run_only_when_named() {
+        let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "featpart-device")]);
+        assert_eq!(code, 1, "the stand-in's grids have no results, so the table fails");
+        assert_eq!(calls.matches("halo experiment").count(), 2, "{calls}");
+        assert!(calls.contains("featpart-device-10k.toml") && calls.contains("featpart-device-100k-signal.toml"));
+        assert_eq!(summary["featpart"], "", "the grids ran, without a table");
+        assert_eq!(summary["speed"]["rows"], serde_json::json!([]));
+        let (_, small, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
+        assert!(small["featpart"].is_null() && !calls.contains("halo experiment"), "{calls}");
     }
 
     #[test]
