@@ -378,3 +378,36 @@ mod cuda {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use gnn_core::ConvKind;
+
+    use super::*;
+    use crate::minibatch::tests::{config, dataset};
+
+    /// A worker's footprint is its graph's whole-graph estimate plus two batches' blocks of
+    /// every edge, both ways, per layer; evaluating on a larger graph raises it to that graph's.
+    #[test]
+    fn the_footprint_holds_two_batches_and_the_larger_graph() {
+        let config = config(ConvKind::Sage);
+        let small = dataset();
+        let whole = memory::device::estimate(&config, &small).unwrap();
+        let edges = small.graph.num_edges() as u64;
+        let blocks = 2 * config.layers as u64 * 2 * edges * 8;
+        let own = footprint(&config, &small, None).unwrap();
+        assert_eq!((own.resident, own.step), (whole.resident, whole.step + blocks));
+        let synth = graph_partition::SynthConfig {
+            nodes: 2000,
+            avg_degree: 6.0,
+            features: 12,
+            classes: 4,
+            seed: 3,
+            ..Default::default()
+        };
+        let large = synth.generate().unwrap();
+        let larger = memory::device::estimate(&config, &large).unwrap();
+        let with_eval = footprint(&config, &small, Some(&large)).unwrap();
+        assert_eq!((with_eval.resident, with_eval.step), (larger.resident, larger.step + blocks));
+    }
+}
