@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
-from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, timeline.tsv).
+from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, adgraph/, timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -208,6 +208,40 @@ def minibatch_rows(out):
     return [row]
 
 
+# Issue 38's bar: the modeled scaling efficiency at 8 workers, with device compute.
+SCALING_BAR = 0.9
+
+
+def adgraph_scaling(out):
+    """The ADGraph runs of 1, 2, 4 and 8 workers as docs/methods/adgraph.md models them: a
+    worker's step costs the one-worker run's compute per step, an epoch is the run's steps of
+    it plus its modeled gradient all-reduce, and the efficiency is T1 / (K x TK). None where the
+    runs were not asked for."""
+    folder = os.path.join(out, "adgraph")
+    if not os.path.isfile(os.path.join(folder, "adgraph-device.toml")):
+        return None
+    runs = {}
+    for k in (1, 2, 4, 8):
+        data, error = read_json(os.path.join(folder, "adgraph-device", "runs", f"w{k}-seed0.json"))
+        if data is None:
+            return {"rows": [], "errors": [f"w{k}: {error}"]}
+        try:
+            e = data["epochs"][0]
+            runs[k] = (e["method"]["steps"], e["method"]["compute_s"], e["modeled_comm_s"])
+        except (KeyError, IndexError, TypeError) as err:
+            return {"rows": [], "errors": [f"w{k}: unexpected report ({type(err).__name__}: {err})"]}
+    steps1, compute1, _ = runs[1]
+    step_s = compute1 / steps1 if steps1 else 0.0
+    t1 = step_s * steps1
+    rows = []
+    for k, (steps, _, comm) in runs.items():
+        tk = step_s * steps + comm
+        rows.append({"workers": k, "steps": steps, "step_s": step_s, "comm_s": comm, "epoch_s": tk,
+                     "efficiency": t1 / (k * tk) if tk else None, "comm_share": comm / tk if tk else None})
+    eight = rows[-1]["efficiency"]
+    return {"rows": rows, "errors": [], "met": None if eight is None else eight >= SCALING_BAR}
+
+
 def featpart_table(out):
     """The featpart grids' table, "" where they ran without one, None where they were not run."""
     folder = os.path.join(out, "featpart")
@@ -313,6 +347,20 @@ def markdown(summary):
             lines.append(f"| {r['id']} | {ms(r['epoch_s'])} | {ms(r['sampling_s'])} | {r['sampler_threads']} "
                          f"| {ratio(r.get('over_sampling'))} | {met} | {idle} | {edges} | {acc} |")
         lines.append("")
+    scaling = summary["adgraph_scaling"]
+    if scaling is not None:
+        lines += ["## ADGraph's modeled scaling with device compute (issue 38)", ""]
+        if scaling["errors"]:
+            lines += [f"- {e}" for e in scaling["errors"]] + [""]
+        else:
+            lines += ["| workers | steps/epoch | step (1 worker) | modeled comm | modeled epoch | efficiency | comm share |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in scaling["rows"]:
+                pct = lambda v, d: "-" if v is None else f"{v:.{d}%}"
+                lines.append(f"| {r['workers']} | {r['steps']} | {ms(r['step_s'])} | {ms(r['comm_s'])} "
+                             f"| {r['epoch_s']:.3g} s | {pct(r['efficiency'], 1)} | {pct(r['comm_share'], 2)} |")
+            met = {True: "met", False: "not met"}.get(scaling["met"], "-")
+            lines += ["", f"Bar: efficiency at 8 workers at least {SCALING_BAR} (the paper: 0.91): {met}.", ""]
     featpart = summary["featpart"]
     if featpart is not None:
         lines += ["## Featpart with device compute (issue 38)", ""]
@@ -350,6 +398,7 @@ def main():
         "minibatch": minibatch_rows(a.out),
         # experiments/featpart-table.py's markdown, where the featpart grids ran (None: not asked).
         "featpart": featpart_table(a.out),
+        "adgraph_scaling": adgraph_scaling(a.out),
         "timeline": timeline,
     }
     with open(os.path.join(a.out, "summary.json"), "w") as fh:

@@ -411,6 +411,20 @@ esac
         assert_eq!(summary["speed"]["rows"], serde_json::json!([]));
         let (_, small, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
         assert!(small["featpart"].is_null() && !calls.contains("halo experiment"), "{calls}");
+        assert!(small["adgraph_scaling"].is_null(), "{small}");
+    }
+
+    /// Named, the ADGraph scaling runs go through `halo experiment` with device compute, and
+    /// runs without reports leave the summary their error.
+    #[test]
+    fn the_adgraph_scaling_runs_only_when_named() {
+        let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "adgraph-device")]);
+        assert_eq!(code, 1, "a failing test fails the run");
+        assert_eq!(calls.matches("halo experiment").count(), 1, "{calls}");
+        assert!(calls.contains("adgraph-device.toml"), "{calls}");
+        let errors = summary["adgraph_scaling"]["errors"].as_array().unwrap();
+        assert!(errors[0].as_str().unwrap().starts_with("w1: w1-seed0.json is missing"), "{errors:?}");
+        assert!(summary["featpart"].is_null());
     }
 
     #[test]
