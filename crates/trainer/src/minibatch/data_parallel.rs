@@ -153,9 +153,7 @@ pub(crate) fn run(
         let share = Share::new(comm.rank(), comm.size())?;
         let gpu = on_device::open(rank, dataset, None)?;
         let mut trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
-        if let Some(gpu) = &gpu {
-            trainer.place_model(|host| on_device::model(&gpu.dev, host, dataset))?;
-        }
+        on_device::place(gpu.as_ref(), &mut trainer)?;
         let (train, batch_size, seed) = (&dataset.splits.train, sampling.batch_size, config.seed);
         let steps = Box::new(move |epoch| Ok(shared_steps(train, batch_size, share, seed, epoch)?));
         let eval = (comm.rank() == 0).then(|| FullGraph::of(dataset));

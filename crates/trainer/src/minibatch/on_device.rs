@@ -27,6 +27,7 @@ use gnn_core::gpu::footprint::Footprint;
 use graph_partition::Dataset;
 
 use super::compute::BatchModel;
+use super::trainer::BatchTrainer;
 use crate::config::{self, TrainConfig};
 use crate::error::TrainError;
 use crate::harness::Rank;
@@ -40,6 +41,15 @@ pub(crate) fn open(rank: &Rank<'_>, dataset: &Dataset, eval: Option<&Dataset>) -
     match config.device {
         config::Device::Cpu => Ok(None),
         config::Device::Cuda(_) => Ok(Some(gpu::open(rank, footprint(config, dataset, eval)?)?)),
+    }
+}
+
+/// Moves `trainer`'s model onto `gpu`, where there is one (its parameters as they are).
+pub(crate) fn place<'a>(gpu: Option<&'a Gpu>, trainer: &mut BatchTrainer<'a>) -> Result<(), TrainError> {
+    let dataset = trainer.dataset();
+    match gpu {
+        Some(gpu) => trainer.place_model(|host| model(&gpu.dev, host, dataset)),
+        None => Ok(()),
     }
 }
 
@@ -67,15 +77,11 @@ pub(crate) fn footprint(
 }
 
 #[cfg(feature = "cuda")]
-pub(crate) use cuda::model;
+use cuda::model;
 
 /// Without the `cuda` feature there is no device to compute on.
 #[cfg(not(feature = "cuda"))]
-pub(crate) fn model<'a>(
-    _dev: &'a Device,
-    _host: Model,
-    _dataset: &'a Dataset,
-) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
+fn model<'a>(_dev: &'a Device, _host: Model, _dataset: &'a Dataset) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
     Err(TrainError::NoCuda)
 }
 
@@ -101,7 +107,7 @@ mod cuda {
 
     /// The device model of `host` (its configuration and parameters) for a worker that holds
     /// `dataset`'s feature matrix, on `dev`.
-    pub(crate) fn model<'a>(
+    pub(super) fn model<'a>(
         dev: &'a Device,
         host: Model,
         dataset: &'a Dataset,

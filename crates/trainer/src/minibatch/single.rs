@@ -85,9 +85,7 @@ pub fn run(
         Device::Cuda(ordinal) => Some(Gpu::alone(ordinal, on_device::footprint(config, dataset, None)?)?),
     };
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
-    if let Some(gpu) = &gpu {
-        strategy.trainer.place_model(|host| on_device::model(&gpu.dev, host, dataset))?;
-    }
+    on_device::place(gpu.as_ref(), &mut strategy.trainer)?;
     let mut outcome = alone.train(&mut strategy, observer)?;
     if let Some(gpu) = &gpu {
         outcome.final_.device = Some(gpu.summary()?);

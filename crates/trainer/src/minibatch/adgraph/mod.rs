@@ -64,9 +64,7 @@ pub(crate) fn run(
         let subgraph = Subgraph { dataset: &part.dataset, keys: &part.keys, degrees: part.degrees() };
         let gpu = on_device::open(rank, &part.dataset, whole)?;
         let mut trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, comm.size())?;
-        if let Some(gpu) = &gpu {
-            trainer.place_model(|host| on_device::model(&gpu.dev, host, &part.dataset))?;
-        }
+        on_device::place(gpu.as_ref(), &mut trainer)?;
         let (index, batch_size, seed) = (comm.rank(), sampling.batch_size, config.seed);
         let part_ref = &part;
         let steps = Box::new(move |epoch| Ok(part_ref.steps(index, batch_size, seed, epoch)));
