@@ -25,9 +25,9 @@ pub enum TrainError {
     /// features are: the device strategy itself is compiled out).
     #[error("device: this halo was built without CUDA support: rebuild with `--features cuda` to use a GPU")]
     NoCuda,
-    /// A method that reaches into the host model (featpart's trials) on a worker whose model
-    /// lives on a device; validation refuses the combination first.
-    #[error("device: this method reads and writes the model on the host; train it with --device cpu")]
+    /// A mini-batch worker's model asked for on the host while it lives on a device (a runner
+    /// moves it there once, from the host).
+    #[error("device: the model already lives on the device; it is moved there once, from the host")]
     NoHostModel,
     /// The runner a method needs has no worker on the device the configuration asks for yet.
     #[error("device: the {runner} runner has no worker on {device} yet; train it with --device cpu")]

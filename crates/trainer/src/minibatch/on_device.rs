@@ -1,9 +1,11 @@
 //! A mini-batch worker whose model lives on a GPU ([`BatchModel`] over
-//! `gnn_core::gpu::DeviceModel`): the single process, each data-parallel worker, and each
-//! ADGraph worker on its extended part. Feature-column workers (featpart) train on the CPU.
+//! `gnn_core::gpu::DeviceModel`): the single process, each data-parallel worker, each ADGraph
+//! worker on its extended part, and each feature-column (featpart) worker.
 //!
 //! - The worker's feature matrix stays resident; a batch's input rows are gathered on the
-//!   device by index. Rows a method's hooks assemble on the host are uploaded instead.
+//!   device by index. Rows a method's hooks assemble on the host are uploaded instead, except
+//!   rows of the worker's own columns only (featpart's local iterations), which are gathered
+//!   from those columns, held resident ([`BatchModel::hold_own_columns`]).
 //! - Sampling stays on the host, in the prefetch threads. While a step's passes run on the
 //!   compute stream, the loop hands the next step's blocks to [`BatchModel::prepare`]: their
 //!   aggregations ([`gnn_core::gpu::plan::block_aggregations`]) and input indices go up on the

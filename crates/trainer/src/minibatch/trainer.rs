@@ -190,8 +190,7 @@ impl<'a> BatchTrainer<'a> {
         self.lr.scaled()
     }
 
-    /// The model on the host, or an error where it lives on a device (the methods that reach
-    /// into it train on the CPU only).
+    /// The model on the host, or an error where it lives on a device.
     pub(crate) fn host_model(&self) -> Result<&Model, TrainError> {
         self.model.model().ok_or(TrainError::NoHostModel)
     }
