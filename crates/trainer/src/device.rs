@@ -44,8 +44,9 @@ mod cuda {
 
     use super::*;
     use crate::checkpoint::WorkerState;
+    use crate::harness::gpu::Gpu;
     use crate::objective::Hits;
-    use crate::report::{DeviceEpoch, DeviceSummary, TrainedModel, phase_s as phase};
+    use crate::report::{DeviceEpoch, TrainedModel, phase_s as phase};
     use crate::train_loop::{EvalStats, StepStats, Strategy};
 
     /// The device twin of [`crate::single::SingleProcess`].
@@ -178,20 +179,10 @@ mod cuda {
         ordinal: usize,
         observer: &mut dyn EpochObserver,
     ) -> Result<Report, TrainError> {
-        let dev = Device::new(ordinal)?;
-        let memory = dev.memory()?;
-        let estimate = crate::memory::device::estimate(config, dataset)?;
-        crate::memory::device::check(ordinal, 1, estimate, memory.free)?;
-        dev.reset_peak()?;
-        let mut strategy = OnDevice::new(&dev, config, dataset)?;
+        let gpu = Gpu::alone(ordinal, crate::memory::device::estimate(config, dataset)?)?;
+        let mut strategy = OnDevice::new(&gpu.dev, config, dataset)?;
         let mut outcome = alone.train(&mut strategy, observer)?;
-        outcome.final_.device = Some(DeviceSummary {
-            ordinal,
-            estimated_gpu_bytes: estimate.total(),
-            free_gpu_bytes: memory.free,
-            total_gpu_bytes: memory.total,
-            peak_gpu_bytes: dev.peak_bytes()?,
-        });
+        outcome.final_.device = Some(gpu.summary()?);
         Ok(alone.report(outcome))
     }
 }
