@@ -760,6 +760,10 @@ fn block_passes_equal_the_cpu_model() {
     let batch = sampler.sample(StepKey { epoch: 2, step: 5 }, &seeds).unwrap();
     let dev = device();
     let copy = dev.copy_device().unwrap();
+    // The copy device has no cuBLAS handle: it uploads and refuses products.
+    let one = copy.upload(&[1.0f32]).unwrap();
+    let refused = copy.matmul(&one, false, &one, false, 1, 1, 1);
+    assert!(matches!(refused, Err(gnn_core::gpu::GpuError::CopyOnly)), "{refused:?}");
     let cases =
         [(ConvKind::Gcn, GcnNorm::Global), (ConvKind::Gcn, GcnNorm::Sampled), (ConvKind::Sage, GcnNorm::Global)];
     for (kind, norm) in cases {

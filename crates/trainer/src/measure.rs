@@ -10,8 +10,14 @@
 //! gate), in which case it keeps wall time and the report says so. Thread CPU time is no
 //! remedy: the kernels hand their work to the shared compute pool, whose threads it does not
 //! count. `--serialize-compute` asks for serialisation whatever the counts.
+//!
+//! In-process workers on GPUs share them when there are more workers than visible GPUs
+//! (`harness::placement`). Their kernels then run side by side on one GPU and stretch each
+//! other's time, as threads on too few cores do, so the run serialises them the same way: a
+//! worker's GPU time between its communicator calls (from CUDA events, where its runner
+//! measures them) is then its own.
 
-use crate::config::{Backend, TrainConfig};
+use crate::config::{Backend, Device, TrainConfig};
 
 /// The measure a run used, reported as `final.compute_measure`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,24 +31,38 @@ pub enum ComputeMeasure {
     /// More in-process workers than cores, but checkpoints rule out serialising: wall time, which
     /// counts the waits for a core (modeled epochs come out too long).
     WallOversubscribed,
+    /// In-process workers sharing a GPU: serialised without being asked.
+    SerializedSharedGpu,
+    /// In-process workers sharing a GPU, but checkpoints rule out serialising: each worker's
+    /// time counts the others' kernels (modeled epochs come out too long).
+    WallSharedGpu,
 }
 
 impl ComputeMeasure {
-    /// The measure for `config` on `backend` with `cores` cores; `serialize` is
-    /// `--serialize-compute` from either the configuration or the caller.
-    pub fn choose(config: &TrainConfig, backend: Backend, cores: usize, serialize: bool) -> Self {
-        let oversubscribed = backend == Backend::Local && config.distributed.workers > cores;
-        match (serialize, oversubscribed, config.reliability.uses_checkpoints()) {
-            (true, _, _) => ComputeMeasure::Serialized,
-            (false, true, false) => ComputeMeasure::SerializedOversubscribed,
-            (false, true, true) => ComputeMeasure::WallOversubscribed,
-            (false, false, _) => ComputeMeasure::Wall,
+    /// The measure for `config` on `backend` with `cores` cores and `gpus` visible GPUs;
+    /// `serialize` is `--serialize-compute` from either the configuration or the caller.
+    pub fn choose(config: &TrainConfig, backend: Backend, cores: usize, gpus: usize, serialize: bool) -> Self {
+        let workers = config.distributed.workers;
+        let in_process = backend == Backend::Local;
+        let shared_gpu = in_process && matches!(config.device, Device::Cuda(_)) && workers > gpus.max(1);
+        let oversubscribed = in_process && workers > cores;
+        let checkpoints = config.reliability.uses_checkpoints();
+        match (serialize, shared_gpu, oversubscribed, checkpoints) {
+            (true, ..) => ComputeMeasure::Serialized,
+            (false, true, _, false) => ComputeMeasure::SerializedSharedGpu,
+            (false, true, _, true) => ComputeMeasure::WallSharedGpu,
+            (false, false, true, false) => ComputeMeasure::SerializedOversubscribed,
+            (false, false, true, true) => ComputeMeasure::WallOversubscribed,
+            (false, false, false, _) => ComputeMeasure::Wall,
         }
     }
 
     /// Whether the workers' compute runs one at a time.
     pub fn serializes(self) -> bool {
-        matches!(self, ComputeMeasure::Serialized | ComputeMeasure::SerializedOversubscribed)
+        matches!(
+            self,
+            ComputeMeasure::Serialized | ComputeMeasure::SerializedOversubscribed | ComputeMeasure::SerializedSharedGpu
+        )
     }
 
     /// The report's name of the measure.
@@ -52,6 +72,8 @@ impl ComputeMeasure {
             ComputeMeasure::Serialized => "serialized",
             ComputeMeasure::SerializedOversubscribed => "serialized (more workers than cores)",
             ComputeMeasure::WallOversubscribed => "wall (more workers than cores; checkpoints rule out serializing)",
+            ComputeMeasure::SerializedSharedGpu => "serialized (workers share a GPU)",
+            ComputeMeasure::WallSharedGpu => "wall (workers share a GPU; checkpoints rule out serializing)",
         }
     }
 }
@@ -59,6 +81,15 @@ impl ComputeMeasure {
 /// The cores this process may run on (1 where the platform does not say).
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The GPUs visible to this process for a run on a device (0 on the CPU, and where none can
+/// be counted: the run's device workers then fail to open theirs, naming why).
+pub fn gpus(config: &TrainConfig) -> usize {
+    match config.device {
+        Device::Cpu => 0,
+        Device::Cuda(_) => gnn_core::gpu::Device::count().unwrap_or(0),
+    }
 }
 
 #[cfg(test)]
@@ -69,7 +100,7 @@ mod tests {
     fn more_in_process_workers_than_cores_serialize_unless_checkpoints_are_on() {
         let mut config = TrainConfig::default();
         config.distributed.workers = 8;
-        let choose = |c: &TrainConfig, backend, serialize| ComputeMeasure::choose(c, backend, 2, serialize);
+        let choose = |c: &TrainConfig, backend, serialize| ComputeMeasure::choose(c, backend, 2, 0, serialize);
         assert_eq!(choose(&config, Backend::Local, false), ComputeMeasure::SerializedOversubscribed);
         assert_eq!(choose(&config, Backend::Local, true), ComputeMeasure::Serialized);
         assert_eq!(choose(&config, Backend::Mpi, false), ComputeMeasure::Wall, "a process per worker");
@@ -78,5 +109,26 @@ mod tests {
         assert!(!ComputeMeasure::WallOversubscribed.serializes());
         config.distributed.workers = 2;
         assert_eq!(choose(&config, Backend::Local, false), ComputeMeasure::Wall);
+    }
+
+    #[test]
+    fn in_process_workers_sharing_a_gpu_serialize_unless_checkpoints_are_on() {
+        let mut config = TrainConfig { device: Device::Cuda(0), ..TrainConfig::default() };
+        config.distributed.workers = 4;
+        let choose = |c: &TrainConfig, backend, gpus| ComputeMeasure::choose(c, backend, 16, gpus, false);
+        assert_eq!(choose(&config, Backend::Local, 1), ComputeMeasure::SerializedSharedGpu);
+        assert_eq!(choose(&config, Backend::Local, 2), ComputeMeasure::SerializedSharedGpu);
+        assert_eq!(choose(&config, Backend::Local, 4), ComputeMeasure::Wall, "a GPU each");
+        assert_eq!(choose(&config, Backend::Mpi, 1), ComputeMeasure::Wall, "processes have no common gate");
+        assert!(ComputeMeasure::SerializedSharedGpu.serializes());
+        assert_eq!(ComputeMeasure::choose(&config, Backend::Local, 16, 1, true), ComputeMeasure::Serialized);
+        // More workers than cores too: the GPU is named, the cause that matters on a device.
+        assert_eq!(ComputeMeasure::choose(&config, Backend::Local, 2, 1, false), ComputeMeasure::SerializedSharedGpu);
+        config.reliability.checkpoint_dir = Some("ck".into());
+        assert_eq!(choose(&config, Backend::Local, 1), ComputeMeasure::WallSharedGpu);
+        assert!(!ComputeMeasure::WallSharedGpu.serializes());
+        config.device = Device::Cpu;
+        config.reliability.checkpoint_dir = None;
+        assert_eq!(choose(&config, Backend::Local, 0), ComputeMeasure::Wall, "CPU workers with cores enough");
     }
 }

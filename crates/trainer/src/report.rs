@@ -132,6 +132,13 @@ pub struct DeviceEpoch {
     /// over the workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange: Option<StagedBytes>,
+    /// A cut graph's workers: the GPU seconds of the training step spent inside exchange calls
+    /// (from the stream's reaching a call to the call's last upload: rows gathered and copied
+    /// down, the host exchange, rows copied up and scattered), from CUDA events around each
+    /// call; `forward_s` and `backward_s` include it. The step's compute on the modeled
+    /// timeline is the phases less this. The slowest worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange_s: Option<f64>,
     /// Mini-batch workers: the share of the epoch's steps (host wall time, from the start of
     /// its sampling to its last update) in which the GPU ran none of their phases (waiting for
     /// batches, uploads, the gradient sync); the mean over the workers.

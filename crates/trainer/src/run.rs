@@ -60,7 +60,13 @@ pub fn run_method(
     let config = &config.clone().with_method_cut();
     config.validate()?;
     let serialize = options.serialize_compute || config.distributed.serialize_compute;
-    let measure = measure::ComputeMeasure::choose(config, backend_of(source, config), measure::cores(), serialize);
+    let measure = measure::ComputeMeasure::choose(
+        config,
+        backend_of(source, config),
+        measure::cores(),
+        measure::gpus(config),
+        serialize,
+    );
     let options = LocalOptions { serialize_compute: measure.serializes() };
     let mut parts = method.parts(config);
     let name = method.name();

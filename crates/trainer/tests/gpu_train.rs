@@ -325,8 +325,10 @@ fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool) -> TrainConfig {
 /// Four vanilla workers sharing GPU 0 (each its own stream) train `model` on Cora's `cut` with
 /// every epoch's loss within 1e-3 of the single-device run, and put the same bytes in the
 /// network ledger as the same four workers on the CPU, epoch by epoch and phase by phase; each
-/// device epoch reports the exchange's staged rows (within the bus traffic), and the memory
-/// check's estimate for the shared GPU holds its measured peak.
+/// device epoch reports the exchange's staged rows (within the bus traffic) and their GPU time
+/// (within the passes'), the workers compute one at a time with their GPU time outside the
+/// exchange as the timeline's compute, and the memory check's estimate for the shared GPU holds
+/// its measured peak.
 fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind, masters_only: bool) {
     let base = cora(model);
     let dataset = load(&base);
@@ -347,7 +349,14 @@ fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind
         let staged = bus.exchange.expect("a device worker reports its staged rows");
         assert!(staged.down_bytes > 0 && staged.up_bytes > 0, "{name} epoch {e}: staged {staged:?}");
         assert!(staged.down_bytes <= bus.d2h_bytes && staged.up_bytes <= bus.h2d_bytes, "{name} epoch {e}: {bus:?}");
+        // The timeline's compute is the GPU time outside the exchange calls.
+        let exchange_s = bus.exchange_s.expect("a device worker times its exchange calls");
+        let step_s = bus.forward_s + bus.loss_s + bus.backward_s + bus.optimizer_s;
+        assert!(exchange_s > 0.0 && exchange_s < bus.forward_s + bus.backward_s, "{name} epoch {e}: {bus:?}");
+        assert!(g.compute_s > 0.0 && g.compute_s <= step_s, "{name} epoch {e}: compute {} of {bus:?}", g.compute_s);
     }
+    let measure = on_gpu.final_.compute_measure.as_deref();
+    assert_eq!(measure, Some("serialized (workers share a GPU)"), "{name}: workers on GPU 0 compute one at a time");
     // The check before upload summed the four workers' estimates for GPU 0: the pool's peak
     // (all four workers' buffers) must not pass it by more than 15%.
     let d = on_gpu.final_.device.expect("device workers report their GPU's memory");

@@ -82,6 +82,13 @@ pub(crate) trait PartModel {
     /// Puts back the parameters and optimizer state of `state`; returns its method blob.
     fn restore(&mut self, state: WorkerState) -> Result<Vec<u8>, String>;
 
+    /// A model on a device: the GPU time of the step that just ran, its exchange calls left
+    /// out (the compute the modeled timeline adds to the modeled communication). `None` where
+    /// the worker's compute is its wall time outside communicator calls (the CPU).
+    fn device_compute_s(&self) -> Option<f64> {
+        None
+    }
+
     /// A model on a device: the GPU time and bus traffic of the epoch whose step and
     /// evaluation just ran.
     fn device_epoch(&mut self) -> Option<DeviceEpoch> {

@@ -21,7 +21,8 @@
 //! (`setup/halo-features`, in `final.method.halo_cache`), and layer 0 exchanges nothing. Per epoch the report carries the step's
 //! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
 //! `modeled_comm_s` from the link cost model), `compute_s` = the slowest worker's time outside
-//! communicator calls, `modeled_epoch_s` from the harness's modeled timeline, and under `method`: every worker's
+//! communicator calls (a device worker's: its GPU time outside exchange calls, from CUDA
+//! events), `modeled_epoch_s` from the harness's modeled timeline, and under `method`: every worker's
 //! compute time, the codec stats and the method hook's fields. `final.method` holds the codec
 //! stack, the topology, each worker's share size and peak memory.
 //!

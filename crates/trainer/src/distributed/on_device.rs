@@ -8,7 +8,10 @@
 //! Per step the gradient share comes down, is all-reduced on the host and goes back up before
 //! the Adam step on the device; the loss and hit counts come down as scalars. Each epoch's
 //! `device` record holds the GPU time per phase and the bus traffic, the exchange's staged rows
-//! apart. The CPU's non-finite guards do not run on the device.
+//! and its GPU time apart. The worker's compute on the modeled timeline is its GPU time from
+//! CUDA events, the exchange calls left out (`PartModel::device_compute_s`): the host's staging
+//! and codecs inside those calls are not counted, and workers sharing a GPU compute one at a
+//! time (`crate::measure`). The CPU's non-finite guards do not run on the device.
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
 
@@ -156,9 +159,16 @@ mod cuda {
                 forward_s: phase_s(&phases, "forward"),
                 loss_s: phase_s(&phases, "loss"),
                 backward_s: phase_s(&phases, "backward"),
+                exchange_s: Some(dev.take_exchange_s()?),
                 ..DeviceEpoch::default()
             };
             Ok(Pass { loss_sum: out.loss_sum, bad_layer: None })
+        }
+
+        /// The step's phases less its exchange calls (the gradient sum runs between them).
+        fn device_compute_s(&self) -> Option<f64> {
+            let e = &self.epoch;
+            Some(e.forward_s + e.loss_s + e.backward_s + e.optimizer_s - e.exchange_s.unwrap_or_default())
         }
 
         fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError> {
@@ -191,6 +201,8 @@ mod cuda {
             let totals = self.model.evaluate(&mut self.splits)?;
             clock.mark("eval")?;
             self.epoch.eval_s = phase_s(&clock.read()?, "eval");
+            // The evaluation's exchange stays in `eval_s`; `exchange_s` is the step's.
+            dev.take_exchange_s()?;
             let mut hits = [Hits::default(); 3];
             for ((hit, split), out) in hits.iter_mut().zip(&self.splits).zip(totals) {
                 let total = split.len() * split.terms_per_row();

@@ -283,7 +283,8 @@ impl Strategy for Worker<'_> {
         let start = Instant::now();
         let cpu_start = crate::memory::thread_cpu_s();
         let loss = self.step(epoch)?;
-        let compute_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
+        let wall_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
+        let compute_s = self.compute.device_compute_s().unwrap_or(wall_s);
         let cpu_s = crate::memory::thread_cpu_s().zip(cpu_start).map_or(0.0, |(end, start)| end - start);
         let delta = self.comm.ledger_since(mark);
         let (mut comm, mut method, slowest) = self.step_stats(&delta, compute_s, cpu_s)?;

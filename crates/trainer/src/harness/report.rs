@@ -79,7 +79,7 @@ pub(crate) fn device_epoch_over_workers(
     phase: &str,
     mine: DeviceEpoch,
 ) -> Result<DeviceEpoch, DistError> {
-    const PHASES: usize = 5;
+    const PHASES: usize = 6;
     let (size, rank) = (comm.size(), comm.rank());
     let staged = mine.exchange.unwrap_or_default();
     let mut table = vec![0.0f64; size * PHASES + 5];
@@ -89,6 +89,7 @@ pub(crate) fn device_epoch_over_workers(
         mine.backward_s,
         mine.optimizer_s,
         mine.eval_s,
+        mine.exchange_s.unwrap_or_default(),
     ]);
     table[size * PHASES..].copy_from_slice(&[
         mine.h2d_bytes as f64,
@@ -106,6 +107,7 @@ pub(crate) fn device_epoch_over_workers(
         backward_s: slowest(2),
         optimizer_s: slowest(3),
         eval_s: slowest(4),
+        exchange_s: mine.exchange_s.map(|_| slowest(5)),
         h2d_bytes: bytes[0] as u64,
         d2h_bytes: bytes[1] as u64,
         exchange: mine.exchange.map(|_| StagedBytes { down_bytes: bytes[2] as u64, up_bytes: bytes[3] as u64 }),

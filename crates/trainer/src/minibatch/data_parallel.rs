@@ -93,6 +93,12 @@ pub(crate) trait HooksFactory: Sync {
         clock: &'a CommClock<'a>,
         dataset: &'a Dataset,
     ) -> Result<Box<dyn WorkerHooks + 'a>, TrainError>;
+
+    /// Whether the hooks it makes have [`WorkerHooks::resident_columns`] (a device worker's
+    /// memory check counts them before the hooks exist).
+    fn holds_columns(&self) -> bool {
+        false
+    }
 }
 
 /// Plain data-parallel training: the dataset's features, the gradients all-reduced.
@@ -151,7 +157,7 @@ pub(crate) fn run(
         let dataset = data.get(comm.rank() == 0 && observer.shows_progress())?;
         let dataset: &Dataset = &dataset;
         let share = Share::new(comm.rank(), comm.size())?;
-        let gpu = on_device::open(rank, dataset, None)?;
+        let gpu = on_device::open(rank, dataset, None, hooks.holds_columns())?;
         let mut trainer = BatchTrainer::new(config, sampling, dataset, comm.size())?;
         on_device::place(gpu.as_ref(), &mut trainer)?;
         let (train, batch_size, seed) = (&dataset.splits.train, sampling.batch_size, config.seed);

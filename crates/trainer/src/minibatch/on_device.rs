@@ -37,12 +37,18 @@ use crate::harness::gpu::{self, Gpu};
 use crate::memory;
 
 /// Worker `rank`'s GPU where the run computes on one (`harness::gpu::open` with the
-/// [`footprint`] of a worker training on `dataset` and evaluating on `eval`), else `None`.
-pub(crate) fn open(rank: &Rank<'_>, dataset: &Dataset, eval: Option<&Dataset>) -> Result<Option<Gpu>, TrainError> {
+/// [`footprint`] of a worker training on `dataset` and evaluating on `eval`, holding its own
+/// columns where `own_columns`), else `None`.
+pub(crate) fn open(
+    rank: &Rank<'_>,
+    dataset: &Dataset,
+    eval: Option<&Dataset>,
+    own_columns: bool,
+) -> Result<Option<Gpu>, TrainError> {
     let config = rank.config();
     match config.device {
         config::Device::Cpu => Ok(None),
-        config::Device::Cuda(_) => Ok(Some(gpu::open(rank, footprint(config, dataset, eval)?)?)),
+        config::Device::Cuda(_) => Ok(Some(gpu::open(rank, footprint(config, dataset, eval, own_columns)?)?)),
     }
 }
 
@@ -60,17 +66,22 @@ pub(crate) fn place<'a>(gpu: Option<&'a Gpu>, trainer: &mut BatchTrainer<'a>) ->
 /// larger (the evaluation's forward pass, which also bounds a batch's activations: a block
 /// has at most every vertex as a source), plus two batches' blocks in flight (the one
 /// computing and the next one uploading), each block at most every edge with its coefficient,
-/// both ways.
+/// both ways. A worker holding its `own_columns` ([`BatchModel::hold_own_columns`]: a row of
+/// `dataset`'s width per vertex) holds them beside the whole matrix its evaluation uploads.
 pub(crate) fn footprint(
     config: &TrainConfig,
     dataset: &Dataset,
     eval: Option<&Dataset>,
+    own_columns: bool,
 ) -> Result<Footprint, TrainError> {
     let mut footprint = memory::device::estimate(config, dataset)?;
     if let Some(eval) = eval {
         let whole = memory::device::estimate(config, eval)?;
         footprint.resident = footprint.resident.max(whole.resident);
         footprint.step = footprint.step.max(whole.step);
+    }
+    if own_columns {
+        footprint.resident += (dataset.features.len() * std::mem::size_of::<f32>()) as u64;
     }
     let edges = dataset.graph.num_edges() as u64;
     let block = 2 * edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
@@ -395,7 +406,8 @@ mod tests {
     use crate::minibatch::tests::{config, dataset};
 
     /// A worker's footprint is its graph's whole-graph estimate plus two batches' blocks of
-    /// every edge, both ways, per layer; evaluating on a larger graph raises it to that graph's.
+    /// every edge, both ways, per layer; evaluating on a larger graph raises it to that graph's,
+    /// and holding its own columns adds a matrix of its graph's shape.
     #[test]
     fn the_footprint_holds_two_batches_and_the_larger_graph() {
         let config = config(ConvKind::Sage);
@@ -403,8 +415,11 @@ mod tests {
         let whole = memory::device::estimate(&config, &small).unwrap();
         let edges = small.graph.num_edges() as u64;
         let blocks = 2 * config.layers as u64 * 2 * edges * 8;
-        let own = footprint(&config, &small, None).unwrap();
+        let own = footprint(&config, &small, None, false).unwrap();
         assert_eq!((own.resident, own.step), (whole.resident, whole.step + blocks));
+        let columns = footprint(&config, &small, None, true).unwrap();
+        let matrix = (small.features.len() * 4) as u64;
+        assert_eq!((columns.resident, columns.step), (whole.resident + matrix, own.step), "own columns beside");
         let synth = graph_partition::SynthConfig {
             nodes: 2000,
             avg_degree: 6.0,
@@ -415,7 +430,7 @@ mod tests {
         };
         let large = synth.generate().unwrap();
         let larger = memory::device::estimate(&config, &large).unwrap();
-        let with_eval = footprint(&config, &small, Some(&large)).unwrap();
+        let with_eval = footprint(&config, &small, Some(&large), false).unwrap();
         assert_eq!((with_eval.resident, with_eval.step), (larger.resident, larger.step + blocks));
     }
 }

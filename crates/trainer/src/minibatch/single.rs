@@ -82,7 +82,7 @@ pub fn run(
     let alone = Alone::start(Runner::MiniBatch, method, config, dataset)?;
     let gpu = match alone.device() {
         Device::Cpu => None,
-        Device::Cuda(ordinal) => Some(Gpu::alone(ordinal, on_device::footprint(config, dataset, None)?)?),
+        Device::Cuda(ordinal) => Some(Gpu::alone(ordinal, on_device::footprint(config, dataset, None, false)?)?),
     };
     let mut strategy = SingleMiniBatch::new(config, sampling, dataset)?;
     on_device::place(gpu.as_ref(), &mut strategy.trainer)?;

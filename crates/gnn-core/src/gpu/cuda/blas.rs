@@ -76,9 +76,10 @@ impl Device {
             beta,
             ldc: int::<i32>(KERNEL, n)?,
         };
+        let blas = self.blas.as_ref().ok_or(GpuError::CopyOnly)?;
         // SAFETY: the lengths of a, b and c were checked against m, k and n above, and the
         // leading dimensions are those of the row-major layouts, so cuBLAS stays in bounds.
-        unsafe { self.blas.gemm(cfg, b, a, c) }?;
+        unsafe { blas.gemm(cfg, b, a, c) }?;
         Ok(())
     }
 }

@@ -15,7 +15,8 @@
 //! pushes the gradient of what it pulled.
 //!
 //! Each call stages only its footprint's rows between the device block and the host
-//! ([`DeviceRows`]).
+//! ([`DeviceRows`]), between two events of the device's stream ([`Device::exchange_span`]), so
+//! that the pass's GPU time inside the exchange is known apart from its compute.
 
 use std::sync::MutexGuard;
 
@@ -126,9 +127,16 @@ impl Link<'_> {
 
     /// `call` on a `rows x cols` block the device does not keep (GAT's attention syncs), which
     /// must move no row on this part.
-    pub(super) fn call_absent(&mut self, call: Call, tag: Tag, rows: usize, cols: usize) -> Result<(), GpuError> {
+    pub(super) fn call_absent(
+        &mut self,
+        dev: &Device,
+        call: Call,
+        tag: Tag,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
         if let Link::Part(p) = self {
-            p.stager.call(&mut *p.exchange, call, tag, &mut AbsentRows { rows, cols })?;
+            dev.exchange_span(|| Ok(p.stager.call(&mut *p.exchange, call, tag, &mut AbsentRows { rows, cols })?))?;
         }
         Ok(())
     }
@@ -144,8 +152,9 @@ impl PartLink<'_> {
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
-        let mut store = DeviceRows::new(dev, block, rows, cols, &mut self.lists)?;
-        self.stager.call(&mut *self.exchange, call, tag, &mut store)?;
-        Ok(())
+        dev.exchange_span(|| {
+            let mut store = DeviceRows::new(dev, block, rows, cols, &mut self.lists)?;
+            Ok(self.stager.call(&mut *self.exchange, call, tag, &mut store)?)
+        })
     }
 }

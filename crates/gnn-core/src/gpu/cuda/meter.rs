@@ -1,7 +1,9 @@
 //! What a device measures about its own work: GPU time between points of its stream (CUDA
-//! events), the bytes copied between host and device, and its memory (free, total, and the
-//! high-water mark of the stream-ordered pool every buffer of this path is allocated from).
+//! events), the part of it spent inside exchange calls, the bytes copied between host and
+//! device, and its memory (free, total, and the high-water mark of the stream-ordered pool every
+//! buffer of this path is allocated from).
 
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use cudarc::driver::sys::{CUevent_flags, CUmemPool_attribute};
@@ -55,7 +57,37 @@ impl PhaseClock<'_> {
     }
 }
 
+/// Two events around one exchange call on a device's stream.
+pub(super) struct Span {
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
 impl Device {
+    /// Runs `call` (an exchange call: rows staged through the host and the host exchange)
+    /// between two events of the stream, kept for [`Device::take_exchange_s`]. The span is the
+    /// GPU time from the stream's reaching the call (its earlier kernels done) to the call's
+    /// last upload or kernel: what the call kept this stream from computing.
+    pub(super) fn exchange_span<T>(&self, call: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
+        let start = self.timed_event()?;
+        let out = call()?;
+        let end = self.timed_event()?;
+        self.spans.lock().unwrap_or_else(PoisonError::into_inner).push(Span { start, end });
+        Ok(out)
+    }
+
+    /// The GPU seconds of the exchange calls made since the last call of this (waits for the
+    /// last one to end). A phase clock's reading over the same calls includes them; the
+    /// difference is the device's compute.
+    pub fn take_exchange_s(&self) -> Result<f64, GpuError> {
+        let spans = std::mem::take(&mut *self.spans.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut total = 0.0;
+        for span in &spans {
+            total += f64::from(span.start.elapsed_ms(&span.end)?) / 1e3;
+        }
+        Ok(total)
+    }
+
     /// A clock starting at this point of the stream.
     pub fn clock(&self) -> Result<PhaseClock<'_>, GpuError> {
         Ok(PhaseClock { dev: self, start: self.timed_event()?, marks: Vec::new() })

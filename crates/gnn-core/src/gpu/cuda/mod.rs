@@ -50,12 +50,15 @@ pub enum GpuError {
     GraphUpload { needs: &'static str },
     #[error(transparent)]
     Stage(#[from] crate::exchange::staging::StageError),
+    #[error("a copy device (`Device::copy_device`) only uploads; products run on the device it copies for")]
+    CopyOnly,
 }
 
 /// One CUDA device.
 pub struct Device {
     stream: Arc<CudaStream>,
-    blas: CudaBlas,
+    /// `None` on a copy device ([`Device::copy_device`]), which runs no products.
+    blas: Option<CudaBlas>,
     /// One slot per embedded PTX module, filled on first use.
     modules: Mutex<Vec<Option<Arc<CudaModule>>>>,
     /// A copy stream's device ([`Device::copy_device`]): uploads go through page-locked memory.
@@ -63,6 +66,8 @@ pub struct Device {
     /// Bytes uploaded and downloaded so far ([`Device::transfers`]).
     h2d_bytes: AtomicU64,
     d2h_bytes: AtomicU64,
+    /// The spans of the exchange calls since the last [`Device::take_exchange_s`].
+    spans: Mutex<Vec<meter::Span>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -84,7 +89,7 @@ impl Device {
     }
 
     fn on(stream: Arc<CudaStream>, staged: bool) -> Result<Self, GpuError> {
-        let blas = CudaBlas::new(stream.clone())?;
+        let blas = if staged { None } else { Some(CudaBlas::new(stream.clone())?) };
         Ok(Self {
             stage: staged.then(|| Mutex::new(stage::PinnedStage::new(stream.clone()))),
             stream,
@@ -92,6 +97,7 @@ impl Device {
             modules: Mutex::new(vec![None; ptx::MODULES.len()]),
             h2d_bytes: AtomicU64::new(0),
             d2h_bytes: AtomicU64::new(0),
+            spans: Mutex::default(),
         })
     }
 
@@ -99,7 +105,7 @@ impl Device {
     /// [`Device::upload`]s go through page-locked memory and return before the copy is done:
     /// the copy stream of a mini-batch worker, overlapping the next batch's upload with this
     /// one's compute. A buffer it uploads may be used on any stream of the GPU (cudarc's event
-    /// tracking orders the use after the copy).
+    /// tracking orders the use after the copy). It has no cuBLAS handle of its own.
     pub fn copy_device(&self) -> Result<Device, GpuError> {
         Self::on(self.stream.context().new_stream()?, true)
     }

@@ -722,7 +722,7 @@ impl<'d> DeviceModel<'d> {
         let scores = dev.gat_logits(&graph.csr, hs, NEGATIVE_SLOPE, &alpha_src, &alpha_dst)?;
         let mut weights = dev.stream().clone_dtod(&scores)?;
         dev.edge_softmax(&graph.csr, hs, &mut weights)?;
-        link.call_absent(Call::Max, tag(Step::AttentionMax), n, hs)?;
+        link.call_absent(dev, Call::Max, tag(Step::AttentionMax), n, hs)?;
         let mut dropped = dev.stream().clone_dtod(&weights)?;
         let keep = match self.dropout_site(self.cfg.attn_dropout, l, ctx) {
             Some(site) => Some(dev.attention_dropout(&graph.csr, hs, &graph.gids, &site, &mut dropped)?),
@@ -731,7 +731,7 @@ impl<'d> DeviceModel<'d> {
         let entries = graph.csr.nnz() * hs;
         let dropped = dev.gather_rows_at(1, &ex.perm, &dropped, entries)?;
         let per_head = dev.spmm(&ex.csr, Some(&dropped), &h, hd)?;
-        link.call_absent(Call::Sum, tag(Step::Aggregate), n, hs + hw)?;
+        link.call_absent(dev, Call::Sum, tag(Step::Aggregate), n, hs + hw)?;
         let out = match &self.head_means[l] {
             Some(mean) => dev.matmul(&per_head, false, mean, false, n, hw, hd)?,
             None => per_head,
@@ -758,7 +758,7 @@ impl<'d> DeviceModel<'d> {
         let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
         let ex = graph.expanded(hs)?;
         let entries = graph.csr.nnz() * hs;
-        link.call_absent(Call::Sum, Tag::new(l, Direction::Backward, Step::Aggregate), n, hs + hw)?;
+        link.call_absent(dev, Call::Sum, Tag::new(l, Direction::Backward, Step::Aggregate), n, hs + hw)?;
         let d_heads = match &self.head_means[l] {
             Some(mean) => dev.matmul(d, false, mean, true, n, hd, hw)?,
             None => dev.stream().clone_dtod(d)?,

@@ -62,7 +62,7 @@ pub(crate) fn run(
         let setup = comm.ledger_since(mark);
         let setup = clock.call(|| comm.gather_ledger(0, &setup)).map_err(DistError::from)?;
         let subgraph = Subgraph { dataset: &part.dataset, keys: &part.keys, degrees: part.degrees() };
-        let gpu = on_device::open(rank, &part.dataset, whole)?;
+        let gpu = on_device::open(rank, &part.dataset, whole, false)?;
         let mut trainer = BatchTrainer::on_subgraph(config, sampling, subgraph, comm.size())?;
         on_device::place(gpu.as_ref(), &mut trainer)?;
         let (index, batch_size, seed) = (comm.rank(), sampling.batch_size, config.seed);

@@ -57,6 +57,10 @@ impl HooksFactory for ColumnFactory {
         "feature"
     }
 
+    fn holds_columns(&self) -> bool {
+        true
+    }
+
     fn make<'a>(
         &self,
         comm: &'a dyn Communicator,

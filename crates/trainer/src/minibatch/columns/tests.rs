@@ -177,3 +177,22 @@ fn a_featpart_run_reports_its_plan_bytes_and_memory() {
     // Target 0 is held by any 30-epoch window; two epochs have none.
     assert!(m["time_to_target"].is_null());
 }
+
+/// The factories say before their hooks exist whether those hold columns resident (a device
+/// worker's memory check counts them).
+#[test]
+fn factories_declare_the_columns_their_hooks_hold() {
+    let dataset = dataset();
+    let topology = Topology::for_workers(WORKERS, 1, Default::default()).unwrap();
+    let factories: [&dyn HooksFactory; 2] =
+        [&ColumnFactory { spec: spec(Tau::Fixed(0)), target_acc: None }, &crate::minibatch::data_parallel::Replicated];
+    for factory in factories {
+        let held = LocalCluster::run(&topology, |comm| {
+            let clock = CommClock::new(None);
+            let hooks = factory.make(comm, &clock, &dataset)?;
+            Ok::<_, crate::TrainError>(hooks.resident_columns().is_some())
+        })
+        .unwrap();
+        assert!(held.iter().all(|&h| h == factory.holds_columns()), "{}: {held:?}", factory.cut());
+    }
+}
