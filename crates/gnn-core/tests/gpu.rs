@@ -523,6 +523,8 @@ const PART_NODES: usize = 300;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Run {
     EdgeCut,
+    /// Edge-cut under an exchange that overlaps: split halo calls around the halves.
+    Overlapped,
     /// Every replica computes; replica syncs.
     VertexCut,
     /// Vertex-cut, masters alone compute.
@@ -539,7 +541,7 @@ fn part_graph() -> Csr {
 fn part_book(run: Run) -> PartitionBook {
     let graph = part_graph();
     let config = match run {
-        Run::EdgeCut => PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::Random, 4) },
+        Run::EdgeCut | Run::Overlapped => PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::Random, 4) },
         Run::VertexCut | Run::MastersOnly => {
             PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) }
         }
@@ -562,11 +564,13 @@ fn make_exchange<'p>(
     part: &'p LocalGraph,
     comm: &'p dyn Communicator,
 ) -> Result<Box<dyn Exchange + 'p>, String> {
-    let options = ExchangeOptions::default();
+    let options = ExchangeOptions { overlap: run == Run::Overlapped, ..ExchangeOptions::default() };
     let failed = |x: &dyn std::fmt::Display| format!("part {}: {x}", part.part());
     let made: Box<dyn Exchange + 'p> = match run {
         Run::VertexCut => Box::new(VertexCutExchange::new(part, comm, options).map_err(|x| failed(&x))?),
-        Run::EdgeCut | Run::MastersOnly => Box::new(EdgeCutExchange::new(part, comm, options).map_err(|x| failed(&x))?),
+        Run::EdgeCut | Run::Overlapped | Run::MastersOnly => {
+            Box::new(EdgeCutExchange::new(part, comm, options).map_err(|x| failed(&x))?)
+        }
     };
     Ok(made)
 }
@@ -590,7 +594,7 @@ fn part_pass(
     held_first: bool,
 ) -> Result<PartOutcome, String> {
     let e = |e: &dyn std::fmt::Display| format!("part {}: {e}", part.part());
-    let cut = if run == Run::EdgeCut { CutKind::EdgeCut } else { CutKind::VertexCut };
+    let cut = if matches!(run, Run::EdgeCut | Run::Overlapped) { CutKind::EdgeCut } else { CutKind::VertexCut };
     let mut graph: AggGraph = agg_graph_of(part, cut).map_err(|x| e(&x))?;
     if run == Run::MastersOnly {
         graph = graph.with_primaries_computing();
@@ -625,7 +629,11 @@ fn part_pass(
     // The device worker, from the same initial parameters, on its own stream.
     let dev = Device::new(0).map_err(|x| e(&x))?;
     let mut device = DeviceModel::from_model(&dev, &start).map_err(|x| e(&x))?;
-    let on_device = device.upload_part_graph(&graph).map_err(|x| e(&x))?;
+    let on_device = match run {
+        Run::Overlapped => device.upload_overlapped_part_graph(&graph),
+        _ => device.upload_part_graph(&graph),
+    }
+    .map_err(|x| e(&x))?;
     let held = if held_first { Some(device.upload_part_graph(&first).map_err(|x| e(&x))?) } else { None };
     let on_device = gnn_core::gpu::PartViews::of(&on_device, held.as_ref());
     let features = dev.upload(x.as_slice().unwrap()).map_err(|x| e(&x))?;
@@ -657,16 +665,18 @@ fn part_pass(
 
 /// A partitioned device forward and backward equal the CPU model's on the same part with the
 /// same exchange, for GCN and GraphSAGE, each aggregating before and after its weight, on an
-/// edge-cut, a vertex-cut and a masters-only vertex-cut, and for GAT on the edge-cut: four
-/// workers as threads sharing GPU 0, each with its own device stream.
+/// edge-cut (blocking, and overlapped: split halo calls around the aggregation's halves), a
+/// vertex-cut and a masters-only vertex-cut, and for GAT on the edge-cut (blocking and under
+/// an overlapping exchange, whose calls GAT makes blocking): four workers as threads sharing
+/// GPU 0, each with its own device stream.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn partitioned_device_passes_equal_the_cpu_workers() {
     let topology = Topology::for_workers(4, 2, LinkModel::default()).unwrap();
-    for run in [Run::EdgeCut, Run::VertexCut, Run::MastersOnly] {
+    for run in [Run::EdgeCut, Run::Overlapped, Run::VertexCut, Run::MastersOnly] {
         let book = part_book(run);
         // Hidden 4 aggregates `x W` (narrower), hidden 8 aggregates the input.
-        let kinds = if run == Run::EdgeCut {
+        let kinds = if matches!(run, Run::EdgeCut | Run::Overlapped) {
             &[ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat][..]
         } else {
             &[ConvKind::Gcn, ConvKind::Sage]

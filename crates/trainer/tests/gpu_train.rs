@@ -313,11 +313,19 @@ fn a_device_run_resumes_from_its_checkpoint() {
     }
 }
 
-/// `cpu` as 4 vanilla workers over 2 hosts on a `cut`-cut, masters only where asked.
-fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool) -> TrainConfig {
+/// `cpu` as 4 vanilla workers over 2 hosts on a `cut`-cut, masters only and overlapped where
+/// asked.
+fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool, overlap: bool) -> TrainConfig {
     TrainConfig {
         method: MethodConfig::named(Method::Vanilla),
-        distributed: DistributedConfig { cut, workers: 4, hosts: 2, masters_only, ..DistributedConfig::default() },
+        distributed: DistributedConfig {
+            cut,
+            workers: 4,
+            hosts: 2,
+            masters_only,
+            overlap,
+            ..DistributedConfig::default()
+        },
         ..cpu.clone()
     }
 }
@@ -329,13 +337,18 @@ fn workers(cpu: &TrainConfig, cut: CutKind, masters_only: bool) -> TrainConfig {
 /// (within the passes'), the workers compute one at a time with their GPU time outside the
 /// exchange as the timeline's compute, and the memory check's estimate for the shared GPU holds
 /// its measured peak.
-fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind, masters_only: bool) {
+fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind, masters_only: bool, overlap: bool) {
     let base = cora(model);
     let dataset = load(&base);
-    let name = format!("{} {}-cut{}", describe(&base), cut.as_str(), if masters_only { " masters-only" } else { "" });
+    let mode = match (masters_only, overlap) {
+        (true, _) => " masters-only",
+        (false, true) => " overlapped",
+        (false, false) => "",
+    };
+    let name = format!("{} {}-cut{mode}", describe(&base), cut.as_str());
     let single = TrainConfig { device: Device::Cuda(0), ..base.clone() };
     let single = trainer::single::run("single", &single, &dataset, &mut ()).expect("the single-device run");
-    let cpu = workers(&base, cut, masters_only);
+    let cpu = workers(&base, cut, masters_only, overlap);
     let run = |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
     let on_cpu = run(&cpu);
     let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
@@ -354,6 +367,12 @@ fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind
         let step_s = bus.forward_s + bus.loss_s + bus.backward_s + bus.optimizer_s;
         assert!(exchange_s > 0.0 && exchange_s < bus.forward_s + bus.backward_s, "{name} epoch {e}: {bus:?}");
         assert!(g.compute_s > 0.0 && g.compute_s <= step_s, "{name} epoch {e}: compute {} of {bus:?}", g.compute_s);
+        // Overlapped GCN and GraphSAGE compute the central (forward) and primary (backward)
+        // rows between a split call's halves: the timeline credits that compute.
+        let overlapped = g.method.as_ref().and_then(|m| m["overlapped_compute_s_sum"].as_f64()).unwrap_or(0.0);
+        if overlap && model != ConvKind::Gat {
+            assert!(overlapped > 0.0, "{name} epoch {e}: no compute between split calls");
+        }
     }
     let measure = on_gpu.final_.compute_measure.as_deref();
     assert_eq!(measure, Some("serialized (workers share a GPU)"), "{name}: workers on GPU 0 compute one at a time");
@@ -370,42 +389,50 @@ fn workers_on_one_gpu_follow_the_single_device_run(model: ConvKind, cut: CutKind
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_workers_on_one_gpu_edge_cut() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::EdgeCut, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::EdgeCut, false, false);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_workers_on_one_gpu_vertex_cut() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, false, false);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn sage_workers_on_one_gpu_edge_cut() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::EdgeCut, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::EdgeCut, false, false);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn sage_workers_on_one_gpu_vertex_cut() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, false, false);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gcn_and_sage_workers_on_one_gpu_vertex_cut_masters_only() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, true);
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, true);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gcn, CutKind::VertexCut, true, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Sage, CutKind::VertexCut, true, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn overlapped_workers_on_one_gpu_edge_cut() {
+    for model in [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat] {
+        workers_on_one_gpu_follow_the_single_device_run(model, CutKind::EdgeCut, false, true);
+    }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn gat_workers_on_one_gpu_edge_cut() {
-    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false);
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false, false);
 }
 
 /// The codec methods' workers on one GPU (their codecs, caches and controllers on the host;
-/// ecgraph with and without its halo feature cache)
+/// adaqp blocking and overlapped, ecgraph with and without its halo feature cache)
 /// against the same four workers on the CPU, GCN on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
@@ -417,12 +444,19 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     let dataset = load(&base);
     // ecgraph twice: with its halo feature cache (layer 0's halo inputs held on the device, its
     // default) and without (layer 0 pulls them).
-    for (method, halo_cache) in
-        [(Method::Adaqp, false), (Method::Cdfgnn, false), (Method::Ecgraph, true), (Method::Ecgraph, false)]
-    {
+    // adaqp twice: blocking, and with its central rows aggregated while the marginal rows'
+    // halo is in flight (`overlap`).
+    let runs = [
+        (Method::Adaqp, false, false),
+        (Method::Adaqp, false, true),
+        (Method::Cdfgnn, false, false),
+        (Method::Ecgraph, true, false),
+        (Method::Ecgraph, false, false),
+    ];
+    for (method, halo_cache, overlap) in runs {
         let mut cpu = TrainConfig {
             method: MethodConfig::named(method),
-            distributed: DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() },
+            distributed: DistributedConfig { workers: 4, hosts: 2, overlap, ..DistributedConfig::default() },
             ..base.clone()
         };
         cpu.method.ecgraph.halo_cache = halo_cache;
@@ -430,7 +464,12 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
             |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
         let on_cpu = run(&cpu);
         let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
-        let name = format!("{}{}", method.as_str(), if halo_cache { " with its halo cache" } else { "" });
+        let name = format!(
+            "{}{}{}",
+            method.as_str(),
+            if halo_cache { " with its halo cache" } else { "" },
+            if overlap { " overlapped" } else { "" }
+        );
         assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
         for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
             let e = g.epoch;

@@ -21,7 +21,7 @@ use crate::params::ParamSlot;
 mod batch;
 mod part;
 pub use batch::block_aggregations;
-pub use part::{PartAggregation, part_aggregation};
+pub use part::{OverlapHalves, PartAggregation, overlap_halves, part_aggregation};
 
 /// Why a model or graph cannot go to the device.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -207,6 +207,24 @@ pub struct WeightedCsr {
 }
 
 impl WeightedCsr {
+    /// The rows `keep` names, every other row left empty: the same shape, each kept row with
+    /// its entries in order, so that this product of the kept rows plus that of the others is
+    /// this matrix's product, bit for bit (each row is summed in one of them, plus zero).
+    pub fn rows_where(&self, keep: impl Fn(usize) -> bool) -> WeightedCsr {
+        let n = self.indptr.len() - 1;
+        let mut out = WeightedCsr { indptr: Vec::with_capacity(n + 1), indices: Vec::new(), vals: Vec::new() };
+        out.indptr.push(0);
+        for row in 0..n {
+            if keep(row) {
+                let range = self.indptr[row] as usize..self.indptr[row + 1] as usize;
+                out.indices.extend_from_slice(&self.indices[range.clone()]);
+                out.vals.extend_from_slice(&self.vals[range]);
+            }
+            out.indptr.push(out.indices.len() as u64);
+        }
+        out
+    }
+
     /// The transpose of this square matrix, each entry's value following it (rows need not be
     /// sorted: GCN's and GAT's lead with the self loop): what the
     /// backward's `A^T x` runs on as a plain SpMM, rows in a fixed order, instead of

@@ -3,8 +3,8 @@
 //! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
-//! size); on a cut graph also blocking exchanges (no `overlap`), the gradient all-reduce (no
-//! parameter servers), GAT on an edge-cut only, and GAT without ecgraph's halo feature cache.
+//! size); on a cut graph also the gradient all-reduce (no parameter servers), GAT on an
+//! edge-cut only, and GAT without ecgraph's halo feature cache.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -91,10 +91,6 @@ impl Device {
                      batch size (fanouts) need --device cpu"
                 ),
             ),
-            Device::Cuda(_) if dist.overlap => invalid(
-                "overlap",
-                format!("{self} workers make every exchange call blocking; overlap needs --device cpu"),
-            ),
             Device::Cuda(_) if dist.param_servers().is_some() => invalid(
                 "param-sync",
                 format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
@@ -172,7 +168,6 @@ mod tests {
     #[test]
     fn cut_graph_device_workers_refuse_what_they_do_not_run() {
         let cases = [
-            ("method = \"vanilla\"\n[distributed]\noverlap = true\n", "`overlap`"),
             ("method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n", "`param-sync`"),
             ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
             ("method = \"ecgraph\"\nmodel = \"gat\"\n", "`halo-cache`"),
@@ -186,6 +181,8 @@ mod tests {
             "method = \"vanilla\"\nmodel = \"gat\"\n",
             "method = \"vanilla\"\n[distributed]\ncut = \"vertex\"\nmasters-only = true\n",
             "method = \"adaqp\"\n",
+            "method = \"adaqp\"\n[distributed]\noverlap = true\n",
+            "method = \"vanilla\"\n[distributed]\noverlap = true\n",
             "method = \"vanilla\"\noptimizer = \"sgd\"\n",
             "method = \"cdfgnn\"\n",
             "[method]\nname = \"ecgraph\"\n[method.ecgraph]\nhalo-cache = false\n",

@@ -102,7 +102,11 @@ mod cuda {
             let (in_dim, classes) = (share.features.ncols(), share.num_classes);
             let cpu = Model::new(config.model_config(in_dim, classes))?;
             let model = DeviceModel::from_model(dev, &cpu)?;
-            let part = model.upload_part_graph(&graph)?;
+            // An exchange that overlaps splits its halo calls around the aggregation's halves.
+            let part = match config.distributed.overlap {
+                true => model.upload_overlapped_part_graph(&graph)?,
+                false => model.upload_part_graph(&graph)?,
+            };
             // The halo feature cache: layer 0 reads its halo rows' fetched inputs (the share
             // holds a row per local vertex) and pulls nothing.
             let held = match parts.halo_features {

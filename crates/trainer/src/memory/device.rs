@@ -40,7 +40,10 @@ fn of_shapes(
 /// The device memory of one cut-graph worker computing on `part` (its local vertices and
 /// edges, and the rows of its splits), with `in_dim` input columns and `classes` outputs: the
 /// whole-graph footprint of the part, plus, on a step, an exchange call's staged rows (each of
-/// the part's copies read or written once, at the widest width a call moves).
+/// the part's copies read or written once, at the widest width a call moves). Under `overlap`
+/// GCN and GraphSAGE also hold the aggregation's halves (`gnn_core::gpu::plan::OverlapHalves`:
+/// the CSR and its transpose once more, with a second row pointer each) and, on a step, the
+/// first half's product beside the second's (a block of every local row at the widest width).
 pub fn part_estimate(
     config: &TrainConfig,
     part: &LocalGraph,
@@ -54,15 +57,23 @@ pub fn part_estimate(
     let heads = if cfg.kind == ConvKind::Gat { cfg.heads.max(cfg.out_heads) } else { 1 };
     let widest = in_dim.max(cfg.hidden * heads).max(classes * heads);
     footprint.step += (2 * part.num_copies() * widest * std::mem::size_of::<f32>()) as u64;
+    if config.distributed.overlap && cfg.kind != ConvKind::Gat {
+        footprint.resident += held_view_bytes(part) + 2 * row_pointer_bytes(part);
+        footprint.step += (part.num_local() * widest * std::mem::size_of::<f32>()) as u64;
+    }
     Ok(footprint)
+}
+
+/// A row pointer over `part`'s local rows.
+fn row_pointer_bytes(part: &LocalGraph) -> u64 {
+    (part.num_local() as u64 + 1) * std::mem::size_of::<u64>() as u64
 }
 
 /// The device memory of a part's second view, layer 0's with its halo inputs held (the halo
 /// feature cache): its local in-edges' CSR, coefficients and transpose, a second time.
 pub fn held_view_bytes(part: &LocalGraph) -> u64 {
-    let (rows, edges) = (part.num_local() as u64 + 1, part.num_edges() as u64);
-    let csr = rows * std::mem::size_of::<u64>() as u64
-        + edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
+    let edges = part.num_edges() as u64;
+    let csr = row_pointer_bytes(part) + edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
     2 * csr
 }
 
@@ -166,6 +177,14 @@ mod tests {
             let got = part_estimate(&config, part, rows, targets, in_dim, classes).unwrap();
             assert_eq!(got.resident, bare.resident);
             assert_eq!(got.step - bare.step, (2 * part.num_copies() * widest * 4) as u64);
+            // Overlapped: the halves (every edge once more, forward and transposed, and four
+            // row pointers) and a second aggregate block.
+            let mut overlapped = config.clone();
+            overlapped.distributed.overlap = true;
+            let halves = part_estimate(&overlapped, part, rows, targets, in_dim, classes).unwrap();
+            let (n, e) = (part.num_local() as u64, part.num_edges() as u64);
+            assert_eq!(halves.resident - got.resident, 4 * (n + 1) * 8 + 2 * e * 8);
+            assert_eq!(halves.step - got.step, n * widest as u64 * 4);
         }
     }
 

@@ -14,6 +14,10 @@
 //! block forward and of that block's gradient backward), which move no row on an edge-cut, and
 //! pushes the gradient of what it pulled.
 //!
+//! Under an exchange that overlaps, GCN's and GraphSAGE's halo calls are split as the CPU
+//! layers split them (`start_pull` / `finish_pull` around the central rows' aggregation,
+//! `start_push` / `finish_push` around the primary rows' transposed one; see `model.rs`).
+//!
 //! Each call stages only its footprint's rows between the device block and the host
 //! ([`DeviceRows`]), between two events of the device's stream ([`Device::exchange_span`]), so
 //! that the pass's GPU time inside the exchange is known apart from its compute.
@@ -125,6 +129,85 @@ impl Link<'_> {
         }
     }
 
+    /// Whether the pass's halo calls are split so that rows needing no halo row are computed
+    /// while the halo is in flight ([`Exchange::overlaps`]).
+    pub(super) fn overlaps(&self) -> bool {
+        matches!(self, Link::Part(p) if p.exchange.overlaps())
+    }
+
+    /// Forward, a split [`Link::pull_input`]: the rows the pull reads go down and are sent.
+    /// Until [`Link::finish_pull`] the device may read `x` but not change it.
+    pub(super) fn start_pull(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        x: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        self.split(dev, Half::Start, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
+    }
+
+    /// The second half of [`Link::start_pull`]: the halo rows land in `x`.
+    pub(super) fn finish_pull(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        x: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        self.split(dev, Half::Finish, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
+    }
+
+    /// Backward, a split [`Link::push_input_grad`]: the halo rows of `halo` (the input gradient
+    /// as far as those rows go) go down and are sent.
+    pub(super) fn start_push(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        halo: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        self.split(dev, Half::Start, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), halo, rows, cols)
+    }
+
+    /// The second half of [`Link::start_push`] on the whole input gradient `dx`: what arrived
+    /// is added into its primary rows, its halo rows are zeroed.
+    pub(super) fn finish_push(
+        &mut self,
+        dev: &Device,
+        layer: usize,
+        dx: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        self.split(dev, Half::Finish, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), dx, rows, cols)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the half, the call and its block.
+    fn split(
+        &mut self,
+        dev: &Device,
+        half: Half,
+        call: Call,
+        tag: Tag,
+        block: &mut CudaSlice<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        let Link::Part(p) = self else { return Ok(()) };
+        dev.exchange_span(|| {
+            let mut store = DeviceRows::new(dev, block, rows, cols, &mut p.lists)?;
+            let exchange = &mut *p.exchange;
+            Ok(match half {
+                Half::Start => p.stager.start(exchange, call, tag, &mut store),
+                Half::Finish => p.stager.finish(exchange, call, tag, &mut store),
+            }?)
+        })
+    }
+
     /// `call` on a `rows x cols` block the device does not keep (GAT's attention syncs), which
     /// must move no row on this part.
     pub(super) fn call_absent(
@@ -140,6 +223,13 @@ impl Link<'_> {
         }
         Ok(())
     }
+}
+
+/// Which half of a split call.
+#[derive(Clone, Copy)]
+enum Half {
+    Start,
+    Finish,
 }
 
 impl PartLink<'_> {

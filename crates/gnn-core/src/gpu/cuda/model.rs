@@ -36,8 +36,8 @@ use crate::dropout::DropoutSite;
 use crate::exchange::staging::Stager;
 use crate::exchange::{Call, Direction, Exchange, Step, Tag};
 use crate::gpu::plan::{
-    DevicePlan, LayerPlan, PartAggregation, WeightedCsr, aggregation, block_aggregations, expand_heads,
-    part_aggregation,
+    DevicePlan, LayerPlan, OverlapHalves, PartAggregation, WeightedCsr, aggregation, block_aggregations, expand_heads,
+    overlap_halves, part_aggregation,
 };
 use crate::graph::AggGraph;
 use crate::layers::ForwardCtx;
@@ -69,17 +69,58 @@ struct PartRows {
     pushes: bool,
     /// The device copies of the rows the part's exchange stages.
     lists: Mutex<RowLists>,
+    /// GCN and GraphSAGE under an exchange that overlaps: the aggregation's halves.
+    halves: Option<Halves>,
 }
 
 impl PartRows {
-    fn upload(device: &Device, graph: &AggGraph, plan: &PartAggregation) -> Result<Self, GpuError> {
+    fn upload(
+        device: &Device,
+        graph: &AggGraph,
+        plan: &PartAggregation,
+        halves: Option<&OverlapHalves>,
+    ) -> Result<Self, GpuError> {
+        let n = graph.num_local();
         Ok(Self {
             self_coeff: plan.self_coeff.as_deref().map(|c| device.upload(c)).transpose()?,
             pulls: graph.pulls_halo(),
             pushes: graph.pushes_aggregates(),
             lists: Mutex::default(),
+            halves: halves
+                .map(|h| -> Result<Halves, GpuError> {
+                    Ok(Halves {
+                        central: weighted(device, n, &h.central)?,
+                        marginal: weighted(device, n, &h.marginal)?,
+                        halo_t: weighted(device, n, &h.halo_t)?,
+                        primary_t: weighted(device, n, &h.primary_t)?,
+                    })
+                })
+                .transpose()?,
         })
     }
+}
+
+/// [`OverlapHalves`] on the device, each a CSR with its values.
+struct Halves {
+    central: (DeviceCsr, CudaSlice<f32>),
+    marginal: (DeviceCsr, CudaSlice<f32>),
+    halo_t: (DeviceCsr, CudaSlice<f32>),
+    primary_t: (DeviceCsr, CudaSlice<f32>),
+}
+
+/// `csr` (`n` rows) and its values on `device`.
+fn weighted(device: &Device, n: usize, csr: &WeightedCsr) -> Result<(DeviceCsr, CudaSlice<f32>), GpuError> {
+    Ok((DeviceCsr::from_parts(device, n, &csr.indptr, &csr.indices)?, device.upload(&csr.vals)?))
+}
+
+/// `a x` for a CSR with its values.
+fn product(
+    dev: &Device,
+    a: &(DeviceCsr, CudaSlice<f32>),
+    x: &CudaSlice<f32>,
+    cols: usize,
+) -> Result<CudaSlice<f32>, GpuError> {
+    dev.spmm(&a.0, Some(&a.1), x, cols)
 }
 
 /// [`expand_heads`] on the device, with a column of ones for per-row and per-column sums.
@@ -97,18 +138,27 @@ impl DeviceGraph {
         Self::from_csr(device, graph, kind, heads, &folded)
     }
 
-    /// A worker's part: its local in-edges, GCN's self term apart (GAT on edge-cut parts only).
-    fn upload_part(device: &Device, graph: &AggGraph, kind: ConvKind, heads: &[usize]) -> Result<Self, GpuError> {
+    /// A worker's part: its local in-edges, GCN's self term apart (GAT on edge-cut parts only),
+    /// and for an exchange that overlaps GCN's and GraphSAGE's [`OverlapHalves`] (GAT's calls
+    /// stay blocking, as the CPU layer's do).
+    fn upload_part(
+        device: &Device,
+        graph: &AggGraph,
+        kind: ConvKind,
+        heads: &[usize],
+        overlap: bool,
+    ) -> Result<Self, GpuError> {
         let plan = part_aggregation(graph, kind)?;
+        let halves = (overlap && kind != ConvKind::Gat).then(|| overlap_halves(graph, &plan));
         let mut out = Self::from_csr(device, graph, kind, heads, &plan.csr)?;
-        out.part = Some(PartRows::upload(device, graph, &plan)?);
+        out.part = Some(PartRows::upload(device, graph, &plan, halves.as_ref())?);
         Ok(out)
     }
 
     /// A sampled block (GCN or GraphSAGE) from its [`block_aggregations`] plan.
     fn from_plan(device: &Device, graph: &AggGraph, kind: ConvKind, plan: &PartAggregation) -> Result<Self, GpuError> {
         let mut out = Self::from_csr(device, graph, kind, &[], &plan.csr)?;
-        out.part = Some(PartRows::upload(device, graph, plan)?);
+        out.part = Some(PartRows::upload(device, graph, plan, None)?);
         Ok(out)
     }
 
@@ -137,10 +187,7 @@ impl DeviceGraph {
         }
         let transposed = match kind {
             ConvKind::Gat => None,
-            ConvKind::Gcn | ConvKind::Sage => {
-                let t = folded.transpose();
-                Some((DeviceCsr::from_parts(device, n, &t.indptr, &t.indices)?, device.upload(&t.vals)?))
-            }
+            ConvKind::Gcn | ConvKind::Sage => Some(weighted(device, n, &folded.transpose())?),
         };
         Ok(Self {
             kind,
@@ -172,6 +219,19 @@ impl DeviceGraph {
     /// Whether the passes pull this view's halo rows before reading them.
     fn pulls(&self) -> bool {
         self.part.as_ref().is_some_and(|p| p.pulls)
+    }
+
+    /// The aggregation's halves, where the passes split their halo calls: a view that pulls
+    /// its halo, under an exchange that overlaps. Refused where the part was uploaded without
+    /// them.
+    fn halves(&self, link: &Link<'_>) -> Result<Option<&Halves>, GpuError> {
+        if !(self.pulls() && link.overlaps()) {
+            return Ok(None);
+        }
+        let halves = self.part.as_ref().and_then(|p| p.halves.as_ref());
+        halves
+            .map(Some)
+            .ok_or(GpuError::GraphUpload { needs: "with its overlap halves (`upload_overlapped_part_graph`)" })
     }
 
     /// GCN's self coefficients on a part, added after the sync; `None` where they are folded
@@ -427,7 +487,17 @@ impl<'d> DeviceModel<'d> {
     /// only, a vertex-cut one is refused ([`crate::gpu::plan::PlanError::PartGat`]).
     pub fn upload_part_graph(&self, graph: &AggGraph) -> Result<DeviceGraph, GpuError> {
         let heads: Vec<usize> = self.plan.layers.iter().map(|l| l.heads).collect();
-        DeviceGraph::upload_part(self.dev, graph, self.cfg.kind, &heads)
+        DeviceGraph::upload_part(self.dev, graph, self.cfg.kind, &heads, false)
+    }
+
+    /// [`DeviceModel::upload_part_graph`] for an exchange that overlaps
+    /// ([`Exchange::overlaps`]): GCN's and GraphSAGE's passes then split their halo calls as
+    /// the CPU layers do, aggregating the central rows while the halo is in flight and pushing
+    /// the input gradient's halo rows before the primary rows are computed
+    /// ([`crate::gpu::plan::OverlapHalves`]).
+    pub fn upload_overlapped_part_graph(&self, graph: &AggGraph) -> Result<DeviceGraph, GpuError> {
+        let heads: Vec<usize> = self.plan.layers.iter().map(|l| l.heads).collect();
+        DeviceGraph::upload_part(self.dev, graph, self.cfg.kind, &heads, true)
     }
 
     /// The parameters, flat in the CPU model's layout (for [`Model::set_params`]).
@@ -661,9 +731,25 @@ impl<'d> DeviceModel<'d> {
         let (dev, n, din, dout) = (self.dev, graph.num_nodes(), layer.in_dim, layer.out_dim);
         let w = &self.tensors[layer.weight].value;
         // `A src` over `cols` columns, synced, plus the self term: the aggregation of a conv.
+        // Under an exchange that overlaps, the central rows are aggregated while the halo is in
+        // flight; the stream is drained before the pull's second half, so the host's time
+        // between the halves (the overlap the modeled timeline credits) is their GPU time.
         let aggregate = |src: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
-            link.pull_input(dev, l, graph.pulls(), src, n, cols)?;
-            let mut z = dev.spmm(&graph.csr, Some(&graph.vals), src, cols)?;
+            let mut z = match graph.halves(link)? {
+                Some(h) => {
+                    link.start_pull(dev, l, src, n, cols)?;
+                    let central = product(dev, &h.central, src, cols)?;
+                    dev.stream().synchronize()?;
+                    link.finish_pull(dev, l, src, n, cols)?;
+                    let mut z = product(dev, &h.marginal, src, cols)?;
+                    dev.add_scaled_rows(n, cols, None, &central, &mut z)?;
+                    z
+                }
+                None => {
+                    link.pull_input(dev, l, graph.pulls(), src, n, cols)?;
+                    dev.spmm(&graph.csr, Some(&graph.vals), src, cols)?
+                }
+            };
             link.sync_aggregate(dev, l, &mut z, n, cols)?;
             if let Some(coeff) = graph.self_coeff() {
                 dev.add_scaled_rows(n, cols, Some(coeff), src, &mut z)?;
@@ -951,23 +1037,49 @@ impl<'d> DeviceModel<'d> {
             detail: format!("graph folded for {} has no transpose", graph.kind),
         })?;
         // `A^T g` over `cols` columns after `g` is synced, plus GCN's self term on a part, taken
-        // from `g`'s share before the sync.
-        let aggregate_t = |g: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
-            let own = match graph.self_coeff() {
-                Some(coeff) => {
-                    let mut own = dev.zeros::<f32>(n * cols)?;
-                    dev.add_scaled_rows(n, cols, Some(coeff), g, &mut own)?;
-                    Some(own)
+        // from `g`'s share before the sync, plus what `more` adds (GraphSAGE's root term); then
+        // the halo rows pushed to their primaries. Under an exchange that overlaps, the halo rows
+        // are computed and sent first and the primary rows computed while they are in flight
+        // (the stream drained before the push's second half, as in the forward).
+        let aggregate_t_and_push =
+            |g: &mut CudaSlice<f32>,
+             cols: usize,
+             link: &mut Link<'_>,
+             more: &dyn Fn(&mut CudaSlice<f32>) -> Result<(), GpuError>| {
+                let own = match graph.self_coeff() {
+                    Some(coeff) => {
+                        let mut own = dev.zeros::<f32>(n * cols)?;
+                        dev.add_scaled_rows(n, cols, Some(coeff), g, &mut own)?;
+                        Some(own)
+                    }
+                    None => None,
+                };
+                link.sync_aggregate_grad(dev, l, g, n, cols)?;
+                let complete = |out: &mut CudaSlice<f32>| {
+                    if let Some(own) = &own {
+                        dev.add_scaled_rows(n, cols, None, own, out)?;
+                    }
+                    more(out)
+                };
+                match graph.halves(link)? {
+                    Some(h) => {
+                        let mut halo = product(dev, &h.halo_t, g, cols)?;
+                        link.start_push(dev, l, &mut halo, n, cols)?;
+                        let mut out = product(dev, &h.primary_t, g, cols)?;
+                        complete(&mut out)?;
+                        dev.add_scaled_rows(n, cols, None, &halo, &mut out)?;
+                        dev.stream().synchronize()?;
+                        link.finish_push(dev, l, &mut out, n, cols)?;
+                        Ok::<_, GpuError>(out)
+                    }
+                    None => {
+                        let mut out = dev.spmm(at, Some(t_vals), g, cols)?;
+                        complete(&mut out)?;
+                        link.push_input_grad(dev, l, graph.pulls(), &mut out, n, cols)?;
+                        Ok(out)
+                    }
                 }
-                None => None,
             };
-            link.sync_aggregate_grad(dev, l, g, n, cols)?;
-            let mut out = dev.spmm(at, Some(t_vals), g, cols)?;
-            if let Some(own) = own {
-                dev.add_scaled_rows(n, cols, None, &own, &mut out)?;
-            }
-            Ok::<_, GpuError>(out)
-        };
         if let Some(ws) = layer.self_weight {
             dev.gemm_into(x, true, d, false, din, n, dout, 1.0, &mut self.tensors[ws].grad)?;
         }
@@ -979,12 +1091,12 @@ impl<'d> DeviceModel<'d> {
                     return dev.zeros(0);
                 }
                 let mut dz = dev.matmul(d, false, &self.tensors[w].value, true, n, dout, din)?;
-                let mut dx = aggregate_t(&mut dz, din, link)?;
-                if let Some(ws) = layer.self_weight {
-                    dev.gemm_into(d, false, &self.tensors[ws].value, true, n, dout, din, 1.0, &mut dx)?;
-                }
-                link.push_input_grad(dev, l, graph.pulls(), &mut dx, n, din)?;
-                Ok(dx)
+                let tensors = &self.tensors;
+                let root = |dx: &mut CudaSlice<f32>| match layer.self_weight {
+                    Some(ws) => dev.gemm_into(d, false, &tensors[ws].value, true, n, dout, din, 1.0, dx),
+                    None => Ok(()),
+                };
+                aggregate_t_and_push(&mut dz, din, link, &root)
             }
             None => {
                 // GraphSAGE's root term reads `d` before the sync changes it.
@@ -992,8 +1104,7 @@ impl<'d> DeviceModel<'d> {
                     Some(ws) => Some(dev.matmul(d, false, &self.tensors[ws].value, true, n, dout, din)?),
                     None => None,
                 };
-                let mut dxw = aggregate_t(d, dout, link)?;
-                link.push_input_grad(dev, l, graph.pulls(), &mut dxw, n, dout)?;
+                let dxw = aggregate_t_and_push(d, dout, link, &|_| Ok(()))?;
                 dev.gemm_into(x, true, &dxw, false, din, n, dout, 1.0, &mut self.tensors[w].grad)?;
                 if !need_dx {
                     return dev.zeros(0);

@@ -42,6 +42,33 @@ pub fn part_aggregation(graph: &AggGraph, kind: ConvKind) -> Result<PartAggregat
     Ok(PartAggregation { csr: edge_csr(graph, kind, false), self_coeff })
 }
 
+/// A part's aggregation cut in two for an exchange that overlaps
+/// ([`crate::Exchange::overlaps`]), where the CPU layers cut it (`layers::agg`): forward, the
+/// central rows (no halo in-neighbour: aggregated while the halo is in flight) apart from the
+/// marginal ones; backward, the transpose's halo rows (computed and pushed first) apart from
+/// its primary rows (computed while they are in flight). Each half keeps the other's rows
+/// empty ([`WeightedCsr::rows_where`]), so the two products added are the uncut product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverlapHalves {
+    pub central: WeightedCsr,
+    pub marginal: WeightedCsr,
+    pub halo_t: WeightedCsr,
+    pub primary_t: WeightedCsr,
+}
+
+/// [`OverlapHalves`] of `plan`, the aggregation of a GCN or GraphSAGE layer on `graph` (an
+/// edge-cut part: it pulls its halo and pushes no aggregate).
+pub fn overlap_halves(graph: &AggGraph, plan: &PartAggregation) -> OverlapHalves {
+    let (central, primaries) = (graph.is_central(), graph.num_primary());
+    let t = plan.csr.transpose();
+    OverlapHalves {
+        central: plan.csr.rows_where(|v| central[v]),
+        marginal: plan.csr.rows_where(|v| !central[v]),
+        halo_t: t.rows_where(|v| v >= primaries),
+        primary_t: t.rows_where(|v| v < primaries),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use comm_hierarchy::Communicator;
@@ -188,5 +215,95 @@ mod tests {
         assert!(coeff[..graph.computed_rows()].iter().all(|&c| c > 0.0));
         assert!(coeff[graph.computed_rows()..].iter().all(|&c| c == 0.0));
         assert_eq!(part_aggregation(&graph, ConvKind::Sage).unwrap().self_coeff, None);
+    }
+
+    fn sum(a: Array2<f32>, b: Array2<f32>) -> Array2<f32> {
+        a + b
+    }
+
+    fn same_bits(a: &Array2<f32>, b: &Array2<f32>) -> bool {
+        a.shape() == b.shape() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (*x == 0.0 && *y == 0.0))
+    }
+
+    /// On every part of an edge-cut, the overlapped aggregation as the device runs it (start
+    /// the pull, the central rows, finish the pull, the marginal rows; backward the halo rows
+    /// of the transpose, start the push, the primary rows, finish the push) gives the blocking
+    /// form's rows, and the central rows read no halo row (they are NaN until the pull lands).
+    #[test]
+    fn overlapped_halves_around_the_split_calls_equal_the_blocking_aggregation() {
+        let book = book(Run::EdgeCut);
+        for kind in [ConvKind::Gcn, ConvKind::Sage] {
+            testkit::run(&book, |part, comm| {
+                let graph = agg_graph_of(part, CutKind::EdgeCut).map_err(|e| e.to_string())?;
+                let (n, r) = (graph.num_local(), graph.local_input_rows());
+                let plan = part_aggregation(&graph, kind).map_err(|e| e.to_string())?;
+                let halves = overlap_halves(&graph, &plan);
+                let x0 = Array2::from_shape_fn((n, WIDTH), |(l, c)| {
+                    let g = graph.global_ids()[l] as f32;
+                    if l < r { 0.3 * g - 0.2 * c as f32 + 0.05 } else { f32::NAN }
+                });
+                let options = ExchangeOptions { overlap: true, ..ExchangeOptions::default() };
+                let mut split = EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+                let mut blocking = make_exchange(Run::EdgeCut, part, comm)?;
+                let (fwd, bwd) =
+                    (Tag::new(0, Direction::Forward, Step::Halo), Tag::new(0, Direction::Backward, Step::Halo));
+                let name = format!("{kind:?} part {}", part.part());
+
+                split.begin(Pass::eval());
+                let mut x = x0.clone();
+                split.start_pull(fwd, &x).map_err(|e| e.to_string())?;
+                let central = halves.central.apply(&x);
+                assert!(central.iter().all(|v| v.is_finite()), "{name}: a central row read a halo row");
+                split.finish_pull(fwd, &mut x).map_err(|e| e.to_string())?;
+                let z = sum(central, halves.marginal.apply(&x));
+                blocking.begin(Pass::eval());
+                let mut want_x = x0.clone();
+                blocking.pull_halo(fwd, &mut want_x).map_err(|e| e.to_string())?;
+                assert!(same_bits(&z, &plan.csr.apply(&want_x)), "{name}: forward");
+
+                let g = Array2::from_shape_fn((n, WIDTH), |(l, c)| 0.1 * l as f32 - 0.03 * c as f32);
+                let halo = halves.halo_t.apply(&g);
+                split.start_push(bwd, &halo).map_err(|e| e.to_string())?;
+                let mut dx = sum(halo, halves.primary_t.apply(&g));
+                split.finish_push(bwd, &mut dx).map_err(|e| e.to_string())?;
+                let mut want = plan.csr.transpose().apply(&g);
+                blocking.push_halo_grad(bwd, &mut want).map_err(|e| e.to_string())?;
+                assert!(same_bits(&dx, &want), "{name}: backward");
+                Ok(())
+            });
+        }
+    }
+
+    /// The halves split the rows: each row of the whole lives in exactly one half, entries in
+    /// order.
+    #[test]
+    fn overlap_halves_split_the_rows() {
+        let book = book(Run::EdgeCut);
+        let graph = agg_graph_of(&book.parts()[1], CutKind::EdgeCut).unwrap();
+        let plan = part_aggregation(&graph, ConvKind::Gcn).unwrap();
+        let halves = overlap_halves(&graph, &plan);
+        let t = plan.csr.transpose();
+        let row = |c: &WeightedCsr, v: usize| {
+            let range = c.indptr[v] as usize..c.indptr[v + 1] as usize;
+            (c.indices[range.clone()].to_vec(), c.vals[range].to_vec())
+        };
+        for v in 0..graph.num_local() {
+            let (central, marginal) = (row(&halves.central, v), row(&halves.marginal, v));
+            let whole = row(&plan.csr, v);
+            if graph.is_central()[v] {
+                assert_eq!((central, marginal.0.len()), (whole, 0), "row {v}");
+            } else {
+                assert_eq!((marginal, central.0.len()), (whole, 0), "row {v}");
+            }
+            let (halo, primary) = (row(&halves.halo_t, v), row(&halves.primary_t, v));
+            let whole_t = row(&t, v);
+            if v >= graph.num_primary() {
+                assert_eq!((halo, primary.0.len()), (whole_t, 0), "transposed row {v}");
+            } else {
+                assert_eq!((primary, halo.0.len()), (whole_t, 0), "transposed row {v}");
+            }
+        }
+        assert!(graph.num_local() > graph.num_primary(), "the part has halo rows");
+        assert!(graph.central_rows() > 0 && graph.central_rows() < graph.computed_rows(), "both kinds of rows");
     }
 }
