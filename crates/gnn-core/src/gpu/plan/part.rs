@@ -81,7 +81,8 @@ mod tests {
     use crate::exchange::part_view::agg_graph_of;
     use crate::exchange::testkit;
     use crate::exchange::vertex_cut::VertexCutExchange;
-    use crate::exchange::{Direction, Exchange, ExchangeOptions, Pass, Step, Tag};
+    use crate::exchange::staging::Stager;
+    use crate::exchange::{Call, Direction, Exchange, ExchangeOptions, Pass, Step, Tag};
     use crate::gpu::plan::identity_model;
     use crate::layers::ForwardCtx;
 
@@ -225,10 +226,11 @@ mod tests {
         a.shape() == b.shape() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (*x == 0.0 && *y == 0.0))
     }
 
-    /// On every part of an edge-cut, the overlapped aggregation as the device runs it (start
-    /// the pull, the central rows, finish the pull, the marginal rows; backward the halo rows
-    /// of the transpose, start the push, the primary rows, finish the push) gives the blocking
-    /// form's rows, and the central rows read no halo row (they are NaN until the pull lands).
+    /// On every part of an edge-cut, the overlapped aggregation as the device runs it, its split
+    /// calls staged (start the pull, the central rows, finish the pull, the marginal rows;
+    /// backward the halo rows of the transpose, start the push on them, the primary rows,
+    /// finish the push on the sum) gives the blocking form's rows, and the central rows read no
+    /// halo row (they are NaN until the pull lands).
     #[test]
     fn overlapped_halves_around_the_split_calls_equal_the_blocking_aggregation() {
         let book = book(Run::EdgeCut);
@@ -249,12 +251,14 @@ mod tests {
                     (Tag::new(0, Direction::Forward, Step::Halo), Tag::new(0, Direction::Backward, Step::Halo));
                 let name = format!("{kind:?} part {}", part.part());
 
+                // Through a stager, as the device's link makes the calls (its blocks the stores).
+                let mut stager = Stager::new(n);
                 split.begin(Pass::eval());
                 let mut x = x0.clone();
-                split.start_pull(fwd, &x).map_err(|e| e.to_string())?;
+                stager.start(&mut split, Call::Pull, fwd, &mut x).map_err(|e| e.to_string())?;
                 let central = halves.central.apply(&x);
                 assert!(central.iter().all(|v| v.is_finite()), "{name}: a central row read a halo row");
-                split.finish_pull(fwd, &mut x).map_err(|e| e.to_string())?;
+                stager.finish(&mut split, Call::Pull, fwd, &mut x).map_err(|e| e.to_string())?;
                 let z = sum(central, halves.marginal.apply(&x));
                 blocking.begin(Pass::eval());
                 let mut want_x = x0.clone();
@@ -262,10 +266,11 @@ mod tests {
                 assert!(same_bits(&z, &plan.csr.apply(&want_x)), "{name}: forward");
 
                 let g = Array2::from_shape_fn((n, WIDTH), |(l, c)| 0.1 * l as f32 - 0.03 * c as f32);
-                let halo = halves.halo_t.apply(&g);
-                split.start_push(bwd, &halo).map_err(|e| e.to_string())?;
+                // The push starts on the halo rows' block and finishes on the whole gradient.
+                let mut halo = halves.halo_t.apply(&g);
+                stager.start(&mut split, Call::Push, bwd, &mut halo).map_err(|e| e.to_string())?;
                 let mut dx = sum(halo, halves.primary_t.apply(&g));
-                split.finish_push(bwd, &mut dx).map_err(|e| e.to_string())?;
+                stager.finish(&mut split, Call::Push, bwd, &mut dx).map_err(|e| e.to_string())?;
                 let mut want = plan.csr.transpose().apply(&g);
                 blocking.push_halo_grad(bwd, &mut want).map_err(|e| e.to_string())?;
                 assert!(same_bits(&dx, &want), "{name}: backward");
