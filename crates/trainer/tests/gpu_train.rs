@@ -16,7 +16,7 @@ use gnn_core::{ConvKind, LayerOrder};
 use graph_partition::book::CutKind;
 use graph_partition::{Dataset, Labels};
 use ndarray::Array2;
-use trainer::config::{Device, DistributedConfig, FeatureNorm, Method, MethodConfig, TrainConfig};
+use trainer::config::{Device, DistributedConfig, FeatureNorm, Method, MethodConfig, ParamSync, TrainConfig};
 use trainer::{LocalOptions, run_on};
 
 const EPOCHS: usize = 20;
@@ -432,7 +432,8 @@ fn gat_workers_on_one_gpu_edge_cut() {
 }
 
 /// The codec methods' workers on one GPU (their codecs, caches and controllers on the host;
-/// adaqp blocking and overlapped, ecgraph with and without its halo feature cache)
+/// adaqp blocking and overlapped, ecgraph with and without its halo feature cache and on
+/// parameter servers)
 /// against the same four workers on the CPU, GCN on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
@@ -445,30 +446,34 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     // ecgraph twice: with its halo feature cache (layer 0's halo inputs held on the device, its
     // default) and without (layer 0 pulls them).
     // adaqp twice: blocking, and with its central rows aggregated while the marginal rows'
-    // halo is in flight (`overlap`).
+    // halo is in flight (`overlap`); ecgraph also with its parameter servers (two, on the
+    // first two workers).
+    let cluster = DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() };
+    let overlapped = DistributedConfig { overlap: true, ..cluster.clone() };
+    let servers = DistributedConfig { param_sync: ParamSync::Ps, servers: Some(2), ..cluster.clone() };
     let runs = [
-        (Method::Adaqp, false, false),
-        (Method::Adaqp, false, true),
-        (Method::Cdfgnn, false, false),
-        (Method::Ecgraph, true, false),
-        (Method::Ecgraph, false, false),
+        (Method::Adaqp, false, &cluster),
+        (Method::Adaqp, false, &overlapped),
+        (Method::Cdfgnn, false, &cluster),
+        (Method::Ecgraph, true, &cluster),
+        (Method::Ecgraph, false, &cluster),
+        (Method::Ecgraph, true, &servers),
     ];
-    for (method, halo_cache, overlap) in runs {
-        let mut cpu = TrainConfig {
-            method: MethodConfig::named(method),
-            distributed: DistributedConfig { workers: 4, hosts: 2, overlap, ..DistributedConfig::default() },
-            ..base.clone()
-        };
+    for (method, halo_cache, distributed) in runs {
+        let mut cpu =
+            TrainConfig { method: MethodConfig::named(method), distributed: distributed.clone(), ..base.clone() };
         cpu.method.ecgraph.halo_cache = halo_cache;
+        let (overlap, ps) = (distributed.overlap, distributed.param_servers().is_some());
         let run =
             |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
         let on_cpu = run(&cpu);
         let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
         let name = format!(
-            "{}{}{}",
+            "{}{}{}{}",
             method.as_str(),
             if halo_cache { " with its halo cache" } else { "" },
-            if overlap { " overlapped" } else { "" }
+            if overlap { " overlapped" } else { "" },
+            if ps { " on parameter servers" } else { "" }
         );
         assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
         for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {

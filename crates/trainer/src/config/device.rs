@@ -3,8 +3,8 @@
 //! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
-//! size); on a cut graph also the gradient all-reduce (no parameter servers), GAT on an
-//! edge-cut only, and GAT without ecgraph's halo feature cache.
+//! size); on a cut graph also GAT on an edge-cut only, and GAT without ecgraph's halo feature
+//! cache.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -69,7 +69,7 @@ impl Device {
     /// the key at fault.
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
-        let (method, minibatch, dist) = (config.method.name, &config.minibatch, &config.distributed);
+        let (method, minibatch) = (config.method.name, &config.minibatch);
         match self {
             Device::Cpu => Ok(()),
             Device::Cuda(_) if !method.rules().cuda => invalid(
@@ -90,10 +90,6 @@ impl Device {
                     "{self} trains full batches on every edge or sampled mini-batches; sampled in-edges without a \
                      batch size (fanouts) need --device cpu"
                 ),
-            ),
-            Device::Cuda(_) if dist.param_servers().is_some() => invalid(
-                "param-sync",
-                format!("{self} workers all-reduce their gradients; param-sync = \"ps\" needs --device cpu"),
             ),
             Device::Cuda(_) if config.method.holds_halo_features() && config.model == ConvKind::Gat => invalid(
                 "halo-cache",
@@ -168,7 +164,6 @@ mod tests {
     #[test]
     fn cut_graph_device_workers_refuse_what_they_do_not_run() {
         let cases = [
-            ("method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n", "`param-sync`"),
             ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
             ("method = \"ecgraph\"\nmodel = \"gat\"\n", "`halo-cache`"),
         ];
@@ -183,6 +178,8 @@ mod tests {
             "method = \"adaqp\"\n",
             "method = \"adaqp\"\n[distributed]\noverlap = true\n",
             "method = \"vanilla\"\n[distributed]\noverlap = true\n",
+            "method = \"vanilla\"\n[distributed]\nparam-sync = \"ps\"\n",
+            "method = \"ecgraph\"\n[distributed]\nparam-sync = \"ps\"\n",
             "method = \"vanilla\"\noptimizer = \"sgd\"\n",
             "method = \"cdfgnn\"\n",
             "[method]\nname = \"ecgraph\"\n[method.ecgraph]\nhalo-cache = false\n",

@@ -6,7 +6,8 @@
 //! around it makes the same collectives as on the CPU, so the network ledger is the same.
 //!
 //! Per step the gradient share comes down, is all-reduced on the host and goes back up before
-//! the Adam step on the device; the loss and hit counts come down as scalars. Each epoch's
+//! the optimizer step on the device (under parameter servers the share goes to the servers,
+//! which step on the host, and the parameters come back up); the loss and hit counts come down as scalars. Each epoch's
 //! `device` record holds the GPU time per phase and the bus traffic, the exchange's staged rows
 //! and its GPU time apart. The worker's compute on the modeled timeline is its GPU time from
 //! CUDA events, the exchange calls left out (`PartModel::device_compute_s`): the host's staging
@@ -59,9 +60,11 @@ mod cuda {
     use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, Optim};
 
     use super::*;
-    use crate::checkpoint::WorkerState;
+    use crate::checkpoint::{Moments, WorkerState};
     use crate::distributed::compute::{Pass, SumGrads};
+    use crate::distributed::param_server::ParamServers;
     use crate::harness::CommClock;
+    use crate::method::GradSync;
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, StagedBytes, TrainedModel, phase_s};
 
@@ -90,6 +93,9 @@ mod cuda {
         splits: [DeviceLabels; 3],
         stager: Stager,
         optimizer: Optim,
+        /// `Some` under parameter servers: the update runs there (on the host) instead of on
+        /// the device.
+        servers: Option<ParamServers>,
         seed: u64,
         /// The epoch being measured: its phases so far and the transfers before it.
         epoch: DeviceEpoch,
@@ -98,7 +104,7 @@ mod cuda {
 
     impl<'d> OnDevice<'d> {
         fn new(dev: &'d Device, job: PartJob<'d, '_>) -> Result<Self, TrainError> {
-            let PartJob { share, graph, parts, config, .. } = job;
+            let PartJob { share, graph, parts, config, rank } = job;
             let (in_dim, classes) = (share.features.ncols(), share.num_classes);
             let cpu = Model::new(config.model_config(in_dim, classes))?;
             let model = DeviceModel::from_model(dev, &cpu)?;
@@ -124,6 +130,10 @@ mod cuda {
                 splits: [upload(&share.train)?, upload(&share.valid)?, upload(&share.test)?],
                 stager: Stager::new(n),
                 optimizer: config.optimizer(),
+                servers: match parts.sync {
+                    GradSync::AllReduce => None,
+                    GradSync::ParamServers { servers } => Some(ParamServers::new(servers, rank, config.optimizer())),
+                },
                 seed: config.seed,
                 epoch: DeviceEpoch::default(),
                 transfers: dev.transfers(),
@@ -175,25 +185,39 @@ mod cuda {
             Some(e.forward_s + e.loss_s + e.backward_s + e.optimizer_s - e.exchange_s.unwrap_or_default())
         }
 
+        fn steps_on_servers(&self) -> bool {
+            self.servers.is_some()
+        }
+
         fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError> {
             let mut grads = self.model.grads()?;
             sum(&mut grads)?;
             Ok(self.model.set_grads(&grads)?)
         }
 
+        /// The optimizer step on the device, or under parameter servers the gradient share
+        /// down, the servers' step on the host (`ParamServers::step`, as a CPU worker makes it)
+        /// and the parameters back up: `optimizer_s` is then the GPU time of the copies.
         fn update(
             &mut self,
             _epoch: usize,
             _loss: f64,
             _pass: Pass,
-            _comm: &dyn Communicator,
-            _clock: &CommClock<'_>,
+            comm: &dyn Communicator,
+            clock: &CommClock<'_>,
         ) -> Result<(), TrainError> {
             let dev = self.dev;
-            let mut clock = dev.clock()?;
-            self.model.step(&self.optimizer)?;
-            clock.mark("optimizer")?;
-            self.epoch.optimizer_s = phase_s(&clock.read()?, "optimizer");
+            let mut phase = dev.clock()?;
+            match self.servers.as_mut() {
+                None => self.model.step(&self.optimizer)?,
+                Some(servers) => {
+                    let (mut params, grads) = (self.model.params()?, self.model.grads()?);
+                    servers.step(comm, clock, &mut params, &grads)?;
+                    self.model.set_params(&params)?;
+                }
+            }
+            phase.mark("optimizer")?;
+            self.epoch.optimizer_s = phase_s(&phase.read()?, "optimizer");
             Ok(())
         }
 
@@ -220,13 +244,29 @@ mod cuda {
             Ok(Some(TrainedModel { config: self.config.clone(), params: self.model.params()?, epoch }))
         }
 
-        /// Parameters and the optimizer's state downloaded in the CPU model's flat layout.
+        /// Parameters and the optimizer's state downloaded in the CPU model's flat layout; under
+        /// parameter servers a server rank's holds the moments of its slice (as a CPU worker's),
+        /// the others' the device's, which never step.
         fn state(&self, method: Vec<u8>) -> Result<WorkerState, String> {
-            WorkerState::of_device(&self.model, &self.optimizer, method)
+            match self.servers.as_ref().and_then(ParamServers::optimizer) {
+                Some(served) => {
+                    let params = self.model.params().map_err(|e| format!("downloading the parameters: {e}"))?;
+                    Ok(WorkerState { params, optimizer: Moments::of(served), method })
+                }
+                None => WorkerState::of_device(&self.model, &self.optimizer, method),
+            }
         }
 
         fn restore(&mut self, state: WorkerState) -> Result<Vec<u8>, String> {
-            state.restore_device(&mut self.model)
+            match self.servers.as_mut().and_then(ParamServers::optimizer_mut) {
+                Some(served) => {
+                    let WorkerState { params, optimizer: Moments { m, v, t }, method } = state;
+                    self.model.set_params(&params).map_err(|e| format!("uploading the parameters: {e}"))?;
+                    served.set_state(m, v, t).map_err(|e| e.to_string())?;
+                    Ok(method)
+                }
+                None => state.restore_device(&mut self.model),
+            }
         }
 
         fn device_epoch(&mut self) -> Option<DeviceEpoch> {

@@ -79,9 +79,9 @@ mod tests {
     use super::*;
     use crate::exchange::edge_cut::EdgeCutExchange;
     use crate::exchange::part_view::agg_graph_of;
+    use crate::exchange::staging::Stager;
     use crate::exchange::testkit;
     use crate::exchange::vertex_cut::VertexCutExchange;
-    use crate::exchange::staging::Stager;
     use crate::exchange::{Call, Direction, Exchange, ExchangeOptions, Pass, Step, Tag};
     use crate::gpu::plan::identity_model;
     use crate::layers::ForwardCtx;
