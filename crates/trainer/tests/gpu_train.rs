@@ -537,12 +537,12 @@ fn mini_batches_follow_the_cpu(cpu: TrainConfig, dataset: &Dataset) {
 }
 
 /// One step an epoch (the whole training split in one global batch), so each of the 20 epochs'
-/// losses is one step's: a single process and four data-parallel workers on one GPU, GraphSAGE
-/// and GCN, every step within 1e-3 of the CPU.
+/// losses is one step's: a single process and four data-parallel workers on one GPU, GraphSAGE,
+/// GCN and GAT, every step within 1e-3 of the CPU.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn every_mini_batch_step_on_the_device_follows_the_cpu() {
-    for model in [ConvKind::Sage, ConvKind::Gcn] {
+    for model in [ConvKind::Sage, ConvKind::Gcn, ConvKind::Gat] {
         let base = cora(model);
         let dataset = load(&base);
         let train = dataset.splits.train.len();

@@ -36,8 +36,6 @@ pub enum PlanError {
         "GAT runs on the device on a whole graph or an edge-cut part only: on a vertex-cut its softmax needs replica syncs of blocks the device does not keep"
     )]
     PartGat,
-    #[error("GAT on sampled blocks runs on the CPU only for now (--device cpu); GCN and GraphSAGE train on the device")]
-    BlockGat,
     #[error("labelled row {row} is out of range: {rows} rows have labels")]
     LabelledRow { row: u32, rows: usize },
     #[error("row {row} has label {label}, but the model predicts {classes} classes")]

@@ -2,9 +2,8 @@
 //!
 //! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
-//! every edge or sampled mini-batches of GCN or GraphSAGE (not in-edges sampled without a batch
-//! size); on a cut graph also GAT on an edge-cut only, and GAT without ecgraph's halo feature
-//! cache.
+//! every edge or sampled mini-batches (not in-edges sampled without a batch size); on a cut
+//! graph also GAT on an edge-cut only, and GAT without ecgraph's halo feature cache.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -80,10 +79,6 @@ impl Device {
                     method.as_str()
                 ),
             ),
-            Device::Cuda(_) if minibatch.batch_size.is_some() && config.model == ConvKind::Gat => invalid(
-                "model",
-                format!("{self} trains GCN and GraphSAGE on sampled blocks; GAT mini-batches need --device cpu"),
-            ),
             Device::Cuda(_) if minibatch.batch_size.is_none() && minibatch.fanouts.is_some() => invalid(
                 "device",
                 format!(
@@ -143,21 +138,17 @@ mod tests {
         assert!(msg.contains("`device`") && msg.contains("fanouts"), "{msg}");
     }
 
-    /// Sampled mini-batches of GCN and GraphSAGE train on a device, for every mini-batch
-    /// method; GAT's are refused naming the model key.
+    /// Sampled mini-batches of every model train on a device, for every mini-batch method.
     #[test]
-    fn device_mini_batches_are_gcn_and_graphsage() {
+    fn device_mini_batches_take_every_model() {
         for method in ["single", "data-parallel", "adgraph", "featpart"] {
-            for model in ["gcn", "sage"] {
+            for model in ["gcn", "sage", "gat"] {
                 let text = format!(
                     "device = \"cuda\"\nmethod = \"{method}\"\nmodel = \"{model}\"\n[minibatch]\nbatch-size = 8\n"
                 );
                 TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
             }
         }
-        let text = "device = \"cuda\"\nmodel = \"gat\"\n[minibatch]\nbatch-size = 8\n";
-        let msg = TrainConfig::from_toml_str(text, "d.toml").unwrap_err().to_string();
-        assert!(msg.contains("`model`") && msg.contains("GAT") && msg.contains("--device cpu"), "{msg}");
     }
 
     /// A cut graph's device workers refuse what they do not run, naming the key.

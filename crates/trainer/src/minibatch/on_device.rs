@@ -23,9 +23,9 @@
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
 
-use gnn_core::Model;
 use gnn_core::gpu::Device;
 use gnn_core::gpu::footprint::Footprint;
+use gnn_core::{ConvKind, Model};
 use graph_partition::Dataset;
 
 use super::compute::BatchModel;
@@ -83,10 +83,26 @@ pub(crate) fn footprint(
     if own_columns {
         footprint.resident += (dataset.features.len() * std::mem::size_of::<f32>()) as u64;
     }
-    let edges = dataset.graph.num_edges() as u64;
-    let block = 2 * edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
-    footprint.step += 2 * config.layers as u64 * block;
+    footprint.step += 2 * config.layers as u64 * block_bytes(config, dataset);
     Ok(footprint)
+}
+
+/// The device bytes of one sampled block of `dataset` at most (every edge): GCN and GraphSAGE
+/// the edges with their coefficients, both ways; GAT the edges and every vertex's self loop
+/// with their values, and the head-expanded copy of those entries for the widest layer (an
+/// index and two permutation entries each, and a row pointer and a one per row and head).
+fn block_bytes(config: &TrainConfig, dataset: &Dataset) -> u64 {
+    const WORD: u64 = 4;
+    let (edges, nodes) = (dataset.graph.num_edges() as u64, dataset.num_nodes() as u64);
+    match config.model {
+        ConvKind::Gat => {
+            let cfg = config.model_config(dataset.num_features(), dataset.num_classes);
+            let heads = cfg.heads.max(cfg.out_heads) as u64;
+            let entries = edges + nodes;
+            2 * WORD * entries + heads * (3 * WORD * entries + 3 * WORD * nodes)
+        }
+        ConvKind::Gcn | ConvKind::Sage => 2 * edges * 2 * WORD,
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -105,7 +121,7 @@ mod cuda {
     use gnn_core::gpu::{
         CudaSlice, DeviceBlocks, DeviceGraph, DeviceIndex, DeviceLabels, DeviceModel, PhaseClock, Transfers,
     };
-    use gnn_core::{AggGraph, BlockGraphs, ConvKind, ForwardCtx, Optim, Optimizer};
+    use gnn_core::{AggGraph, BlockGraphs, ForwardCtx, Optim, Optimizer};
     use graph_partition::sample::StepKey;
     use ndarray::Array2;
 
@@ -150,7 +166,6 @@ mod cuda {
         /// The CPU model: the configuration saved weights carry, and the parameter names the
         /// guard reports.
         host: Model,
-        kind: ConvKind,
         /// The worker's feature matrix, resident from the first batch that reads it (hooks
         /// that assemble the input rows never upload it), and on the host.
         features: Option<CudaSlice<f32>>,
@@ -188,7 +203,6 @@ mod cuda {
             Ok(Self {
                 dev,
                 model: DeviceModel::from_model(dev, &host)?,
-                kind: host.config().kind,
                 host,
                 features: None,
                 host_features: &dataset.features,
@@ -211,7 +225,7 @@ mod cuda {
         fn upload(&self, key: StepKey, blocks: &BlockGraphs, rows: Option<&[u32]>) -> Result<Uploaded, TrainError> {
             Ok(Uploaded {
                 key,
-                blocks: DeviceBlocks::upload(&self.copy, blocks, self.kind)?,
+                blocks: DeviceBlocks::upload(&self.copy, blocks, &self.model)?,
                 rows: rows.map(|r| DeviceIndex::upload(&self.copy, r, self.host_features.nrows())).transpose()?,
             })
         }
@@ -400,8 +414,6 @@ mod cuda {
 
 #[cfg(test)]
 mod tests {
-    use gnn_core::ConvKind;
-
     use super::*;
     use crate::minibatch::tests::{config, dataset};
 
@@ -415,6 +427,11 @@ mod tests {
         let whole = memory::device::estimate(&config, &small).unwrap();
         let edges = small.graph.num_edges() as u64;
         let blocks = 2 * config.layers as u64 * 2 * edges * 8;
+        // GAT's blocks hold every self loop and a head-expanded copy.
+        let gat = TrainConfig { model: ConvKind::Gat, ..config.clone() };
+        let (nodes, heads) = (small.num_nodes() as u64, gat.model_config(1, 1).heads.max(1) as u64);
+        let with_loops = edges + nodes;
+        assert!(block_bytes(&gat, &small) >= 8 * with_loops + heads * 12 * with_loops, "GAT's block");
         let own = footprint(&config, &small, None, false).unwrap();
         assert_eq!((own.resident, own.step), (whole.resident, whole.step + blocks));
         let columns = footprint(&config, &small, None, true).unwrap();

@@ -155,9 +155,16 @@ impl DeviceGraph {
         Ok(out)
     }
 
-    /// A sampled block (GCN or GraphSAGE) from its [`block_aggregations`] plan.
-    fn from_plan(device: &Device, graph: &AggGraph, kind: ConvKind, plan: &PartAggregation) -> Result<Self, GpuError> {
-        let mut out = Self::from_csr(device, graph, kind, &[], &plan.csr)?;
+    /// A sampled block from its [`block_aggregations`] plan, for a layer of `heads` heads
+    /// (GAT's head-expanded CSR).
+    fn from_plan(
+        device: &Device,
+        graph: &AggGraph,
+        kind: ConvKind,
+        plan: &PartAggregation,
+        heads: usize,
+    ) -> Result<Self, GpuError> {
+        let mut out = Self::from_csr(device, graph, kind, &[heads], &plan.csr)?;
         out.part = Some(PartRows::upload(device, graph, plan, None)?);
         Ok(out)
     }
@@ -309,20 +316,27 @@ impl<'g> From<&'g DeviceGraph> for PartViews<'g> {
 
 /// A sampled mini-batch's blocks on the device, one [`DeviceGraph`] per layer, input layer
 /// first: each aggregates over the block's sampled in-edges (GCN's self term apart, zero past
-/// the block's destinations), as a worker's part does, with nothing to exchange. GCN and
-/// GraphSAGE; GAT on blocks is refused ([`crate::gpu::plan::PlanError::BlockGat`]).
+/// the block's destinations; GAT's attention over every row's self loop and sampled in-edges),
+/// as a worker's part does, with nothing to exchange.
 pub struct DeviceBlocks {
     layers: Vec<DeviceGraph>,
 }
 
 impl DeviceBlocks {
-    /// Uploads `blocks` for a model of `kind`, through `device`'s uploads (a copy stream's
-    /// device, [`Device::copy_device`], overlaps them with the compute stream's work).
-    pub fn upload(device: &Device, blocks: &BlockGraphs, kind: ConvKind) -> Result<Self, GpuError> {
+    /// Uploads `blocks` for `model`'s layers, through `device`'s uploads (a copy stream's
+    /// device, [`Device::copy_device`], overlaps them with the compute stream's work). Refused
+    /// when the blocks are not one per layer.
+    pub fn upload(device: &Device, blocks: &BlockGraphs, model: &DeviceModel<'_>) -> Result<Self, GpuError> {
+        let (kind, layers) = (model.cfg.kind, &model.plan.layers);
+        if blocks.layers().len() != layers.len() {
+            let detail = format!("{} blocks for a model of {} layers", blocks.layers().len(), layers.len());
+            return Err(GpuError::Shape { kernel: "model", detail });
+        }
         let layers = block_aggregations(blocks, kind)?
             .iter()
             .zip(blocks.layers())
-            .map(|(plan, graph)| DeviceGraph::from_plan(device, graph, kind, plan))
+            .zip(layers)
+            .map(|((plan, graph), layer)| DeviceGraph::from_plan(device, graph, kind, plan, layer.heads))
             .collect::<Result<_, _>>()?;
         Ok(Self { layers })
     }
