@@ -15,8 +15,8 @@
 //! pushes the gradient of what it pulled.
 //!
 //! Under an exchange that overlaps, GCN's and GraphSAGE's halo calls are split as the CPU
-//! layers split them (`start_pull` / `finish_pull` around the central rows' aggregation,
-//! `start_push` / `finish_push` around the primary rows' transposed one; see `model.rs`).
+//! layers split them (`halo_half`: the pull's halves around the central rows' aggregation,
+//! the push's around the primary rows' transposed one; see `model.rs`).
 //!
 //! Each call stages only its footprint's rows between the device block and the host
 //! ([`DeviceRows`]), between two events of the device's stream ([`Device::exchange_span`]), so
@@ -135,69 +135,29 @@ impl Link<'_> {
         matches!(self, Link::Part(p) if p.exchange.overlaps())
     }
 
-    /// Forward, a split [`Link::pull_input`]: the rows the pull reads go down and are sent.
-    /// Until [`Link::finish_pull`] the device may read `x` but not change it.
-    pub(super) fn start_pull(
-        &mut self,
-        dev: &Device,
-        layer: usize,
-        x: &mut CudaSlice<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), GpuError> {
-        self.split(dev, Half::Start, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
-    }
-
-    /// The second half of [`Link::start_pull`]: the halo rows land in `x`.
-    pub(super) fn finish_pull(
-        &mut self,
-        dev: &Device,
-        layer: usize,
-        x: &mut CudaSlice<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), GpuError> {
-        self.split(dev, Half::Finish, Call::Pull, Tag::new(layer, Direction::Forward, Step::Halo), x, rows, cols)
-    }
-
-    /// Backward, a split [`Link::push_input_grad`]: the halo rows of `halo` (the input gradient
-    /// as far as those rows go) go down and are sent.
-    pub(super) fn start_push(
-        &mut self,
-        dev: &Device,
-        layer: usize,
-        halo: &mut CudaSlice<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), GpuError> {
-        self.split(dev, Half::Start, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), halo, rows, cols)
-    }
-
-    /// The second half of [`Link::start_push`] on the whole input gradient `dx`: what arrived
-    /// is added into its primary rows, its halo rows are zeroed.
-    pub(super) fn finish_push(
-        &mut self,
-        dev: &Device,
-        layer: usize,
-        dx: &mut CudaSlice<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(), GpuError> {
-        self.split(dev, Half::Finish, Call::Push, Tag::new(layer, Direction::Backward, Step::Halo), dx, rows, cols)
-    }
-
+    /// Half of a split halo call of `layer` in `direction`, where the exchange overlaps.
+    /// Forward, a split [`Link::pull_input`]: the first half sends the rows the pull reads, the
+    /// second lands the halo rows in `block`; in between the device may read `block` but not
+    /// change it. Backward, a split [`Link::push_input_grad`]: the first half sends the halo
+    /// rows of `block` (the input gradient as far as those rows go), the second adds what
+    /// arrived into the primary rows of `block` (the whole gradient) and zeroes its halo rows.
     #[allow(clippy::too_many_arguments)] // the half, the call and its block.
-    fn split(
+    pub(super) fn halo_half(
         &mut self,
         dev: &Device,
         half: Half,
-        call: Call,
-        tag: Tag,
+        layer: usize,
+        direction: Direction,
         block: &mut CudaSlice<f32>,
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
         let Link::Part(p) = self else { return Ok(()) };
+        let call = match direction {
+            Direction::Forward => Call::Pull,
+            Direction::Backward => Call::Push,
+        };
+        let tag = Tag::new(layer, direction, Step::Halo);
         dev.exchange_span(|| {
             let mut store = DeviceRows::new(dev, block, rows, cols, &mut p.lists)?;
             let exchange = &mut *p.exchange;
@@ -225,9 +185,9 @@ impl Link<'_> {
     }
 }
 
-/// Which half of a split call.
+/// Which half of a split halo call ([`Link::halo_half`]).
 #[derive(Clone, Copy)]
-enum Half {
+pub(super) enum Half {
     Start,
     Finish,
 }

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 
 use cudarc::driver::CudaSlice;
 
-use super::link::{Link, PartLink};
+use super::link::{Half, Link, PartLink};
 use super::rows::RowLists;
 use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
@@ -751,10 +751,10 @@ impl<'d> DeviceModel<'d> {
         let aggregate = |src: &mut CudaSlice<f32>, cols: usize, link: &mut Link<'_>| {
             let mut z = match graph.halves(link)? {
                 Some(h) => {
-                    link.start_pull(dev, l, src, n, cols)?;
+                    link.halo_half(dev, Half::Start, l, Direction::Forward, src, n, cols)?;
                     let central = product(dev, &h.central, src, cols)?;
                     dev.stream().synchronize()?;
-                    link.finish_pull(dev, l, src, n, cols)?;
+                    link.halo_half(dev, Half::Finish, l, Direction::Forward, src, n, cols)?;
                     let mut z = product(dev, &h.marginal, src, cols)?;
                     dev.add_scaled_rows(n, cols, None, &central, &mut z)?;
                     z
@@ -1078,12 +1078,12 @@ impl<'d> DeviceModel<'d> {
                 match graph.halves(link)? {
                     Some(h) => {
                         let mut halo = product(dev, &h.halo_t, g, cols)?;
-                        link.start_push(dev, l, &mut halo, n, cols)?;
+                        link.halo_half(dev, Half::Start, l, Direction::Backward, &mut halo, n, cols)?;
                         let mut out = product(dev, &h.primary_t, g, cols)?;
                         complete(&mut out)?;
                         dev.add_scaled_rows(n, cols, None, &halo, &mut out)?;
                         dev.stream().synchronize()?;
-                        link.finish_push(dev, l, &mut out, n, cols)?;
+                        link.halo_half(dev, Half::Finish, l, Direction::Backward, &mut out, n, cols)?;
                         Ok::<_, GpuError>(out)
                     }
                     None => {
