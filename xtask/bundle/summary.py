@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
-from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, adgraph/, timeline.tsv).
+from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, adgraph/, methods/,
+timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -242,6 +243,48 @@ def adgraph_scaling(out):
     return {"rows": rows, "errors": [], "met": None if eight is None else eight >= SCALING_BAR}
 
 
+# Issue 37's bars: each method's modeled epoch at most this share of vanilla's, on the same cut
+# and the paper's topology (AdaQP against vanilla edge-cut, CDFGNN's cache plus 8 bits against
+# vanilla vertex-cut, EC-Graph against vanilla edge-cut).
+METHOD_BARS = {"adaqp": 0.5, "cdfgnn": 0.7, "ecgraph": 0.6}
+
+
+def methods_device(out):
+    """Issue 37's claims with GPU compute (the `methods-device` grids): per paper, vanilla's and
+    the method's modeled epoch (the median of the epochs after the first), their ratio against
+    the bar, and vanilla's communication share. None where the grids were not asked for."""
+    folder = os.path.join(out, "methods")
+    if not any(os.path.isfile(os.path.join(folder, f"{paper}.toml")) for paper in METHOD_BARS):
+        return None
+    rows = []
+    for paper, bar in METHOD_BARS.items():
+        row = {"paper": paper, "bar": bar, "errors": []}
+        for variant in ("vanilla", paper):
+            data, error = read_json(os.path.join(folder, paper, "runs", f"{variant}-seed0.json"))
+            if data is None:
+                row["errors"].append(f"{variant}: {error}")
+                continue
+            try:
+                epochs = data["epochs"][1:] or data["epochs"]
+                row[variant] = {
+                    "modeled_epoch_s": statistics.median(e["modeled_epoch_s"] for e in epochs),
+                    "modeled_comm_s": statistics.median(e["modeled_comm_s"] for e in epochs),
+                    "compute_s": statistics.median(e["compute_s"] for e in epochs),
+                    "wall_s": statistics.median(e["wall_s"] for e in epochs),
+                    "test_acc": data["final"]["test_acc_at_best_val"],
+                    "compute_measure": data["final"].get("compute_measure"),
+                }
+            except (KeyError, TypeError, statistics.StatisticsError) as err:
+                row["errors"].append(f"{variant}: unexpected report ({type(err).__name__}: {err})")
+        if not row["errors"]:
+            vanilla, method = row["vanilla"], row[paper]
+            row["comm_share"] = vanilla["modeled_comm_s"] / vanilla["modeled_epoch_s"] if vanilla["modeled_epoch_s"] else None
+            row["ratio"] = method["modeled_epoch_s"] / vanilla["modeled_epoch_s"] if vanilla["modeled_epoch_s"] else None
+            row["met"] = None if row["ratio"] is None else row["ratio"] <= bar
+        rows.append(row)
+    return rows
+
+
 def featpart_table(out):
     """The featpart grids' table, "" where they ran without one, None where they were not run."""
     folder = os.path.join(out, "featpart")
@@ -361,6 +404,29 @@ def markdown(summary):
                              f"| {r['epoch_s']:.3g} s | {pct(r['efficiency'], 1)} | {pct(r['comm_share'], 2)} |")
             met = {True: "met", False: "not met"}.get(scaling["met"], "-")
             lines += ["", f"Bar: efficiency at 8 workers at least {SCALING_BAR} (the paper: 0.91): {met}.", ""]
+    methods = summary["methods"]
+    if methods is not None:
+        lines += [
+            "## The methods with GPU compute (issue 37)",
+            "",
+            "8 workers on one GPU (serialized), GCN 2x128 on the 1M-vertex graph, each paper's topology at its real "
+            "bandwidth, 3 epochs, seed 0; modeled epochs are medians of the epochs after the first. Accuracy "
+            "bars need the method docs' longer grids.",
+            "",
+            "| paper | vanilla modeled epoch | vanilla comm share | method modeled epoch | method / vanilla "
+            "| bar | met | vanilla compute | method compute |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in methods:
+            if r["errors"]:
+                lines.append(f"| {r['paper']} | failed: {'; '.join(r['errors'])} | | | | | | | |")
+                continue
+            v, m = r["vanilla"], r[r["paper"]]
+            share = "-" if r["comm_share"] is None else f"{r['comm_share']:.1%}"
+            met = {True: "yes", False: "no"}.get(r["met"], "-")
+            lines.append(f"| {r['paper']} | {ms(v['modeled_epoch_s'])} | {share} | {ms(m['modeled_epoch_s'])} "
+                         f"| {ratio(r['ratio'])} | {r['bar']} | {met} | {ms(v['compute_s'])} | {ms(m['compute_s'])} |")
+        lines.append("")
     featpart = summary["featpart"]
     if featpart is not None:
         lines += ["## Featpart with device compute (issue 38)", ""]
@@ -399,6 +465,7 @@ def main():
         # experiments/featpart-table.py's markdown, where the featpart grids ran (None: not asked).
         "featpart": featpart_table(a.out),
         "adgraph_scaling": adgraph_scaling(a.out),
+        "methods": methods_device(a.out),
         "timeline": timeline,
     }
     with open(os.path.join(a.out, "summary.json"), "w") as fh:

@@ -427,6 +427,25 @@ esac
         assert!(summary["featpart"].is_null());
     }
 
+    /// Issue 37's grids run only when named: one experiment per paper on the 1M graph, its
+    /// method against vanilla on the same cut and topology, 8 workers on the GPU.
+    #[test]
+    fn the_methods_grids_run_when_named() {
+        let (_, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "methods-device")]);
+        assert_eq!(calls.matches("halo experiment").count(), 3, "{calls}");
+        assert!(calls.contains("--nodes 1000000"), "{calls}");
+        for paper in ["adaqp", "cdfgnn", "ecgraph"] {
+            assert!(calls.contains(&format!("methods/{paper}.toml")), "{calls}");
+        }
+        let rows = summary["methods"].as_array().unwrap();
+        let papers: Vec<&str> = rows.iter().map(|r| r["paper"].as_str().unwrap()).collect();
+        assert_eq!(papers, ["adaqp", "cdfgnn", "ecgraph"]);
+        let errors = rows[0]["errors"].as_array().unwrap();
+        assert!(errors[0].as_str().unwrap().starts_with("vanilla: vanilla-seed0.json is missing"), "{errors:?}");
+        let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
+        assert!(small["methods"].is_null(), "not asked for");
+    }
+
     #[test]
     fn without_pyg_the_run_skips_the_speed_table_and_still_runs_the_mini_batch_row() {
         let (_, summary, calls) = run_fake_bundle(&[("FAKE_PYG", "0")]);
