@@ -37,3 +37,16 @@ extern "C" __global__ void add_scaled_rows(u32 n, u32 f, const float* __restrict
     float c = coeff ? coeff[t / f] : 1.0f;
     dst[t] += c * src[t];
 }
+
+// The columns of `dst` (n x d) outside [a, a + w) from `src` (n x (d - w), those columns in
+// order): dst[i, j] = src[i, j] for j < a, dst[i, j + w] = src[i, j] for j >= a. The columns
+// [a, a + w) keep what they hold.
+extern "C" __global__ void put_columns_around(u32 n, u32 d, u32 a, u32 w, const float* __restrict__ src,
+                                              float* __restrict__ dst) {
+    u32 f = d - w;
+    u64 t = halo_tid();
+    if (t >= (u64)n * f) return;
+    u64 i = t / f;
+    u32 j = (u32)(t % f);
+    dst[i * d + (j < a ? j : j + w)] = src[t];
+}

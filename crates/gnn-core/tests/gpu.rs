@@ -484,6 +484,18 @@ fn scatter_and_scaled_row_adds_match_the_cpu() {
     let mut want_sum = src.clone();
     reference::add_scaled_rows(f, Some(&coeff), &want, &mut want_sum);
     assert_close(&dev.download(&sum).unwrap(), &want_sum, FLOAT);
+    // Columns put around a kept range (featpart's fetched columns beside its own), exact.
+    for kept in [0..4, 5..9, 9..13, 6..6] {
+        let others = values(rows * (f - kept.len()), 27);
+        let mut dst = dev.upload(&src).unwrap();
+        dev.put_columns_around(rows, f, kept.clone(), &dev.upload(&others).unwrap(), &mut dst).unwrap();
+        let mut want = src.clone();
+        reference::put_columns_around(f, kept.clone(), &others, &mut want);
+        assert_eq!(dev.download(&dst).unwrap(), want, "kept {kept:?}");
+    }
+    assert!(
+        dev.put_columns_around(rows, f, 4..14, &dev.upload(&src).unwrap(), &mut dev.upload(&src).unwrap()).is_err()
+    );
 }
 
 /// The device block as a row store reads, puts and zeroes what the host array store does.

@@ -244,6 +244,17 @@ pub fn scatter_rows(f: usize, idx: &[u32], src: &[f32], dst: &mut [f32]) {
     }
 }
 
+/// The columns of `dst` (rows of `d`) outside `kept` from `src` (rows of `d - kept.len()`, those
+/// columns in order); the columns in `kept` keep what they hold (`put_columns_around`).
+pub fn put_columns_around(d: usize, kept: std::ops::Range<usize>, src: &[f32], dst: &mut [f32]) {
+    let f = d - kept.len();
+    for (out, row) in dst.chunks_exact_mut(d).zip(src.chunks_exact(f.max(1))) {
+        let (before, after) = row.split_at(kept.start);
+        out[..kept.start].copy_from_slice(before);
+        out[kept.end..].copy_from_slice(after);
+    }
+}
+
 /// `dst[i, :] += coeff[i] * src[i, :]`, `coeff` 1 when `None` (`add_scaled_rows`).
 pub fn add_scaled_rows(f: usize, coeff: Option<&[f32]>, src: &[f32], dst: &mut [f32]) {
     for (i, (d, s)) in dst.chunks_exact_mut(f).zip(src.chunks_exact(f)).enumerate() {

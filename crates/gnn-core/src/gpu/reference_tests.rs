@@ -147,6 +147,24 @@ fn buckets_decode_to_midpoints() {
     assert_eq!(bucket_dequantize(4, &flat), [2.0; 9]);
 }
 
+/// A row's own columns (`kept`, the rest zero) completed by the others, compact, give the
+/// whole row; the kept columns are left as they were.
+#[test]
+fn columns_put_around_the_kept_ones_complete_the_rows() {
+    let (n, d) = (4, 7);
+    let full = random_vec(n * d, 5);
+    for kept in [0..3, 2..5, 4..7, 3..3, 0..7] {
+        let mut rows = vec![0.0f32; n * d];
+        let mut others = Vec::new();
+        for (r, row) in full.chunks_exact(d).enumerate() {
+            rows[r * d + kept.start..r * d + kept.end].copy_from_slice(&row[kept.clone()]);
+            others.extend(row.iter().enumerate().filter(|(j, _)| !kept.contains(j)).map(|(_, v)| *v));
+        }
+        put_columns_around(d, kept.clone(), &others, &mut rows);
+        assert_eq!(rows, full, "kept {kept:?}");
+    }
+}
+
 #[test]
 fn gather_then_scatter_add_counts_repeats() {
     let f = 3;

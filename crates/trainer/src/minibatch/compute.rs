@@ -31,6 +31,30 @@ pub(crate) enum Inputs<'b> {
         #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
         ids: &'b [u32],
     },
+    /// Whole rows of a fetch iteration (featpart's eq. 3), one per id of `ids`: the worker's own
+    /// columns `own` beside the fetched others. A model that holds its own columns resident
+    /// reads those there and takes only the others.
+    Fetched {
+        rows: &'b Array2<f32>,
+        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
+        ids: &'b [u32],
+        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
+        own: Columns,
+    },
+}
+
+/// Columns `start..end` of a row of features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Columns {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Columns {
+    #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
+    pub(crate) fn range(self) -> std::ops::Range<usize> {
+        self.start..self.end
+    }
 }
 
 /// One forward-backward over a batch's blocks.
@@ -133,7 +157,7 @@ impl BatchModel for OnCpu {
         let BatchPass { blocks, inputs, labels, seeds, terms, ctx, .. } = pass;
         let model = &mut self.0;
         match inputs {
-            Inputs::Gathered(rows) | Inputs::Own { rows, .. } => {
+            Inputs::Gathered(rows) | Inputs::Own { rows, .. } | Inputs::Fetched { rows, .. } => {
                 model.forward_blocks_gathered(blocks, rows, &mut NoExchange, ctx)?
             }
             Inputs::Held { features, rows } => {

@@ -5,7 +5,9 @@
 //! - The worker's feature matrix stays resident; a batch's input rows are gathered on the
 //!   device by index. Rows a method's hooks assemble on the host are uploaded instead, except
 //!   rows of the worker's own columns only (featpart's local iterations), which are gathered
-//!   from those columns, held resident ([`BatchModel::hold_own_columns`]).
+//!   from those columns, held resident ([`BatchModel::hold_own_columns`]); a fetch iteration's
+//!   rows gather the own columns there too, and only the fetched others go up
+//!   (`put_columns_around`).
 //! - Sampling stays on the host, in the prefetch threads. While a step's passes run on the
 //!   compute stream, the loop hands the next step's blocks to [`BatchModel::prepare`]: their
 //!   aggregations ([`gnn_core::gpu::plan::block_aggregations`]) and input indices go up on the
@@ -257,7 +259,7 @@ mod cuda {
             // Held rows index the worker's feature matrix, which the device holds.
             let held = match inputs {
                 Inputs::Held { rows, .. } => Some(rows),
-                Inputs::Gathered(_) | Inputs::Own { .. } => None,
+                Inputs::Gathered(_) | Inputs::Own { .. } | Inputs::Fetched { .. } => None,
             };
             // This step's blocks from an earlier pass over them (a second forward-backward of
             // the same batch), or taken ahead, or now.
@@ -269,7 +271,21 @@ mod cuda {
             let (dev, in_dim, n) = (self.dev, self.host.config().in_dim, self.host_features.nrows());
             let x = match (inputs, &self.own_columns) {
                 (Inputs::Own { ids, .. }, Some(own)) => dev.gather_rows(in_dim, ids, own, n)?,
-                (Inputs::Gathered(rows) | Inputs::Own { rows, .. }, _) => {
+                // A fetch iteration: the own columns gathered where they are resident, only the
+                // fetched others go up.
+                (Inputs::Fetched { rows, ids, own: columns }, Some(own)) => {
+                    let mut x = dev.gather_rows(in_dim, ids, own, n)?;
+                    let (keep, rows) = (columns.range(), rows.as_standard_layout());
+                    let mut others = Vec::with_capacity(rows.nrows() * (in_dim - keep.len()));
+                    for row in rows.as_slice().unwrap_or_default().chunks_exact(in_dim) {
+                        others.extend_from_slice(&row[..keep.start]);
+                        others.extend_from_slice(&row[keep.end..]);
+                    }
+                    let others = self.copy.upload(&others)?;
+                    dev.put_columns_around(rows.nrows(), in_dim, keep, &others, &mut x)?;
+                    x
+                }
+                (Inputs::Gathered(rows) | Inputs::Own { rows, .. } | Inputs::Fetched { rows, .. }, _) => {
                     let rows = rows.as_standard_layout();
                     self.copy.upload(rows.as_slice().unwrap_or_default())?
                 }

@@ -18,7 +18,7 @@ use graph_partition::sample::{
 };
 use ndarray::Array2;
 
-use super::compute::{BatchModel, BatchPass, Inputs, OnCpu};
+use super::compute::{BatchModel, BatchPass, Columns, Inputs, OnCpu};
 use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
 use crate::checkpoint::WorkerState;
@@ -73,12 +73,21 @@ pub(crate) trait StepHooks {
     }
 }
 
-/// Input rows a step's hooks assembled, one per input, and whether they hold the worker's own
-/// feature columns only, every other column zero ([`Inputs::Own`]).
+/// Input rows a step's hooks assembled, one per input, and what of them are the worker's own
+/// feature columns, where it holds those resident (featpart).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StepRows<'r> {
     pub values: &'r Array2<f32>,
-    pub own: bool,
+    pub own: Option<OwnColumns>,
+}
+
+/// The worker's own feature columns in a step's rows ([`StepRows::own`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnColumns {
+    /// Those alone, every other column zero: a local iteration ([`Inputs::Own`]).
+    Only,
+    /// These columns beside the fetched others: a fetch iteration ([`Inputs::Fetched`]).
+    Beside(Columns),
 }
 
 /// Hooks that read the dataset's features and run `F` on the gradients.
@@ -366,8 +375,13 @@ impl<'a> BatchTrainer<'a> {
         let labels = self.objective.select(output.src_ids());
         let terms_per_row = self.objective.terms_per_row() as f64;
         let inputs = match inputs {
-            Some(StepRows { values, own: true }) => Inputs::Own { rows: values, ids: batch.input_ids() },
-            Some(StepRows { values, own: false }) => Inputs::Gathered(values),
+            Some(StepRows { values, own: Some(OwnColumns::Only) }) => {
+                Inputs::Own { rows: values, ids: batch.input_ids() }
+            }
+            Some(StepRows { values, own: Some(OwnColumns::Beside(own)) }) => {
+                Inputs::Fetched { rows: values, ids: batch.input_ids(), own }
+            }
+            Some(StepRows { values, own: None }) => Inputs::Gathered(values),
             None => Inputs::Held { features: &self.dataset.features, rows: batch.input_ids() },
         };
         let seeds = batch.seeds().len();

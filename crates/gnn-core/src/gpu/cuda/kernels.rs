@@ -891,6 +891,29 @@ impl Device {
         launch!(self, "gather", "add_scaled_rows", n * f, [&nr, &fw, coeff.unwrap_or(&null), src, dst]);
         Ok(())
     }
+
+    /// The columns of `dst` (`n x d`) outside `kept` from `src` (`n x (d - kept.len())`, those
+    /// columns in order); the columns in `kept` keep what they hold (`put_columns_around`).
+    pub fn put_columns_around(
+        &self,
+        n: usize,
+        d: usize,
+        kept: std::ops::Range<usize>,
+        src: &CudaSlice<f32>,
+        dst: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        const KERNEL: &str = "put_columns_around";
+        if kept.start > kept.end || kept.end > d {
+            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("columns {kept:?} of a row of {d}") });
+        }
+        let f = d - kept.len();
+        expect_len(KERNEL, "src", src.len(), n * f)?;
+        expect_len(KERNEL, "dst", dst.len(), n * d)?;
+        let (nr, dw, a, w): (u32, u32, u32, u32) =
+            (int(KERNEL, n)?, int(KERNEL, d)?, int(KERNEL, kept.start)?, int(KERNEL, kept.len())?);
+        launch!(self, "gather", "put_columns_around", n * f, [&nr, &dw, &a, &w, src, dst]);
+        Ok(())
+    }
 }
 
 fn check_bits(kernel: &'static str, bits: u32) -> Result<(), GpuError> {

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use self::shard::ColumnShard;
 use self::trials::{TrialCost, Trials};
 use super::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
-use super::trainer::{BatchTrainer, StepHooks, StepRows};
+use super::trainer::{BatchTrainer, OwnColumns, StepHooks, StepRows};
 use crate::config::{BiasEstimate, Eq20Step, Tau, TrainConfig};
 use crate::error::{DistError, TrainError};
 use crate::harness::CommClock;
@@ -120,10 +120,11 @@ impl StepHooks for ColumnHooks<'_> {
         let ids = batch.input_ids();
         if self.fetching {
             let (comm, clock, shard) = (self.grads.comm, self.grads.clock, &mut self.shard);
+            let own = Some(shard.own_columns());
             let values = clock.call(move || shard.fetch_rows(comm, ids))?;
-            return Ok(Some(StepRows { values, own: false }));
+            return Ok(Some(StepRows { values, own }));
         }
-        Ok(Some(StepRows { values: self.shard.local_rows(ids), own: true }))
+        Ok(Some(StepRows { values: self.shard.local_rows(ids), own: Some(OwnColumns::Only) }))
     }
 
     fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError> {
@@ -151,7 +152,10 @@ impl StepHooks for ColumnHooks<'_> {
 
     fn second_inputs(&mut self, batch: &MiniBatch) -> Result<Option<StepRows<'_>>, TrainError> {
         if self.fetching && self.plan.adaptive() && self.bias.is_some() {
-            return Ok(Some(StepRows { values: self.shard.local_rows(batch.input_ids()), own: true }));
+            return Ok(Some(StepRows {
+                values: self.shard.local_rows(batch.input_ids()),
+                own: Some(OwnColumns::Only),
+            }));
         }
         Ok(None)
     }

@@ -13,6 +13,8 @@ use graph_partition::partition::feature_cut;
 use ndarray::{Array2, s};
 
 use crate::error::DistError;
+use crate::minibatch::compute::Columns;
+use crate::minibatch::trainer::OwnColumns;
 
 /// Ledger phases of a fetch: the requested vertex ids, then the column blocks of their rows.
 pub(crate) const FETCH_IDS: &str = "fetch/ids";
@@ -64,6 +66,12 @@ impl ColumnShard {
         for (i, &id) in ids.iter().enumerate() {
             self.rows.slice_mut(s![i, own.clone()]).assign(&self.block.row(id as usize));
         }
+    }
+
+    /// This worker's columns, as the rows of a fetch iteration hold them beside the others.
+    pub(crate) fn own_columns(&self) -> OwnColumns {
+        let own = &self.columns[self.rank];
+        OwnColumns::Beside(Columns { start: own.start, end: own.end })
     }
 
     /// Every vertex's row with this worker's columns, every other column 0: what

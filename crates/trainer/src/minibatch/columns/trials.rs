@@ -16,7 +16,7 @@ use crate::error::TrainError;
 use crate::harness::CommClock;
 use crate::method::featpart::plan::Estimates;
 use crate::method::featpart::readings::{mean, sigma_bias, sq_dist};
-use crate::minibatch::trainer::{BatchTrainer, StepRows};
+use crate::minibatch::trainer::{BatchTrainer, OwnColumns, StepRows};
 
 /// Ledger phase of the trials' gradient all-reduces.
 const TRIAL_GRADS: &str = "trial/grads";
@@ -49,7 +49,9 @@ pub(crate) struct Trials<'a> {
 /// A sampled trial batch with its full rows and the global batch size it is a share of.
 struct TrialBatch {
     batch: MiniBatch,
+    /// The fetched rows, the worker's own columns (`own`) beside the others.
     rows: Array2<f32>,
+    own: OwnColumns,
     global_rows: usize,
 }
 
@@ -111,12 +113,14 @@ impl Trials<'_> {
             // Through the clock, which hands the compute gate over while the fetch waits.
             let rows = self.clock.call(|| shard.fetch_rows(comm, batch.input_ids()))?.clone();
             sampled += batch.input_ids().len() as f64;
-            let trial = TrialBatch { batch, rows, global_rows: seeds.len() };
-            let (g, c) = self.gradient(trainer, index, &trial, StepRows { values: &trial.rows, own: false })?;
+            let trial = TrialBatch { batch, rows, own: shard.own_columns(), global_rows: seeds.len() };
+            let (g, c) =
+                self.gradient(trainer, index, &trial, StepRows { values: &trial.rows, own: Some(trial.own) })?;
             full.push(g);
             compute_s += c;
             let local_rows = shard.local_rows(trial.batch.input_ids()).clone();
-            let (g, c) = self.gradient(trainer, index, &trial, StepRows { values: &local_rows, own: true })?;
+            let (g, c) =
+                self.gradient(trainer, index, &trial, StepRows { values: &local_rows, own: Some(OwnColumns::Only) })?;
             local.push(g);
             compute_s += c;
             batches.push(trial);
@@ -179,7 +183,8 @@ impl Trials<'_> {
         trainer.set_params(&moved)?;
         let mut lipschitz = 0.0f64;
         for (index, (trial, g0)) in batches.iter().zip(at_start).enumerate() {
-            let (g1, c) = self.gradient(trainer, index, trial, StepRows { values: &trial.rows, own: false })?;
+            let (g1, c) =
+                self.gradient(trainer, index, trial, StepRows { values: &trial.rows, own: Some(trial.own) })?;
             *compute_s += c;
             if step > 0.0 {
                 lipschitz = lipschitz.max(sq_dist(&g1, g0).sqrt() / step);
