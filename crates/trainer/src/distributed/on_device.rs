@@ -56,7 +56,7 @@ mod cuda {
     use comm_hierarchy::Communicator;
     use gnn_core::exchange::Exchange;
     use gnn_core::exchange::staging::Stager;
-    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, PartViews, Transfers};
+    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, PartViews, PhaseClock, Transfers};
     use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, Optim};
 
     use super::*;
@@ -197,7 +197,8 @@ mod cuda {
 
         /// The optimizer step on the device, or under parameter servers the gradient share
         /// down, the servers' step on the host (`ParamServers::step`, as a CPU worker makes it)
-        /// and the parameters back up: `optimizer_s` is then the GPU time of the copies.
+        /// and the parameters back up: `optimizer_s` is then the GPU time of the two copies,
+        /// not the servers' traffic between them.
         fn update(
             &mut self,
             _epoch: usize,
@@ -207,17 +208,25 @@ mod cuda {
             clock: &CommClock<'_>,
         ) -> Result<(), TrainError> {
             let dev = self.dev;
+            let gpu_s = |phase: PhaseClock<'_>| -> Result<f64, TrainError> { Ok(phase_s(&phase.read()?, "optimizer")) };
             let mut phase = dev.clock()?;
-            match self.servers.as_mut() {
-                None => self.model.step(&self.optimizer)?,
+            self.epoch.optimizer_s = match self.servers.as_mut() {
+                None => {
+                    self.model.step(&self.optimizer)?;
+                    phase.mark("optimizer")?;
+                    gpu_s(phase)?
+                }
                 Some(servers) => {
                     let (mut params, grads) = (self.model.params()?, self.model.grads()?);
+                    phase.mark("optimizer")?;
+                    let down = gpu_s(phase)?;
                     servers.step(comm, clock, &mut params, &grads)?;
+                    let mut phase = dev.clock()?;
                     self.model.set_params(&params)?;
+                    phase.mark("optimizer")?;
+                    down + gpu_s(phase)?
                 }
-            }
-            phase.mark("optimizer")?;
-            self.epoch.optimizer_s = phase_s(&phase.read()?, "optimizer");
+            };
             Ok(())
         }
 
