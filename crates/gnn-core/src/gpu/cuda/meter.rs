@@ -57,10 +57,26 @@ impl PhaseClock<'_> {
     }
 }
 
-/// Two events around one exchange call on a device's stream.
-pub(super) struct Span {
-    start: CudaEvent,
-    end: CudaEvent,
+/// The exchange calls' GPU time since the last [`Device::take_exchange_s`]: the seconds of
+/// the spans already read, and the spans not yet read (two events around one call each).
+#[derive(Default)]
+pub(super) struct Spans {
+    read_s: f64,
+    open: Vec<(CudaEvent, CudaEvent)>,
+}
+
+impl Spans {
+    /// Spans kept before they are read into `read_s`: their events are driver objects, so a
+    /// caller that never takes the time holds no more than these.
+    const KEPT: usize = 256;
+
+    /// Reads every span into `read_s` (waits for the last one to end).
+    fn read(&mut self) -> Result<(), GpuError> {
+        for (start, end) in self.open.drain(..) {
+            self.read_s += f64::from(start.elapsed_ms(&end)?) / 1e3;
+        }
+        Ok(())
+    }
 }
 
 impl Device {
@@ -72,7 +88,11 @@ impl Device {
         let start = self.timed_event()?;
         let out = call()?;
         let end = self.timed_event()?;
-        self.spans.lock().unwrap_or_else(PoisonError::into_inner).push(Span { start, end });
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        spans.open.push((start, end));
+        if spans.open.len() >= Spans::KEPT {
+            spans.read()?;
+        }
         Ok(out)
     }
 
@@ -80,12 +100,9 @@ impl Device {
     /// last one to end). A phase clock's reading over the same calls includes them; the
     /// difference is the device's compute.
     pub fn take_exchange_s(&self) -> Result<f64, GpuError> {
-        let spans = std::mem::take(&mut *self.spans.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut total = 0.0;
-        for span in &spans {
-            total += f64::from(span.start.elapsed_ms(&span.end)?) / 1e3;
-        }
-        Ok(total)
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        spans.read()?;
+        Ok(std::mem::take(&mut *spans).read_s)
     }
 
     /// A clock starting at this point of the stream.

@@ -66,8 +66,8 @@ pub struct Device {
     /// Bytes uploaded and downloaded so far ([`Device::transfers`]).
     h2d_bytes: AtomicU64,
     d2h_bytes: AtomicU64,
-    /// The spans of the exchange calls since the last [`Device::take_exchange_s`].
-    spans: Mutex<Vec<meter::Span>>,
+    /// The exchange calls' GPU time since the last [`Device::take_exchange_s`].
+    spans: Mutex<meter::Spans>,
 }
 
 impl std::fmt::Debug for Device {
