@@ -111,6 +111,47 @@ fn gat_edge_kernels_match_the_cpu() {
     assert_close(&dev.download(&got).unwrap(), &want, REDUCTION);
 }
 
+/// GAT's softmax on a part, split around the replica syncs: the row maximum with the self-loop
+/// logit, the exponentials with their sums in a block's first columns, the per-head quotient
+/// and the backwards of the last two, against their references (an empty row included).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_part_softmax_kernels_match_the_cpu() {
+    let dev = device();
+    let (csr, heads, dh) = (graph(300, 1200, 31), 4, 8);
+    let (n, width, stride) = (csr.num_rows(), heads * dh, heads + heads * dh);
+    assert!((0..n).any(|r| csr.row_range(r).is_empty()), "an empty row");
+    let a = DeviceCsr::upload(&dev, &csr).unwrap();
+    let (src, dst) = (values(n * heads, 32), values(n * heads, 33));
+    let scores = reference::gat_logits(&csr, heads, 0.2, &src, &dst);
+    let up = |v: &[f32]| dev.upload(v).unwrap();
+    let max = reference::gat_row_max(&csr, heads, 0.2, &scores, &src, &dst);
+    let got = dev.gat_row_max(&a, heads, 0.2, &up(&scores), &up(&src), &up(&dst)).unwrap();
+    assert_eq!(dev.download(&got).unwrap(), max, "a maximum is exact");
+
+    let mut w = scores.clone();
+    let mut block = values(n * stride, 34);
+    reference::edge_exp_sums(&csr, heads, &max, &mut w, &mut block, stride);
+    let (mut dw, mut dblock) = (up(&scores), up(&values(n * stride, 34)));
+    dev.edge_exp_sums(&a, heads, &up(&max), &mut dw, &mut dblock, stride).unwrap();
+    assert_close(&dev.download(&dw).unwrap(), &w, FLOAT);
+    assert_close(&dev.download(&dblock).unwrap(), &block, REDUCTION);
+
+    let quotient = reference::head_divide(heads, dh, &block);
+    assert_close(&dev.download(&dev.head_divide(n, heads, dh, &up(&block)).unwrap()).unwrap(), &quotient, FLOAT);
+    let g = values(n * width, 35);
+    let d_block = reference::head_divide_backward(heads, dh, &block, &g);
+    let got = dev.head_divide_backward(n, heads, dh, &up(&block), &up(&g)).unwrap();
+    assert_close(&dev.download(&got).unwrap(), &d_block, REDUCTION);
+
+    let gw = values(w.len(), 36);
+    let dz = reference::edge_exp_backward(&csr, heads, &w, &gw, &d_block, stride);
+    let got = dev.edge_exp_backward(&a, heads, &up(&w), &up(&gw), &up(&d_block), stride).unwrap();
+    assert_close(&dev.download(&got).unwrap(), &dz, FLOAT);
+    // Sums narrower than the heads are refused.
+    assert!(dev.edge_exp_sums(&a, heads, &up(&max), &mut dw, &mut up(&block[..n * 2]), 2).is_err());
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn bias_activation_and_bias_gradient_match_the_cpu() {
@@ -492,10 +533,14 @@ fn scatter_and_scaled_row_adds_match_the_cpu() {
         let mut want = src.clone();
         reference::put_columns_around(f, kept.clone(), &others, &mut want);
         assert_eq!(dev.download(&dst).unwrap(), want, "kept {kept:?}");
+        // And taken back around it (GAT's numerators out of a part's synced block).
+        let taken = dev.take_columns_around(rows, f, kept.clone(), &dst).unwrap();
+        assert_eq!(dev.download(&taken).unwrap(), reference::take_columns_around(f, kept.clone(), &want));
     }
     assert!(
         dev.put_columns_around(rows, f, 4..14, &dev.upload(&src).unwrap(), &mut dev.upload(&src).unwrap()).is_err()
     );
+    assert!(dev.take_columns_around(rows, f, 4..14, &dev.upload(&src).unwrap()).is_err());
 }
 
 /// The device block as a row store reads, puts and zeroes what the host array store does.
@@ -592,12 +637,32 @@ struct PartOutcome {
     logits: [Vec<f32>; 2],
     loss: [f64; 2],
     eval_loss: [f64; 2],
+    /// The worker's gradient shares, and their sums over the workers.
     grads: [Vec<f32>; 2],
+    reduced: [Vec<f32>; 2],
+}
+
+/// Every worker's CPU and device outcomes agree: logits, losses, the gradients summed over the
+/// workers, and each worker's share where `shares` (GAT on a vertex-cut puts a vertex's self
+/// loop in its primary's share whole).
+fn assert_parts_agree(outcomes: &[PartOutcome], name: &str, shares: bool) {
+    for (rank, o) in outcomes.iter().enumerate() {
+        let name = format!("{name} rank {rank}");
+        assert_close(&o.logits[1], &o.logits[0], REDUCTION);
+        for (what, [cpu, dev]) in [("loss", o.loss), ("eval loss", o.eval_loss)] {
+            assert!((cpu - dev).abs() <= 1e-4 * cpu.abs().max(1.0), "{name}: {what} CPU {cpu}, device {dev}");
+        }
+        assert_close(&o.reduced[1], &o.reduced[0], REDUCTION);
+        if shares {
+            assert_close(&o.grads[1], &o.grads[0], REDUCTION);
+        }
+    }
 }
 
 /// A training pass (forward, loss, backward) and an evaluation forward of `config` on one
 /// worker's part, on the CPU and on the device, each with a fresh exchange of its own. The
-/// logits' computed rows, the loss sums and the gradients (the worker's shares) come back.
+/// logits' computed rows, the loss sums and the gradients (the worker's shares, and their sums
+/// over the workers) come back.
 fn part_pass(
     part: &LocalGraph,
     comm: &dyn Communicator,
@@ -667,20 +732,24 @@ fn part_pass(
     comm.all_reduce_sum_f32("grads", &mut reduced).map_err(|x| e(&x))?;
     device.set_grads(&reduced).map_err(|x| e(&x))?;
     assert_eq!(device.grads().map_err(|x| e(&x))?, reduced);
+    let mut cpu_reduced = cpu_grads.clone();
+    comm.all_reduce_sum_f32("grads", &mut cpu_reduced).map_err(|x| e(&x))?;
     Ok(PartOutcome {
         logits: [cpu_logits, logits],
         loss: [cpu_loss, dev_loss],
         eval_loss: [cpu_eval, dev_eval],
         grads: [cpu_grads, dev_grads],
+        reduced: [cpu_reduced, reduced],
     })
 }
 
 /// A partitioned device forward and backward equal the CPU model's on the same part with the
 /// same exchange, for GCN and GraphSAGE, each aggregating before and after its weight, on an
 /// edge-cut (blocking, and overlapped: split halo calls around the aggregation's halves), a
-/// vertex-cut and a masters-only vertex-cut, and for GAT on the edge-cut (blocking and under
-/// an overlapping exchange, whose calls GAT makes blocking): four workers as threads sharing
-/// GPU 0, each with its own device stream.
+/// vertex-cut and a masters-only vertex-cut, and for GAT (its softmax split around the replica
+/// syncs) on the edge-cut (blocking and under an overlapping exchange, whose calls GAT makes
+/// blocking) and the vertex-cut: four workers as threads sharing GPU 0, each with its own
+/// device stream.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn partitioned_device_passes_equal_the_cpu_workers() {
@@ -688,10 +757,10 @@ fn partitioned_device_passes_equal_the_cpu_workers() {
     for run in [Run::EdgeCut, Run::Overlapped, Run::VertexCut, Run::MastersOnly] {
         let book = part_book(run);
         // Hidden 4 aggregates `x W` (narrower), hidden 8 aggregates the input.
-        let kinds = if matches!(run, Run::EdgeCut | Run::Overlapped) {
-            &[ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat][..]
+        let kinds = if run == Run::MastersOnly {
+            &[ConvKind::Gcn, ConvKind::Sage][..]
         } else {
-            &[ConvKind::Gcn, ConvKind::Sage]
+            &[ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat]
         };
         for hidden in [4, 8] {
             for &kind in kinds {
@@ -706,17 +775,8 @@ fn partitioned_device_passes_equal_the_cpu_workers() {
                     part_pass(&book.parts()[comm.rank()], comm, &config, run, false)
                 })
                 .unwrap();
-                for (rank, o) in outcomes.iter().enumerate() {
-                    let name = format!("{run:?} {kind:?} hidden {hidden} rank {rank}");
-                    assert_close(&o.logits[1], &o.logits[0], REDUCTION);
-                    for (what, [cpu, dev]) in [("loss", o.loss), ("eval loss", o.eval_loss)] {
-                        assert!(
-                            (cpu - dev).abs() <= 1e-4 * cpu.abs().max(1.0),
-                            "{name}: {what} CPU {cpu}, device {dev}"
-                        );
-                    }
-                    assert_close(&o.grads[1], &o.grads[0], REDUCTION);
-                }
+                let shares = !(run == Run::VertexCut && kind == ConvKind::Gat);
+                assert_parts_agree(&outcomes, &format!("{run:?} {kind:?} hidden {hidden}"), shares);
             }
         }
     }
@@ -724,40 +784,36 @@ fn partitioned_device_passes_equal_the_cpu_workers() {
 
 /// The halo feature cache on the device: layer 0 runs on its held view (its halo rows' inputs
 /// in the features, nothing pulled) and the later layers on the pulling view, against the CPU
-/// model's per-layer views on the same edge-cut part, GCN and GraphSAGE.
+/// model's per-layer views on the same edge-cut part, GCN, GraphSAGE and GAT.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn held_first_views_equal_the_cpu_workers() {
     let topology = Topology::for_workers(4, 2, LinkModel::default()).unwrap();
     let book = part_book(Run::EdgeCut);
-    for kind in [ConvKind::Gcn, ConvKind::Sage] {
-        let config = ModelConfig { kind, layers: 3, ..ModelConfig::gcn(PART_IN, 8, PART_CLASSES) };
+    for kind in [ConvKind::Gcn, ConvKind::Sage, ConvKind::Gat] {
+        let config = match kind {
+            ConvKind::Gat => ModelConfig { heads: 2, layers: 3, ..ModelConfig::gat(PART_IN, 4, PART_CLASSES) },
+            _ => ModelConfig { kind, layers: 3, ..ModelConfig::gcn(PART_IN, 8, PART_CLASSES) },
+        };
         let outcomes = LocalCluster::run(&topology, |comm| {
             part_pass(&book.parts()[comm.rank()], comm, &config, Run::EdgeCut, true)
         })
         .unwrap();
-        for (rank, o) in outcomes.iter().enumerate() {
-            let name = format!("{kind:?} held first view, rank {rank}");
-            assert_close(&o.logits[1], &o.logits[0], REDUCTION);
-            for (what, [cpu, dev]) in [("loss", o.loss), ("eval loss", o.eval_loss)] {
-                assert!((cpu - dev).abs() <= 1e-4 * cpu.abs().max(1.0), "{name}: {what} CPU {cpu}, device {dev}");
-            }
-            assert_close(&o.grads[1], &o.grads[0], REDUCTION);
-        }
+        assert_parts_agree(&outcomes, &format!("{kind:?} held first view"), true);
     }
 }
 
-/// GAT's softmax would need replica syncs of blocks the device does not keep: a vertex-cut part
-/// is refused at upload.
+/// GAT's softmax spans every replica's edges: a part whose masters alone compute is refused at
+/// upload.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
-fn a_gat_vertex_cut_part_is_refused() {
+fn a_gat_masters_only_part_is_refused() {
     let dev = device();
-    let book = part_book(Run::VertexCut);
-    let graph = agg_graph_of(&book.parts()[0], CutKind::VertexCut).unwrap();
+    let book = part_book(Run::MastersOnly);
+    let graph = agg_graph_of(&book.parts()[0], CutKind::VertexCut).unwrap().with_primaries_computing();
     let model = Model::new(ModelConfig::gat(PART_IN, 2, PART_CLASSES)).unwrap();
     let device = DeviceModel::from_model(&dev, &model).unwrap();
-    let err = device.upload_part_graph(&graph).err().expect("GAT on a part is refused");
+    let err = device.upload_part_graph(&graph).err().expect("GAT on a masters-only part is refused");
     assert!(err.to_string().contains("GAT"), "{err}");
 }
 

@@ -431,18 +431,25 @@ fn gat_workers_on_one_gpu_edge_cut() {
     workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::EdgeCut, false, false);
 }
 
+/// GAT's softmax split around the replica syncs: every replica computes, the maximum logits and
+/// the `[sums | numerators]` blocks are synced as the CPU workers sync them.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn gat_workers_on_one_gpu_vertex_cut() {
+    workers_on_one_gpu_follow_the_single_device_run(ConvKind::Gat, CutKind::VertexCut, false, false);
+}
+
 /// The codec methods' workers on one GPU (their codecs, caches and controllers on the host;
 /// adaqp blocking and overlapped, ecgraph with and without its halo feature cache and on
-/// parameter servers)
-/// against the same four workers on the CPU, GCN on Cora: the same bytes in the network ledger
+/// parameter servers; GAT on cdfgnn's vertex-cut and under ecgraph's halo feature cache)
+/// against the same four workers on the CPU, GCN (and GAT) on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
 /// other way), and the final test accuracy within one point.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
-    let base = cora(ConvKind::Gcn);
-    let dataset = load(&base);
+    let dataset = load(&cora(ConvKind::Gcn));
     // ecgraph twice: with its halo feature cache (layer 0's halo inputs held on the device, its
     // default) and without (layer 0 pulls them).
     // adaqp twice: blocking, and with its central rows aggregated while the marginal rows'
@@ -451,17 +458,20 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     let cluster = DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() };
     let overlapped = DistributedConfig { overlap: true, ..cluster.clone() };
     let servers = DistributedConfig { param_sync: ParamSync::Ps, servers: Some(2), ..cluster.clone() };
+    let (gcn, gat) = (ConvKind::Gcn, ConvKind::Gat);
     let runs = [
-        (Method::Adaqp, false, &cluster),
-        (Method::Adaqp, false, &overlapped),
-        (Method::Cdfgnn, false, &cluster),
-        (Method::Ecgraph, true, &cluster),
-        (Method::Ecgraph, false, &cluster),
-        (Method::Ecgraph, true, &servers),
+        (Method::Adaqp, gcn, false, &cluster),
+        (Method::Adaqp, gcn, false, &overlapped),
+        (Method::Cdfgnn, gcn, false, &cluster),
+        (Method::Cdfgnn, gat, false, &cluster),
+        (Method::Ecgraph, gcn, true, &cluster),
+        (Method::Ecgraph, gat, true, &cluster),
+        (Method::Ecgraph, gcn, false, &cluster),
+        (Method::Ecgraph, gcn, true, &servers),
     ];
-    for (method, halo_cache, distributed) in runs {
+    for (method, model, halo_cache, distributed) in runs {
         let mut cpu =
-            TrainConfig { method: MethodConfig::named(method), distributed: distributed.clone(), ..base.clone() };
+            TrainConfig { method: MethodConfig::named(method), distributed: distributed.clone(), ..cora(model) };
         cpu.method.ecgraph.halo_cache = halo_cache;
         let (overlap, ps) = (distributed.overlap, distributed.param_servers().is_some());
         let run =
@@ -469,8 +479,9 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
         let on_cpu = run(&cpu);
         let on_gpu = run(&TrainConfig { device: Device::Cuda(0), ..cpu });
         let name = format!(
-            "{}{}{}{}",
+            "{} {}{}{}{}",
             method.as_str(),
+            model.as_str(),
             if halo_cache { " with its halo cache" } else { "" },
             if overlap { " overlapped" } else { "" },
             if ps { " on parameter servers" } else { "" }

@@ -344,9 +344,8 @@ mod tests {
         parse(&["--device", "cuda", "--model", "gat", "--batch-size", "16"]).resolve().unwrap();
         parse(&["--device", "cuda", "--method", "adaqp"]).resolve().unwrap();
         parse(&["--device", "cuda", "--method", "ecgraph"]).resolve().unwrap();
-        let err = parse(&["--device", "cuda", "--method", "ecgraph", "--model", "gat"]).resolve().unwrap_err();
-        assert!(format!("{err:#}").contains("`halo-cache`"), "{err:#}");
-        parse(&["--device", "cuda", "--method", "ecgraph", "--model", "gat", "--halo-cache", "off"]).resolve().unwrap();
+        parse(&["--device", "cuda", "--method", "ecgraph", "--model", "gat"]).resolve().unwrap();
+        parse(&["--device", "cuda", "--method", "cdfgnn", "--model", "gat"]).resolve().unwrap();
         parse(&["--device", "cuda", "--method", "vanilla", "--workers", "2", "--overlap"]).resolve().unwrap();
         parse(&["--device", "cuda", "--method", "vanilla", "--workers", "4"]).resolve().unwrap();
         let cli = Cli::try_parse_from(["train", "--device", "gpu"]).err().expect("an unknown device is refused");

@@ -24,6 +24,9 @@ pub struct Shapes {
     pub split_rows: [usize; 3],
     /// Targets per labelled row: 1 for a class, the label columns for multi-label targets.
     pub targets_per_row: usize,
+    /// A worker's part of a cut graph: GAT's softmax runs split around the replica syncs, and
+    /// each GAT layer holds its `[sums | numerators]` block (`DeviceModel`'s part passes).
+    pub part: bool,
 }
 
 /// Bytes a run holds on the device.
@@ -53,14 +56,29 @@ fn entries(kind: ConvKind, shapes: &Shapes) -> u64 {
 }
 
 fn resident(plan: &DevicePlan, cfg: &ModelConfig, s: &Shapes) -> u64 {
-    let (n, nnz) = (s.nodes as u64, entries(plan.kind, s));
+    let n = s.nodes as u64;
     let params: u64 = plan.tensors.iter().map(|(_, slot)| slot.len() as u64).sum();
     // Value, gradient and both moments.
     let mut bytes = 4 * params * F32;
     bytes += n * cfg.in_dim as u64 * F32;
-    // indptr (u64), indices (u32), values, global ids (u32); GCN and GraphSAGE also hold the
-    // transpose (indptr, indices, values).
-    bytes += (n + 1) * 8 + nnz * 4 + nnz * F32 + n * 4;
+    bytes += graph_bytes(plan, s);
+    for layer in plan.layers.iter().filter(|l| l.attention.is_some() && !l.concat && l.heads > 1) {
+        bytes += (layer.heads * layer.head_dim * layer.head_dim) as u64 * F32;
+    }
+    for rows in s.split_rows.map(|r| r as u64) {
+        // Rows, their classes or targets, and the loss scratch (loss and hits per row).
+        bytes += rows * 4 + rows * s.targets_per_row as u64 * 4 + 2 * rows * F32;
+    }
+    bytes
+}
+
+/// The device bytes of a graph of `s` uploaded for `plan`'s layers (one view of it): its CSR's
+/// row pointer (u64), indices (u32) and values, the global ids (u32), and the transpose (GCN
+/// and GraphSAGE) or a head-expanded CSR per head count with its two permutations and a
+/// column of ones (GAT).
+pub fn graph_bytes(plan: &DevicePlan, s: &Shapes) -> u64 {
+    let (n, nnz) = (s.nodes as u64, entries(plan.kind, s));
+    let mut bytes = (n + 1) * 8 + nnz * 4 + nnz * F32 + n * 4;
     if plan.kind != ConvKind::Gat {
         bytes += (n + 1) * 8 + nnz * 4 + nnz * F32;
     }
@@ -68,15 +86,7 @@ fn resident(plan: &DevicePlan, cfg: &ModelConfig, s: &Shapes) -> u64 {
     heads.sort_unstable();
     heads.dedup();
     for h in heads.into_iter().map(|h| h as u64) {
-        // Head-expanded CSR, its two permutations and a column of ones.
         bytes += (n * h + 1) * 8 + 3 * nnz * h * 4 + n * h * F32;
-    }
-    for layer in plan.layers.iter().filter(|l| l.attention.is_some() && !l.concat && l.heads > 1) {
-        bytes += (layer.heads * layer.head_dim * layer.head_dim) as u64 * F32;
-    }
-    for rows in s.split_rows.map(|r| r as u64) {
-        // Rows, their classes or targets, and the loss scratch (loss and hits per row).
-        bytes += rows * 4 + rows * s.targets_per_row as u64 * 4 + 2 * rows * F32;
     }
     bytes
 }
@@ -122,14 +132,14 @@ fn step(plan: &DevicePlan, cfg: &ModelConfig, s: &Shapes) -> u64 {
     let e = entries(plan.kind, s);
     let out_width = plan.layers.last().map_or(0, |l| l.out_dim) as u64;
     let evaluation: Vec<Cache> =
-        plan.layers.iter().map(|layer| forward_layer(&mut Walk::default(), layer, cfg, n, e, false).1).collect();
+        plan.layers.iter().map(|layer| forward_layer(&mut Walk::default(), layer, cfg, s, e, false).1).collect();
     let mut w = Walk::default();
     w.alloc(evaluation.iter().map(|c| c.total).sum::<u64>() + n * out_width * F32);
     w.alloc(n * cfg.in_dim as u64 * F32); // the input copy, layer 0's cache
     // Per layer: its cache (held until its backward), and its output.
     let mut caches = Vec::with_capacity(plan.layers.len());
     for (layer, held) in plan.layers.iter().zip(&evaluation) {
-        let (out, cache) = forward_layer(&mut w, layer, cfg, n, e, true);
+        let (out, cache) = forward_layer(&mut w, layer, cfg, s, e, true);
         w.free(held.total);
         caches.push((cache, out));
     }
@@ -153,7 +163,7 @@ fn step(plan: &DevicePlan, cfg: &ModelConfig, s: &Shapes) -> u64 {
         }
         w.transient(partials(s.nodes, layer.out_dim));
         let dx = if l > 0 { n * din * F32 } else { 0 };
-        backward_layer(&mut w, layer, n, e, dx);
+        backward_layer(&mut w, layer, s, e, dx);
         w.free(d);
         d = dx;
         w.free(input_kept);
@@ -174,7 +184,15 @@ struct Cache {
 
 /// Walks one layer's forward (the input is live already; dropout only in `training`); returns
 /// the bytes of its output and of its cache (input included).
-fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: u64, training: bool) -> (u64, Cache) {
+fn forward_layer(
+    w: &mut Walk,
+    layer: &LayerPlan,
+    cfg: &ModelConfig,
+    s: &Shapes,
+    e: u64,
+    training: bool,
+) -> (u64, Cache) {
+    let n = s.nodes as u64;
     let (din, dout) = (layer.in_dim as u64, layer.out_dim as u64);
     let input = n * din * F32;
     let mut cache = input;
@@ -185,11 +203,21 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
         let blocks = hs * hs * hd * F32;
         let attention = training && active(cfg.attn_dropout);
         // h, both block matrices, both alphas, scores, softmax, its dropped copy, the keep
-        // flags, the dropped copy in expanded order, the per-head aggregation.
+        // flags, the dropped copy in expanded order, the per-head aggregation. A part also
+        // holds each row's maximum until its sums are taken, the block of sums and numerators
+        // (kept), and the quotient beside the product it divides.
+        let sums = if s.part { n * (hs + hw) * F32 } else { 0 };
         w.alloc(n * hw * F32 + 2 * blocks + 2 * n * hs * F32);
         w.alloc(3 * eh * F32 + if attention { eh } else { 0 });
+        if s.part {
+            w.alloc(n * hs * F32 + sums);
+            w.free(n * hs * F32);
+        }
         w.alloc(eh * F32);
         w.alloc(n * hw * F32);
+        if s.part {
+            w.transient(n * hw * F32);
+        }
         let mean = !layer.concat && layer.heads > 1;
         if mean {
             w.alloc(n * hd * F32);
@@ -198,7 +226,7 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
         // per-head output when it was averaged.
         w.free(2 * n * hs * F32 + eh * F32 + if mean { n * hw * F32 } else { 0 });
         out = n * dout * F32;
-        cache += n * hw * F32 + 2 * blocks + 3 * eh * F32 + if attention { eh } else { 0 };
+        cache += n * hw * F32 + 2 * blocks + 3 * eh * F32 + if attention { eh } else { 0 } + sums;
     } else {
         if layer.aggregates_first() {
             w.alloc(n * din * F32);
@@ -239,14 +267,16 @@ fn forward_layer(w: &mut Walk, layer: &LayerPlan, cfg: &ModelConfig, n: u64, e: 
 
 /// Walks one layer's backward temporaries, allocating the input gradient `dx` (0 for the
 /// first layer, which returns none) and freeing everything else it allocated.
-fn backward_layer(w: &mut Walk, layer: &LayerPlan, n: u64, e: u64, dx: u64) {
-    let (din, dout) = (layer.in_dim as u64, layer.out_dim as u64);
+fn backward_layer(w: &mut Walk, layer: &LayerPlan, s: &Shapes, e: u64, dx: u64) {
+    let (n, din, dout) = (s.nodes as u64, layer.in_dim as u64, layer.out_dim as u64);
     if layer.attention.is_some() {
         let (hs, hd) = (layer.heads as u64, layer.head_dim as u64);
         let (hw, eh) = (hs * hd, e * hs);
         // Head gradients, the attention's gradient, dh, the dropout-scaled and the softmax
-        // gradients, the latter permuted, both alpha gradients.
-        let temps = n * hw * F32 + eh * F32 + n * hw * F32 + 3 * eh * F32 + 2 * n * hs * F32;
+        // gradients, the latter permuted, both alpha gradients; on a part, the block's gradient
+        // and its numerator columns.
+        let block = if s.part { n * (hs + hw) * F32 + n * hw * F32 } else { 0 };
+        let temps = n * hw * F32 + eh * F32 + n * hw * F32 + 3 * eh * F32 + 2 * n * hs * F32 + block;
         w.alloc(temps);
         // Per attention vector: d_alpha^T h and its diagonal blocks (with their indices).
         w.transient(hs * hw * F32 + hs * hd * F32 + 2 * hs * 4);
@@ -269,7 +299,7 @@ mod tests {
     use crate::model::Model;
 
     fn shapes(nodes: usize, edges: usize) -> Shapes {
-        Shapes { nodes, edges, split_rows: [nodes / 2, nodes / 4, nodes / 4], targets_per_row: 1 }
+        Shapes { nodes, edges, split_rows: [nodes / 2, nodes / 4, nodes / 4], targets_per_row: 1, part: false }
     }
 
     /// The resident part is the sum of the buffers the plan and the data name.
@@ -314,5 +344,9 @@ mod tests {
         assert!(step(&ModelConfig { layer_norm: true, ..plain.clone() }, &s) > base);
         let gat = ModelConfig { attn_dropout: 0.5, ..ModelConfig::gat(8, 2, 3) };
         assert!(step(&gat, &shapes(50, 1000)) > step(&gat, &s));
+        // On a part GAT holds its softmax's blocks besides; GCN holds nothing more.
+        let part = Shapes { part: true, ..s };
+        assert!(step(&gat, &part) > step(&gat, &s));
+        assert_eq!(step(&plain, &part), base);
     }
 }

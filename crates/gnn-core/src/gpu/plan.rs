@@ -33,7 +33,7 @@ pub enum PlanError {
     #[error("the device path trains on a whole graph held by one process; this graph has {halo} halo rows")]
     NotWholeGraph { halo: usize },
     #[error(
-        "GAT runs on the device on a whole graph or an edge-cut part only: on a vertex-cut its softmax needs replica syncs of blocks the device does not keep"
+        "GAT does not run with the masters alone computing: its softmax spans every replica's edges, so every replica computes"
     )]
     PartGat,
     #[error("labelled row {row} is out of range: {rows} rows have labels")]
@@ -261,15 +261,15 @@ pub fn aggregation(graph: &AggGraph, kind: ConvKind) -> Result<WeightedCsr, Plan
     if graph.num_primary() != n {
         return Err(PlanError::NotWholeGraph { halo: n - graph.num_primary() });
     }
-    Ok(edge_csr(graph, kind, kind != ConvKind::Sage))
+    Ok(edge_csr(graph, kind, if kind == ConvKind::Sage { 0 } else { n }))
 }
 
-/// `kind`'s coefficients over every local row's in-edges, each row led by its self loop when
-/// `self_loops` (GCN's self coefficient, GAT's 1).
-fn edge_csr(graph: &AggGraph, kind: ConvKind, self_loops: bool) -> WeightedCsr {
+/// `kind`'s coefficients over every local row's in-edges, rows `0..looped` each led by its self
+/// loop (GCN's self coefficient, GAT's 1).
+fn edge_csr(graph: &AggGraph, kind: ConvKind, looped: usize) -> WeightedCsr {
     let n = graph.num_local();
     let (fwd, norms) = (graph.fwd(), graph.norms());
-    let entries = fwd.num_edges() + if self_loops { n } else { 0 };
+    let entries = fwd.num_edges() + looped.min(n);
     let mut out = WeightedCsr {
         indptr: Vec::with_capacity(n + 1),
         indices: Vec::with_capacity(entries),
@@ -277,7 +277,7 @@ fn edge_csr(graph: &AggGraph, kind: ConvKind, self_loops: bool) -> WeightedCsr {
     };
     out.indptr.push(0);
     for v in 0..n {
-        if self_loops {
+        if v < looped {
             out.indices.push(v as u32);
             out.vals.push(if kind == ConvKind::Gcn { norms.gcn_self[v] } else { 1.0 });
         }

@@ -70,6 +70,82 @@ pub fn edge_softmax_backward(csr: &Csr, heads: usize, w: &[f32], g: &[f32]) -> V
     dz
 }
 
+/// A part's softmax, step 1 (`gat_row_max`): per row and head, the maximum of the self-loop
+/// logit `LeakyReLU_slope(src[r][h] + dst[r][h])` and the row's entries' `scores`, the CPU
+/// layer's per-replica maximum before its sync.
+pub fn gat_row_max(csr: &Csr, heads: usize, slope: f32, scores: &[f32], src: &[f32], dst: &[f32]) -> Vec<f32> {
+    let mut max: Vec<f32> = src
+        .iter()
+        .zip(dst)
+        .map(|(s, d)| {
+            let z = s + d;
+            if z > 0.0 { z } else { slope * z }
+        })
+        .collect();
+    crate::sparse::edge_row_max(csr, scores, heads, &mut max);
+    max
+}
+
+/// A part's softmax, step 2 (`edge_exp_sums`): `scores <- exp(scores - max[row])` in place and
+/// each row's sums per head into the first `heads` columns of `sums`, rows `stride` wide: the
+/// CPU layer's own step (`sparse::edge_exp_sums`).
+pub fn edge_exp_sums(csr: &Csr, heads: usize, max: &[f32], scores: &mut [f32], sums: &mut [f32], stride: usize) {
+    crate::sparse::edge_exp_sums(csr, scores, heads, max, sums, crate::sparse::Cols { stride, offset: 0 });
+}
+
+/// A part's softmax, step 3 (`head_divide`): from a synced `[denominators | numerators]` block
+/// (rows of `heads + heads*dh`), each head's numerators times the inverse of its denominator,
+/// zero where the denominator is zero (a row with no entry on any replica).
+pub fn head_divide(heads: usize, dh: usize, block: &[f32]) -> Vec<f32> {
+    let width = heads * dh;
+    let mut out = Vec::with_capacity(block.len() / (heads + width) * width);
+    for row in block.chunks_exact(heads + width) {
+        let (den, num) = row.split_at(heads);
+        for (c, &v) in num.iter().enumerate() {
+            let d = den[c / dh];
+            out.push(if d > 0.0 { v * d.recip() } else { 0.0 });
+        }
+    }
+    out
+}
+
+/// The gradient of [`head_divide`]'s block given `g`, that of its output (`head_divide_backward`):
+/// `d num = g / den`, `d den = -(g . num / den) / den` per head, zero where `den` is.
+pub fn head_divide_backward(heads: usize, dh: usize, block: &[f32], g: &[f32]) -> Vec<f32> {
+    let (width, stride) = (heads * dh, heads + heads * dh);
+    let mut dblock = vec![0.0f32; block.len()];
+    for ((row, drow), gr) in block.chunks_exact(stride).zip(dblock.chunks_exact_mut(stride)).zip(g.chunks_exact(width))
+    {
+        for h in 0..heads {
+            let den = row[h];
+            let inv = if den > 0.0 { den.recip() } else { 0.0 };
+            let mut dot = 0.0f32;
+            for j in h * dh..(h + 1) * dh {
+                drow[heads + j] = gr[j] * inv;
+                dot += gr[j] * (row[heads + j] * inv);
+            }
+            drow[h] = -dot * inv;
+        }
+    }
+    dblock
+}
+
+/// The logit gradient of [`edge_exp_sums`]' exponentials `w` (the maximum held constant) given
+/// `g`, the gradient in `w`, and `dsums`, that of the row sums in the first `heads` columns of
+/// rows `stride` wide (`edge_exp_backward`): `dz = w (g + dsums[row])`.
+pub fn edge_exp_backward(csr: &Csr, heads: usize, w: &[f32], g: &[f32], dsums: &[f32], stride: usize) -> Vec<f32> {
+    let mut dz = vec![0.0f32; w.len()];
+    for r in 0..csr.num_rows() {
+        for k in csr.row_range(r) {
+            for h in 0..heads {
+                let i = k * heads + h;
+                dz[i] = w[i] * (g[i] + dsums[r * stride + h]);
+            }
+        }
+    }
+    dz
+}
+
 /// `x[i, j] = act(x[i, j] + bias[j])` in place.
 pub fn bias_act(f: usize, bias: Option<&[f32]>, act: Option<Activation>, x: &mut [f32]) {
     for (t, v) in x.iter_mut().enumerate() {
@@ -253,6 +329,12 @@ pub fn put_columns_around(d: usize, kept: std::ops::Range<usize>, src: &[f32], d
         out[..kept.start].copy_from_slice(before);
         out[kept.end..].copy_from_slice(after);
     }
+}
+
+/// The columns of `src` (rows of `d`) outside `skipped`, in order (`take_columns_around`): the
+/// inverse of [`put_columns_around`].
+pub fn take_columns_around(d: usize, skipped: std::ops::Range<usize>, src: &[f32]) -> Vec<f32> {
+    src.chunks_exact(d).flat_map(|row| row[..skipped.start].iter().chain(&row[skipped.end..])).copied().collect()
 }
 
 /// `dst[i, :] += coeff[i] * src[i, :]`, `coeff` 1 when `None` (`add_scaled_rows`).

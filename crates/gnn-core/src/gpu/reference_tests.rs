@@ -165,6 +165,89 @@ fn columns_put_around_the_kept_ones_complete_the_rows() {
     }
 }
 
+/// Taking the columns around a window undoes putting them there.
+#[test]
+fn columns_taken_around_a_window_are_the_ones_put_there() {
+    let (n, d) = (4, 7);
+    for skipped in [0..3, 2..5, 4..7, 3..3, 0..7] {
+        let others = random_vec(n * (d - skipped.len()), 9);
+        let mut rows = random_vec(n * d, 10);
+        put_columns_around(d, skipped.clone(), &others, &mut rows);
+        assert_eq!(take_columns_around(d, skipped.clone(), &rows), others, "skipped {skipped:?}");
+    }
+}
+
+/// A part's softmax as the device splits it around its replica syncs, on one replica holding
+/// every entry: the exponentials with their sums beside the numerators (`w h` per head), then
+/// the quotient, equal the fused edge softmax applied to `h`; and the backward
+/// (`head_divide_backward`, the numerators' gradient into `w`, `edge_exp_backward`) is the
+/// gradient of the logits by finite differences, the maximum held where the forward put it.
+#[test]
+fn the_split_softmax_equals_the_fused_one_and_its_backward_the_finite_differences() {
+    let (csr, heads, dh) = (random_graph(9, 30, 11), 2, 3);
+    let (width, stride) = (heads * dh, heads + heads * dh);
+    let n = csr.num_rows();
+    let z = random_vec(csr.num_edges() * heads, 12);
+    let h = random_vec(n * width, 13);
+    let (src, dst) = (random_vec(n * heads, 14), random_vec(n * heads, 15));
+    let max = gat_row_max(&csr, heads, 0.2, &z, &src, &dst);
+    let g = random_vec(n * width, 16);
+    // Numerators: per head, the row's weights times its sources' head rows.
+    let split = |z: &[f32]| {
+        let mut w = z.to_vec();
+        let mut block = vec![0.0f32; n * stride];
+        edge_exp_sums(&csr, heads, &max, &mut w, &mut block, stride);
+        for r in 0..n {
+            for k in csr.row_range(r) {
+                let u = csr.indices()[k] as usize;
+                for c in 0..width {
+                    block[r * stride + heads + c] += w[k * heads + c / dh] * h[u * width + c];
+                }
+            }
+        }
+        (w, block)
+    };
+    let (w, block) = split(&z);
+    let out = head_divide(heads, dh, &block);
+    let mut fused = z.clone();
+    sparse::edge_softmax(&csr, &mut fused, heads);
+    for r in 0..n {
+        for c in 0..width {
+            let want: f32 =
+                csr.row_range(r).map(|k| fused[k * heads + c / dh] * h[csr.indices()[k] as usize * width + c]).sum();
+            let got = out[r * width + c];
+            assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "row {r} column {c}: {got} vs {want}");
+        }
+    }
+    assert!(
+        (0..n).filter(|&r| csr.row_range(r).is_empty()).all(|r| out[r * width..][..width].iter().all(|&v| v == 0.0))
+    );
+
+    let dblock = head_divide_backward(heads, dh, &block, &g);
+    let mut gw = vec![0.0f32; w.len()];
+    for r in 0..n {
+        for k in csr.row_range(r) {
+            let u = csr.indices()[k] as usize;
+            for c in 0..width {
+                gw[k * heads + c / dh] += dblock[r * stride + heads + c] * h[u * width + c];
+            }
+        }
+    }
+    let dz = edge_exp_backward(&csr, heads, &w, &gw, &dblock, stride);
+    let loss = |z: &[f32]| {
+        let out = head_divide(heads, dh, &split(z).1);
+        out.iter().zip(&g).map(|(o, g)| f64::from(o * g)).sum::<f64>()
+    };
+    let eps = 1e-3f32;
+    for i in 0..z.len() {
+        let (mut up, mut down) = (z.clone(), z.clone());
+        up[i] += eps;
+        down[i] -= eps;
+        let fd = ((loss(&up) - loss(&down)) / (2.0 * f64::from(eps))) as f32;
+        assert!((fd - dz[i]).abs() <= 2e-3 * (1.0 + fd.abs()), "logit {i}: finite difference {fd}, backward {}", dz[i]);
+    }
+}
+
 #[test]
 fn gather_then_scatter_add_counts_repeats() {
     let f = 3;

@@ -2,13 +2,10 @@
 //!
 //! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
-//! every edge or sampled mini-batches (not in-edges sampled without a batch size); on a cut
-//! graph also GAT on an edge-cut only, and GAT without ecgraph's halo feature cache.
+//! every edge or sampled mini-batches (not in-edges sampled without a batch size). Every model
+//! trains on every cut, as on the CPU.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use gnn_core::ConvKind;
-use graph_partition::book::CutKind;
 
 use super::{ConfigError, Method, TrainConfig};
 
@@ -86,20 +83,6 @@ impl Device {
                      batch size (fanouts) need --device cpu"
                 ),
             ),
-            Device::Cuda(_) if config.method.holds_halo_features() && config.model == ConvKind::Gat => invalid(
-                "halo-cache",
-                format!(
-                    "{self} workers hold layer 0's halo rows for GCN and GraphSAGE; GAT with ecgraph's halo feature \
-                     cache needs --device cpu, or set halo-cache = false (--halo-cache off)"
-                ),
-            ),
-            Device::Cuda(_) if config.model == ConvKind::Gat && config.cut() == CutKind::VertexCut => invalid(
-                "cut",
-                format!(
-                    "{self} trains GAT on an edge-cut only (its softmax would sync blocks the device does not \
-                     keep); use cut = \"edge\" or --device cpu"
-                ),
-            ),
             Device::Cuda(_) => Ok(()),
         }
     }
@@ -151,20 +134,15 @@ mod tests {
         }
     }
 
-    /// A cut graph's device workers refuse what they do not run, naming the key.
+    /// A cut graph's device workers take every method, cut and model the CPU workers take:
+    /// GAT on a vertex-cut and with ecgraph's halo feature cache included.
     #[test]
-    fn cut_graph_device_workers_refuse_what_they_do_not_run() {
-        let cases = [
-            ("method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n", "`cut`"),
-            ("method = \"ecgraph\"\nmodel = \"gat\"\n", "`halo-cache`"),
-        ];
-        for (text, key) in cases {
-            let text = format!("device = \"cuda\"\n{text}");
-            let msg = TrainConfig::from_toml_str(&text, "d.toml").unwrap_err().to_string();
-            assert!(msg.contains(key) && msg.contains("--device cpu"), "{text}: {msg}");
-        }
+    fn cut_graph_device_workers_take_what_the_cpu_workers_take() {
         let accepted = [
             "method = \"vanilla\"\nmodel = \"gat\"\n",
+            "method = \"vanilla\"\nmodel = \"gat\"\n[distributed]\ncut = \"vertex\"\n",
+            "method = \"cdfgnn\"\nmodel = \"gat\"\n",
+            "method = \"ecgraph\"\nmodel = \"gat\"\n",
             "method = \"vanilla\"\n[distributed]\ncut = \"vertex\"\nmasters-only = true\n",
             "method = \"adaqp\"\n",
             "method = \"adaqp\"\n[distributed]\noverlap = true\n",

@@ -35,9 +35,10 @@ pub(super) fn open(rank: &Rank<'_>, share: &WorkerShare, halo: HaloFeatures) -> 
     let s = share;
     let split_rows = [s.train.len(), s.valid.len(), s.test.len()];
     let targets = Objective::new(&s.labels).terms_per_row();
-    let mut footprint = device::part_estimate(config, &s.part, split_rows, targets, s.features.ncols(), s.num_classes)?;
+    let (in_dim, classes) = (s.features.ncols(), s.num_classes);
+    let mut footprint = device::part_estimate(config, &s.part, split_rows, targets, in_dim, classes)?;
     if halo == HaloFeatures::Cached {
-        footprint.resident += device::held_view_bytes(&s.part);
+        footprint.resident += device::held_view_bytes(config, &s.part, in_dim, classes)?;
     }
     gpu::open(rank, footprint)
 }

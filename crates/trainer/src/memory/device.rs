@@ -2,7 +2,7 @@
 //! dataset's shapes and checked against the GPU's free memory before anything is uploaded, so
 //! a run that cannot fit stops with both numbers instead of failing inside a kernel.
 
-use gnn_core::gpu::footprint::{Footprint, Shapes};
+use gnn_core::gpu::footprint::{Footprint, Shapes, graph_bytes};
 use gnn_core::gpu::plan::DevicePlan;
 use gnn_core::{ConvKind, Model, ModelConfig};
 use graph_partition::Dataset;
@@ -21,6 +21,7 @@ pub fn estimate(config: &TrainConfig, dataset: &Dataset) -> Result<Footprint, Tr
         edges: dataset.graph.num_edges(),
         split_rows: [splits.train.len(), splits.valid.len(), splits.test.len()],
         targets_per_row: Objective::new(&dataset.labels).terms_per_row(),
+        part: false,
     };
     Ok(of_shapes(config, dataset.num_features(), dataset.num_classes, &shapes)?.0)
 }
@@ -39,7 +40,8 @@ fn of_shapes(
 
 /// The device memory of one cut-graph worker computing on `part` (its local vertices and
 /// edges, and the rows of its splits), with `in_dim` input columns and `classes` outputs: the
-/// whole-graph footprint of the part, plus, on a step, an exchange call's staged rows (each of
+/// whole-graph footprint of the part (GAT's softmax split around the replica syncs, with its
+/// blocks of sums and numerators), plus, on a step, an exchange call's staged rows (each of
 /// the part's copies read or written once, at the widest width a call moves). Under `overlap`
 /// GCN and GraphSAGE also hold the aggregation's halves (`gnn_core::gpu::plan::OverlapHalves`:
 /// the CSR and its transpose once more, with a second row pointer each) and, on a step, the
@@ -52,13 +54,13 @@ pub fn part_estimate(
     in_dim: usize,
     classes: usize,
 ) -> Result<Footprint, TrainError> {
-    let shapes = Shapes { nodes: part.num_local(), edges: part.num_edges(), split_rows, targets_per_row };
+    let shapes = Shapes { nodes: part.num_local(), edges: part.num_edges(), split_rows, targets_per_row, part: true };
     let (mut footprint, cfg) = of_shapes(config, in_dim, classes, &shapes)?;
     let heads = if cfg.kind == ConvKind::Gat { cfg.heads.max(cfg.out_heads) } else { 1 };
     let widest = in_dim.max(cfg.hidden * heads).max(classes * heads);
     footprint.step += (2 * part.num_copies() * widest * std::mem::size_of::<f32>()) as u64;
     if config.distributed.overlap && cfg.kind != ConvKind::Gat {
-        footprint.resident += held_view_bytes(part) + 2 * row_pointer_bytes(part);
+        footprint.resident += 2 * (csr_bytes(part) + row_pointer_bytes(part));
         footprint.step += (part.num_local() * widest * std::mem::size_of::<f32>()) as u64;
     }
     Ok(footprint)
@@ -69,12 +71,26 @@ fn row_pointer_bytes(part: &LocalGraph) -> u64 {
     (part.num_local() as u64 + 1) * std::mem::size_of::<u64>() as u64
 }
 
-/// The device memory of a part's second view, layer 0's with its halo inputs held (the halo
-/// feature cache): its local in-edges' CSR, coefficients and transpose, a second time.
-pub fn held_view_bytes(part: &LocalGraph) -> u64 {
+/// A CSR of `part`'s local in-edges with a coefficient each.
+fn csr_bytes(part: &LocalGraph) -> u64 {
     let edges = part.num_edges() as u64;
-    let csr = row_pointer_bytes(part) + edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64;
-    2 * csr
+    row_pointer_bytes(part) + edges * (std::mem::size_of::<u32>() + std::mem::size_of::<f32>()) as u64
+}
+
+/// The device memory of a part's second view, layer 0's with its halo inputs held (the halo
+/// feature cache): the part's graph as `config`'s model uploads it
+/// (`gnn_core::gpu::footprint::graph_bytes`: for GAT with its head-expanded CSRs), a second
+/// time.
+pub fn held_view_bytes(
+    config: &TrainConfig,
+    part: &LocalGraph,
+    in_dim: usize,
+    classes: usize,
+) -> Result<u64, TrainError> {
+    let model = Model::new(config.model_config(in_dim, classes))?;
+    let shapes =
+        Shapes { nodes: part.num_local(), edges: part.num_edges(), split_rows: [0; 3], targets_per_row: 1, part: true };
+    Ok(graph_bytes(&DevicePlan::of(&model)?, &shapes))
 }
 
 /// A worker's GPU and footprint, as the workers of a cut graph tell each other before any of
@@ -171,8 +187,13 @@ mod tests {
         let widest = in_dim.max(config.hidden).max(classes);
         for part in book(2).parts() {
             assert!(part.num_copies() > 0);
-            let shapes =
-                Shapes { nodes: part.num_local(), edges: part.num_edges(), split_rows: rows, targets_per_row: targets };
+            let shapes = Shapes {
+                nodes: part.num_local(),
+                edges: part.num_edges(),
+                split_rows: rows,
+                targets_per_row: targets,
+                part: true,
+            };
             let (bare, _) = of_shapes(&config, in_dim, classes, &shapes).unwrap();
             let got = part_estimate(&config, part, rows, targets, in_dim, classes).unwrap();
             assert_eq!(got.resident, bare.resident);
@@ -186,6 +207,44 @@ mod tests {
             assert_eq!(halves.resident - got.resident, 4 * (n + 1) * 8 + 2 * e * 8);
             assert_eq!(halves.step - got.step, n * widest as u64 * 4);
         }
+    }
+
+    /// The held view of a part (the halo feature cache) is the part's graph once more, as the
+    /// model uploads it: a GCN part's CSR with its transpose, a GAT part's CSR with the
+    /// head-expanded copy and its permutations instead; and a GAT part's step holds its
+    /// softmax's blocks besides the whole graph's walk.
+    #[test]
+    fn held_views_and_gat_parts_count_what_their_model_uploads() {
+        use gnn_core::ConvKind;
+        use graph_partition::book::PartitionBook;
+        use graph_partition::partition::{Algorithm, PartitionConfig, partition_graph};
+
+        let dataset = crate::data::builtin_synthetic(0).unwrap();
+        let partition = partition_graph(&dataset.graph, &PartitionConfig::new(Algorithm::Hash, 2)).unwrap();
+        let book = PartitionBook::build(&dataset.graph, &partition).unwrap();
+        let part = &book.parts()[0];
+        let (in_dim, classes) = (dataset.num_features(), dataset.num_classes);
+        let (n, e) = (part.num_local() as u64, part.num_edges() as u64);
+        let gcn = TrainConfig::default();
+        let gat = TrainConfig { model: ConvKind::Gat, heads: 2, ..TrainConfig::default() };
+        let held = |config: &TrainConfig| held_view_bytes(config, part, in_dim, classes).unwrap();
+        // GCN: the CSR, its values and the transpose's, over every edge and a self loop a row.
+        assert!(held(&gcn) >= 2 * ((n + 1) * 8 + (e + n) * 8));
+        // GAT: one CSR with values, and per head count (2, then the output layer's 1) the
+        // expanded row pointer, indices and both permutations, and a one per row and head.
+        let expanded = |h: u64| (n * h + 1) * 8 + 3 * (e + n) * h * 4 + n * h * 4;
+        assert_eq!(held(&gat), (n + 1) * 8 + (e + n) * 8 + n * 4 + expanded(2) + expanded(1));
+        let rows = [10, 10, 10];
+        let on_part = part_estimate(&gat, part, rows, 1, in_dim, classes).unwrap();
+        let shapes = Shapes {
+            nodes: part.num_local(),
+            edges: part.num_edges(),
+            split_rows: rows,
+            targets_per_row: 1,
+            part: false,
+        };
+        let (whole, _) = of_shapes(&gat, in_dim, classes, &shapes).unwrap();
+        assert!(on_part.step > whole.step + (2 * part.num_copies() * in_dim.max(gat.hidden * 2) * 4) as u64);
     }
 
     /// Workers on one machine's GPU add up; the same ordinal on another machine is another GPU.

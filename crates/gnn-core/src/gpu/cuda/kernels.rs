@@ -363,6 +363,126 @@ impl Device {
         Ok(dz)
     }
 
+    /// A part's softmax, step 1 ([`crate::gpu::reference::gat_row_max`]): per row and head, the maximum of
+    /// the self-loop logit `LeakyReLU_slope(src[r][h] + dst[r][h])` and the row's entries'
+    /// `scores`.
+    pub fn gat_row_max(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        slope: f32,
+        scores: &CudaSlice<f32>,
+        src: &CudaSlice<f32>,
+        dst: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "gat_row_max";
+        expect_len(KERNEL, "scores", scores.len(), csr.nnz * heads)?;
+        expect_len(KERNEL, "src", src.len(), csr.rows * heads)?;
+        expect_len(KERNEL, "dst", dst.len(), csr.rows * heads)?;
+        let mut max = self.zeros::<f32>(csr.rows * heads)?;
+        let (rows, h): (u32, u32) = (int(KERNEL, csr.rows)?, int(KERNEL, heads)?);
+        launch!(
+            self,
+            "attention",
+            "gat_row_max",
+            csr.rows * heads,
+            [&rows, &h, &slope, &csr.indptr, scores, src, dst, &mut max]
+        );
+        Ok(max)
+    }
+
+    /// A part's softmax, step 2: `scores <- exp(scores - max[row])` in place, and each row's
+    /// sums per head into the first `heads` columns of `sums` (rows `stride` wide), as
+    /// `sparse::edge_exp_sums` computes them.
+    pub fn edge_exp_sums(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        max: &CudaSlice<f32>,
+        scores: &mut CudaSlice<f32>,
+        sums: &mut CudaSlice<f32>,
+        stride: usize,
+    ) -> Result<(), GpuError> {
+        const KERNEL: &str = "edge_exp_sums";
+        if stride < heads {
+            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("rows of {stride} hold no {heads} sums") });
+        }
+        expect_len(KERNEL, "max", max.len(), csr.rows * heads)?;
+        expect_len(KERNEL, "scores", scores.len(), csr.nnz * heads)?;
+        expect_len(KERNEL, "sums", sums.len(), csr.rows * stride)?;
+        let (rows, h, st): (u32, u32, u32) = (int(KERNEL, csr.rows)?, int(KERNEL, heads)?, int(KERNEL, stride)?);
+        launch!(self, "attention", "edge_exp_sums", csr.rows * heads, [&rows, &h, &csr.indptr, max, &st, scores, sums]);
+        Ok(())
+    }
+
+    /// A part's softmax, step 3 ([`crate::gpu::reference::head_divide`]): each head's numerators over its
+    /// denominator, from a synced `rows x (heads + heads*dh)` block `[denominators |
+    /// numerators]`; zero where the denominator is.
+    pub fn head_divide(
+        &self,
+        rows: usize,
+        heads: usize,
+        dh: usize,
+        block: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "head_divide";
+        expect_len(KERNEL, "block", block.len(), rows * (heads + heads * dh))?;
+        let mut out = self.zeros::<f32>(rows * heads * dh)?;
+        let (nr, h, d): (u32, u32, u32) = (int(KERNEL, rows)?, int(KERNEL, heads)?, int(KERNEL, dh)?);
+        launch!(self, "attention", "head_divide", rows * heads * dh, [&nr, &h, &d, block, &mut out]);
+        Ok(out)
+    }
+
+    /// The gradient of [`Device::head_divide`]'s block given `g`, that of its output
+    /// ([`crate::gpu::reference::head_divide_backward`]).
+    pub fn head_divide_backward(
+        &self,
+        rows: usize,
+        heads: usize,
+        dh: usize,
+        block: &CudaSlice<f32>,
+        g: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "head_divide_backward";
+        expect_len(KERNEL, "block", block.len(), rows * (heads + heads * dh))?;
+        expect_len(KERNEL, "g", g.len(), rows * heads * dh)?;
+        let mut dblock = self.zeros::<f32>(block.len())?;
+        let (nr, h, d): (u32, u32, u32) = (int(KERNEL, rows)?, int(KERNEL, heads)?, int(KERNEL, dh)?);
+        launch!(self, "attention", "head_divide_backward", rows * heads, [&nr, &h, &d, block, g, &mut dblock]);
+        Ok(dblock)
+    }
+
+    /// The logit gradient of [`Device::edge_exp_sums`]' exponentials `w` (the maximum held
+    /// constant) given `g`, the gradient in `w`, and `dsums`, that of the row sums in the first
+    /// `heads` columns of rows `stride` wide ([`crate::gpu::reference::edge_exp_backward`]).
+    pub fn edge_exp_backward(
+        &self,
+        csr: &DeviceCsr,
+        heads: usize,
+        w: &CudaSlice<f32>,
+        g: &CudaSlice<f32>,
+        dsums: &CudaSlice<f32>,
+        stride: usize,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "edge_exp_backward";
+        if stride < heads {
+            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("rows of {stride} hold no {heads} sums") });
+        }
+        expect_len(KERNEL, "w", w.len(), csr.nnz * heads)?;
+        expect_len(KERNEL, "g", g.len(), csr.nnz * heads)?;
+        expect_len(KERNEL, "dsums", dsums.len(), csr.rows * stride)?;
+        let mut dz = self.zeros::<f32>(csr.nnz * heads)?;
+        let (rows, h, st): (u32, u32, u32) = (int(KERNEL, csr.rows)?, int(KERNEL, heads)?, int(KERNEL, stride)?);
+        launch!(
+            self,
+            "attention",
+            "edge_exp_backward",
+            csr.rows * heads,
+            [&rows, &h, &csr.indptr, w, g, dsums, &st, &mut dz]
+        );
+        Ok(dz)
+    }
+
     /// The loss of `split`'s rows of `logits` (`num_nodes x width`, as `split` was uploaded
     /// for): softmax cross-entropy of classes (`softmax_xent`), sigmoid binary cross-entropy of
     /// multi-label targets (`sigmoid_bce`). Adds the rows' loss sum to `loss_sum[0]` and their
@@ -903,17 +1023,42 @@ impl Device {
         dst: &mut CudaSlice<f32>,
     ) -> Result<(), GpuError> {
         const KERNEL: &str = "put_columns_around";
-        if kept.start > kept.end || kept.end > d {
-            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("columns {kept:?} of a row of {d}") });
-        }
+        let (a, w) = column_window(KERNEL, d, &kept)?;
         let f = d - kept.len();
         expect_len(KERNEL, "src", src.len(), n * f)?;
         expect_len(KERNEL, "dst", dst.len(), n * d)?;
-        let (nr, dw, a, w): (u32, u32, u32, u32) =
-            (int(KERNEL, n)?, int(KERNEL, d)?, int(KERNEL, kept.start)?, int(KERNEL, kept.len())?);
+        let (nr, dw): (u32, u32) = (int(KERNEL, n)?, int(KERNEL, d)?);
         launch!(self, "gather", "put_columns_around", n * f, [&nr, &dw, &a, &w, src, dst]);
         Ok(())
     }
+
+    /// The columns of `src` (`n x d`) outside `skipped`, in order, as an `n x (d -
+    /// skipped.len())` buffer: the inverse of [`Device::put_columns_around`]
+    /// (`take_columns_around`).
+    pub fn take_columns_around(
+        &self,
+        n: usize,
+        d: usize,
+        skipped: std::ops::Range<usize>,
+        src: &CudaSlice<f32>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        const KERNEL: &str = "take_columns_around";
+        let (a, w) = column_window(KERNEL, d, &skipped)?;
+        expect_len(KERNEL, "src", src.len(), n * d)?;
+        let f = d - skipped.len();
+        let mut dst = self.zeros::<f32>(n * f)?;
+        let (nr, dw): (u32, u32) = (int(KERNEL, n)?, int(KERNEL, d)?);
+        launch!(self, "gather", "take_columns_around", n * f, [&nr, &dw, &a, &w, src, &mut dst]);
+        Ok(dst)
+    }
+}
+
+/// The start and width of `cols`, a window of a row of `d` columns, for a kernel.
+fn column_window(kernel: &'static str, d: usize, cols: &std::ops::Range<usize>) -> Result<(u32, u32), GpuError> {
+    if cols.start > cols.end || cols.end > d {
+        return Err(GpuError::Shape { kernel, detail: format!("columns {cols:?} of a row of {d}") });
+    }
+    Ok((int(kernel, cols.start)?, int(kernel, cols.len())?))
 }
 
 fn check_bits(kernel: &'static str, bits: u32) -> Result<(), GpuError> {

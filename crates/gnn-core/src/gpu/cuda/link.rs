@@ -9,10 +9,11 @@
 //!   masters-only) and `sum_replicas`, the transposed aggregation, then `push_halo_grad` of the
 //!   input gradient's halo rows (`Step::Halo`).
 //!
-//! GAT (edge-cut parts only) pulls `x` or `x W` as the CPU layer does, makes its attention syncs
-//! (`max_replicas` under `Step::AttentionMax`, `sum_replicas` of its `[denominators | numerators]`
-//! block forward and of that block's gradient backward), which move no row on an edge-cut, and
-//! pushes the gradient of what it pulled.
+//! GAT pulls `x` or `x W` as the CPU layer does, makes its attention syncs (`max_replicas` of
+//! each row's maximum logit under `Step::AttentionMax`, then `sum_replicas` of its
+//! `[denominators | numerators]` block forward and of that block's gradient backward, both under
+//! `Step::Aggregate`), which move no row on an edge-cut, and pushes the gradient of what it
+//! pulled.
 //!
 //! Under an exchange that overlaps, GCN's and GraphSAGE's halo calls are split as the CPU
 //! layers split them (`halo_half`: the pull's halves around the central rows' aggregation,
@@ -26,7 +27,7 @@ use std::sync::MutexGuard;
 
 use cudarc::driver::CudaSlice;
 
-use super::rows::{AbsentRows, DeviceRows, RowLists};
+use super::rows::{DeviceRows, RowLists};
 use super::{Device, GpuError};
 use crate::exchange::staging::Stager;
 use crate::exchange::{Call, Direction, Exchange, Pass, Step, Tag};
@@ -168,20 +169,27 @@ impl Link<'_> {
         })
     }
 
-    /// `call` on a `rows x cols` block the device does not keep (GAT's attention syncs), which
-    /// must move no row on this part.
-    pub(super) fn call_absent(
+    /// Whether the pass runs on a part, whose rows may span replicas that sync them.
+    pub(super) fn syncs(&self) -> bool {
+        matches!(self, Link::Part(_))
+    }
+
+    /// Forward, GAT's attention: each row's maximum logit per head (`rows x cols`) taken over
+    /// its replicas.
+    pub(super) fn max_replicas(
         &mut self,
         dev: &Device,
-        call: Call,
-        tag: Tag,
+        layer: usize,
+        max: &mut CudaSlice<f32>,
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
-        if let Link::Part(p) = self {
-            dev.exchange_span(|| Ok(p.stager.call(&mut *p.exchange, call, tag, &mut AbsentRows { rows, cols })?))?;
+        match self {
+            Link::Part(p) => {
+                p.call(dev, Call::Max, Tag::new(layer, Direction::Forward, Step::AttentionMax), max, rows, cols)
+            }
+            Link::Whole => Ok(()),
         }
-        Ok(())
     }
 }
 

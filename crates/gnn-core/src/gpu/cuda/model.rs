@@ -3,9 +3,9 @@
 //! a worker's part of a cut graph. Only the loss and accuracy scalars (and logits on request)
 //! come back to the host, and on a part the rows its exchange moves.
 //!
-//! On a part ([`DeviceModel::upload_part_graph`]: GCN and GraphSAGE on any cut, GAT on an
-//! edge-cut) each layer calls the worker's [`Exchange`] where the CPU layers do (see `link.rs`),
-//! staged through the host by a [`Stager`]: the aggregation runs over the part's local in-edges
+//! On a part ([`DeviceModel::upload_part_graph`]: any cut; GAT with every replica computing)
+//! each layer calls the worker's [`Exchange`] where the CPU layers do (see `link.rs`), staged
+//! through the host by a [`Stager`]: the aggregation runs over the part's local in-edges
 //! ([`part_aggregation`]) and GCN's self term is added after the sync. Rows past the view's computed rows are computed
 //! too but never reach a result: they carry no loss, the self coefficients are zero there,
 //! pushes zero them, and pulls overwrite them before they are read, so the gradients the
@@ -17,7 +17,13 @@
 //! its scores per entry and head (`gat_logits`, `edge_softmax`), applies the CPU's keyed
 //! attention-dropout flags (drawn on the device from the same keys: `attention_dropout`), and
 //! aggregates all heads with one SpMM over the head-expanded CSR ([`expand_heads`]); the
-//! attention vectors act through block-diagonal matrices so their products are GEMMs.
+//! attention vectors act through block-diagonal matrices so their products are GEMMs. On a
+//! part, whose rows may span replicas, the softmax is split around the CPU layer's syncs: each
+//! row's maximum logit (`gat_row_max`) taken over the replicas, the exponentials and their sums
+//! (`edge_exp_sums`) put beside the numerators and summed over the replicas, then the quotient
+//! (`head_divide`); a vertex's self loop is its primary's entry alone, so it enters the sums
+//! once. A replica's gradient share then differs from the CPU worker's (the self loop's share
+//! is its primary's whole), and the sum over the workers is the same.
 //!
 //! A hidden layer runs the CPU's steps in its [`LayerOrder`]: `conv -> [LayerNorm] ->
 //! activation -> dropout` or `conv -> dropout -> [LayerNorm] -> activation`; bias and
@@ -34,7 +40,7 @@ use crate::activation::Activation;
 use crate::block::BlockGraphs;
 use crate::dropout::DropoutSite;
 use crate::exchange::staging::Stager;
-use crate::exchange::{Call, Direction, Exchange, Step, Tag};
+use crate::exchange::{Direction, Exchange};
 use crate::gpu::plan::{
     DevicePlan, LayerPlan, OverlapHalves, PartAggregation, WeightedCsr, aggregation, block_aggregations, expand_heads,
     overlap_halves, part_aggregation,
@@ -138,7 +144,8 @@ impl DeviceGraph {
         Self::from_csr(device, graph, kind, heads, &folded)
     }
 
-    /// A worker's part: its local in-edges, GCN's self term apart (GAT on edge-cut parts only),
+    /// A worker's part: its local in-edges, GCN's self term apart (GAT's self loops on its
+    /// primaries),
     /// and for an exchange that overlaps GCN's and GraphSAGE's [`OverlapHalves`] (GAT's calls
     /// stay blocking, as the CPU layer's do).
     fn upload_part(
@@ -420,12 +427,15 @@ struct GatCache {
     /// Block-diagonal attention matrices (`heads x heads*head_dim`).
     src_blocks: CudaSlice<f32>,
     dst_blocks: CudaSlice<f32>,
-    /// LeakyReLU scores and their softmax, per entry and head.
+    /// LeakyReLU scores and their softmax per entry and head (on a part, the exponentials).
     scores: CudaSlice<f32>,
     weights: CudaSlice<f32>,
     /// The softmax after attention dropout, in head-expanded order.
     dropped: CudaSlice<f32>,
     keep: Option<CudaSlice<u8>>,
+    /// On a part: the synced `n x (heads + heads*head_dim)` block of each row's exponential
+    /// sums and numerators, per head.
+    sums: Option<CudaSlice<f32>>,
 }
 
 /// The device twin of a CPU [`Model`] (same config, same parameter layout).
@@ -497,8 +507,8 @@ impl<'d> DeviceModel<'d> {
 
     /// Uploads a worker's view of its part of a cut graph (`exchange::part_view::agg_graph_of`,
     /// possibly [`AggGraph::with_primaries_computing`]) for [`DeviceModel::forward_part`] and
-    /// [`DeviceModel::backward_part`]. GCN and GraphSAGE on any cut; GAT on an edge-cut part
-    /// only, a vertex-cut one is refused ([`crate::gpu::plan::PlanError::PartGat`]).
+    /// [`DeviceModel::backward_part`]. GCN and GraphSAGE on any cut; GAT where every replica
+    /// computes (masters-only is refused: [`crate::gpu::plan::PlanError::PartGat`]).
     pub fn upload_part_graph(&self, graph: &AggGraph) -> Result<DeviceGraph, GpuError> {
         let heads: Vec<usize> = self.plan.layers.iter().map(|l| l.heads).collect();
         DeviceGraph::upload_part(self.dev, graph, self.cfg.kind, &heads, false)
@@ -793,8 +803,8 @@ impl<'d> DeviceModel<'d> {
         Ok(blocks)
     }
 
-    /// A GAT conv before bias and activation. On an edge-cut part, `x` (into itself) or `h`
-    /// is pulled as the CPU layer pulls it, and the attention syncs are made.
+    /// A GAT conv before bias and activation. On a part, `x` (into itself) or `h` is pulled as
+    /// the CPU layer pulls it, and the softmax is split around the attention syncs.
     fn gat_forward(
         &self,
         layer: &LayerPlan,
@@ -808,7 +818,6 @@ impl<'d> DeviceModel<'d> {
         let hw = hs * hd;
         let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
         let ex = graph.expanded(hs)?;
-        let tag = |step| Tag::new(l, Direction::Forward, step);
         if layer.aggregates_first() {
             link.pull_input(dev, l, graph.pulls(), x, n, layer.in_dim)?;
         }
@@ -821,8 +830,19 @@ impl<'d> DeviceModel<'d> {
         let alpha_dst = dev.matmul(&h, false, &dst_blocks, true, n, hw, hs)?;
         let scores = dev.gat_logits(&graph.csr, hs, NEGATIVE_SLOPE, &alpha_src, &alpha_dst)?;
         let mut weights = dev.stream().clone_dtod(&scores)?;
-        dev.edge_softmax(&graph.csr, hs, &mut weights)?;
-        link.call_absent(dev, Call::Max, tag(Step::AttentionMax), n, hs)?;
+        // A whole graph normalises each row at once. A part's rows span replicas: each
+        // exponentiates its entries against the synced maximum and sums them into the first
+        // columns of a block, beside the numerators below, that the replicas sum.
+        let sums = if link.syncs() {
+            let mut max = dev.gat_row_max(&graph.csr, hs, NEGATIVE_SLOPE, &scores, &alpha_src, &alpha_dst)?;
+            link.max_replicas(dev, l, &mut max, n, hs)?;
+            let mut block = dev.zeros::<f32>(n * (hs + hw))?;
+            dev.edge_exp_sums(&graph.csr, hs, &max, &mut weights, &mut block, hs + hw)?;
+            Some(block)
+        } else {
+            dev.edge_softmax(&graph.csr, hs, &mut weights)?;
+            None
+        };
         let mut dropped = dev.stream().clone_dtod(&weights)?;
         let keep = match self.dropout_site(self.cfg.attn_dropout, l, ctx) {
             Some(site) => Some(dev.attention_dropout(&graph.csr, hs, &graph.gids, &site, &mut dropped)?),
@@ -831,17 +851,25 @@ impl<'d> DeviceModel<'d> {
         let entries = graph.csr.nnz() * hs;
         let dropped = dev.gather_rows_at(1, &ex.perm, &dropped, entries)?;
         let per_head = dev.spmm(&ex.csr, Some(&dropped), &h, hd)?;
-        link.call_absent(dev, Call::Sum, tag(Step::Aggregate), n, hs + hw)?;
+        let (per_head, sums) = match sums {
+            Some(mut block) => {
+                dev.put_columns_around(n, hs + hw, 0..hs, &per_head, &mut block)?;
+                link.sync_aggregate(dev, l, &mut block, n, hs + hw)?;
+                (dev.head_divide(n, hs, hd, &block)?, Some(block))
+            }
+            None => (per_head, None),
+        };
         let out = match &self.head_means[l] {
             Some(mean) => dev.matmul(&per_head, false, mean, false, n, hw, hd)?,
             None => per_head,
         };
-        Ok((out, GatCache { h, src_blocks, dst_blocks, scores, weights, dropped, keep }))
+        Ok((out, GatCache { h, src_blocks, dst_blocks, scores, weights, dropped, keep, sums }))
     }
 
     /// Adds a GAT conv's parameter gradients (weight, attention vectors) and returns the
-    /// gradient of its input (an empty buffer for the first layer, `l == 0`). On an edge-cut
-    /// part the gradient of what forward pulled (`h`, or the input) is pushed to its primaries.
+    /// gradient of its input (an empty buffer for the first layer, `l == 0`). On a part the
+    /// block's gradient is synced, and that of what forward pulled (`h`, or the input) is pushed
+    /// to its primaries.
     #[allow(clippy::too_many_arguments)] // the layer, its cache, the gradient and the link.
     fn gat_backward(
         &mut self,
@@ -858,21 +886,34 @@ impl<'d> DeviceModel<'d> {
         let (att_src, att_dst) = layer.attention.ok_or(GpuError::NoForward)?;
         let ex = graph.expanded(hs)?;
         let entries = graph.csr.nnz() * hs;
-        link.call_absent(dev, Call::Sum, Tag::new(l, Direction::Backward, Step::Aggregate), n, hs + hw)?;
         let d_heads = match &self.head_means[l] {
             Some(mean) => dev.matmul(d, false, mean, true, n, hd, hw)?,
             None => dev.stream().clone_dtod(d)?,
         };
+        // On a part, through the quotient: the block's gradient, summed over the replicas, whose
+        // numerator columns go on (a replica's share of a row's gradient is its own).
+        let (d_num, d_sums) = match &c.sums {
+            Some(block) => {
+                let mut d_block = dev.head_divide_backward(n, hs, hd, block, &d_heads)?;
+                link.sync_aggregate_grad(dev, l, &mut d_block, n, hs + hw)?;
+                (dev.take_columns_around(n, hs + hw, 0..hs, &d_block)?, Some(d_block))
+            }
+            None => (d_heads, None),
+        };
         // Through the aggregation: into the (dropped) attention and into h.
-        let d_dropped = dev.sddmm(&ex.csr, 1, hd, &d_heads, &c.h)?;
-        let mut dh = dev.spmm_t(&ex.csr, Some(&c.dropped), &d_heads, hd)?;
+        let d_dropped = dev.sddmm(&ex.csr, 1, hd, &d_num, &c.h)?;
+        let mut dh = dev.spmm_t(&ex.csr, Some(&c.dropped), &d_num, hd)?;
         let mut dw = dev.gather_rows_at(1, &ex.inv, &d_dropped, entries)?;
         if let Some(keep) = &c.keep {
             let scale = DropoutSite::new(self.cfg.attn_dropout, 0, 0, 0).scale();
             dev.dropout_backward(keep, scale, &mut dw)?;
         }
-        // Through the softmax and the LeakyReLU (its sign is the score's).
-        let mut de = dev.edge_softmax_backward(&graph.csr, hs, &c.weights, &dw)?;
+        // Through the softmax (a part's exponentials with their sums' gradient) and the
+        // LeakyReLU (its sign is the score's).
+        let mut de = match &d_sums {
+            Some(d_block) => dev.edge_exp_backward(&graph.csr, hs, &c.weights, &dw, d_block, hs + hw)?,
+            None => dev.edge_softmax_backward(&graph.csr, hs, &c.weights, &dw)?,
+        };
         dev.act_backward(Activation::LeakyRelu { slope: NEGATIVE_SLOPE }, &c.scores, &mut de)?;
         // Score = leaky(alpha_src[source] + alpha_dst[row]): column and row sums per head.
         let de = dev.gather_rows_at(1, &ex.perm, &de, entries)?;

@@ -4,9 +4,7 @@
 //! released rows are zeroed by a memset. Only those rows cross the bus.
 //!
 //! An exchange's footprint names the same row lists on every call, so their device copies are
-//! uploaded once and kept in a [`RowLists`]. A call whose footprint is empty on this part (GAT's
-//! attention syncs on an edge-cut) stages through [`AbsentRows`], a block the device does not
-//! keep.
+//! uploaded once and kept in a [`RowLists`].
 
 use cudarc::driver::CudaSlice;
 
@@ -93,39 +91,5 @@ impl RowStore for DeviceRows<'_> {
             self.dev.stream().memset_zeros(&mut tail).map_err(GpuError::from)?;
         }
         Ok(())
-    }
-}
-
-/// A `rows x cols` block the device does not keep, for a call that moves no row of it on this
-/// part (GAT's softmax maximum and `[denominators | numerators]` syncs on an edge-cut part): the
-/// call is still made, so every worker makes the same calls. A row asked for is refused.
-pub(super) struct AbsentRows {
-    pub(super) rows: usize,
-    pub(super) cols: usize,
-}
-
-impl AbsentRows {
-    fn refuse(&self, moved: usize) -> StoreError {
-        let detail =
-            format!("the device keeps no {} x {} block for this call, yet it moves {moved} rows", self.rows, self.cols);
-        Box::new(GpuError::Shape { kernel: "row store", detail })
-    }
-}
-
-impl RowStore for AbsentRows {
-    fn dim(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    fn read_rows(&mut self, rows: &[u32], _out: &mut [f32]) -> Result<(), StoreError> {
-        if rows.is_empty() { Ok(()) } else { Err(self.refuse(rows.len())) }
-    }
-
-    fn write_rows(&mut self, rows: &[u32], _values: &[f32], _put: Put) -> Result<(), StoreError> {
-        if rows.is_empty() { Ok(()) } else { Err(self.refuse(rows.len())) }
-    }
-
-    fn zero_rows_from(&mut self, from: usize) -> Result<(), StoreError> {
-        if from >= self.rows { Ok(()) } else { Err(self.refuse(self.rows - from)) }
     }
 }

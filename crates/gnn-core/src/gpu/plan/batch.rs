@@ -18,7 +18,7 @@ pub fn block_aggregations(blocks: &BlockGraphs, kind: ConvKind) -> Result<Vec<Pa
         .layers()
         .iter()
         .map(|graph| match kind {
-            ConvKind::Gat => Ok(PartAggregation { csr: edge_csr(graph, kind, true), self_coeff: None }),
+            ConvKind::Gat => Ok(PartAggregation { csr: edge_csr(graph, kind, graph.num_local()), self_coeff: None }),
             ConvKind::Gcn | ConvKind::Sage => part_aggregation(graph, kind),
         })
         .collect()

@@ -274,12 +274,6 @@ impl MethodConfig {
         Self { name: method, ..Self::default() }
     }
 
-    /// Whether the method's workers hold layer 0's halo rows from a fetch at setup (ecgraph's
-    /// halo feature cache) instead of pulling them.
-    pub fn holds_halo_features(&self) -> bool {
-        self.name == Method::Ecgraph && self.ecgraph.halo_cache
-    }
-
     /// Checks the settings, and the batch mode of the mini-batch ones against the method's
     /// [`Rules`]; the error names the key at fault.
     pub fn validate(&self, minibatch: &MiniBatchConfig) -> Result<(), ConfigError> {
