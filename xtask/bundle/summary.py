@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
 from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, adgraph/, methods/,
-timeline.tsv).
+accuracy/, timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -285,6 +285,54 @@ def methods_device(out):
     return rows
 
 
+# Issue 37's accuracy bars on Cora (docs/methods/<paper>.md): the most test accuracy, in points,
+# the method may lose against vanilla.
+ACCURACY_BARS = {"adaqp": 0.5, "cdfgnn": 1.0, "ecgraph": 1.0}
+
+
+def paired(runs, variant, baseline):
+    """Mean and standard error (None for one seed) of `variant - baseline`'s test accuracy over
+    the seeds both ran, in points, and the seeds."""
+    acc = {}
+    for run in runs:
+        if run.get("test_acc") is not None:
+            acc.setdefault(run["variant"], {})[run["seed"]] = run["test_acc"]
+    mine, theirs = acc.get(variant, {}), acc.get(baseline, {})
+    seeds = sorted(set(mine) & set(theirs))
+    diffs = [100 * (mine[s] - theirs[s]) for s in seeds]
+    if not diffs:
+        return None
+    stderr = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+    return {"mean": statistics.mean(diffs), "stderr": stderr, "seeds": seeds}
+
+
+def methods_accuracy(out):
+    """Issue 37's accuracy bars with GPU compute (the `methods-cora-device` grids): per paper,
+    the method on the GPU against its CPU run and against vanilla on the GPU, paired by seed.
+    None where the grids were not asked for."""
+    folder = os.path.join(out, "accuracy")
+    if not any(os.path.isfile(os.path.join(folder, f"{paper}.toml")) for paper in ACCURACY_BARS):
+        return None
+    rows = []
+    for paper, bar in ACCURACY_BARS.items():
+        row = {"paper": paper, "bar": bar, "errors": []}
+        data, error = read_json(os.path.join(folder, paper, "results.json"))
+        if data is None:
+            row["errors"].append(error)
+            rows.append(row)
+            continue
+        runs = data.get("runs") or []
+        row["device_vs_cpu"] = paired(runs, "cuda", "cpu")
+        row["method_vs_vanilla"] = paired(runs, "cuda", "vanilla-cuda")
+        for key in ("device_vs_cpu", "method_vs_vanilla"):
+            if row[key] is None:
+                row["errors"].append(f"{key}: no seed has both runs' test accuracy")
+        if not row["errors"]:
+            row["met"] = row["method_vs_vanilla"]["mean"] >= -bar
+        rows.append(row)
+    return rows
+
+
 def featpart_table(out):
     """The featpart grids' table, "" where they ran without one, None where they were not run."""
     folder = os.path.join(out, "featpart")
@@ -427,6 +475,27 @@ def markdown(summary):
             lines.append(f"| {r['paper']} | {ms(v['modeled_epoch_s'])} | {share} | {ms(m['modeled_epoch_s'])} "
                          f"| {ratio(r['ratio'])} | {r['bar']} | {met} | {ms(v['compute_s'])} | {ms(m['compute_s'])} |")
         lines.append("")
+    accuracy = summary["accuracy"]
+    if accuracy is not None:
+        lines += [
+            "## The methods' accuracy with GPU compute (issue 37)",
+            "",
+            "Cora, each paper's Cora grid (docs/methods), seeds 0-4: the method on the GPU against its CPU run "
+            "and against vanilla on the GPU, test accuracy at the best validation epoch, paired by seed, in points.",
+            "",
+            "| paper | GPU - CPU | GPU method - GPU vanilla | bar (loss at most) | met |",
+            "|---|---|---|---|---|",
+        ]
+        points = lambda d: "-" if d is None else (
+            f"{d['mean']:+.2f}" + ("" if d["stderr"] is None else f" ± {d['stderr']:.2f}"))
+        for r in accuracy:
+            if r["errors"]:
+                lines.append(f"| {r['paper']} | failed: {'; '.join(r['errors'])} | | | |")
+                continue
+            met = {True: "yes", False: "no"}.get(r["met"], "-")
+            lines.append(f"| {r['paper']} | {points(r['device_vs_cpu'])} | {points(r['method_vs_vanilla'])} "
+                         f"| {r['bar']} | {met} |")
+        lines.append("")
     featpart = summary["featpart"]
     if featpart is not None:
         lines += ["## Featpart with device compute (issue 38)", ""]
@@ -466,6 +535,7 @@ def main():
         "featpart": featpart_table(a.out),
         "adgraph_scaling": adgraph_scaling(a.out),
         "methods": methods_device(a.out),
+        "accuracy": methods_accuracy(a.out),
         "timeline": timeline,
     }
     with open(os.path.join(a.out, "summary.json"), "w") as fh:

@@ -286,6 +286,10 @@ train) case "$*" in *"--model gat"*) echo "error: the device ran out of memory" 
   while [ $# -gt 1 ]; do [ "$1" = --report ] && report=$2; shift; done
   e() { echo "{\"epoch\":$1,\"wall_s\":0.$1,\"eval_s\":0.01,\"loss\":1,\"val_acc\":0.5,\"device\":{\"forward_s\":0.00$1,\"h2d_bytes\":64,\"idle_share\":0.$1},\"method\":{\"sampling_s\":0.$1,\"sampled_edges_per_step\":100}}"; }
   echo "{\"config\":{\"minibatch\":{\"sampler-threads\":2}},\"epochs\":[$(e 1),$(e 2),$(e 3),$(e 4),$(e 5)],\"final\":{\"device\":{\"peak_gpu_bytes\":1048576}}}" >"$report" ;;
+experiment) while [ $# -gt 1 ]; do [ "$1" = --out ] && out=$2; shift; done
+  case $out in */accuracy/*) mkdir -p "$out"; r() { echo "{\"variant\":\"$1\",\"seed\":$2,\"test_acc\":$3}"; }
+    echo "{\"runs\":[$(r cpu 0 0.80),$(r cuda 0 0.81),$(r vanilla-cuda 0 0.82),$(r cpu 1 0.80),$(r cuda 1 0.79),$(r vanilla-cuda 1 0.795)]}" >"$out/results.json" ;;
+  esac ;;
 esac
 "#;
     const FAKE_PYTHON: &str = r#"#!/bin/sh
@@ -444,6 +448,31 @@ esac
         assert!(errors[0].as_str().unwrap().starts_with("vanilla: vanilla-seed0.json is missing"), "{errors:?}");
         let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
         assert!(small["methods"].is_null(), "not asked for");
+    }
+
+    /// Issue 37's accuracy grids run only when named: per paper, the method on the CPU, on the
+    /// GPU and vanilla on the GPU over Cora, and the summary pairs the seeds: GPU against CPU,
+    /// and the method against vanilla on the GPU against the paper's bar.
+    #[test]
+    fn the_accuracy_grids_run_when_named_and_pair_the_seeds() {
+        let (_, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "methods-cora-device")]);
+        assert_eq!(calls.matches("halo experiment").count(), 3, "{calls}");
+        for paper in ["adaqp", "cdfgnn", "ecgraph"] {
+            assert!(calls.contains(&format!("accuracy/{paper}.toml")), "{calls}");
+        }
+        let rows = summary["accuracy"].as_array().unwrap();
+        let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+        // Seed 0: GPU +1 point over the CPU, -1 under vanilla; seed 1: -1 and -0.5.
+        for row in rows {
+            assert!(close(&row["device_vs_cpu"]["mean"], 0.0), "{row}");
+            assert!(close(&row["method_vs_vanilla"]["mean"], -0.75), "{row}");
+            assert!(close(&row["method_vs_vanilla"]["stderr"], 0.25), "{row}");
+            assert_eq!(row["method_vs_vanilla"]["seeds"], serde_json::json!([0, 1]));
+        }
+        let met: Vec<_> = rows.iter().map(|r| (r["paper"].as_str().unwrap(), r["met"].as_bool().unwrap())).collect();
+        assert_eq!(met, [("adaqp", false), ("cdfgnn", true), ("ecgraph", true)]);
+        let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
+        assert!(small["accuracy"].is_null(), "not asked for");
     }
 
     #[test]
