@@ -21,11 +21,13 @@ impl GpuTest {
 }
 
 /// Every kernel against its CPU reference, device training against the CPU loss curve on Cora,
-/// and NCCL against the host backend (that one needs two GPUs).
-pub const GPU_TESTS: [GpuTest; 3] = [
+/// and NCCL against the host backend, its collectives and training's gradient sum (those need
+/// two GPUs).
+pub const GPU_TESTS: [GpuTest; 4] = [
     GpuTest { package: "gnn-core", feature: "cuda", test: "gpu", gpus: 1 },
     GpuTest { package: "trainer", feature: "cuda", test: "gpu_train", gpus: 1 },
     GpuTest { package: "comm-hierarchy", feature: "nccl", test: "nccl", gpus: 2 },
+    GpuTest { package: "trainer", feature: "nccl", test: "nccl_train", gpus: 2 },
 ];
 
 /// Runs the GPU tests through cargo in the workspace at `root`.

@@ -47,6 +47,13 @@ pub trait Communicator: Send {
     /// [`Communicator::all_reduce_sum_f32`] over f64 (loss sums, exact counters).
     fn all_reduce_sum_f64(&self, phase: &str, data: &mut [f64]) -> Result<(), CommError>;
 
+    /// Records in this rank's ledger the sum all-reduce of `len` f32 values that a device
+    /// collective (NCCL, [`crate::nccl::NcclComm`]) makes, exactly as
+    /// [`Communicator::all_reduce_sum_f32`] records one of that length, and moves nothing.
+    /// Every rank calls it where it makes the device collective, in the same order as its other
+    /// calls, so a run whose gradients go through NCCL keeps the host backends' ledger.
+    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError>;
+
     /// Copies `root`'s `data` into `data` on every rank.
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError>;
 

@@ -240,6 +240,18 @@ fn length_mismatch(phase: &str, src: usize, err: wire::WireError) -> CommError {
     CommError::malformed(phase, src, format!("{err}: the ranks reduce buffers of different lengths"))
 }
 
+/// The messages rank `rank` of `size` sends in the sum all-reduce of `len` f32 values, in
+/// order, as `(destination, bytes)`: its reduce-scatter (chunk `p` to rank `p`) then its
+/// all-gather (its own chunk to every other rank), both around the ring from `rank + 1`.
+pub(crate) fn all_reduce_sends(rank: usize, size: usize, len: usize) -> Vec<(usize, usize)> {
+    const F32: usize = std::mem::size_of::<f32>();
+    let chunks = chunk_ranges(len, size);
+    let ring = || (1..size).map(move |round| (rank + round) % size);
+    let scatter = ring().map(|p| (p, chunks[p].len() * F32));
+    let gather = ring().map(|p| (p, chunks[rank].len() * F32));
+    scatter.chain(gather).collect()
+}
+
 /// Splits `0..len` into `parts` contiguous ranges whose lengths differ by at most one.
 pub(crate) fn chunk_ranges(len: usize, parts: usize) -> Vec<Range<usize>> {
     let (base, extra) = (len / parts, len % parts);
@@ -281,6 +293,18 @@ impl<T: Transport> Communicator for Endpoint<T> {
 
     fn all_reduce_sum_f64(&self, phase: &str, data: &mut [f64]) -> Result<(), CommError> {
         self.all_reduce_sum(phase, data)
+    }
+
+    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError> {
+        let call = self.open(phase, CollectiveKind::AllReduce, len * std::mem::size_of::<f32>(), true)?;
+        let Some(id) = call.record else { return Ok(()) };
+        let mut st = self.state.borrow_mut();
+        for (dst, bytes) in all_reduce_sends(self.rank, self.size, len) {
+            if let Some(link) = self.topology.link_class(self.rank, dst) {
+                st.ledger.record_send(id, dst, link, bytes as u64);
+            }
+        }
+        Ok(())
     }
 
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError> {
@@ -404,5 +428,41 @@ mod tests {
         assert_eq!(chunk_ranges(10, 4), vec![0..3, 3..6, 6..8, 8..10]);
         assert_eq!(chunk_ranges(2, 4), vec![0..1, 1..2, 2..2, 2..2]);
         assert_eq!(chunk_ranges(0, 3), vec![0..0, 0..0, 0..0]);
+    }
+
+    /// A recorded all-reduce (a device collective's) leaves the ledger a real one of the same
+    /// length leaves: the same traffic per link and the same call records, message for message,
+    /// fewer values than ranks and one rank included; the calls after it keep their sequence.
+    #[test]
+    fn a_recorded_all_reduce_is_accounted_as_a_real_one() {
+        use crate::{LinkModel, LocalCluster, Topology};
+        for (ranks, hosts) in [(1, 1), (2, 2), (4, 2), (3, 1)] {
+            let topology = Topology::new(ranks, hosts, LinkModel::default()).unwrap();
+            for len in [0, 1, 3, 10, 17] {
+                let ledgers = LocalCluster::run(&topology, |comm| {
+                    let mut data = vec![1.0f32; len];
+                    let mark = comm.ledger_mark();
+                    comm.all_reduce_sum_f32("grads", &mut data)?;
+                    comm.barrier("between")?;
+                    let real = comm.ledger_since(mark);
+                    let mark = comm.ledger_mark();
+                    comm.record_all_reduce_f32("grads", len)?;
+                    comm.barrier("between")?;
+                    Ok::<_, CommError>((real, comm.ledger_since(mark)))
+                })
+                .unwrap();
+                for (rank, (real, recorded)) in ledgers.iter().enumerate() {
+                    let name = format!("{ranks} ranks, {len} values, rank {rank}");
+                    assert_eq!(real.traffic(), recorded.traffic(), "{name}");
+                    let calls = |l: &LedgerSnapshot| {
+                        l.collectives()
+                            .iter()
+                            .map(|c| (c.kind, c.phase.clone(), c.payload_bytes, c.sends.clone()))
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(calls(real), calls(recorded), "{name}");
+                }
+            }
+        }
     }
 }

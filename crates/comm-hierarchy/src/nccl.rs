@@ -21,7 +21,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use crate::communicator::Communicator;
-use crate::endpoint::chunk_ranges;
+use crate::endpoint::all_reduce_sends;
 use crate::error::CommError;
 use crate::ledger::{CollectiveKind, Ledger, LedgerSnapshot, RecordId};
 use crate::topology::Topology;
@@ -200,17 +200,6 @@ impl NcclComm {
         }
         Ok(())
     }
-}
-
-/// The `(destination, bytes)` messages [`crate::Endpoint`]'s all-reduce of `len` f32 values
-/// posts from `rank`, in its order: the reduce-scatter ring (chunk `p` to rank `p`), then the
-/// all-gather ring (this rank's reduced chunk to everyone).
-fn all_reduce_sends(rank: usize, size: usize, len: usize) -> Vec<(usize, usize)> {
-    let chunks = chunk_ranges(len, size);
-    let ring = || (1..size).map(move |round| (rank + round) % size);
-    let scatter = ring().map(|p| (p, chunks[p].len() * F32));
-    let gather = ring().map(|p| (p, chunks[rank].len() * F32));
-    scatter.chain(gather).collect()
 }
 
 #[cfg(test)]

@@ -377,6 +377,25 @@ fn sigmoid_binary_cross_entropy_matches_the_cpu_loss() {
     check_labelled_loss(Labels::MultiLabel(targets.clone()), &rows, &logits, scale, cpu_row, (total, want_grad));
 }
 
+/// The gradients flat in one device buffer (what NCCL sums) are the host's flat gradients, and
+/// such a buffer sets them back tensor for tensor; a buffer of another length is refused.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn device_flat_gradients_are_the_host_flat_gradients() {
+    let dev = device();
+    let config = ModelConfig { layer_norm: true, heads: 2, layers: 3, ..ModelConfig::gat(6, 4, 3) };
+    let model = Model::new(config).unwrap();
+    let mut device = DeviceModel::from_model(&dev, &model).unwrap();
+    let n = model.num_params();
+    let grads = values(n, 41);
+    device.set_grads(&grads).unwrap();
+    assert_eq!(dev.download(&device.grads_on_device().unwrap()).unwrap(), grads);
+    let other = values(n, 42);
+    device.set_grads_on_device(&dev.upload(&other).unwrap()).unwrap();
+    assert_eq!(device.grads().unwrap(), other);
+    assert!(device.set_grads_on_device(&dev.upload(&other[1..]).unwrap()).is_err());
+}
+
 /// Four steps of Adam (coupled L2) and AdamW on the same start: parameters and both moments
 /// after every step, so the bias corrections of t > 1 are covered.
 #[test]

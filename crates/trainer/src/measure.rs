@@ -43,7 +43,7 @@ impl ComputeMeasure {
     /// `serialize` is `--serialize-compute` from either the configuration or the caller.
     pub fn choose(config: &TrainConfig, backend: Backend, cores: usize, gpus: usize, serialize: bool) -> Self {
         let workers = config.distributed.workers;
-        let in_process = backend == Backend::Local;
+        let in_process = backend.in_process();
         let shared_gpu = in_process && matches!(config.device, Device::Cuda(_)) && workers > gpus.max(1);
         let oversubscribed = in_process && workers > cores;
         let checkpoints = config.reliability.uses_checkpoints();

@@ -204,7 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// MPI backend, and the report a writable path (on the rank that writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let mut config = args.resolve()?;
-    device::check_build(&config, cfg!(feature = "cuda"))?;
+    device::check_build(&config, device::Built::THIS)?;
     if trainer::method::in_one_process(&config) {
         let ignored: Vec<String> = args
             .given
@@ -337,9 +337,9 @@ mod tests {
     fn the_device_flag_is_checked_before_any_work() {
         let c = parse(&["--device", "cuda:1"]).resolve().unwrap();
         assert_eq!(c.device, trainer::config::Device::Cuda(1));
-        let err = device::check_build(&c, false).unwrap_err().to_string();
+        let err = device::check_build(&c, device::Built { cuda: false, nccl: false }).unwrap_err().to_string();
         assert!(err.contains("--device cuda:1") && err.contains(device::CUDA_BUILD), "{err}");
-        device::check_build(&c, true).unwrap();
+        device::check_build(&c, device::Built { cuda: true, nccl: false }).unwrap();
         parse(&["--device", "cuda", "--method", "featpart", "--batch-size", "16"]).resolve().unwrap();
         parse(&["--device", "cuda", "--model", "gat", "--batch-size", "16"]).resolve().unwrap();
         parse(&["--device", "cuda", "--method", "adaqp"]).resolve().unwrap();
@@ -356,15 +356,23 @@ mod tests {
         }
     }
 
-    /// NCCL is a `halo bench comm` backend; training has none, and the refusal says where it is.
+    /// `--backend nccl` sums GPU workers' gradients: it needs a GPU and a build with NCCL, and
+    /// each refusal names what to do.
     #[test]
-    fn the_backend_flag_points_nccl_at_the_benchmark() {
+    fn the_backend_flag_takes_nccl_for_gpu_workers() {
         let backend = |name| parse(&["--method", "vanilla", "--backend", name]).resolve().unwrap().distributed.backend;
         assert_eq!((backend("mpi"), backend("local")), (Backend::Mpi, Backend::Local));
-        let cli = Cli::try_parse_from(["train", "--backend", "nccl"]).err().expect("training has no NCCL backend");
-        assert!(cli.to_string().contains("halo bench comm --backend nccl"), "{cli}");
+        let err = parse(&["--method", "vanilla", "--backend", "nccl"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("needs --device cuda"), "{err:#}");
+        let c = parse(&["--method", "vanilla", "--workers", "2", "--backend", "nccl", "--device", "cuda"])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.distributed.backend, Backend::Nccl);
+        let err = device::check_build(&c, device::Built { cuda: true, nccl: false }).unwrap_err().to_string();
+        assert!(err.contains("--backend nccl") && err.contains(device::NCCL_BUILD), "{err}");
+        device::check_build(&c, device::Built { cuda: true, nccl: true }).unwrap();
         let cli = Cli::try_parse_from(["train", "--backend", "gloo"]).err().expect("an unknown backend is refused");
-        assert!(cli.to_string().contains("expected local or mpi"), "{cli}");
+        assert!(cli.to_string().contains("expected local, mpi or nccl"), "{cli}");
     }
 
     /// The command's arguments, as `halo train --help` lists them.

@@ -3,11 +3,13 @@
 //! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches (not in-edges sampled without a batch size). Every model
-//! trains on every cut, as on the CPU.
+//! trains on every cut, as on the CPU. `backend = "nccl"` (the gradients summed by NCCL on the
+//! workers' GPUs) needs a GPU, the cut-graph runner's methods and the gradient all-reduce (not
+//! parameter servers).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{ConfigError, Method, TrainConfig};
+use super::{Backend, BatchMode, ConfigError, Method, ParamSync, TrainConfig};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,7 +68,13 @@ impl Device {
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
         let (method, minibatch) = (config.method.name, &config.minibatch);
+        let nccl = config.distributed.backend == Backend::Nccl;
         match self {
+            Device::Cpu if nccl => invalid(
+                "backend",
+                "nccl sums the workers' gradients on their GPUs: it needs --device cuda, or --backend local"
+                    .to_string(),
+            ),
             Device::Cpu => Ok(()),
             Device::Cuda(_) if !method.rules().cuda => invalid(
                 "device",
@@ -83,9 +91,34 @@ impl Device {
                      batch size (fanouts) need --device cpu"
                 ),
             ),
+            Device::Cuda(_) if nccl && method.rules().batches.contains(&BatchMode::MiniBatch) => invalid(
+                "backend",
+                format!(
+                    "nccl sums the gradients of the cut-graph runner's GPU workers (methods {}); method {} needs \
+                     --backend local",
+                    nccl_methods(),
+                    method.as_str()
+                ),
+            ),
+            Device::Cuda(_) if nccl && config.distributed.param_sync == ParamSync::Ps => invalid(
+                "param-sync",
+                "ps sums and steps on the host's parameter servers, --backend nccl sums on the GPUs: use \
+                 param-sync = \"allreduce\" with nccl, or --backend local"
+                    .to_string(),
+            ),
             Device::Cuda(_) => Ok(()),
         }
     }
+}
+
+/// The methods whose GPU workers NCCL can serve: the cut-graph runner's (full batches).
+fn nccl_methods() -> String {
+    let names: Vec<&str> = Method::ALL
+        .iter()
+        .filter(|m| m.rules().cuda && !m.rules().batches.contains(&BatchMode::MiniBatch))
+        .map(|m| m.as_str())
+        .collect();
+    names.join(", ")
 }
 
 /// The methods whose rules allow CUDA, by name.
@@ -158,6 +191,36 @@ mod tests {
         for text in accepted {
             let text = format!("device = \"cuda\"\n{text}");
             TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+
+    /// NCCL sums the cut-graph runner's GPU gradients: refused without a GPU, for a mini-batch
+    /// method and under parameter servers, each naming its key; taken for every full-batch
+    /// method.
+    #[test]
+    fn nccl_takes_the_cut_graph_runners_gpu_workers_only() {
+        let nccl = "[distributed]\nbackend = \"nccl\"\nworkers = 2\n";
+        for method in ["vanilla", "adaqp", "cdfgnn", "ecgraph"] {
+            let text = format!("device = \"cuda\"\nmethod = \"{method}\"\n{nccl}");
+            let c = TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(c.distributed.backend, Backend::Nccl);
+        }
+        let refused = [
+            (format!("method = \"vanilla\"\n{nccl}"), "`backend`", "--device cuda"),
+            (
+                format!("device = \"cuda\"\nmethod = \"data-parallel\"\n[minibatch]\nbatch-size = 8\n{nccl}"),
+                "`backend`",
+                "vanilla, adaqp, cdfgnn, ecgraph",
+            ),
+            (
+                format!("device = \"cuda\"\nmethod = \"ecgraph\"\n{nccl}param-sync = \"ps\"\n"),
+                "`param-sync`",
+                "--backend local",
+            ),
+        ];
+        for (text, key, hint) in refused {
+            let msg = TrainConfig::from_toml_str(&text, "d.toml").unwrap_err().to_string();
+            assert!(msg.contains(key) && msg.contains(hint), "{text}: {msg}");
         }
     }
 }

@@ -18,42 +18,41 @@ pub enum Backend {
     Local,
     /// One process per worker, started by `mpirun`; the world size gives the number of workers.
     Mpi,
+    /// One thread per worker in this process, each on a GPU of its own (`--device cuda`): the
+    /// exchanges staged through the host as under `local`, the gradient all-reduce by NCCL on
+    /// the GPUs. Needs a build with the `nccl` feature and a GPU per worker.
+    Nccl,
 }
 
 impl Backend {
     /// Every backend, in declaration order.
-    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Mpi];
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Mpi, Backend::Nccl];
 
     /// The name used on the command line, in TOML and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Local => "local",
             Backend::Mpi => "mpi",
+            Backend::Nccl => "nccl",
         }
+    }
+
+    /// Whether the workers are threads of this process.
+    pub fn in_process(self) -> bool {
+        matches!(self, Backend::Local | Backend::Nccl)
     }
 }
 
 /// A backend name training does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UnknownBackend {
-    #[error(
-        "backend `nccl` is available for `halo bench comm --backend nccl` only: training across GPUs is not \
-         built; train on one GPU with --device cuda[:N], or across processes with --backend mpi"
-    )]
-    Nccl,
-    #[error("unknown backend `{0}`; expected local or mpi")]
-    Other(String),
-}
+#[error("unknown backend `{0}`; expected local, mpi or nccl")]
+pub struct UnknownBackend(String);
 
 impl std::str::FromStr for Backend {
     type Err = UnknownBackend;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match Self::ALL.into_iter().find(|b| b.as_str() == s) {
-            Some(backend) => Ok(backend),
-            None if s == "nccl" => Err(UnknownBackend::Nccl),
-            None => Err(UnknownBackend::Other(s.to_string())),
-        }
+        Self::ALL.into_iter().find(|b| b.as_str() == s).ok_or_else(|| UnknownBackend(s.to_string()))
     }
 }
 
@@ -86,9 +85,10 @@ pub struct DistributedConfig {
     /// Hosts the workers are spread over in equal contiguous blocks; must divide the workers.
     #[cfg_attr(feature = "clap", arg(long, value_name = "H"))]
     pub hosts: usize,
-    /// Where the workers run: local (in-process threads) or mpi (MPI processes, `mpirun -np P
-    /// halo ...`; the default when started by mpirun).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi"))]
+    /// Where the workers run: local (in-process threads), mpi (MPI processes, `mpirun -np P
+    /// halo ...`; the default when started by mpirun) or nccl (in-process threads on a GPU each,
+    /// `--device cuda`, their gradients summed by NCCL; a build with `--features nccl`).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi|nccl"))]
     pub backend: Backend,
     /// The modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart, adgraph (the papers'
     /// clusters).
@@ -317,14 +317,10 @@ mod tests {
         assert!(msg.starts_with("run.toml:3: key `hosts`") && msg.contains("divide workers = 4"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\nbackend = \"nccl\"\n", "run.toml").unwrap_err().to_string();
-        assert!(msg.starts_with("run.toml:2: key `backend`"), "{msg}");
-        assert!(
-            msg.contains("`halo bench comm --backend nccl` only") && msg.contains("across GPUs is not built"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("run.toml:2: key `backend`") && msg.contains("needs --device cuda"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\nbackend = \"gloo\"\n", "run.toml").unwrap_err().to_string();
-        assert!(msg.contains("unknown backend `gloo`; expected local or mpi"), "{msg}");
+        assert!(msg.contains("unknown backend `gloo`; expected local, mpi or nccl"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\ntopology = \"dgx\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `topology`"), "{msg}");

@@ -29,8 +29,40 @@ pub(crate) struct Pass {
     pub bad_layer: Option<usize>,
 }
 
-/// The gradient all-reduce a [`PartModel`] hands its gradient share to, in place.
-pub(crate) type SumGrads<'s> = dyn FnMut(&mut [f32]) -> Result<(), DistError> + 's;
+/// The gradient all-reduce a [`PartModel`] hands its gradient share to: the worker's
+/// communicator on the host, or a device collective (NCCL) which the communicator's ledger
+/// records as the host all-reduce of the same length, so the ledger is the host backends'.
+pub(crate) struct GradSum<'s> {
+    comm: &'s dyn Communicator,
+    clock: &'s CommClock<'s>,
+    phase: &'static str,
+}
+
+impl<'s> GradSum<'s> {
+    /// The all-reduce over `comm`, timed by `clock`, under the ledger phase `phase`.
+    pub(crate) fn new(comm: &'s dyn Communicator, clock: &'s CommClock<'s>, phase: &'static str) -> Self {
+        Self { comm, clock, phase }
+    }
+
+    /// Sums `grads` over the workers in place, through the host communicator.
+    pub(crate) fn on_host(&mut self, grads: &mut [f32]) -> Result<(), DistError> {
+        Ok(self.clock.call(|| self.comm.all_reduce_sum_f32(self.phase, grads))?)
+    }
+
+    /// Runs `sum`, a device collective that sums `len` gradients over the workers (given the
+    /// ledger phase), as a communication call, and records it in the ledger as
+    /// [`GradSum::on_host`] would.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn on_device(
+        &mut self,
+        len: usize,
+        sum: impl FnOnce(&str) -> Result<(), TrainError>,
+    ) -> Result<(), TrainError> {
+        self.clock.call(|| sum(self.phase))?;
+        self.clock.call(|| self.comm.record_all_reduce_f32(self.phase, len)).map_err(DistError::from)?;
+        Ok(())
+    }
+}
 
 /// The model a cut-graph worker computes with. Every worker's model starts from the same
 /// parameters (the seed's) and takes the same update, so they stay equal.
@@ -48,8 +80,8 @@ pub(crate) trait PartModel {
         false
     }
 
-    /// Replaces the gradient share by its sum over the workers, which `sum` computes in place.
-    fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError>;
+    /// Replaces the gradient share by its sum over the workers, which `sum` computes.
+    fn sum_grads(&mut self, sum: &mut GradSum<'_>) -> Result<(), TrainError>;
 
     /// The update after the sums: `loss` is the step's global loss, `pass` what
     /// [`PartModel::train_pass`] returned.
@@ -172,8 +204,8 @@ impl PartModel for OnCpu<'_> {
         self.servers.is_some()
     }
 
-    fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError> {
-        Ok(sum(self.model.grads_mut())?)
+    fn sum_grads(&mut self, sum: &mut GradSum<'_>) -> Result<(), TrainError> {
+        Ok(sum.on_host(self.model.grads_mut())?)
     }
 
     fn update(

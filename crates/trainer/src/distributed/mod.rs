@@ -112,7 +112,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
         let (share, held) = setup::hand_out(comm, clock, &dataset, prepared.plan)?;
         // In process every worker keeps its share; an MPI rank 0 keeps its own.
-        let kept = if backend == Backend::Local { held } else { vec![share.held_bytes()] };
+        let kept = if backend.in_process() { held } else { vec![share.held_bytes()] };
         let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
         // An owned dataset is dropped here, before training: rank 0 keeps only its share.
         drop(dataset);
@@ -134,7 +134,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
         Some((described, setup_memory)) => (Some(described), Some(setup_memory)),
         None => (None, None),
     };
-    let in_process = backend == Backend::Local;
+    let in_process = backend.in_process();
     let memory =
         budget::before_training(comm, clock, config, job.cut, job.parts, &share, setup_memory, job.limit, in_process)?;
     // Where this worker computes: the CPU, or its GPU (`on_device`).
@@ -144,7 +144,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     };
     let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| match &gpu {
         None => Ok(Box::new(OnCpu::new(part)?) as Box<dyn PartModel + '_>),
-        Some(gpu) => on_device::model(&gpu.dev, part),
+        Some(gpu) => on_device::model(gpu, part),
     })?;
     let checkpoints = rank.checkpoints(fingerprint_part(&share.part))?;
     let mut outcome = train_loop_with(&mut worker, LoopOptions::of(config), observer, checkpoints)?;

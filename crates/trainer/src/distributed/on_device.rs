@@ -16,8 +16,6 @@
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
 
-use gnn_core::gpu::Device;
-
 use super::compute::PartModel;
 use super::setup::WorkerShare;
 use super::worker::PartJob;
@@ -48,7 +46,7 @@ pub(super) use cuda::model;
 
 /// Without the `cuda` feature there is no device to compute on.
 #[cfg(not(feature = "cuda"))]
-pub(super) fn model<'a>(_dev: &'a Device, _job: PartJob<'a, '_>) -> Result<Box<dyn PartModel + 'a>, TrainError> {
+pub(super) fn model<'a>(_gpu: &'a Gpu, _job: PartJob<'a, '_>) -> Result<Box<dyn PartModel + 'a>, TrainError> {
     Err(TrainError::NoCuda)
 }
 
@@ -57,29 +55,32 @@ mod cuda {
     use comm_hierarchy::Communicator;
     use gnn_core::exchange::Exchange;
     use gnn_core::exchange::staging::Stager;
-    use gnn_core::gpu::{CudaSlice, DeviceGraph, DeviceLabels, DeviceModel, PartViews, PhaseClock, Transfers};
+    use gnn_core::gpu::{CudaSlice, Device, DeviceGraph, DeviceLabels, DeviceModel, PartViews, PhaseClock, Transfers};
     use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, Optim};
 
     use super::*;
     use crate::checkpoint::{Moments, WorkerState};
-    use crate::distributed::compute::{Pass, SumGrads};
+    use crate::distributed::compute::{GradSum, Pass};
     use crate::distributed::param_server::ParamServers;
     use crate::harness::CommClock;
+    use crate::harness::gpu::{Nccl, nccl_sum};
     use crate::method::GradSync;
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, StagedBytes, TrainedModel, phase_s};
 
-    /// The model of `job` on `dev`.
+    /// The model of `job` on `gpu`.
     pub(in crate::distributed) fn model<'a>(
-        dev: &'a Device,
+        gpu: &'a Gpu,
         job: PartJob<'a, '_>,
     ) -> Result<Box<dyn PartModel + 'a>, TrainError> {
-        Ok(Box::new(OnDevice::new(dev, job)?))
+        Ok(Box::new(OnDevice::new(gpu, job)?))
     }
 
     /// A worker's model, part and data on one device.
     struct OnDevice<'d> {
         dev: &'d Device,
+        /// Under `backend = "nccl"`: the communicator that sums the gradients on the GPUs.
+        nccl: Option<&'d Nccl>,
         model: DeviceModel<'d>,
         /// The CPU model's configuration, which saved weights carry.
         config: ModelConfig,
@@ -104,8 +105,9 @@ mod cuda {
     }
 
     impl<'d> OnDevice<'d> {
-        fn new(dev: &'d Device, job: PartJob<'d, '_>) -> Result<Self, TrainError> {
+        fn new(gpu: &'d Gpu, job: PartJob<'d, '_>) -> Result<Self, TrainError> {
             let PartJob { share, graph, parts, config, rank } = job;
+            let dev = &gpu.dev;
             let (in_dim, classes) = (share.features.ncols(), share.num_classes);
             let cpu = Model::new(config.model_config(in_dim, classes))?;
             let model = DeviceModel::from_model(dev, &cpu)?;
@@ -126,6 +128,7 @@ mod cuda {
             let upload = |rows: &[u32]| DeviceLabels::upload(dev, &share.labels, rows, n, classes);
             Ok(Self {
                 dev,
+                nccl: gpu.nccl.as_ref(),
                 config: cpu.config().clone(),
                 features: dev.upload(&rows)?,
                 splits: [upload(&share.train)?, upload(&share.valid)?, upload(&share.test)?],
@@ -190,10 +193,21 @@ mod cuda {
             self.servers.is_some()
         }
 
-        fn sum_grads(&mut self, sum: &mut SumGrads<'_>) -> Result<(), TrainError> {
-            let mut grads = self.model.grads()?;
-            sum(&mut grads)?;
-            Ok(self.model.set_grads(&grads)?)
+        /// Through the host (the share down, the sum up), or under NCCL on the GPUs: the
+        /// share gathered into one device buffer, summed there, and put back.
+        fn sum_grads(&mut self, sum: &mut GradSum<'_>) -> Result<(), TrainError> {
+            match self.nccl {
+                Some(nccl) => {
+                    let mut flat = self.model.grads_on_device()?;
+                    sum.on_device(flat.len(), |phase| nccl_sum(nccl, phase, &mut flat))?;
+                    Ok(self.model.set_grads_on_device(&flat)?)
+                }
+                None => {
+                    let mut grads = self.model.grads()?;
+                    sum.on_host(&mut grads)?;
+                    Ok(self.model.set_grads(&grads)?)
+                }
+            }
         }
 
         /// The optimizer step on the device, or under parameter servers the gradient share

@@ -21,7 +21,7 @@ use gnn_core::{AggGraph, Model};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
-use super::compute::{PartModel, SumGrads};
+use super::compute::{GradSum, PartModel};
 use super::setup::WorkerShare;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
@@ -146,9 +146,7 @@ impl<'a> Worker<'a> {
         let pass = self.compute.train_pass(epoch, self.global_terms, self.exchange.as_mut())?;
         let (comm, clock) = (self.comm, self.clock);
         if !self.compute.steps_on_servers() {
-            let sum: &mut SumGrads<'_> =
-                &mut |grads: &mut [f32]| Ok(clock.call(|| comm.all_reduce_sum_f32(GRADS, grads))?);
-            self.compute.sum_grads(sum)?;
+            self.compute.sum_grads(&mut GradSum::new(comm, clock, GRADS))?;
         }
         let mut loss = [pass.loss_sum];
         clock.call(|| comm.all_reduce_sum_f64(LOSS, &mut loss)).map_err(DistError::from)?;

@@ -25,6 +25,15 @@ pub enum TrainError {
     /// features are: the device strategy itself is compiled out).
     #[error("device: this halo was built without CUDA support: rebuild with `--features cuda` to use a GPU")]
     NoCuda,
+    /// `backend = "nccl"` in a trainer built without its `nccl` feature.
+    #[error("backend: this halo was built without NCCL support: rebuild with `--features nccl` to use --backend nccl")]
+    NoNccl,
+    /// `backend = "nccl"` with several workers on one GPU: NCCL takes one rank per GPU.
+    #[error(
+        "backend: nccl needs a GPU per worker, but cuda:{ordinal} would hold {workers} workers ({visible} GPUs \
+         visible); use fewer workers, or --backend local to share GPUs"
+    )]
+    NcclSharedGpu { ordinal: usize, workers: usize, visible: usize },
     /// A mini-batch worker's model asked for on the host while it lives on a device (a runner
     /// moves it there once, from the host).
     #[error("device: the model already lives on the device; it is moved there once, from the host")]

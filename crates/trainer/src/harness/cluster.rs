@@ -29,11 +29,12 @@ pub struct LocalOptions {
 }
 
 /// Where the workers of a run on `source` go: an in-memory dataset always runs on in-process
-/// workers; a loaded one on the configured backend.
+/// workers (NCCL's, where configured); a loaded one on the configured backend.
 pub(crate) fn backend_of(source: Source<'_>, config: &TrainConfig) -> Backend {
-    match source {
-        Source::Given(_) => Backend::Local,
-        Source::Load(..) => config.distributed.backend,
+    match (source, config.distributed.backend) {
+        (Source::Given(_), backend) if backend.in_process() => backend,
+        (Source::Given(_), _) => Backend::Local,
+        (Source::Load(..), backend) => backend,
     }
 }
 
@@ -88,7 +89,7 @@ impl<'a> Cluster<'a> {
             work(&rank, observer)
         };
         match self.backend {
-            Backend::Local => run_local(self.config, observer, work).map(Some),
+            Backend::Local | Backend::Nccl => run_local(self.config, observer, work).map(Some),
             Backend::Mpi => run_mpi(self.config, observer, work),
         }
     }

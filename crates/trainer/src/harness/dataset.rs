@@ -34,7 +34,7 @@ impl<'a> RankData<'a> {
     pub(crate) fn shared(cluster: &Cluster<'a>, progress: bool) -> Result<Self, TrainError> {
         let (config, source) = (cluster.config(), cluster.source());
         let held = match cluster.backend() {
-            Backend::Local => Held::Shared(source.dataset(config, progress)?),
+            Backend::Local | Backend::Nccl => Held::Shared(source.dataset(config, progress)?),
             Backend::Mpi => Held::PerRank(source),
         };
         Ok(Self { config, held })
@@ -49,7 +49,7 @@ impl<'a> RankData<'a> {
     ) -> Result<Self, TrainError> {
         let (config, source) = (cluster.config(), cluster.source());
         let held = match cluster.backend() {
-            Backend::Local => {
+            Backend::Local | Backend::Nccl => {
                 let dataset = source.dataset(config, progress)?;
                 check(&dataset)?;
                 Held::Root(Mutex::new(Some(dataset)))

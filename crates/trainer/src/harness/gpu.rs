@@ -1,5 +1,6 @@
 //! A worker's GPU: placed by its local index (`placement`), and opened once the workers that
-//! share it are known to fit in its free memory.
+//! share it are known to fit in its free memory; under `backend = "nccl"` with the NCCL
+//! communicator that sums the workers' gradients on their GPUs, one worker per GPU.
 
 use gnn_core::gpu::Device;
 use gnn_core::gpu::footprint::Footprint;
@@ -13,8 +14,42 @@ use crate::report::DeviceSummary;
 /// A worker's GPU: its device (its own stream) and what the memory check before upload found.
 pub(crate) struct Gpu {
     pub(crate) dev: Device,
+    /// Under `backend = "nccl"`: the NCCL communicator on the device's stream (read by the
+    /// device workers, which a build without `cuda` has none of).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) nccl: Option<Nccl>,
     /// `final.device` but the peak, which is read at the end.
     summary: DeviceSummary,
+}
+
+/// The NCCL communicator of a worker's GPU (feature `nccl`); without the feature a type with no
+/// value, as `backend = "nccl"` is refused before any GPU opens.
+#[cfg(feature = "nccl")]
+pub(crate) type Nccl = comm_hierarchy::nccl::NcclComm;
+#[cfg(not(feature = "nccl"))]
+pub(crate) enum Nccl {}
+
+/// Joins the workers' NCCL communicator on `dev`'s stream: a collective over `comm` (rank 0's
+/// id broadcast under `nccl-init`).
+#[cfg(feature = "nccl")]
+fn open_nccl(comm: &dyn comm_hierarchy::Communicator, dev: &Device) -> Result<Nccl, TrainError> {
+    Ok(Nccl::new(comm, dev.stream().clone()).map_err(DistError::from)?)
+}
+
+#[cfg(not(feature = "nccl"))]
+fn open_nccl(_comm: &dyn comm_hierarchy::Communicator, _dev: &Device) -> Result<Nccl, TrainError> {
+    Err(TrainError::NoNccl)
+}
+
+/// Sums `flat`, a worker's gradients on its GPU, over the workers by NCCL under `phase`.
+#[cfg(feature = "nccl")]
+pub(crate) fn nccl_sum(nccl: &Nccl, phase: &str, flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
+    Ok(nccl.all_reduce_sum_f32(phase, flat).map_err(DistError::from)?)
+}
+
+#[cfg(all(feature = "cuda", not(feature = "nccl")))]
+pub(crate) fn nccl_sum(nccl: &Nccl, _phase: &str, _flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
+    match *nccl {}
 }
 
 impl Gpu {
@@ -32,7 +67,7 @@ impl Gpu {
             total_gpu_bytes: memory.total,
             peak_gpu_bytes: 0,
         };
-        Ok(Self { dev, summary })
+        Ok(Self { dev, nccl: None, summary })
     }
 
     /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
@@ -60,7 +95,7 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
     // In process every worker is on this machine. An MPI rank's machine is the one it runs
     // on, by name: hosts declared with --hosts may share a machine, and its GPUs.
     let machine = match (rank.backend(), this_machine()) {
-        (Backend::Local, _) => 0,
+        (Backend::Local | Backend::Nccl, _) => 0,
         (Backend::Mpi, Some(name)) => machine_key(&name),
         (Backend::Mpi, None) => comm.topology().host_of(comm.rank()),
     };
@@ -83,6 +118,13 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         .collect();
     let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
     device::check(ordinal, workers, on_gpu, memory.free)?;
+    let nccl = match rank.backend() {
+        Backend::Nccl if workers > 1 => {
+            return Err(TrainError::NcclSharedGpu { ordinal, workers, visible: Device::count()? });
+        }
+        Backend::Nccl => Some(open_nccl(comm, &dev)?),
+        Backend::Local | Backend::Mpi => None,
+    };
     let summary = DeviceSummary {
         ordinal,
         estimated_gpu_bytes: on_gpu.total(),
@@ -90,7 +132,7 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         total_gpu_bytes: memory.total,
         peak_gpu_bytes: 0,
     };
-    Ok(Gpu { dev, summary })
+    Ok(Gpu { dev, nccl, summary })
 }
 
 /// This machine's host name (Linux: `/proc/sys/kernel/hostname`), where it can be read.

@@ -72,7 +72,7 @@ pub(crate) fn local_index(
     backend: Backend,
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<usize, TrainError> {
-    if backend == Backend::Local {
+    if backend.in_process() {
         return Ok(rank);
     }
     match launcher_local_rank(var) {

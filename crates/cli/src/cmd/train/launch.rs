@@ -81,6 +81,10 @@ pub fn backend_for(
              train one worker per process"
         ),
         (Backend::Local, _) => Ok(Some(Backend::Mpi)),
+        (Backend::Nccl, _) => bail!(
+            "{started}, but --backend nccl runs every worker as a thread of one process, each on a GPU of its \
+             own; run halo without mpirun"
+        ),
     }
 }
 

@@ -580,6 +580,31 @@ impl<'d> DeviceModel<'d> {
         Ok(())
     }
 
+    /// The gradients in one device buffer, flat in the CPU model's layout: what a device
+    /// collective (NCCL) sums over the workers without the host, for
+    /// [`DeviceModel::set_grads_on_device`].
+    pub fn grads_on_device(&self) -> Result<CudaSlice<f32>, GpuError> {
+        let mut flat = self.dev.zeros::<f32>(self.plan.num_params())?;
+        for (t, (_, slot)) in self.tensors.iter().zip(&self.plan.tensors) {
+            let mut part = flat.slice_mut(slot.range());
+            self.dev.stream().memcpy_dtod(&t.grad, &mut part)?;
+        }
+        Ok(flat)
+    }
+
+    /// Replaces the gradients with `flat`, a device buffer laid out as
+    /// [`DeviceModel::grads_on_device`] gives them.
+    pub fn set_grads_on_device(&mut self, flat: &CudaSlice<f32>) -> Result<(), GpuError> {
+        if flat.len() != self.plan.num_params() {
+            let detail = format!("{} gradients for a model of {} parameters", flat.len(), self.plan.num_params());
+            return Err(GpuError::Shape { kernel: "model", detail });
+        }
+        for (t, (_, slot)) in self.tensors.iter_mut().zip(&self.plan.tensors) {
+            self.dev.stream().memcpy_dtod(&flat.slice(slot.range()), &mut t.grad)?;
+        }
+        Ok(())
+    }
+
     pub fn zero_grad(&mut self) -> Result<(), GpuError> {
         for t in &mut self.tensors {
             self.dev.stream().memset_zeros(&mut t.grad)?;
