@@ -438,9 +438,13 @@ esac
         let (_, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "methods-device")]);
         assert_eq!(calls.matches("halo experiment").count(), 3, "{calls}");
         assert!(calls.contains("--nodes 1000000"), "{calls}");
-        for paper in ["adaqp", "cdfgnn", "ecgraph"] {
+        for (paper, algo, hosts) in [("adaqp", "metis", 2), ("cdfgnn", "ebv", 2), ("ecgraph", "metis", 8)] {
             assert!(calls.contains(&format!("methods/{paper}.toml")), "{calls}");
+            // One partition per paper, which both variants load.
+            let partition = format!("--algo {algo} --parts 8 --hosts {hosts} --seed 0 --out ");
+            assert!(calls.contains(&partition) && calls.contains(&format!("book-{paper}\n")), "{calls}");
         }
+        assert_eq!(calls.matches("halo partition").count(), 3, "{calls}");
         let rows = summary["methods"].as_array().unwrap();
         let papers: Vec<&str> = rows.iter().map(|r| r["paper"].as_str().unwrap()).collect();
         assert_eq!(papers, ["adaqp", "cdfgnn", "ecgraph"]);
