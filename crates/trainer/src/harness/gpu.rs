@@ -116,13 +116,19 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
             footprint: Footprint { resident: w[2] as u64, step: w[3] as u64 },
         })
         .collect();
+    // NCCL takes one rank per GPU. Every worker sees every claim, so all refuse together (none
+    // is left waiting for the others in NCCL's set-up).
+    if rank.backend() == Backend::Nccl
+        && let Some((ordinal, workers)) = crowded_gpu(&claims)
+    {
+        return Err(TrainError::NcclSharedGpu { ordinal, workers, visible: Device::count()? });
+    }
     let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
     device::check(ordinal, workers, on_gpu, memory.free)?;
     let nccl = match rank.backend() {
-        Backend::Nccl if workers > 1 => {
-            return Err(TrainError::NcclSharedGpu { ordinal, workers, visible: Device::count()? });
-        }
-        Backend::Nccl => Some(open_nccl(comm, &dev)?),
+        // A collective that blocks until every worker joins: a call, so a worker waiting in it
+        // gives up the compute gate.
+        Backend::Nccl => Some(clock.call(|| open_nccl(comm, &dev))?),
         Backend::Local | Backend::Mpi => None,
     };
     let summary = DeviceSummary {
@@ -133,6 +139,14 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         peak_gpu_bytes: 0,
     };
     Ok(Gpu { dev, nccl, summary })
+}
+
+/// The first GPU that more than one worker claims, with their number.
+fn crowded_gpu(claims: &[GpuClaim]) -> Option<(usize, usize)> {
+    claims.iter().find_map(|c| {
+        let on_it = claims.iter().filter(|d| (d.machine, d.ordinal) == (c.machine, c.ordinal)).count();
+        (on_it > 1).then_some((c.ordinal, on_it))
+    })
 }
 
 /// This machine's host name (Linux: `/proc/sys/kernel/hostname`), where it can be read.
@@ -151,6 +165,14 @@ fn machine_key(name: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GPU two workers of one machine claim is crowded; the same ordinal on two machines is not.
+    #[test]
+    fn a_gpu_claimed_twice_on_one_machine_is_crowded() {
+        let claim = |machine, ordinal| GpuClaim { machine, ordinal, footprint: Footprint { resident: 1, step: 1 } };
+        assert_eq!(crowded_gpu(&[claim(0, 0), claim(0, 1), claim(1, 0)]), None);
+        assert_eq!(crowded_gpu(&[claim(0, 0), claim(0, 1), claim(0, 1), claim(0, 1)]), Some((1, 3)));
+    }
 
     /// Ranks on one machine share its key whatever hosts they were declared on; another name is
     /// another key; every key survives the f64 all-reduce.

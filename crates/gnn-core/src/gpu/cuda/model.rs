@@ -335,10 +335,7 @@ impl DeviceBlocks {
     /// when the blocks are not one per layer.
     pub fn upload(device: &Device, blocks: &BlockGraphs, model: &DeviceModel<'_>) -> Result<Self, GpuError> {
         let (kind, layers) = (model.cfg.kind, &model.plan.layers);
-        if blocks.layers().len() != layers.len() {
-            let detail = format!("{} blocks for a model of {} layers", blocks.layers().len(), layers.len());
-            return Err(GpuError::Shape { kernel: "model", detail });
-        }
+        one_block_a_layer(blocks.layers().len(), layers.len())?;
         let layers = block_aggregations(blocks, kind)?
             .iter()
             .zip(blocks.layers())
@@ -357,6 +354,14 @@ impl DeviceBlocks {
     pub fn output_rows(&self) -> usize {
         self.layers.last().map_or(0, DeviceGraph::num_nodes)
     }
+}
+
+/// A sampled batch's blocks for a model: one a layer.
+fn one_block_a_layer(blocks: usize, layers: usize) -> Result<(), GpuError> {
+    if blocks == layers {
+        return Ok(());
+    }
+    Err(GpuError::Shape { kernel: "model", detail: format!("{blocks} blocks for a model of {layers} layers") })
 }
 
 /// Two views of one part: the same rows and kind, and layer 0's apart pulls nothing.
@@ -676,13 +681,7 @@ impl<'d> DeviceModel<'d> {
     }
 
     fn check_blocks(&self, blocks: &DeviceBlocks) -> Result<(), GpuError> {
-        match blocks.layers.len() == self.plan.layers.len() {
-            true => Ok(()),
-            false => Err(GpuError::Shape {
-                kernel: "model",
-                detail: format!("{} blocks for a model of {} layers", blocks.layers.len(), self.plan.layers.len()),
-            }),
-        }
+        one_block_a_layer(blocks.layers.len(), self.plan.layers.len())
     }
 
     fn run_forward(
