@@ -48,7 +48,7 @@ pub trait Communicator: Send {
     fn all_reduce_sum_f64(&self, phase: &str, data: &mut [f64]) -> Result<(), CommError>;
 
     /// Records in this rank's ledger the sum all-reduce of `len` f32 values that a device
-    /// collective (NCCL, [`crate::nccl::NcclComm`]) makes, exactly as
+    /// collective (NCCL: `nccl::NcclComm`, feature `nccl`) makes, exactly as
     /// [`Communicator::all_reduce_sum_f32`] records one of that length, and moves nothing.
     /// Every rank calls it where it makes the device collective, in the same order as its other
     /// calls, so a run whose gradients go through NCCL keeps the host backends' ledger.

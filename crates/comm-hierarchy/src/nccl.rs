@@ -3,7 +3,7 @@
 //!
 //! The NCCL communicator is bootstrapped over any [`Communicator`] (MPI ranks under mpirun, or
 //! the threads of a [`crate::LocalCluster`] for several GPUs of one host): rank 0 creates the
-//! unique id and broadcasts it. Every call is recorded in a [`Ledger`] exactly as
+//! unique id and broadcasts it. Every call is recorded in a ledger exactly as
 //! [`crate::Endpoint`] records the same collective, so reports and the cost model treat NCCL
 //! runs like any other backend: an all-to-all counts `send[p]` towards rank `p`, and an
 //! all-reduce counts its reduce-scatter and all-gather chunks. NCCL itself may route the

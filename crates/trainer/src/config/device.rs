@@ -4,12 +4,12 @@
 //! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
 //! every edge or sampled mini-batches (not in-edges sampled without a batch size). Every model
 //! trains on every cut, as on the CPU. `backend = "nccl"` (the gradients summed by NCCL on the
-//! workers' GPUs) needs a GPU, the cut-graph runner's methods and the gradient all-reduce (not
-//! parameter servers).
+//! workers' GPUs) needs a GPU, a method whose workers' sync is the gradient all-reduce alone
+//! (not `single` nor featpart), and the all-reduce rather than parameter servers.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Backend, BatchMode, ConfigError, Method, ParamSync, TrainConfig};
+use super::{Backend, ConfigError, Method, ParamSync, TrainConfig};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -91,11 +91,11 @@ impl Device {
                      batch size (fanouts) need --device cpu"
                 ),
             ),
-            Device::Cuda(_) if nccl && method.rules().batches.contains(&BatchMode::MiniBatch) => invalid(
+            Device::Cuda(_) if nccl && !sums_on_gpus(method) => invalid(
                 "backend",
                 format!(
-                    "nccl sums the gradients of the cut-graph runner's GPU workers (methods {}); method {} needs \
-                     --backend local",
+                    "nccl sums the workers' gradients on their GPUs (methods {}); method {} needs --backend local \
+                     (single trains one process; featpart's workers sum more than the gradients on the host)",
                     nccl_methods(),
                     method.as_str()
                 ),
@@ -111,13 +111,17 @@ impl Device {
     }
 }
 
-/// The methods whose GPU workers NCCL can serve: the cut-graph runner's (full batches).
+/// Whether `method`'s GPU workers can sum their gradients by NCCL: every distributed method's
+/// whose workers' sync is the gradient all-reduce alone (the cut-graph runner's, data-parallel
+/// and ADGraph); not `single` (one process) nor featpart (its hooks also sum its own columns'
+/// bias gradients and its trials on the host).
+fn sums_on_gpus(method: Method) -> bool {
+    method.rules().cuda && !matches!(method, Method::Single | Method::Featpart)
+}
+
+/// The methods [`sums_on_gpus`] holds for, by name.
 fn nccl_methods() -> String {
-    let names: Vec<&str> = Method::ALL
-        .iter()
-        .filter(|m| m.rules().cuda && !m.rules().batches.contains(&BatchMode::MiniBatch))
-        .map(|m| m.as_str())
-        .collect();
+    let names: Vec<&str> = Method::ALL.iter().filter(|m| sums_on_gpus(**m)).map(|m| m.as_str()).collect();
     names.join(", ")
 }
 
@@ -194,23 +198,31 @@ mod tests {
         }
     }
 
-    /// NCCL sums the cut-graph runner's GPU gradients: refused without a GPU, for a mini-batch
-    /// method and under parameter servers, each naming its key; taken for every full-batch
-    /// method.
+    /// NCCL sums GPU workers' gradients: taken for every method whose workers' sync is the
+    /// gradient all-reduce alone; refused without a GPU, for single and featpart, and under
+    /// parameter servers, each naming its key.
     #[test]
-    fn nccl_takes_the_cut_graph_runners_gpu_workers_only() {
+    fn nccl_takes_the_gradient_all_reducing_gpu_workers_only() {
         let nccl = "[distributed]\nbackend = \"nccl\"\nworkers = 2\n";
-        for method in ["vanilla", "adaqp", "cdfgnn", "ecgraph"] {
-            let text = format!("device = \"cuda\"\nmethod = \"{method}\"\n{nccl}");
+        let batches = "[minibatch]\nbatch-size = 8\n";
+        for (method, extra) in [
+            ("vanilla", ""),
+            ("adaqp", ""),
+            ("cdfgnn", ""),
+            ("ecgraph", ""),
+            ("data-parallel", batches),
+            ("adgraph", batches),
+        ] {
+            let text = format!("device = \"cuda\"\nmethod = \"{method}\"\n{extra}{nccl}");
             let c = TrainConfig::from_toml_str(&text, "d.toml").unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(c.distributed.backend, Backend::Nccl);
         }
         let refused = [
             (format!("method = \"vanilla\"\n{nccl}"), "`backend`", "--device cuda"),
             (
-                format!("device = \"cuda\"\nmethod = \"data-parallel\"\n[minibatch]\nbatch-size = 8\n{nccl}"),
+                format!("device = \"cuda\"\nmethod = \"featpart\"\n{batches}{nccl}"),
                 "`backend`",
-                "vanilla, adaqp, cdfgnn, ecgraph",
+                "vanilla, data-parallel, adaqp, adgraph, cdfgnn, ecgraph",
             ),
             (
                 format!("device = \"cuda\"\nmethod = \"ecgraph\"\n{nccl}param-sync = \"ps\"\n"),

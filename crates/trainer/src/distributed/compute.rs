@@ -13,9 +13,9 @@ use super::param_server::ParamServers;
 use super::setup::WorkerShare;
 use super::worker::PartJob;
 use crate::checkpoint::WorkerState;
-use crate::error::{DistError, TrainError};
+use crate::error::TrainError;
 use crate::guard;
-use crate::harness::CommClock;
+use crate::harness::{CommClock, GradSum};
 use crate::method::{GradSync, HaloFeatures, sampled_layers};
 use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
@@ -27,41 +27,6 @@ pub(crate) struct Pass {
     pub loss_sum: f64,
     /// The first layer whose output is non-finite, looked at when the loss is (the CPU's guard).
     pub bad_layer: Option<usize>,
-}
-
-/// The gradient all-reduce a [`PartModel`] hands its gradient share to: the worker's
-/// communicator on the host, or a device collective (NCCL) which the communicator's ledger
-/// records as the host all-reduce of the same length, so the ledger is the host backends'.
-pub(crate) struct GradSum<'s> {
-    comm: &'s dyn Communicator,
-    clock: &'s CommClock<'s>,
-    phase: &'static str,
-}
-
-impl<'s> GradSum<'s> {
-    /// The all-reduce over `comm`, timed by `clock`, under the ledger phase `phase`.
-    pub(crate) fn new(comm: &'s dyn Communicator, clock: &'s CommClock<'s>, phase: &'static str) -> Self {
-        Self { comm, clock, phase }
-    }
-
-    /// Sums `grads` over the workers in place, through the host communicator.
-    pub(crate) fn on_host(&mut self, grads: &mut [f32]) -> Result<(), DistError> {
-        Ok(self.clock.call(|| self.comm.all_reduce_sum_f32(self.phase, grads))?)
-    }
-
-    /// Runs `sum`, a device collective that sums `len` gradients over the workers (given the
-    /// ledger phase), as a communication call, and records it in the ledger as
-    /// [`GradSum::on_host`] would.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn on_device(
-        &mut self,
-        len: usize,
-        sum: impl FnOnce(&str) -> Result<(), TrainError>,
-    ) -> Result<(), TrainError> {
-        self.clock.call(|| sum(self.phase))?;
-        self.clock.call(|| self.comm.record_all_reduce_f32(self.phase, len)).map_err(DistError::from)?;
-        Ok(())
-    }
 }
 
 /// The model a cut-graph worker computes with. Every worker's model starts from the same

@@ -60,10 +60,10 @@ mod cuda {
 
     use super::*;
     use crate::checkpoint::{Moments, WorkerState};
-    use crate::distributed::compute::{GradSum, Pass};
+    use crate::distributed::compute::Pass;
     use crate::distributed::param_server::ParamServers;
-    use crate::harness::CommClock;
     use crate::harness::gpu::{Nccl, nccl_sum};
+    use crate::harness::{CommClock, GradSum};
     use crate::method::GradSync;
     use crate::objective::Hits;
     use crate::report::{DeviceEpoch, StagedBytes, TrainedModel, phase_s};

@@ -21,13 +21,14 @@ use gnn_core::{AggGraph, Model};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
-use super::compute::{GradSum, PartModel};
+use super::compute::PartModel;
 use super::setup::WorkerShare;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::DistError;
 use crate::error::TrainError;
 use crate::harness::CommClock;
+use crate::harness::GradSum;
 use crate::harness::report::device_epoch_over_workers;
 use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
 use crate::method::{ControlCtx, Controller, Parts};

@@ -8,7 +8,8 @@
 //! - [`alone`]: a process that trains alone (the whole graph, one model): its checkpoints'
 //!   agreement and its report.
 //! - [`clock`]: a worker's compute told from its waits on the others; [`timeline`]: the modeled
-//!   step those measurements give.
+//!   step those measurements give; [`grads`]: the gradient all-reduce, on the host or on the
+//!   GPUs (NCCL).
 //! - [`placement`]: where a runner's workers compute (the CPU, or a CUDA device where the
 //!   runner has a worker for it), chosen once.
 //! - [`report`]: the one place a [`crate::report::Report`] is put together, from what the run
@@ -19,6 +20,7 @@ pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod dataset;
 pub(crate) mod gpu;
+pub(crate) mod grads;
 pub(crate) mod placement;
 pub(crate) mod report;
 pub(crate) mod timeline;
@@ -28,5 +30,6 @@ pub(crate) use clock::CommClock;
 pub use cluster::LocalOptions;
 pub(crate) use cluster::{Cluster, Rank, backend_of};
 pub(crate) use dataset::RankData;
+pub(crate) use grads::GradSum;
 pub(crate) use placement::Runner;
 pub(crate) use report::Described;

@@ -12,6 +12,7 @@ use super::trainer::FullGraph;
 use crate::checkpoint::WorkerState;
 use crate::error::TrainError;
 use crate::guard;
+use crate::harness::GradSum;
 use crate::objective::Objective;
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
@@ -86,6 +87,13 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     /// The gradients, on the host (a device model brings them down; the next update takes
     /// them back up as they are then).
     fn grads(&mut self) -> Result<&mut [f32], TrainError>;
+
+    /// Sums the gradients over the workers on their GPUs through `sum`, where this model's
+    /// device takes part in an NCCL communicator (`backend = "nccl"`); `false` (the default):
+    /// it does not, and the hooks sum the host gradients.
+    fn sum_grads_on_gpus(&mut self, _sum: &mut GradSum<'_>) -> Result<bool, TrainError> {
+        Ok(false)
+    }
 
     /// The guarded update of the 1-based `epoch` at learning rate `lr`: the gradients are
     /// global (after the sync), so every worker stops at the same step.

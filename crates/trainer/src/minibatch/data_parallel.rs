@@ -30,7 +30,7 @@ use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps
 use crate::checkpoint::WorkerState;
 use crate::error::{DistError, TrainError};
 use crate::harness::report::device_epoch_over_workers;
-use crate::harness::{Cluster, CommClock, Described, Rank, RankData};
+use crate::harness::{Cluster, CommClock, Described, GradSum, Rank, RankData};
 use crate::method::Sampling;
 use crate::report::{DeviceEpoch, EpochRecord, Report, TrainedModel};
 use crate::train_loop::{
@@ -126,10 +126,15 @@ pub(crate) struct AllReduce<'a> {
 }
 
 impl AllReduce<'_> {
+    /// The all-reduce under [`GRADS`].
+    fn sum(&self) -> GradSum<'_> {
+        GradSum::new(self.comm, self.clock, GRADS)
+    }
+
     /// Sums `grads` over the workers; returns the seconds it took.
     pub(crate) fn grads(&self, grads: &mut [f32]) -> Result<f64, TrainError> {
         let start = Instant::now();
-        self.clock.call(|| self.comm.all_reduce_sum_f32(GRADS, grads)).map_err(DistError::from)?;
+        self.sum().on_host(grads)?;
         Ok(start.elapsed().as_secs_f64())
     }
 }
@@ -137,6 +142,10 @@ impl AllReduce<'_> {
 impl StepHooks for AllReduce<'_> {
     fn sync(&mut self, grads: &mut [f32], _loss: f64) -> Result<f64, TrainError> {
         self.grads(grads)
+    }
+
+    fn grad_sum(&mut self) -> Option<GradSum<'_>> {
+        Some(self.sum())
     }
 }
 

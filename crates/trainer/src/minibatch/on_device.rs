@@ -25,7 +25,6 @@
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
 
-use gnn_core::gpu::Device;
 use gnn_core::gpu::footprint::Footprint;
 use gnn_core::{ConvKind, Model};
 use graph_partition::Dataset;
@@ -58,7 +57,7 @@ pub(crate) fn open(
 pub(crate) fn place<'a>(gpu: Option<&'a Gpu>, trainer: &mut BatchTrainer<'a>) -> Result<(), TrainError> {
     let dataset = trainer.dataset();
     match gpu {
-        Some(gpu) => trainer.place_model(|host| model(&gpu.dev, host, dataset)),
+        Some(gpu) => trainer.place_model(|host| model(gpu, host, dataset)),
         None => Ok(()),
     }
 }
@@ -112,7 +111,7 @@ use cuda::model;
 
 /// Without the `cuda` feature there is no device to compute on.
 #[cfg(not(feature = "cuda"))]
-fn model<'a>(_dev: &'a Device, _host: Model, _dataset: &'a Dataset) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
+fn model<'a>(_gpu: &'a Gpu, _host: Model, _dataset: &'a Dataset) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
     Err(TrainError::NoCuda)
 }
 
@@ -121,7 +120,7 @@ mod cuda {
     use std::time::{Duration, Instant};
 
     use gnn_core::gpu::{
-        CudaSlice, DeviceBlocks, DeviceGraph, DeviceIndex, DeviceLabels, DeviceModel, PhaseClock, Transfers,
+        CudaSlice, Device, DeviceBlocks, DeviceGraph, DeviceIndex, DeviceLabels, DeviceModel, PhaseClock, Transfers,
     };
     use gnn_core::{AggGraph, BlockGraphs, ForwardCtx, Optim, Optimizer};
     use graph_partition::sample::StepKey;
@@ -131,19 +130,21 @@ mod cuda {
     use crate::checkpoint::WorkerState;
     use crate::device::{accuracies, upload_splits};
     use crate::guard;
+    use crate::harness::GradSum;
+    use crate::harness::gpu::{Nccl, nccl_sum};
     use crate::minibatch::compute::{BatchPass, Inputs};
     use crate::minibatch::trainer::FullGraph;
     use crate::report::{DeviceEpoch, TrainedModel, phase_s};
     use crate::train_loop::EvalStats;
 
     /// The device model of `host` (its configuration and parameters) for a worker that holds
-    /// `dataset`'s feature matrix, on `dev`.
+    /// `dataset`'s feature matrix, on `gpu`.
     pub(super) fn model<'a>(
-        dev: &'a Device,
+        gpu: &'a Gpu,
         host: Model,
         dataset: &'a Dataset,
     ) -> Result<Box<dyn BatchModel + 'a>, TrainError> {
-        Ok(Box::new(OnDevice::new(dev, host, dataset)?))
+        Ok(Box::new(OnDevice::new(gpu, host, dataset)?))
     }
 
     /// A step's blocks and the feature rows their inputs read, on the device.
@@ -162,6 +163,8 @@ mod cuda {
 
     struct OnDevice<'d> {
         dev: &'d Device,
+        /// Under `backend = "nccl"`: the communicator that sums the gradients on the GPUs.
+        nccl: Option<&'d Nccl>,
         /// The same GPU on the copy stream: the batches go up there.
         copy: Device,
         model: DeviceModel<'d>,
@@ -200,10 +203,12 @@ mod cuda {
     }
 
     impl<'d> OnDevice<'d> {
-        fn new(dev: &'d Device, host: Model, dataset: &'d Dataset) -> Result<Self, TrainError> {
+        fn new(gpu: &'d Gpu, host: Model, dataset: &'d Dataset) -> Result<Self, TrainError> {
+            let dev = &gpu.dev;
             let copy = dev.copy_device()?;
             Ok(Self {
                 dev,
+                nccl: gpu.nccl.as_ref(),
                 model: DeviceModel::from_model(dev, &host)?,
                 host,
                 features: None,
@@ -317,6 +322,17 @@ mod cuda {
             self.passes = Some(clock);
             self.current = Some(up);
             Ok(out.loss_sum)
+        }
+
+        /// Under NCCL: the gradients gathered into one device buffer, summed there and put
+        /// back; the host copy, if one was brought down, is stale then and dropped.
+        fn sum_grads_on_gpus(&mut self, sum: &mut GradSum<'_>) -> Result<bool, TrainError> {
+            let Some(nccl) = self.nccl else { return Ok(false) };
+            let mut flat = self.model.grads_on_device()?;
+            sum.on_device(flat.len(), |phase| nccl_sum(nccl, phase, &mut flat))?;
+            self.model.set_grads_on_device(&flat)?;
+            self.grads = None;
+            Ok(true)
         }
 
         fn grads(&mut self) -> Result<&mut [f32], TrainError> {

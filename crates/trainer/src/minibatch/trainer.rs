@@ -24,6 +24,7 @@ use super::stats::EpochTotals;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::harness::GradSum;
 use crate::method::Sampling;
 use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
@@ -42,6 +43,13 @@ pub(crate) trait StepHooks {
     /// data-parallel workers); `loss` is this worker's part of the global batch's mean loss.
     /// Returns the seconds it spent.
     fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError>;
+
+    /// The gradient all-reduce [`StepHooks::sync`] makes, where that is all it does: a model
+    /// whose GPUs are joined by NCCL makes it there instead
+    /// ([`BatchModel::sum_grads_on_gpus`]). `None` (the default): the sync always runs.
+    fn grad_sum(&mut self) -> Option<GradSum<'_>> {
+        None
+    }
 
     /// Input rows of a second forward-backward of the same batch, after the first and before
     /// the sync, whose gradient goes to [`StepHooks::second_gradient`]; `None` (the default):
@@ -319,7 +327,16 @@ impl<'a> BatchTrainer<'a> {
                     sync_s += hooks.second_gradient(self.model.grads()?)?;
                     self.model.grads()?.copy_from_slice(&first);
                 }
-                sync_s += hooks.sync(self.model.grads()?, loss)?;
+                // On GPUs joined by NCCL the all-reduce runs there; elsewhere the hooks sync.
+                let on_gpus_from = Instant::now();
+                let on_gpus = match hooks.grad_sum() {
+                    Some(mut sum) => self.model.sum_grads_on_gpus(&mut sum)?,
+                    None => false,
+                };
+                sync_s += match on_gpus {
+                    true => on_gpus_from.elapsed().as_secs_f64(),
+                    false => hooks.sync(self.model.grads()?, loss)?,
+                };
                 let lr = self.lr.at(epoch, step, steps.len());
                 self.model.step(&mut self.optimizer, epoch, lr)?;
                 if hooks.reads_params() {
