@@ -111,12 +111,10 @@ impl Device {
     }
 }
 
-/// Whether `method`'s GPU workers can sum their gradients by NCCL: every distributed method's
-/// whose workers' sync is the gradient all-reduce alone (the cut-graph runner's, data-parallel
-/// and ADGraph); not `single` (one process) nor featpart (its hooks also sum its own columns'
-/// bias gradients and its trials on the host).
+/// Whether `method`'s GPU workers can sum their gradients by NCCL ([`super::Rules::nccl`]).
 fn sums_on_gpus(method: Method) -> bool {
-    method.rules().cuda && !matches!(method, Method::Single | Method::Featpart)
+    let rules = method.rules();
+    rules.cuda && rules.nccl
 }
 
 /// The methods [`sums_on_gpus`] holds for, by name.

@@ -85,10 +85,19 @@ impl Method {
     /// What the method fixes and accepts ([`Rules`]).
     pub fn rules(self) -> Rules {
         use BatchMode::{Full, MiniBatch, SampledEdges};
-        let distributed =
-            Rules { cut: None, batches: &[Full], cuda: false, layer_order: LayerOrder::DropoutLast, lr_scaling: None };
+        let distributed = Rules {
+            cut: None,
+            batches: &[Full],
+            cuda: false,
+            nccl: true,
+            layer_order: LayerOrder::DropoutLast,
+            lr_scaling: None,
+        };
         match self {
-            Method::Single => Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, ..distributed },
+            // One process: there is nothing to sum.
+            Method::Single => {
+                Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, nccl: false, ..distributed }
+            }
             Method::Vanilla => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
             // The full-batch methods' workers compute on GPUs with their codecs on the host.
             Method::Ecgraph => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
@@ -104,7 +113,8 @@ impl Method {
                 let lr = LrDefaults { adam: LrScaling::None, sgd: LrScaling::Linear };
                 Rules { batches: &[MiniBatch], lr_scaling: Some(lr), cuda: true, ..distributed }
             }
-            Method::Featpart => Rules { batches: &[MiniBatch], cuda: true, ..distributed },
+            // Its hooks also sum its own columns' bias gradients and its trials on the host.
+            Method::Featpart => Rules { batches: &[MiniBatch], cuda: true, nccl: false, ..distributed },
         }
     }
 
@@ -173,6 +183,9 @@ pub struct Rules {
     pub batches: &'static [BatchMode],
     /// Whether it trains on a CUDA device (`device = "cuda"`); the others train on the CPU.
     pub cuda: bool,
+    /// Whether its GPU workers can sum their gradients by NCCL (`backend = "nccl"`): their
+    /// sync is the gradient all-reduce alone.
+    pub nccl: bool,
     /// Its hidden layers' order where `layer-order` is not set (adaqp's paper puts dropout
     /// before LayerNorm and the activation).
     pub layer_order: LayerOrder,
