@@ -580,3 +580,29 @@ fn mini_batches_uploaded_ahead_follow_the_cpu() {
     featpart.method.featpart.tau = trainer::config::Tau::Fixed(2);
     mini_batches_follow_the_cpu(featpart, &dataset);
 }
+
+/// The device mini-batch guard (the gradients' sum checked on the device, the gradients brought
+/// down only where it is not finite) stops where the CPU's does, naming the same tensor: a
+/// non-finite input column makes the first step's gradients non-finite, for a single process
+/// and for four data-parallel workers.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn non_finite_device_mini_batch_gradients_stop_where_the_cpu_does() {
+    let base = cora(ConvKind::Sage);
+    let mut dataset = load(&base);
+    dataset.features.column_mut(0).fill(f32::NAN);
+    for (method, workers) in [(Method::Single, 1), (Method::DataParallel, 4)] {
+        let cpu = mini_batches(&base, method, workers, 8, 1);
+        let run = |config: &TrainConfig| {
+            run_on(config, &dataset, LocalOptions::default(), &mut ()).expect_err("the guard stops the run").to_string()
+        };
+        let (on_cpu, on_gpu) = (run(&cpu), run(&TrainConfig { device: Device::Cuda(0), ..cpu.clone() }));
+        // The site and the tensor; a cluster's message may name whichever worker stopped first.
+        let site = |msg: &str| {
+            let after = msg.split("epoch 1: non-finite value in the gradient of ").nth(1)?;
+            after.split(';').next().map(str::to_owned)
+        };
+        assert!(site(&on_cpu).is_some(), "{on_cpu}");
+        assert_eq!(site(&on_gpu), site(&on_cpu), "{} x{workers}: {on_gpu}", method.as_str());
+    }
+}

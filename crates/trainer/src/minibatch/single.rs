@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::on_device;
 use super::stats::{epoch_json, mean_loss};
-use super::trainer::{BatchTrainer, SyncOnly};
+use super::trainer::{BatchTrainer, NoSync};
 use crate::checkpoint::WorkerState;
 use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
@@ -35,7 +35,7 @@ impl Strategy for SingleMiniBatch<'_> {
     type Error = TrainError;
 
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
-        let totals = self.trainer.train_epoch(epoch, Share::whole(), &mut SyncOnly::new(|_| Ok(0.0)))?;
+        let totals = self.trainer.train_epoch(epoch, Share::whole(), &mut NoSync)?;
         let totals = [totals];
         Ok(StepStats { loss: mean_loss(&totals), method: Some(epoch_json(&totals)), ..StepStats::default() })
     }

@@ -44,6 +44,12 @@ pub(crate) trait StepHooks {
     /// Returns the seconds it spent.
     fn sync(&mut self, grads: &mut [f32], loss: f64) -> Result<f64, TrainError>;
 
+    /// Whether [`StepHooks::sync`] reads the gradients (a device model brings them down for
+    /// it); one process's hooks ([`NoSync`]) do not, so its gradients stay on the device.
+    fn reads_grads(&self) -> bool {
+        true
+    }
+
     /// The gradient all-reduce [`StepHooks::sync`] makes, where that is all it does: a model
     /// whose GPUs are joined by NCCL makes it there instead
     /// ([`BatchModel::sum_grads_on_gpus`]). `None` (the default): the sync always runs.
@@ -98,15 +104,31 @@ pub(crate) enum OwnColumns {
     Beside(Columns),
 }
 
-/// Hooks that read the dataset's features and run `F` on the gradients.
+/// One process's hooks: the dataset's features, and no sync.
+pub(crate) struct NoSync;
+
+impl StepHooks for NoSync {
+    fn sync(&mut self, _grads: &mut [f32], _loss: f64) -> Result<f64, TrainError> {
+        Ok(0.0)
+    }
+
+    fn reads_grads(&self) -> bool {
+        false
+    }
+}
+
+/// Hooks that read the dataset's features and run `F` on the gradients (tests' own syncs).
+#[cfg(test)]
 pub(crate) struct SyncOnly<F>(F);
 
+#[cfg(test)]
 impl<F: FnMut(&mut [f32]) -> Result<f64, TrainError>> SyncOnly<F> {
     pub(crate) fn new(sync: F) -> Self {
         Self(sync)
     }
 }
 
+#[cfg(test)]
 impl<F: FnMut(&mut [f32]) -> Result<f64, TrainError>> StepHooks for SyncOnly<F> {
     fn sync(&mut self, grads: &mut [f32], _loss: f64) -> Result<f64, TrainError> {
         (self.0)(grads)
@@ -335,7 +357,8 @@ impl<'a> BatchTrainer<'a> {
                 };
                 sync_s += match on_gpus {
                     true => on_gpus_from.elapsed().as_secs_f64(),
-                    false => hooks.sync(self.model.grads()?, loss)?,
+                    false if hooks.reads_grads() => hooks.sync(self.model.grads()?, loss)?,
+                    false => 0.0,
                 };
                 let lr = self.lr.at(epoch, step, steps.len());
                 self.model.step(&mut self.optimizer, epoch, lr)?;

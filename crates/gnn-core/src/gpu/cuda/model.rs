@@ -610,6 +610,17 @@ impl<'d> DeviceModel<'d> {
         Ok(())
     }
 
+    /// Whether the gradients' sum, reduced on the device, is finite: one value comes down.
+    /// A non-finite gradient makes it non-finite, so `true` means every gradient is finite;
+    /// `false` means one is not, or the finite ones overflowed the sum (bring them down to
+    /// tell, [`DeviceModel::grads`]).
+    pub fn grads_sum_finite(&self) -> Result<bool, GpuError> {
+        let flat = self.grads_on_device()?;
+        let mut total = self.dev.zeros::<f32>(1)?;
+        self.dev.column_sum(flat.len(), 1, &flat, None, &mut total.as_view_mut())?;
+        Ok(self.dev.download(&total)?[0].is_finite())
+    }
+
     pub fn zero_grad(&mut self) -> Result<(), GpuError> {
         for t in &mut self.tensors {
             self.dev.stream().memset_zeros(&mut t.grad)?;
