@@ -65,12 +65,9 @@ fn nccl_gradients_follow_the_host_staged_sum() {
             let e = n.epoch;
             assert!((h.loss - n.loss).abs() <= 1e-4, "{name} epoch {e}: loss host {} nccl {}", h.loss, n.loss);
             assert_eq!(h.bytes_by_phase, n.bytes_by_phase, "{name} epoch {e}: ledger by phase");
-            // A cut-graph worker's gradient no longer crosses the bus (a mini-batch worker's
-            // guard still brings it down before the update).
+            // The gradient no longer crosses the bus.
             let (hb, nb) = (h.device.expect("device epoch"), n.device.expect("device epoch"));
-            if host.minibatch.batch_size.is_none() {
-                assert!(nb.d2h_bytes < hb.d2h_bytes, "{name} epoch {e}: host {hb:?}, nccl {nb:?}");
-            }
+            assert!(nb.d2h_bytes < hb.d2h_bytes, "{name} epoch {e}: host {hb:?}, nccl {nb:?}");
         }
         assert_eq!(staged.final_.bytes_grad_sync, nccl.final_.bytes_grad_sync, "{name}");
         assert_eq!(nccl.config.distributed.backend, Backend::Nccl, "{name}: the report names the backend");
