@@ -249,12 +249,17 @@ def adgraph_scaling(out):
 METHOD_BARS = {"adaqp": 0.5, "cdfgnn": 0.7, "ecgraph": 0.6}
 
 
+def asked(folder, papers):
+    """Whether `run` wrote a grid of one of `papers` into `folder` (the row was asked for)."""
+    return any(os.path.isfile(os.path.join(folder, f"{paper}.toml")) for paper in papers)
+
+
 def methods_device(out):
     """Issue 37's claims with GPU compute (the `methods-device` grids): per paper, vanilla's and
     the method's modeled epoch (the median of the epochs after the first), their ratio against
     the bar, and vanilla's communication share. None where the grids were not asked for."""
     folder = os.path.join(out, "methods")
-    if not any(os.path.isfile(os.path.join(folder, f"{paper}.toml")) for paper in METHOD_BARS):
+    if not asked(folder, METHOD_BARS):
         return None
     rows = []
     for paper, bar in METHOD_BARS.items():
@@ -292,7 +297,9 @@ ACCURACY_BARS = {"adaqp": 0.5, "cdfgnn": 1.0, "ecgraph": 1.0}
 
 def paired(runs, variant, baseline):
     """Mean and standard error (None for one seed) of `variant - baseline`'s test accuracy over
-    the seeds both ran, in points, and the seeds."""
+    the seeds both ran, in points, and the seeds. `halo experiment`'s own `test_acc_diff` pairs
+    each variant with the grid's baseline only; the method against vanilla on the GPU pairs two
+    other variants, so both comparisons are taken here, from the runs, the same way."""
     acc = {}
     for run in runs:
         if run.get("test_acc") is not None:
@@ -311,7 +318,7 @@ def methods_accuracy(out):
     the method on the GPU against its CPU run and against vanilla on the GPU, paired by seed.
     None where the grids were not asked for."""
     folder = os.path.join(out, "accuracy")
-    if not any(os.path.isfile(os.path.join(folder, f"{paper}.toml")) for paper in ACCURACY_BARS):
+    if not asked(folder, ACCURACY_BARS):
         return None
     rows = []
     for paper, bar in ACCURACY_BARS.items():
