@@ -10,6 +10,7 @@
 //! `cargo xtask gpu-test` runs them.
 #![cfg(feature = "cuda")]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use gnn_core::{ConvKind, LayerOrder};
@@ -445,7 +446,14 @@ fn gat_workers_on_one_gpu_vertex_cut() {
 /// against the same four workers on the CPU, GCN (and GAT) on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
-/// other way), and the final test accuracy within one point.
+/// other way), and the final test accuracy within one point. Two decisions read the values
+/// themselves: CDFGNN's replica cache skips a row whose change is within its threshold, and
+/// EC-Graph's bit tuner picks a width from the compensated error's trend. A row whose change
+/// lies within rounding of the threshold can go the other way on the device (seen once on an
+/// H200: cdfgnn GAT's second epoch sent 432 more bytes of 42,006 in `fwd/1`), so under those
+/// two each phase's bytes are held within 5% of the CPU's, and the largest gap is printed;
+/// every other codec's bytes follow from the rows and the widths alone and must be equal.
+/// Every run is checked before the test fails, naming every miss.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
@@ -469,11 +477,14 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
         (Method::Ecgraph, gcn, false, &cluster),
         (Method::Ecgraph, gcn, true, &servers),
     ];
+    let mut misses = Vec::new();
     for (method, model, halo_cache, distributed) in runs {
         let mut cpu =
             TrainConfig { method: MethodConfig::named(method), distributed: distributed.clone(), ..cora(model) };
         cpu.method.ecgraph.halo_cache = halo_cache;
         let (overlap, ps) = (distributed.overlap, distributed.param_servers().is_some());
+        let reads_values = (method == Method::Cdfgnn && cpu.method.cdfgnn.replica_cache)
+            || (method == Method::Ecgraph && cpu.method.ecgraph.bit_tuner);
         let run =
             |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
         let on_cpu = run(&cpu);
@@ -487,15 +498,41 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
             if ps { " on parameter servers" } else { "" }
         );
         assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
+        let mut widest = 0.0f64;
         for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
             let e = g.epoch;
-            assert!((c.loss - g.loss).abs() <= 1e-2, "{name} epoch {e}: loss cpu {} gpu {}", c.loss, g.loss);
-            assert_eq!(c.bytes_by_phase, g.bytes_by_phase, "{name} epoch {e}: ledger by phase");
+            if (c.loss - g.loss).abs() > 1e-2 {
+                misses.push(format!("{name} epoch {e}: loss cpu {} gpu {}", c.loss, g.loss));
+            }
+            let gap = ledger_gap(&c.bytes_by_phase, &g.bytes_by_phase);
+            widest = widest.max(gap);
+            if gap > 0.0 && !(reads_values && gap <= 0.05) {
+                misses.push(format!(
+                    "{name} epoch {e}: ledger by phase cpu {:?} gpu {:?}",
+                    c.bytes_by_phase, g.bytes_by_phase
+                ));
+            }
         }
         let (c, g) = (on_cpu.final_.test_acc_at_best_val, on_gpu.final_.test_acc_at_best_val);
-        eprintln!("{name}: best test accuracy cpu {c:.4} gpu {g:.4}");
-        assert!((c - g).abs() <= 0.01, "{name}: best test accuracy cpu {c} gpu {g}");
+        eprintln!("{name}: best test accuracy cpu {c:.4} gpu {g:.4}; widest ledger gap {:.3}%", 100.0 * widest);
+        if (c - g).abs() > 0.01 {
+            misses.push(format!("{name}: best test accuracy cpu {c} gpu {g}"));
+        }
     }
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+}
+
+/// The largest gap between two ledgers, phase by phase, as a share of the first's bytes (1
+/// where a phase is in one alone).
+fn ledger_gap(cpu: &BTreeMap<String, u64>, gpu: &BTreeMap<String, u64>) -> f64 {
+    cpu.keys()
+        .chain(gpu.keys())
+        .map(|phase| match (cpu.get(phase), gpu.get(phase)) {
+            (Some(&c), Some(&g)) if c == g => 0.0,
+            (Some(&c), Some(&g)) => c.abs_diff(g) as f64 / c.max(1) as f64,
+            _ => 1.0,
+        })
+        .fold(0.0, f64::max)
 }
 
 /// `cpu` as sampled mini-batches of `batch` seeds per worker (fanouts 10,10) for `epochs`.

@@ -63,26 +63,30 @@ pub(crate) fn place<'a>(gpu: Option<&'a Gpu>, trainer: &mut BatchTrainer<'a>) ->
 }
 
 /// The device memory of a mini-batch worker training on `dataset` (its feature matrix and
-/// graph) and evaluating on `eval` where it evaluates: the whole-graph footprint of the
-/// larger (the evaluation's forward pass, which also bounds a batch's activations: a block
-/// has at most every vertex as a source), plus two batches' blocks in flight (the one
-/// computing and the next one uploading), each block at most every edge with its coefficient,
-/// both ways. A worker holding its `own_columns` ([`BatchModel::hold_own_columns`]: a row of
-/// `dataset`'s width per vertex) holds them beside the whole matrix its evaluation uploads.
+/// graph) and evaluating on `eval` where it evaluates on another graph (ADGraph's part
+/// against the whole): the whole-graph footprint of the graph it evaluates on (the
+/// evaluation's forward pass, which also bounds a batch's activations: a block has at most
+/// every vertex as a source), with `dataset`'s matrix beside `eval`'s, plus two batches'
+/// blocks in flight (the one computing and the next one uploading), each block at most every
+/// edge with its coefficient, both ways. A worker evaluating on its own dataset holds its
+/// matrix once, for its batches and its evaluation. A worker holding its `own_columns`
+/// ([`BatchModel::hold_own_columns`]: a row of `dataset`'s width per vertex) holds them beside
+/// the whole matrix its evaluation reads.
 pub(crate) fn footprint(
     config: &TrainConfig,
     dataset: &Dataset,
     eval: Option<&Dataset>,
     own_columns: bool,
 ) -> Result<Footprint, TrainError> {
+    let matrix = (dataset.features.len() * std::mem::size_of::<f32>()) as u64;
     let mut footprint = memory::device::estimate(config, dataset)?;
     if let Some(eval) = eval {
         let whole = memory::device::estimate(config, eval)?;
-        footprint.resident = footprint.resident.max(whole.resident);
+        footprint.resident = whole.resident + matrix;
         footprint.step = footprint.step.max(whole.step);
     }
     if own_columns {
-        footprint.resident += (dataset.features.len() * std::mem::size_of::<f32>()) as u64;
+        footprint.resident += matrix;
     }
     footprint.step += 2 * config.layers as u64 * block_bytes(config, dataset);
     Ok(footprint)
@@ -154,10 +158,11 @@ mod cuda {
         rows: Option<DeviceIndex>,
     }
 
-    /// The whole graph a worker evaluates on, with its features and splits.
+    /// The whole graph a worker evaluates on, with its splits, and its features where they are
+    /// not the worker's own matrix (which the worker holds once, for its batches and this).
     struct EvalGraph {
         graph: DeviceGraph,
-        features: CudaSlice<f32>,
+        features: Option<CudaSlice<f32>>,
         splits: [DeviceLabels; 3],
     }
 
@@ -194,6 +199,19 @@ mod cuda {
         epoch: DeviceEpoch,
         steps_wall: Duration,
         transfers: [Transfers; 2],
+    }
+
+    /// The worker's feature matrix on `dev`, uploaded from `host` the first time it is read.
+    fn resident<'a>(
+        dev: &Device,
+        features: &'a mut Option<CudaSlice<f32>>,
+        host: &Array2<f32>,
+    ) -> Result<&'a CudaSlice<f32>, TrainError> {
+        let held = match features.take() {
+            Some(held) => held,
+            None => dev.upload(host.as_standard_layout().as_slice().unwrap_or_default())?,
+        };
+        Ok(features.insert(held))
     }
 
     impl std::fmt::Debug for OnDevice<'_> {
@@ -295,14 +313,7 @@ mod cuda {
                     self.copy.upload(rows.as_slice().unwrap_or_default())?
                 }
                 (Inputs::Held { rows, .. }, _) => {
-                    let features = match self.features.take() {
-                        Some(features) => features,
-                        None => {
-                            let host = self.host_features.as_standard_layout();
-                            dev.upload(host.as_slice().unwrap_or_default())?
-                        }
-                    };
-                    let features = self.features.insert(features);
+                    let features = resident(dev, &mut self.features, self.host_features)?;
                     match &up.rows {
                         Some(index) => dev.gather_rows_at(in_dim, index, features, n)?,
                         None => dev.gather_rows(in_dim, rows, features, n)?,
@@ -387,17 +398,25 @@ mod cuda {
                 Some(eval) => eval,
                 None => {
                     let whole = AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
+                    // A worker evaluating on its own dataset reads the matrix it holds.
+                    let own = std::ptr::eq(&dataset.features, self.host_features);
                     let features = dataset.features.as_standard_layout();
                     EvalGraph {
                         graph: self.model.upload_graph(&whole)?,
-                        features: self.dev.upload(features.as_slice().unwrap_or_default())?,
+                        features: (!own)
+                            .then(|| self.dev.upload(features.as_slice().unwrap_or_default()))
+                            .transpose()?,
                         splits: upload_splits(self.dev, dataset)?,
                     }
                 }
             };
             let eval = self.eval.insert(eval);
+            let features = match &eval.features {
+                Some(features) => features,
+                None => resident(self.dev, &mut self.features, self.host_features)?,
+            };
             let mut clock = self.dev.clock()?;
-            self.model.forward(&eval.graph, &eval.features, ForwardCtx::eval())?;
+            self.model.forward(&eval.graph, features, ForwardCtx::eval())?;
             let stats = accuracies(&self.model, &mut eval.splits)?;
             clock.mark("eval")?;
             self.epoch.eval_s += phase_s(&clock.read()?, "eval");
@@ -458,8 +477,9 @@ mod tests {
     use crate::minibatch::tests::{config, dataset};
 
     /// A worker's footprint is its graph's whole-graph estimate plus two batches' blocks of
-    /// every edge, both ways, per layer; evaluating on a larger graph raises it to that graph's,
-    /// and holding its own columns adds a matrix of its graph's shape.
+    /// every edge, both ways, per layer; evaluating on another graph raises it to that graph's
+    /// with the worker's matrix beside, and holding its own columns adds a matrix of its
+    /// graph's shape.
     #[test]
     fn the_footprint_holds_two_batches_and_the_larger_graph() {
         let config = config(ConvKind::Sage);
@@ -488,6 +508,6 @@ mod tests {
         let large = synth.generate().unwrap();
         let larger = memory::device::estimate(&config, &large).unwrap();
         let with_eval = footprint(&config, &small, Some(&large), false).unwrap();
-        assert_eq!((with_eval.resident, with_eval.step), (larger.resident, larger.step + blocks));
+        assert_eq!((with_eval.resident, with_eval.step), (larger.resident + matrix, larger.step + blocks));
     }
 }
