@@ -446,14 +446,17 @@ fn gat_workers_on_one_gpu_vertex_cut() {
 /// against the same four workers on the CPU, GCN (and GAT) on Cora: the same bytes in the network ledger
 /// epoch by epoch and phase by phase, every epoch's loss within 1e-2 (the codecs read device
 /// rows, which differ from the CPU's in summation order, so a quantized code can round the
-/// other way), and the final test accuracy within one point. Two decisions read the values
-/// themselves: CDFGNN's replica cache skips a row whose change is within its threshold, and
-/// EC-Graph's bit tuner picks a width from the compensated error's trend. A row whose change
-/// lies within rounding of the threshold can go the other way on the device (seen once on an
-/// H200: cdfgnn GAT's second epoch sent 432 more bytes of 42,006 in `fwd/1`), so under those
-/// two each phase's bytes are held within 5% of the CPU's, and the largest gap is printed;
-/// every other codec's bytes follow from the rows and the widths alone and must be equal.
-/// Every run is checked before the test fails, naming every miss.
+/// other way), and the final test accuracy within one point. CDFGNN's replica cache decides
+/// from the values themselves: it skips a row whose change is within its threshold, so a row
+/// whose change lies within rounding of the threshold can go the other way on the device. On
+/// an H200 its GCN run sent the CPU's bytes in every phase, and its GAT run (an exponential
+/// and a division more per value) a few rows more or fewer from the second epoch on: 432
+/// bytes of 42,006 in `fwd/1` there, 64 of 906 in `bwd/1` at the seventh, 0.06% of the
+/// exchange's bytes at most. Under the cache the exchange's bytes (`fwd/*` and `bwd/*`
+/// summed) are therefore held within 1% of the CPU's and every other phase equal, and the
+/// largest gaps are printed; every other codec's bytes (EC-Graph's bit tuner included, which
+/// decides on a trend over whole layers) follow the CPU's exactly. Every run is checked before
+/// the test fails, naming every miss.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
@@ -483,8 +486,7 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
             TrainConfig { method: MethodConfig::named(method), distributed: distributed.clone(), ..cora(model) };
         cpu.method.ecgraph.halo_cache = halo_cache;
         let (overlap, ps) = (distributed.overlap, distributed.param_servers().is_some());
-        let reads_values = (method == Method::Cdfgnn && cpu.method.cdfgnn.replica_cache)
-            || (method == Method::Ecgraph && cpu.method.ecgraph.bit_tuner);
+        let cached = method == Method::Cdfgnn && cpu.method.cdfgnn.replica_cache;
         let run =
             |config: &TrainConfig| run_on(config, &dataset, LocalOptions::default(), &mut ()).expect("workers run");
         let on_cpu = run(&cpu);
@@ -498,15 +500,16 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
             if ps { " on parameter servers" } else { "" }
         );
         assert_eq!(on_gpu.epochs.len(), EPOCHS, "{name}");
-        let mut widest = 0.0f64;
+        let (mut widest, mut exchange) = (0.0f64, 0.0f64);
         for (c, g) in on_cpu.epochs.iter().zip(&on_gpu.epochs) {
             let e = g.epoch;
             if (c.loss - g.loss).abs() > 1e-2 {
                 misses.push(format!("{name} epoch {e}: loss cpu {} gpu {}", c.loss, g.loss));
             }
-            let gap = ledger_gap(&c.bytes_by_phase, &g.bytes_by_phase);
-            widest = widest.max(gap);
-            if gap > 0.0 && !(reads_values && gap <= 0.05) {
+            let gap = LedgerGap::of(&c.bytes_by_phase, &g.bytes_by_phase);
+            (widest, exchange) = (widest.max(gap.widest), exchange.max(gap.exchange));
+            let within = gap.widest == 0.0 || (cached && gap.elsewhere_equal && gap.exchange <= 0.01);
+            if !within {
                 misses.push(format!(
                     "{name} epoch {e}: ledger by phase cpu {:?} gpu {:?}",
                     c.bytes_by_phase, g.bytes_by_phase
@@ -514,7 +517,11 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
             }
         }
         let (c, g) = (on_cpu.final_.test_acc_at_best_val, on_gpu.final_.test_acc_at_best_val);
-        eprintln!("{name}: best test accuracy cpu {c:.4} gpu {g:.4}; widest ledger gap {:.3}%", 100.0 * widest);
+        eprintln!(
+            "{name}: best test accuracy cpu {c:.4} gpu {g:.4}; ledger gaps: widest phase {:.3}%, exchange {:.3}%",
+            100.0 * widest,
+            100.0 * exchange
+        );
         if (c - g).abs() > 0.01 {
             misses.push(format!("{name}: best test accuracy cpu {c} gpu {g}"));
         }
@@ -522,17 +529,36 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }
 
-/// The largest gap between two ledgers, phase by phase, as a share of the first's bytes (1
-/// where a phase is in one alone).
-fn ledger_gap(cpu: &BTreeMap<String, u64>, gpu: &BTreeMap<String, u64>) -> f64 {
-    cpu.keys()
-        .chain(gpu.keys())
-        .map(|phase| match (cpu.get(phase), gpu.get(phase)) {
-            (Some(&c), Some(&g)) if c == g => 0.0,
-            (Some(&c), Some(&g)) => c.abs_diff(g) as f64 / c.max(1) as f64,
-            _ => 1.0,
-        })
-        .fold(0.0, f64::max)
+/// How far a device run's ledger is from the CPU run's, as shares of the CPU's bytes.
+struct LedgerGap {
+    /// The largest gap of one phase (1 where a phase is in one ledger alone).
+    widest: f64,
+    /// The gap of the exchange's phases (`fwd/*` and `bwd/*`) summed.
+    exchange: f64,
+    /// Every phase is in both, and every other phase has the same bytes in both.
+    elsewhere_equal: bool,
+}
+
+impl LedgerGap {
+    fn of(cpu: &BTreeMap<String, u64>, gpu: &BTreeMap<String, u64>) -> Self {
+        let share = |c: u64, g: u64| c.abs_diff(g) as f64 / c.max(1) as f64;
+        let in_exchange = |phase: &str| phase.starts_with("fwd/") || phase.starts_with("bwd/");
+        let (mut widest, mut elsewhere_equal, mut sums) = (0.0f64, true, [0u64; 2]);
+        for phase in cpu.keys().chain(gpu.keys()) {
+            let (c, g) = (cpu.get(phase).copied(), gpu.get(phase).copied());
+            widest = widest.max(match (c, g) {
+                (Some(c), Some(g)) => share(c, g),
+                _ => 1.0,
+            });
+            if !in_exchange(phase) || c.is_none() || g.is_none() {
+                elsewhere_equal &= c == g;
+            }
+        }
+        for (sum, ledger) in sums.iter_mut().zip([cpu, gpu]) {
+            *sum = ledger.iter().filter(|(phase, _)| in_exchange(phase)).map(|(_, bytes)| bytes).sum();
+        }
+        Self { widest, exchange: share(sums[0], sums[1]), elsewhere_equal }
+    }
 }
 
 /// `cpu` as sampled mini-batches of `batch` seeds per worker (fanouts 10,10) for `epochs`.
