@@ -4,11 +4,13 @@
 //! Eq. 22 as printed, `floor(2^B (m - min) / (max - min) + 0.5)`, reaches `2^B` at the maximum,
 //! which needs `B + 1` bits; here the range is split into `2^B - 1` steps, so every level fits
 //! in `B` bits and the error is at most `(max - min) / (2 (2^B - 1))`. Levels are packed least
-//! significant bit first, each row starting on a byte boundary. Decoding is a pure function of
-//! the bytes, so every receiver of the same row (and the sender's own shadow decode) gets the
-//! same bits.
+//! significant bit first, each row starting on a byte boundary (2, 4 and 8 bits as the
+//! stochastic codec packs its codes, 16 bits as little-endian `u16`s). Decoding is a pure
+//! function of the bytes, so every receiver of the same row (and the sender's own shadow decode)
+//! gets the same bits.
 
 use super::le::{extend_le, read_le};
+use super::pack::{pack, unpack};
 use super::{Codec, CodecError, CodecStats, row_count};
 use crate::stream::Pass;
 
@@ -27,6 +29,8 @@ pub struct BitsError(pub u8);
 pub struct LinearQuant {
     bits: u8,
     stats: CodecStats,
+    /// A row's levels of 8 bits or fewer, on their way to or from the packed bytes.
+    codes: Vec<u8>,
 }
 
 impl LinearQuant {
@@ -35,7 +39,7 @@ impl LinearQuant {
         if !LINEAR_BITS.contains(&bits) {
             return Err(BitsError(bits));
         }
-        Ok(Self { bits, stats: CodecStats::default() })
+        Ok(Self { bits, stats: CodecStats::default(), codes: Vec::new() })
     }
 
     /// Bytes of one encoded row of `width` values: minimum, maximum and the packed levels.
@@ -48,10 +52,25 @@ impl LinearQuant {
     }
 }
 
-/// The value of level `q` in a row quantized between `lo` and `hi` with `levels` steps.
-fn dequantize(lo: f32, hi: f32, levels: u32, q: u32) -> f32 {
-    let step = (hi - lo) / levels as f32;
-    lo + q as f32 * step
+/// The level of `v` in a row whose minimum is `lo` and whose range `range` is positive and
+/// finite: `round((v - lo) / range * levels)` in `f64`, half away from zero, within
+/// `0..=levels` (a NaN is level 0).
+fn level(v: f32, lo: f32, range: f64, levels: u32) -> u32 {
+    let x = (f64::from(v) - f64::from(lo)) / range * f64::from(levels);
+    round_non_negative(x).clamp(0.0, f64::from(levels)) as u32
+}
+
+/// `x.round()` for an `x` of at least 0 (or NaN), without `f64::round`'s library call: the whole
+/// part, plus one when the fraction (which the subtraction gives exactly) is at least a half.
+fn round_non_negative(x: f64) -> f64 {
+    let whole = x.trunc();
+    whole + if x - whole >= 0.5 { 1.0 } else { 0.0 }
+}
+
+/// The step between levels of a row quantized between `lo` and `hi` with `levels` steps; level
+/// `q` decodes to `lo + q * step`.
+fn step(lo: f32, hi: f32, levels: u32) -> f32 {
+    (hi - lo) / levels as f32
 }
 
 impl Codec for LinearQuant {
@@ -61,37 +80,30 @@ impl Codec for LinearQuant {
 
     fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         let n = row_count(NAME, rows.len(), width)?;
-        let (bits, levels) = (usize::from(self.bits), self.levels());
+        let (bits, levels) = (self.bits, self.levels());
         for row in rows.chunks_exact(width.max(1)).take(n) {
             let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
             let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             extend_le(out, &[lo, hi]);
-            let start = out.len();
-            out.resize(start + (width * bits).div_ceil(8), 0);
             let range = f64::from(hi) - f64::from(lo);
-            for (i, &v) in row.iter().enumerate() {
-                // A flat (or non-finite) row is all level 0: it decodes to its minimum.
-                let q = if range > 0.0 && range.is_finite() {
-                    ((f64::from(v) - f64::from(lo)) / range * f64::from(levels)).round().clamp(0.0, f64::from(levels))
-                        as u32
-                } else {
-                    0
-                };
-                let bit = i * bits;
-                for b in 0..bits {
-                    if q >> b & 1 == 1 {
-                        out[start + (bit + b) / 8] |= 1 << ((bit + b) % 8);
-                    }
-                }
+            // A flat (or non-finite) row is all level 0: it decodes to its minimum.
+            let graded = range > 0.0 && range.is_finite();
+            let q = |v: f32| if graded { level(v, lo, range, levels) } else { 0 };
+            if bits == 16 {
+                out.extend(row.iter().flat_map(|&v| (q(v) as u16).to_le_bytes()));
+            } else {
+                self.codes.clear();
+                self.codes.extend(row.iter().map(|&v| q(v) as u8));
+                pack(&self.codes, bits, out);
             }
         }
-        self.stats.bits[bits] += n as u64;
+        self.stats.bits[usize::from(bits)] += n as u64;
         Ok(())
     }
 
     fn decode(&mut self, _pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
         let rows = row_count(NAME, out.len(), width)?;
-        let (bits, levels, row_bytes) = (usize::from(self.bits), self.levels(), self.row_bytes(width));
+        let (bits, levels, row_bytes) = (self.bits, self.levels(), self.row_bytes(width));
         if bytes.len() != rows * row_bytes {
             return Err(CodecError::Length {
                 codec: NAME,
@@ -104,11 +116,18 @@ impl Codec for LinearQuant {
         for (row, message) in out.chunks_exact_mut(width.max(1)).zip(bytes.chunks_exact(row_bytes)) {
             let mut bounds = [0.0f32; 2];
             read_le(&message[..8], &mut bounds);
+            let (lo, step) = (bounds[0], step(bounds[0], bounds[1], levels));
             let packed = &message[8..];
-            for (i, v) in row.iter_mut().enumerate() {
-                let bit = i * bits;
-                let q = (0..bits).fold(0u32, |q, b| q | u32::from(packed[(bit + b) / 8] >> ((bit + b) % 8) & 1) << b);
-                *v = dequantize(bounds[0], bounds[1], levels, q);
+            if bits == 16 {
+                for (v, code) in row.iter_mut().zip(packed.chunks_exact(2)) {
+                    *v = lo + f32::from(u16::from_le_bytes([code[0], code[1]])) * step;
+                }
+            } else {
+                self.codes.resize(row.len(), 0);
+                unpack(packed, bits, &mut self.codes);
+                for (v, &code) in row.iter_mut().zip(&self.codes) {
+                    *v = lo + f32::from(code) * step;
+                }
             }
         }
         Ok(())
@@ -162,7 +181,70 @@ mod tests {
         assert_eq!(codec.take_stats().bits[4], 3);
     }
 
+    /// Rounding is `f64::round`'s, half away from zero, at the halves, just below them, on
+    /// values too large for a fraction, and on NaN; a NaN value is level 0.
+    #[test]
+    fn rounding_is_f64_round() {
+        let below_half = 0.5f64.next_down();
+        for x in [0.0, 0.5, 1.5, 2.5, 254.5, below_half, 1.0 + below_half, 3.0f64.next_down(), 7.25, 255.0, 1e300] {
+            assert_eq!(round_non_negative(x), x.round(), "x = {x}");
+        }
+        assert!(round_non_negative(f64::NAN).is_nan());
+        assert_eq!(level(f32::NAN, 0.0, 1.0, 255), 0);
+        assert_eq!(level(2.0, 0.0, 4.0, 255), 128, "127.5 rounds up");
+    }
+
+    /// The codec's bytes before its levels were packed a byte at a time: every bit set one by
+    /// one, least significant first, with `f64::round`.
+    fn bitwise_encode(bits: u8, rows: &[f32], width: usize) -> Vec<u8> {
+        let (b, levels) = (usize::from(bits), (1u32 << bits) - 1);
+        let mut out = Vec::new();
+        for row in rows.chunks_exact(width) {
+            let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            out.extend(lo.to_le_bytes().into_iter().chain(hi.to_le_bytes()));
+            let start = out.len();
+            out.resize(start + (width * b).div_ceil(8), 0);
+            let range = f64::from(hi) - f64::from(lo);
+            for (i, &v) in row.iter().enumerate() {
+                let q = if range > 0.0 && range.is_finite() {
+                    ((f64::from(v) - f64::from(lo)) / range * f64::from(levels)).round().clamp(0.0, f64::from(levels))
+                        as u32
+                } else {
+                    0
+                };
+                for bit in 0..b {
+                    if q >> bit & 1 == 1 {
+                        out[start + (i * b + bit) / 8] |= 1 << ((i * b + bit) % 8);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     proptest! {
+        /// The bytes are the bit-by-bit packing's, at every width, on rows with repeated values,
+        /// flat rows and NaNs, and on values that fall on a level's half.
+        #[test]
+        fn bytes_are_the_bitwise_packing(
+            bits in prop::sample::select(LINEAR_BITS.to_vec()),
+            width in 1usize..11,
+            raw in prop::collection::vec(prop_oneof![-4i32..=4, Just(i32::MIN)], 1..60),
+            scale in prop::sample::select(vec![0.5f32, 0.1, 3.0, 1e-3]),
+        ) {
+            // Small integers times a scale hit the halves between levels; `i32::MIN` is a NaN.
+            let rows: Vec<f32> = raw
+                .iter()
+                .map(|&i| if i == i32::MIN { f32::NAN } else { i as f32 * scale })
+                .collect();
+            let n = rows.len() / width * width;
+            let mut codec = LinearQuant::new(bits).unwrap();
+            let mut bytes = Vec::new();
+            codec.encode(P, &rows[..n], width, &mut bytes).unwrap();
+            prop_assert_eq!(&bytes, &bitwise_encode(bits, &rows[..n], width));
+        }
+
         /// Every value decodes within half a step, (max - min) / (2 (2^B - 1)), of itself.
         #[test]
         fn error_is_at_most_half_a_step(

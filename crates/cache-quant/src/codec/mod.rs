@@ -17,6 +17,7 @@ mod identity;
 pub(crate) mod le;
 mod linear;
 pub mod mask;
+mod pack;
 mod skip_repeats;
 mod stats;
 pub mod stochastic;

@@ -19,7 +19,6 @@
 //! steps); the decoder adds every received row's variance trace `(D / 6)(max - min)^2` to a
 //! [`QuantProbe`] for the assignment's next solve.
 
-mod pack;
 mod shared;
 
 pub use shared::{BitTable, QuantProbe, RowTraces, WIDTHS};
@@ -29,10 +28,10 @@ use std::time::Instant;
 
 use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
+use super::pack::{pack, packed_len, unpack};
 use super::{Codec, CodecError, CodecFactory, CodecStats, row_count};
 use crate::knob::Knob;
 use crate::stream::{Direction, Mode, Pass, Stream, StreamId};
-use pack::{pack, packed_len, unpack};
 
 const NAME: &str = "stochastic";
 

@@ -1,6 +1,6 @@
-//! Packing of unsigned codes of 2, 4 or 8 bits: one row's codes fill `ceil(D * b / 8)` bytes,
-//! `8 / b` consecutive codes per byte, least significant bits first; the last byte's unused high
-//! bits are zero.
+//! Packing of unsigned codes of 2, 4 or 8 bits, the quantizing codecs' wire form (stochastic and
+//! linear): one row's codes fill `ceil(D * b / 8)` bytes, `8 / b` consecutive codes per byte,
+//! least significant bits first; the last byte's unused high bits are zero.
 
 /// Bytes of `count` codes of `bits` bits.
 pub(crate) fn packed_len(count: usize, bits: u8) -> usize {
