@@ -57,14 +57,13 @@ impl LinearQuant {
 /// `0..=levels` (a NaN is level 0).
 fn level(v: f32, lo: f32, range: f64, levels: u32) -> u32 {
     let x = (f64::from(v) - f64::from(lo)) / range * f64::from(levels);
-    round_non_negative(x).clamp(0.0, f64::from(levels)) as u32
-}
-
-/// `x.round()` for an `x` of at least 0 (or NaN), without `f64::round`'s library call: the whole
-/// part, plus one when the fraction (which the subtraction gives exactly) is at least a half.
-fn round_non_negative(x: f64) -> f64 {
-    let whole = x.trunc();
-    whole + if x - whole >= 0.5 { 1.0 } else { 0.0 }
+    // `x` is at least 0 (`v` is at least the row's minimum) and about `levels` at most, or NaN.
+    // There rounding half away from zero is the whole part (a truncating conversion, NaN to 0)
+    // plus one when the fraction, which the subtraction gives exactly, is at least a half:
+    // `f64::round`'s result without its library call, nor `trunc`'s.
+    let whole = x as i64;
+    let rounded = whole.saturating_add(i64::from(x - whole as f64 >= 0.5));
+    rounded.clamp(0, i64::from(levels)) as u32
 }
 
 /// The step between levels of a row quantized between `lo` and `hi` with `levels` steps; level
@@ -181,17 +180,22 @@ mod tests {
         assert_eq!(codec.take_stats().bits[4], 3);
     }
 
-    /// Rounding is `f64::round`'s, half away from zero, at the halves, just below them, on
-    /// values too large for a fraction, and on NaN; a NaN value is level 0.
+    /// A level is `f64::round`'s, half away from zero, clamped: at a half, just below it, at
+    /// the row's ends, and for a NaN (level 0).
     #[test]
-    fn rounding_is_f64_round() {
-        let below_half = 0.5f64.next_down();
-        for x in [0.0, 0.5, 1.5, 2.5, 254.5, below_half, 1.0 + below_half, 3.0f64.next_down(), 7.25, 255.0, 1e300] {
-            assert_eq!(round_non_negative(x), x.round(), "x = {x}");
+    fn levels_round_as_f64_round_does() {
+        let old = |v: f32, lo: f32, range: f64, levels: u32| {
+            ((f64::from(v) - f64::from(lo)) / range * f64::from(levels)).round().clamp(0.0, f64::from(levels)) as u32
+        };
+        // Between 0 and 2 with 255 levels, 1.0 sits at 127.5 exactly.
+        for v in [0.0f32, 1.0, 1.0f32.next_down(), 1.0f32.next_up(), 2.0, 0.25, 1.75, f32::NAN] {
+            assert_eq!(level(v, 0.0, 2.0, 255), old(v, 0.0, 2.0, 255), "v = {v}");
         }
-        assert!(round_non_negative(f64::NAN).is_nan());
-        assert_eq!(level(f32::NAN, 0.0, 1.0, 255), 0);
-        assert_eq!(level(2.0, 0.0, 4.0, 255), 128, "127.5 rounds up");
+        assert_eq!(level(1.0, 0.0, 2.0, 255), 128, "127.5 rounds up");
+        assert_eq!(level(f32::NAN, 0.0, 2.0, 255), 0);
+        for v in [-3.0f32, -1.5, 0.0, 7.0, 65535.0] {
+            assert_eq!(level(v, -3.0, 65538.0, 65535), old(v, -3.0, 65538.0, 65535), "v = {v}");
+        }
     }
 
     /// The codec's bytes before its levels were packed a byte at a time: every bit set one by
