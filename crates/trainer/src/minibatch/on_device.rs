@@ -400,12 +400,11 @@ mod cuda {
                     let whole = AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
                     // A worker evaluating on its own dataset reads the matrix it holds.
                     let own = std::ptr::eq(&dataset.features, self.host_features);
-                    let features = dataset.features.as_standard_layout();
+                    let upload =
+                        || self.dev.upload(dataset.features.as_standard_layout().as_slice().unwrap_or_default());
                     EvalGraph {
                         graph: self.model.upload_graph(&whole)?,
-                        features: (!own)
-                            .then(|| self.dev.upload(features.as_slice().unwrap_or_default()))
-                            .transpose()?,
+                        features: (!own).then(upload).transpose()?,
                         splits: upload_splits(self.dev, dataset)?,
                     }
                 }

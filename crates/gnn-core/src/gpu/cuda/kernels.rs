@@ -189,6 +189,14 @@ fn expect_len(kernel: &'static str, what: &str, len: usize, want: usize) -> Resu
     }
 }
 
+/// Refuses rows of `stride` columns too narrow to hold `heads` per-head sums.
+fn expect_sums_fit(kernel: &'static str, stride: usize, heads: usize) -> Result<(), GpuError> {
+    if stride < heads {
+        return Err(GpuError::Shape { kernel, detail: format!("rows of {stride} hold no {heads} sums") });
+    }
+    Ok(())
+}
+
 fn grid(threads: usize) -> LaunchConfig {
     let blocks = threads.div_ceil(BLOCK as usize).max(1) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 }
@@ -404,9 +412,7 @@ impl Device {
         stride: usize,
     ) -> Result<(), GpuError> {
         const KERNEL: &str = "edge_exp_sums";
-        if stride < heads {
-            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("rows of {stride} hold no {heads} sums") });
-        }
+        expect_sums_fit(KERNEL, stride, heads)?;
         expect_len(KERNEL, "max", max.len(), csr.rows * heads)?;
         expect_len(KERNEL, "scores", scores.len(), csr.nnz * heads)?;
         expect_len(KERNEL, "sums", sums.len(), csr.rows * stride)?;
@@ -465,9 +471,7 @@ impl Device {
         stride: usize,
     ) -> Result<CudaSlice<f32>, GpuError> {
         const KERNEL: &str = "edge_exp_backward";
-        if stride < heads {
-            return Err(GpuError::Shape { kernel: KERNEL, detail: format!("rows of {stride} hold no {heads} sums") });
-        }
+        expect_sums_fit(KERNEL, stride, heads)?;
         expect_len(KERNEL, "w", w.len(), csr.nnz * heads)?;
         expect_len(KERNEL, "g", g.len(), csr.nnz * heads)?;
         expect_len(KERNEL, "dsums", dsums.len(), csr.rows * stride)?;
