@@ -6,7 +6,10 @@
 //!
 //! Matmul runs `matrixmultiply`'s single-threaded kernels over tiles of the output on rayon's pool,
 //! the one pool every kernel shares; a tile sums the whole depth in the uncut order, so products
-//! are bit-identical whatever the thread count.
+//! are bit-identical whatever the thread count. A deep product with a small output (a weight
+//! gradient `x^T · dout` over a block's or a graph's rows) is cut along its depth instead, into
+//! slices of a fixed depth whose partial products are added in slice order: the order depends on
+//! the shapes alone, so these too are bit-identical whatever the thread count.
 //!
 //! Buffers: `ensure_shape` keeps a buffer's allocation when it grows inside it, writing the grown
 //! block (`Growth::Written`) or, on a view that pulls its halo, taking a large one as released
@@ -15,7 +18,7 @@
 
 use std::ops::Range;
 
-use ndarray::{Array2, ArrayBase, ArrayView2, ArrayViewMut2, Data, DataMut, Ix2, s};
+use ndarray::{Array2, ArrayBase, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Data, DataMut, Ix2, s};
 use rayon::prelude::*;
 
 /// Rows per chunk in deterministic reductions (fixed, so sums do not depend on the thread count).
@@ -34,13 +37,78 @@ pub(crate) const MIN_PAR_ROWS: usize = 64;
 /// synchronises its threads at every depth block, which left the weight gradients, `x^T · dout`
 /// with a depth of tens of thousands of rows, slower on two threads than on one.)
 ///
+/// A deep product with a small `c` ([`depth_sliced`]) is cut along `k` instead: tiles of `c`
+/// would each pack the whole depth of `a`'s rows and `b`'s columns again, which for a weight
+/// gradient is most of the product's memory traffic.
+///
 /// # Panics
 /// If the shapes do not chain (`a: m x k`, `b: k x n`, `c: m x n`).
 pub fn gemm(alpha: f32, a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>, beta: f32, c: &mut ArrayViewMut2<'_, f32>) {
     let (m, k) = a.dim();
     let (k2, n) = b.dim();
     assert!(k == k2 && c.dim() == (m, n), "gemm shapes: {m}x{k} . {k2}x{n} into {:?}", c.dim());
-    gemm_tiled(alpha, a, b, beta, c, Tiles::new(m, k, n, rayon::current_num_threads()));
+    if depth_sliced(m, k, n) {
+        gemm_sliced(alpha, a, b, beta, c);
+    } else {
+        gemm_tiled(alpha, a, b, beta, c, Tiles::new(m, k, n, rayon::current_num_threads()));
+    }
+}
+
+/// Depth of one slice of a depth-sliced product: fixed, so the order of the sums depends on the
+/// shapes only. 4096 rows of `a^T` and `b` keep each slice's packed panels a few MiB.
+const DEPTH_SLICE: usize = 4096;
+
+/// Largest `c` (elements) a product is depth-sliced for: each slice holds a partial `c`.
+const MAX_SLICED_OUT: usize = 1 << 18;
+
+/// Whether [`gemm`] cuts a product along its depth: at least four slices deep, with a `c` of at
+/// most [`MAX_SLICED_OUT`] elements (and not empty). The weight gradients of a block's first
+/// layer (depth: its tens of thousands of destinations) and of a whole graph are; forward
+/// products (depth: a layer's width) and a block's inner layers (a few thousand rows) are not.
+fn depth_sliced(m: usize, k: usize, n: usize) -> bool {
+    k >= 4 * DEPTH_SLICE && (1..=MAX_SLICED_OUT).contains(&m.saturating_mul(n))
+}
+
+/// [`gemm`] over depth slices: slice `s` computes `alpha · a[:, s] · b[s, :]` into its own
+/// partial `c` (one single-threaded `matrixmultiply` call each, on rayon's pool); then each
+/// element of `c` becomes `beta · c` (zero with `beta == 0`) plus the partials added in slice
+/// order.
+fn gemm_sliced(
+    alpha: f32,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    beta: f32,
+    c: &mut ArrayViewMut2<'_, f32>,
+) {
+    let (m, k) = a.dim();
+    let n = b.ncols();
+    let size = m * n;
+    let mut partials = vec![0.0f32; k.div_ceil(DEPTH_SLICE) * size];
+    partials.par_chunks_mut(size).enumerate().for_each(|(slice, partial)| {
+        let depth = slice * DEPTH_SLICE..((slice + 1) * DEPTH_SLICE).min(k);
+        let mut partial = ArrayViewMut2::from_shape((m, n), partial).expect("a slice holds m x n values");
+        gemm_tiled(
+            alpha,
+            &a.slice(s![.., depth.clone()]),
+            &b.slice(s![depth, ..]),
+            0.0,
+            &mut partial,
+            Tiles::whole(m, n),
+        );
+    });
+    c.axis_chunks_iter_mut(Axis(0), MIN_PAR_ROWS).into_par_iter().enumerate().for_each(|(chunk, mut rows)| {
+        for (i, mut row) in rows.rows_mut().into_iter().enumerate() {
+            let at = (chunk * MIN_PAR_ROWS + i) * n;
+            if beta == 0.0 {
+                row.fill(0.0);
+            } else {
+                row *= beta;
+            }
+            for partial in partials.chunks_exact(size) {
+                row += &ArrayView1::from(&partial[at..at + n]);
+            }
+        }
+    });
 }
 
 /// Multiply-adds below which a product runs as one tile (about a tenth of a millisecond on one
@@ -81,6 +149,11 @@ impl Tiles {
         }
         let (tile_rows, tile_cols) = (m.div_ceil(rows).max(1), n.div_ceil(cols).max(1));
         Self { rows: m.div_ceil(tile_rows).max(1), cols: n.div_ceil(tile_cols).max(1), tile_rows, tile_cols }
+    }
+
+    /// One tile: all of `c`.
+    fn whole(m: usize, n: usize) -> Self {
+        Self { rows: 1, cols: 1, tile_rows: m.max(1), tile_cols: n.max(1) }
     }
 
     fn count(self) -> usize {
@@ -361,7 +434,6 @@ mod tests {
     fn tiled_products_equal_the_uncut_product_bit_for_bit() {
         // Odd sides (partial tiles and kernel edges), a deep weight-gradient shape (x^T . dout)
         // and a transposed right side (dout . w^T), with beta both 0 and 1.
-        let one = |m, n| Tiles { rows: 1, cols: 1, tile_rows: m, tile_cols: n };
         for (m, k, n) in [(333, 101, 129), (70, 3001, 200), (1000, 300, 16), (130, 257, 131)] {
             let x = arr(k, m, 0.37);
             let y = arr(k, n, 0.11);
@@ -370,7 +442,7 @@ mod tests {
                 for beta in [0.0, 1.0] {
                     let start = arr(m, n, 0.9);
                     let (mut want, mut got) = (start.clone(), start.clone());
-                    gemm_tiled(0.5, &a, &b, beta, &mut want.view_mut(), one(m, n));
+                    gemm_tiled(0.5, &a, &b, beta, &mut want.view_mut(), Tiles::whole(m, n));
                     for threads in [2, 3, 16] {
                         let tiles = Tiles::new(m, k, n, threads);
                         assert!(tiles.count() > 1, "{m}x{k}x{n} on {threads} threads is cut");
@@ -384,6 +456,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn depth_sliced_products_are_exact_and_the_same_on_any_thread_count() {
+        // A weight-gradient shape with a partial last slice, beta 0 (over NaN) and 1.
+        let (m, k, n) = (40, 4 * DEPTH_SLICE + 777, 24);
+        assert!(depth_sliced(m, k, n));
+        let x = arr(k, m, 0.37);
+        let y = arr(k, n, 0.11);
+        let want = naive(&x.t(), &y.view());
+        for beta in [0.0, 1.0] {
+            let start = if beta == 0.0 { Array2::from_elem((m, n), f32::NAN) } else { arr(m, n, 0.9) };
+            let runs: Vec<Array2<f32>> = [1, 2, 3]
+                .into_iter()
+                .map(|threads| {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                    let mut c = start.clone();
+                    pool.install(|| gemm(0.5, &x.t(), &y.view(), beta, &mut c.view_mut()));
+                    c
+                })
+                .collect();
+            for (i, got) in runs.iter().enumerate() {
+                let close = got.iter().zip(&want).zip(&start).all(|((g, w), s)| {
+                    let expect = 0.5 * w + if beta == 0.0 { 0.0 } else { beta * s };
+                    (g - expect).abs() <= 1e-3 * expect.abs().max(1.0)
+                });
+                assert!(close, "beta {beta}, run {i}");
+                assert!(got.iter().zip(&runs[0]).all(|(p, q)| p.to_bits() == q.to_bits()), "beta {beta}, run {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_deep_products_with_small_outputs_are_depth_sliced() {
+        // A block's first-layer weight gradient and a whole graph's are; forward products, a
+        // block's inner layers, empty and huge outputs are not.
+        assert!(depth_sliced(128, 33_000, 256));
+        assert!(depth_sliced(256, 100_000, 256));
+        assert!(!depth_sliced(33_000, 128, 256));
+        assert!(!depth_sliced(256, 5_500, 256));
+        assert!(!depth_sliced(0, 33_000, 256));
+        assert!(!depth_sliced(1024, 33_000, 1024));
     }
 
     #[test]
