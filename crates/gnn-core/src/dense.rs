@@ -37,9 +37,10 @@ pub(crate) const MIN_PAR_ROWS: usize = 64;
 /// synchronises its threads at every depth block, which left the weight gradients, `x^T · dout`
 /// with a depth of tens of thousands of rows, slower on two threads than on one.)
 ///
-/// A deep product with a small `c` ([`depth_sliced`]) is cut along `k` instead: tiles of `c`
-/// would each pack the whole depth of `a`'s rows and `b`'s columns again, which for a weight
-/// gradient is most of the product's memory traffic.
+/// A deep product with a small `c` (at least 16,384 deep, at most 2^18 elements) is cut along
+/// `k` instead, into slices of a fixed depth added in slice order: tiles of `c` would each pack
+/// the whole depth of `a`'s rows and `b`'s columns again, which for a weight gradient is most of
+/// the product's memory traffic.
 ///
 /// # Panics
 /// If the shapes do not chain (`a: m x k`, `b: k x n`, `c: m x n`).
