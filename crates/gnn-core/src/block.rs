@@ -114,7 +114,7 @@ impl AggGraph {
         let graph = Self::assemble(Arc::new(csr), num_dst, global_ids, in_degree, out_degree, |in_deg, out_deg| {
             DegreeNorms::sampled(in_deg, out_deg, &sampled_in, norm == GcnNorm::Global)
         })?;
-        graph.with_held_halo()
+        Ok(graph.with_held_halo()?.varying())
     }
 }
 
@@ -226,6 +226,9 @@ mod tests {
         assert!((norms.gcn_dst[0] - 1.5 / 2.0).abs() < 1e-6, "{}", norms.gcn_dst[0]);
         assert_eq!(norms.gcn_self[0], 0.25);
         assert_eq!(g.in_degree()[0], 3.0);
+        // Its buffers change shape at every step; a whole graph's do not.
+        assert_eq!(g.growth(), crate::dense::Growth::Varying);
+        assert_eq!(AggGraph::single(&graph()).unwrap().growth(), crate::dense::Growth::Written);
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //!
 //! Buffers: `ensure_shape` keeps a buffer's allocation when it grows inside it, writing the grown
 //! block (`Growth::Written`) or, on a view that pulls its halo, taking a large one as released
-//! pages (`Growth::Released`); `release_rows_from` hands the whole pages of a buffer's trailing rows
-//! back to the system (`crate::pages`).
+//! pages (`Growth::Released`); a mini-batch block's buffers allocate an eighth more than asked
+//! (`Growth::Varying`), so the next steps' slightly larger blocks fit; `release_rows_from` hands
+//! the whole pages of a buffer's trailing rows back to the system (`crate::pages`).
 
 use std::ops::Range;
 
@@ -250,6 +251,11 @@ pub(crate) enum Growth {
     /// every step, and whose released pages would each cost a page fault when written again.
     /// A large fresh allocation for them asks for huge pages (`crate::pages::zeroed`).
     Written,
+    /// As [`Growth::Written`], for a mini-batch block's buffers, whose row counts change at every
+    /// step by a few percent: a fresh allocation takes [`VARYING_ROOM`] more, so the next steps'
+    /// slightly larger blocks fit in it instead of each new largest one allocating (and
+    /// faulting in) the buffer again.
+    Varying,
     /// Takes a large grown block as released pages (`crate::pages`), unbacked until written,
     /// as fresh pages would be: the buffers of a graph that pulls its halo, whose grown rows may
     /// be halo rows, written only while an exchange's rows are in flight.
@@ -272,6 +278,11 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize, grow
         data = match growth {
             // Every row written at each use: huge pages for a large block (`pages::zeroed`).
             Growth::Written => crate::pages::zeroed(len),
+            Growth::Varying => {
+                let mut room = crate::pages::zeroed(len + len / VARYING_ROOM);
+                room.truncate(len);
+                room
+            }
             Growth::Released => vec![0.0; len],
         };
     } else if growth == Growth::Released && len > data.len() {
@@ -281,6 +292,10 @@ pub(crate) fn ensure_shape(buf: &mut Array2<f32>, rows: usize, cols: usize, grow
     }
     *buf = Array2::from_shape_vec((rows, cols), data).expect("the length is rows x cols");
 }
+
+/// A [`Growth::Varying`] allocation's spare room: `1 / VARYING_ROOM` of its length (an eighth;
+/// a block's row counts vary by a few percent from step to step).
+const VARYING_ROOM: usize = 8;
 
 /// Bytes of `buf`'s values. ndarray does not expose its vector's capacity, which can exceed
 /// this after [`ensure_shape`] shrank the array; buffers reshaped to the same size every step
@@ -550,6 +565,24 @@ mod tests {
         assert_eq!(buf.dim(), (200, 8), "taller buffers are kept");
         ensure_rows(&mut buf, 150, 4, Growth::Written);
         assert_eq!(buf.dim(), (150, 4));
+    }
+
+    #[test]
+    fn a_varying_buffer_grows_once_for_blocks_a_little_larger() {
+        // A block's buffer, then the next steps' blocks up to an eighth larger: one allocation,
+        // whose rows read zero when grown into.
+        let mut buf = Array2::<f32>::zeros((0, 0));
+        ensure_shape(&mut buf, 1000, 16, Growth::Varying);
+        let base = buf.as_ptr();
+        buf.fill(1.0);
+        for rows in [1010, 990, 1100, 1125] {
+            ensure_shape(&mut buf, rows, 16, Growth::Varying);
+            assert_eq!((buf.dim(), buf.as_ptr()), ((rows, 16), base), "{rows} rows fit the room");
+        }
+        assert!(buf.slice(s![1010.., ..]).iter().all(|&v| v == 0.0));
+        ensure_shape(&mut buf, 1200, 16, Growth::Varying);
+        assert_eq!(buf.dim(), (1200, 16));
+        assert_ne!(buf.as_ptr(), base, "past the room: a fresh allocation");
     }
 
     /// A growth by a large block inside the allocation keeps it (no fresh pages to fault in for

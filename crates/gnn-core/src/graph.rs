@@ -147,6 +147,8 @@ pub struct AggGraph {
     pulled: bool,
     /// Copies aggregate their in-edges and push the partial sums ([`AggGraph::pushes_aggregates`]).
     pushed: bool,
+    /// A mini-batch block: its row counts change at every step ([`AggGraph::growth`]).
+    varies: bool,
 }
 
 /// What every view of one graph shares.
@@ -229,7 +231,7 @@ impl AggGraph {
             out_degree,
             norms,
         };
-        Ok(Self { shared: Arc::new(shared), computed: n, input: n, pulled: false, pushed: false })
+        Ok(Self { shared: Arc::new(shared), computed: n, input: n, pulled: false, pushed: false, varies: false })
     }
 
     /// Declares rows `num_primary..` edge-cut halo rows: filled by `pull_halo` from their owners,
@@ -301,8 +303,8 @@ impl AggGraph {
             self.out_degree().to_vec(),
             |in_deg, out_deg| DegreeNorms::sampled(in_deg, out_deg, &sampled_in, true),
         )?;
-        (graph.computed, graph.input, graph.pulled, graph.pushed) =
-            (self.computed, self.input, self.pulled, self.pushed);
+        (graph.computed, graph.input, graph.pulled, graph.pushed, graph.varies) =
+            (self.computed, self.input, self.pulled, self.pushed, self.varies);
         Ok(graph)
     }
 
@@ -380,9 +382,21 @@ impl AggGraph {
     }
 
     /// How this view's buffers grow ([`Growth`]): into released pages when it pulls its halo
-    /// (the grown rows may be halo rows), by writing otherwise.
+    /// (the grown rows may be halo rows), by writing otherwise, with room to spare for a
+    /// mini-batch block's.
     pub(crate) fn growth(&self) -> Growth {
-        if self.pulled { Growth::Released } else { Growth::Written }
+        match (self.pulled, self.varies) {
+            (true, _) => Growth::Released,
+            (false, true) => Growth::Varying,
+            (false, false) => Growth::Written,
+        }
+    }
+
+    /// This view as a mini-batch block, whose buffers change shape at every step
+    /// ([`Growth::Varying`]).
+    pub(crate) fn varying(mut self) -> Self {
+        self.varies = true;
+        self
     }
 
     /// Zeroes rows `from..` of `x`, rows past the computed ones that an accumulation is about

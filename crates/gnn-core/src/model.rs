@@ -540,7 +540,7 @@ impl Model {
                 expected_cols: 1,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim, Growth::Written);
+        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim, Growth::Varying);
         gather_rows(features, rows, self.cfg.in_dim, &mut self.acts[0])?;
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -567,7 +567,7 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows, cols, Growth::Written);
+        self.pool.swap(&mut self.acts[0], rows, cols, Growth::Varying);
         self.acts[0].assign(inputs);
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
