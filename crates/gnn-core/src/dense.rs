@@ -243,12 +243,12 @@ pub fn matmul(a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Array2<f32> {
     c
 }
 
-/// How [`ensure_shape`] fills a growth inside a buffer's allocation.
+/// How [`ensure_shape`] fills a growth inside a buffer's allocation, and sizes a fresh one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Growth {
-    /// Writes zeros into it, keeping its pages backed: the buffers of a graph whose rows are
-    /// all written at every use (a mini-batch block's, a whole graph's), which change shape at
-    /// every step, and whose released pages would each cost a page fault when written again.
+    /// Writes zeros into it, keeping its pages backed: the buffers of a whole graph, whose rows
+    /// are all written at every use (and which the layers' buffer pool hands from one shape to
+    /// another), and whose released pages would each cost a page fault when written again.
     /// A large fresh allocation for them asks for huge pages (`crate::pages::zeroed`).
     Written,
     /// As [`Growth::Written`], for a mini-batch block's buffers, whose row counts change at every
