@@ -540,7 +540,8 @@ impl Model {
                 expected_cols: 1,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim, Growth::Varying);
+        let growth = blocks.layers()[0].growth();
+        self.pool.swap(&mut self.acts[0], rows.len(), self.cfg.in_dim, growth);
         gather_rows(features, rows, self.cfg.in_dim, &mut self.acts[0])?;
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
@@ -567,7 +568,8 @@ impl Model {
                 expected_cols: self.cfg.in_dim,
             });
         }
-        self.pool.swap(&mut self.acts[0], rows, cols, Growth::Varying);
+        let growth = blocks.layers()[0].growth();
+        self.pool.swap(&mut self.acts[0], rows, cols, growth);
         self.acts[0].assign(inputs);
         self.run_forward(Graphs::PerLayer(blocks.layers()), exchange, ctx)
     }
