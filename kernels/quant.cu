@@ -144,3 +144,181 @@ extern "C" __global__ void unpack_codes(u64 len, u32 bits, const u8* __restrict_
     for (u64 k = first; k <= last; ++k) word |= (u32)bytes[k] << (8 * (k - first));
     codes[i] = (word >> (start % 8)) & ((1u << bits) - 1u);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The codecs' wire format, encoded and decoded where the rows live (cache_quant::Encoding: its
+// encode and decode are these kernels' CPU reference, bit for bit). One thread per message row:
+// row r is block row rows[r]; its bytes start at offsets[r]: a header of two little-endian f32
+// (linear: min, max; stochastic: zero point, scale) and its codes packed least significant bits
+// first from a byte boundary (2, 4 or 8 bits; linear's 16 bits as little-endian u16). The
+// arithmetic is the CPU codec's operation for operation (PTX built with --fmad=false, IEEE
+// division), so the bytes are the CPU's.
+
+__device__ __forceinline__ void halo_put_f32(u8* at, float v) {
+    u32 w = __float_as_uint(v);
+    at[0] = (u8)w;
+    at[1] = (u8)(w >> 8);
+    at[2] = (u8)(w >> 16);
+    at[3] = (u8)(w >> 24);
+}
+
+__device__ __forceinline__ float halo_get_f32(const u8* at) {
+    return __uint_as_float((u32)at[0] | ((u32)at[1] << 8) | ((u32)at[2] << 16) | ((u32)at[3] << 24));
+}
+
+// The row's minimum and maximum as Rust's f32::min / f32::max folds give them (a NaN is skipped).
+__device__ __forceinline__ void halo_row_range(const float* row, u32 d, float* lo, float* hi) {
+    float mn = __int_as_float(0x7f800000), mx = -__int_as_float(0x7f800000);
+    for (u32 j = 0; j < d; ++j) {
+        mn = fminf(mn, row[j]);
+        mx = fmaxf(mx, row[j]);
+    }
+    *lo = mn;
+    *hi = mx;
+}
+
+// Code j of a row packed at `bits` bits (2, 4, 8) into `codes`, whose bytes start zeroed.
+__device__ __forceinline__ void halo_put_code(u8* codes, u32 j, u32 bits, u32 q) {
+    u32 per = 8 / bits;
+    codes[j / per] |= (u8)(q << ((j % per) * bits));
+}
+
+__device__ __forceinline__ u32 halo_get_code(const u8* codes, u32 j, u32 bits) {
+    u32 per = 8 / bits;
+    return (codes[j / per] >> ((j % per) * bits)) & ((1u << bits) - 1u);
+}
+
+// cache_quant::codec::stochastic::encode_rows. err[r] and norm[r]: the row's squared error and
+// squared norm, summed in column order in f32 as the CPU codec sums them.
+extern "C" __global__ void stochastic_encode_rows(u32 n, u32 d, const float* __restrict__ x,
+                                                  const u32* __restrict__ rows, const u8* __restrict__ bits,
+                                                  const u64* __restrict__ offsets, const u32* __restrict__ gids,
+                                                  u64 key, u8* __restrict__ out, float* __restrict__ err,
+                                                  float* __restrict__ norm) {
+    u64 r = halo_tid();
+    if (r >= n) return;
+    const float* row = x + (u64)rows[r] * d;
+    u32 b = bits[r];
+    float top = (float)((1u << b) - 1u);
+    float zero = 0.0f, scale = 0.0f;
+    if (d > 0) {
+        float hi;
+        halo_row_range(row, d, &zero, &hi);
+        scale = __fdiv_rn(__fsub_rn(hi, zero), top);
+    }
+    u8* at = out + offsets[r];
+    halo_put_f32(at, zero);
+    halo_put_f32(at + 4, scale);
+    u8* codes = at + 8;
+    for (u32 k = 0; k < (d * b + 7) / 8; ++k) codes[k] = 0;
+    float e2 = 0.0f, n2 = 0.0f;
+    if (scale > 0.0f) {
+        u64 row_key = halo_hash_extend(key, (u64)gids[r]);
+        for (u32 j = 0; j < d; ++j) {
+            u64 draw = halo_split_mix64_at(row_key, j / 2);
+            u32 half = (j & 1) ? (u32)(draw >> 32) : (u32)draw;
+            float u = __fmul_rn((float)(half >> 8), 1.0f / 16777216.0f);
+            float v = fminf(__fadd_rn(__fdiv_rn(__fsub_rn(row[j], zero), scale), u), top);
+            u32 q = (u32)v;
+            halo_put_code(codes, j, b, q);
+            float e = __fsub_rn(__fadd_rn(__fmul_rn((float)q, scale), zero), row[j]);
+            e2 = __fadd_rn(e2, __fmul_rn(e, e));
+            n2 = __fadd_rn(n2, __fmul_rn(row[j], row[j]));
+        }
+    } else {
+        for (u32 j = 0; j < d; ++j) n2 = __fadd_rn(n2, __fmul_rn(row[j], row[j]));
+    }
+    err[r] = e2;
+    norm[r] = n2;
+}
+
+// cache_quant::codec::stochastic::decode_rows, into the packed rows `y` (n x d).
+extern "C" __global__ void stochastic_decode_rows(u32 n, u32 d, const u8* __restrict__ bytes,
+                                                  const u8* __restrict__ bits, const u64* __restrict__ offsets,
+                                                  float* __restrict__ y) {
+    u64 r = halo_tid();
+    if (r >= n) return;
+    const u8* at = bytes + offsets[r];
+    float zero = halo_get_f32(at), scale = halo_get_f32(at + 4);
+    u32 b = bits[r];
+    for (u32 j = 0; j < d; ++j) {
+        u32 q = halo_get_code(at + 8, j, b);
+        y[r * d + j] = __fadd_rn(__fmul_rn((float)q, scale), zero);
+    }
+}
+
+// cache_quant::codec::linear::encode_rows: levels round((v - min) / (max - min) * (2^b - 1)) in
+// f64, half away from zero, as the CPU computes them (a NaN is level 0).
+extern "C" __global__ void linear_encode_rows(u32 n, u32 d, u32 b, u64 row_bytes, const float* __restrict__ x,
+                                              const u32* __restrict__ rows, u8* __restrict__ out) {
+    u64 r = halo_tid();
+    if (r >= n) return;
+    const float* row = x + (u64)rows[r] * d;
+    float lo, hi;
+    halo_row_range(row, d, &lo, &hi);
+    u8* at = out + r * row_bytes;
+    halo_put_f32(at, lo);
+    halo_put_f32(at + 4, hi);
+    u8* codes = at + 8;
+    for (u64 k = 8; k < row_bytes; ++k) at[k] = 0;
+    u32 levels = (1u << b) - 1u;
+    double range = __dsub_rn((double)hi, (double)lo);
+    bool graded = range > 0.0 && isfinite(range);
+    for (u32 j = 0; j < d; ++j) {
+        u32 q = 0;
+        if (graded) {
+            double v = __dmul_rn(__ddiv_rn(__dsub_rn((double)row[j], (double)lo), range), (double)levels);
+            long long whole = isnan(v) ? 0 : (long long)v;
+            long long rounded = whole + (__dsub_rn(v, (double)whole) >= 0.5 ? 1 : 0);
+            q = (u32)(rounded < 0 ? 0 : (rounded > (long long)levels ? (long long)levels : rounded));
+        }
+        if (b == 16) {
+            codes[2 * j] = (u8)q;
+            codes[2 * j + 1] = (u8)(q >> 8);
+        } else {
+            halo_put_code(codes, j, b, q);
+        }
+    }
+}
+
+// cache_quant::codec::linear::decode_rows, into the packed rows `y` (n x d).
+extern "C" __global__ void linear_decode_rows(u32 n, u32 d, u32 b, u64 row_bytes, const u8* __restrict__ bytes,
+                                              float* __restrict__ y) {
+    u64 r = halo_tid();
+    if (r >= n) return;
+    const u8* at = bytes + r * row_bytes;
+    float lo = halo_get_f32(at), hi = halo_get_f32(at + 4);
+    float step = __fdiv_rn(__fsub_rn(hi, lo), (float)((1u << b) - 1u));
+    for (u32 j = 0; j < d; ++j) {
+        u32 q = b == 16 ? ((u32)at[8 + 2 * j] | ((u32)at[9 + 2 * j] << 8)) : halo_get_code(at + 8, j, b);
+        y[r * d + j] = __fadd_rn(lo, __fmul_rn((float)q, step));
+    }
+}
+
+// out[0] = sum of a[0..n), out[1] = sum of b[0..n), in f64: one block of blockDim.x threads (a
+// power of two, at most 1024), thread t summing elements t, t + blockDim.x, ... in order, then
+// the threads' sums added pairwise: a fixed order, so the same bits on every run.
+extern "C" __global__ void pair_sums_f64(u32 n, const float* __restrict__ a, const float* __restrict__ b,
+                                         double* __restrict__ out) {
+    __shared__ double sa[1024];
+    __shared__ double sb[1024];
+    double ta = 0.0, tb = 0.0;
+    for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
+        ta = __dadd_rn(ta, (double)a[i]);
+        tb = __dadd_rn(tb, (double)b[i]);
+    }
+    sa[threadIdx.x] = ta;
+    sb[threadIdx.x] = tb;
+    __syncthreads();
+    for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sa[threadIdx.x] = __dadd_rn(sa[threadIdx.x], sa[threadIdx.x + s]);
+            sb[threadIdx.x] = __dadd_rn(sb[threadIdx.x], sb[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = sa[0];
+        out[1] = sb[0];
+    }
+}

@@ -28,8 +28,8 @@ pub mod state;
 pub mod stream;
 
 pub use codec::{
-    BitTable, BitsError, Codec, CodecBank, CodecError, CodecFactory, CodecStats, IdentityCodec, LINEAR_BITS,
-    LinearQuant, QuantProbe, SkipRepeats, StatsKey, StatsTable, StochasticCodec,
+    BitTable, BitsError, Codec, CodecBank, CodecError, CodecFactory, CodecStats, Encoding, IdentityCodec, KernelCodec,
+    LINEAR_BITS, LinearQuant, Measured, QuantProbe, SkipRepeats, StatsKey, StatsTable, StochasticCodec,
 };
 pub use knob::Knob;
 pub use replica_cache::ReplicaCache;

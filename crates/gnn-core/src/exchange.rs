@@ -28,9 +28,14 @@
 //! (used when `overlaps()`; by default the blocking call), `take_stats`, `codec_name`, and
 //! `save_state` / `restore_state` for checkpoints (the codec banks of both ends of every stream,
 //! and the replica caches), and `footprint`: the rows each call reads and writes, so that a worker
-//! whose blocks live on a device stages only those through the host ([`staging`]).
+//! whose blocks live on a device stages only those through the host ([`staging`]). Where the
+//! codecs are [`cache_quant::KernelCodec`]s, a training call runs on the device's block itself
+//! (`codes_on_store`, `call_on_store`): the block's store encodes each outgoing message and
+//! decodes each incoming one, so only encoded bytes cross between it and the host.
 
 use ndarray::Array2;
+
+use staging::{BusBytes, RowStore, StoreError};
 
 pub use cache_quant::{Direction, Mode, Pass, StateError, StatsTable, Step, Tag};
 
@@ -58,6 +63,20 @@ pub enum ExchangeError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    #[error("exchange {tag}: the row store failed")]
+    Store {
+        tag: Tag,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// Which part of a call runs: all of it, or one half of a split pull or push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    Whole,
+    Start,
+    Finish,
 }
 
 /// A call of an [`Exchange`] that moves rows, as [`Exchange::footprint`] describes it.
@@ -155,6 +174,28 @@ pub trait Exchange {
     /// Second half of a split push: adds what arrived into the primary rows, zeroes the halo rows.
     fn finish_push(&mut self, tag: Tag, g: &mut Array2<f32>) -> Result<(), ExchangeError> {
         self.push_halo_grad(tag, g)
+    }
+
+    /// Whether `call` under `tag` runs on its rows' store ([`Exchange::call_on_store`]) instead of
+    /// on host rows: in training passes, where every message's codec is a
+    /// [`cache_quant::KernelCodec`]. The answer holds for a whole pass.
+    fn codes_on_store(&mut self, _call: Call, _tag: Tag) -> bool {
+        false
+    }
+
+    /// `call` (or one `half` of a split pull or push) on `store`'s rows, for a call
+    /// [`Exchange::codes_on_store`] says runs there: the store encodes each outgoing message and
+    /// decodes and lands each incoming one, with the same results and the same bytes on the
+    /// network as the call on host rows; returns the encoded bytes that crossed between the
+    /// store and the host.
+    fn call_on_store(
+        &mut self,
+        call: Call,
+        _half: Half,
+        tag: Tag,
+        _store: &mut dyn RowStore,
+    ) -> Result<BusBytes, ExchangeError> {
+        Err(ExchangeError::Protocol { tag, message: format!("{call:?} does not run on a row store") })
     }
 
     /// What the codecs did since the last call, per layer, direction and route (training

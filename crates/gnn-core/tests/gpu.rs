@@ -591,6 +591,54 @@ fn the_device_row_store_equals_the_array_store() {
     assert!(DeviceRows::new(&dev, &mut wrong, 2, 3, &mut lists).is_err());
 }
 
+/// The device block as a row store encodes the bytes the CPU codecs write (`cache_quant`'s
+/// `Encoding`, the array store's), bit for bit: stochastic rows at mixed widths with their keyed
+/// draws, linear rows at every width, on rows with flat stretches, NaNs and odd widths; it
+/// decodes a message onto its rows, over them and added to them, as the array store does; and
+/// the stochastic error sums agree with the CPU's row-order sums to rounding.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn device_encoded_messages_are_the_cpu_codecs_bytes() {
+    use cache_quant::{Encoding, LINEAR_BITS};
+    let dev = device();
+    for f in [1usize, 5, 16, 37] {
+        let rows = 40;
+        let mut start = values(rows * f, 31 + f as u64);
+        start[f..2 * f].fill(0.25); // a flat row
+        start[3 * f] = f32::NAN; // a NaN in a row
+        let mut host = array(rows, f, &start);
+        let mut block = dev.upload(&start).unwrap();
+        let mut lists = RowLists::default();
+        let mut store = DeviceRows::new(&dev, &mut block, rows, f, &mut lists).unwrap();
+        let picked = [7u32, 1, 3, 0, 39, 12, 12 + 1, 25];
+        let gids: std::sync::Arc<[u32]> = picked.iter().map(|&r| 1000 + 3 * r).collect();
+        let mut encodings: Vec<Encoding> = LINEAR_BITS.iter().map(|&bits| Encoding::Linear { bits }).collect();
+        for widths in [[2u8; 8], [4; 8], [8; 8], [2, 8, 4, 4, 2, 8, 8, 2]] {
+            encodings.push(Encoding::Stochastic { key: 0x5eed ^ f as u64, bits: widths.to_vec(), gids: gids.clone() });
+        }
+        for encoding in &encodings {
+            let (mut on_device, mut on_host) = (Vec::new(), Vec::new());
+            let measured = store.encode_rows(&picked, encoding, &mut on_device).unwrap();
+            let expected = host.encode_rows(&picked, encoding, &mut on_host).unwrap();
+            assert_eq!(on_device, on_host, "width {f}, {encoding:?}");
+            for (got, want) in [(measured.err_sq, expected.err_sq), (measured.ref_sq, expected.ref_sq)] {
+                let close = (got - want).abs() <= 1e-9 * want.abs().max(1.0) || (got.is_nan() && want.is_nan());
+                assert!(close, "width {f}: sums {got} vs {want}");
+            }
+            let landing = [2u32, 5, 6, 9, 10, 11, 30, 31];
+            for put in [Put::Overwrite, Put::Add] {
+                store.decode_rows(&landing, encoding, &on_host, put).unwrap();
+                host.decode_rows(&landing, encoding, &on_host, put).unwrap();
+            }
+            let short = &on_host[..on_host.len() - 1];
+            assert!(store.decode_rows(&landing, encoding, short, Put::Overwrite).is_err(), "a short message");
+        }
+        let (got, want) = (dev.download(&block).unwrap(), host.as_slice().unwrap().to_vec());
+        let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "width {f}: the decoded rows differ");
+    }
+}
+
 const PART_IN: usize = 6;
 const PART_CLASSES: usize = 3;
 const PART_NODES: usize = 300;

@@ -9,12 +9,15 @@
 //! function of the bytes, so every receiver of the same row (and the sender's own shadow decode)
 //! gets the same bits.
 
+use std::time::Duration;
+
+use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::{extend_le, read_le};
-use super::pack::{pack, unpack};
-use super::{Codec, CodecError, CodecStats, row_count};
+use super::pack::{pack, packed_len, unpack};
+use super::{Codec, CodecError, CodecStats};
 use crate::stream::Pass;
 
-const NAME: &str = "linear";
+pub(super) const NAME: &str = "linear";
 
 /// The bit-widths [`LinearQuant`] packs.
 pub const LINEAR_BITS: [u8; 4] = [2, 4, 8, 16];
@@ -29,8 +32,6 @@ pub struct BitsError(pub u8);
 pub struct LinearQuant {
     bits: u8,
     stats: CodecStats,
-    /// A row's levels of 8 bits or fewer, on their way to or from the packed bytes.
-    codes: Vec<u8>,
 }
 
 impl LinearQuant {
@@ -39,17 +40,23 @@ impl LinearQuant {
         if !LINEAR_BITS.contains(&bits) {
             return Err(BitsError(bits));
         }
-        Ok(Self { bits, stats: CodecStats::default(), codes: Vec::new() })
+        Ok(Self { bits, stats: CodecStats::default() })
     }
 
     /// Bytes of one encoded row of `width` values: minimum, maximum and the packed levels.
     pub fn row_bytes(&self, width: usize) -> usize {
-        8 + (width * usize::from(self.bits)).div_ceil(8)
+        row_bytes(self.bits, width)
     }
+}
 
-    fn levels(&self) -> u32 {
-        (1u32 << self.bits) - 1
-    }
+/// Bytes of one row of `width` values at `bits` bits.
+pub(super) fn row_bytes(bits: u8, width: usize) -> usize {
+    8 + (width * usize::from(bits)).div_ceil(8)
+}
+
+/// The largest level at `bits` bits.
+fn levels(bits: u8) -> u32 {
+    (1u32 << bits) - 1
 }
 
 /// The level of `v` in a row whose minimum is `lo` and whose range `range` is positive and
@@ -72,68 +79,84 @@ fn step(lo: f32, hi: f32, levels: u32) -> f32 {
     (hi - lo) / levels as f32
 }
 
+/// Appends the rows (`width` wide, whole rows) at `bits` bits ([`Encoding::Linear`]).
+pub(super) fn encode_rows(bits: u8, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Measured {
+    let levels = levels(bits);
+    let mut codes = Vec::with_capacity(width);
+    for row in rows.chunks_exact(width.max(1)) {
+        let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        extend_le(out, &[lo, hi]);
+        let range = f64::from(hi) - f64::from(lo);
+        // A flat (or non-finite) row is all level 0: it decodes to its minimum.
+        let graded = range > 0.0 && range.is_finite();
+        let q = |v: f32| if graded { level(v, lo, range, levels) } else { 0 };
+        if bits == 16 {
+            out.extend(row.iter().flat_map(|&v| (q(v) as u16).to_le_bytes()));
+        } else {
+            codes.clear();
+            codes.extend(row.iter().map(|&v| q(v) as u8));
+            pack(&codes, bits, out);
+        }
+    }
+    // The codec reports no error sums.
+    Measured::default()
+}
+
+/// Decodes a message of `bits`-bit rows whose length [`Encoding::check`] passed.
+pub(super) fn decode_rows(bits: u8, bytes: &[u8], width: usize, out: &mut [f32]) {
+    let (levels, row_bytes) = (levels(bits), row_bytes(bits, width));
+    let mut codes = vec![0u8; width];
+    for (row, message) in out.chunks_exact_mut(width.max(1)).zip(bytes.chunks_exact(row_bytes)) {
+        let mut bounds = [0.0f32; 2];
+        read_le(&message[..8], &mut bounds);
+        let (lo, step) = (bounds[0], step(bounds[0], bounds[1], levels));
+        let packed = &message[8..];
+        if bits == 16 {
+            for (v, code) in row.iter_mut().zip(packed.chunks_exact(2)) {
+                *v = lo + f32::from(u16::from_le_bytes([code[0], code[1]])) * step;
+            }
+        } else {
+            debug_assert_eq!(packed.len(), packed_len(width, bits));
+            unpack(packed, bits, &mut codes);
+            for (v, &code) in row.iter_mut().zip(&codes) {
+                *v = lo + f32::from(code) * step;
+            }
+        }
+    }
+}
+
+impl KernelCodec for LinearQuant {
+    fn encoding(&self, _pass: Pass, _rows: usize) -> Result<Encoding, CodecError> {
+        Ok(Encoding::Linear { bits: self.bits })
+    }
+
+    fn sent(&mut self, _encoding: &Encoding, rows: usize, _measured: Measured, _spent: Duration) {
+        self.stats.bits[usize::from(self.bits)] += rows as u64;
+    }
+
+    fn received(&mut self, _pass: Pass, _encoding: &Encoding, _bytes: &[u8], _width: usize, _spent: Duration) {}
+}
+
 impl Codec for LinearQuant {
     fn name(&self) -> String {
         format!("{NAME}{}", self.bits)
     }
 
-    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let n = row_count(NAME, rows.len(), width)?;
-        let (bits, levels) = (self.bits, self.levels());
-        for row in rows.chunks_exact(width.max(1)).take(n) {
-            let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
-            let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            extend_le(out, &[lo, hi]);
-            let range = f64::from(hi) - f64::from(lo);
-            // A flat (or non-finite) row is all level 0: it decodes to its minimum.
-            let graded = range > 0.0 && range.is_finite();
-            let q = |v: f32| if graded { level(v, lo, range, levels) } else { 0 };
-            if bits == 16 {
-                out.extend(row.iter().flat_map(|&v| (q(v) as u16).to_le_bytes()));
-            } else {
-                self.codes.clear();
-                self.codes.extend(row.iter().map(|&v| q(v) as u8));
-                pack(&self.codes, bits, out);
-            }
-        }
-        self.stats.bits[usize::from(bits)] += n as u64;
-        Ok(())
+    fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        encode_through(self, pass, rows, width, out)
     }
 
-    fn decode(&mut self, _pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        let rows = row_count(NAME, out.len(), width)?;
-        let (bits, levels, row_bytes) = (self.bits, self.levels(), self.row_bytes(width));
-        if bytes.len() != rows * row_bytes {
-            return Err(CodecError::Length {
-                codec: NAME,
-                rows,
-                width,
-                expected: rows * row_bytes,
-                actual: bytes.len(),
-            });
-        }
-        for (row, message) in out.chunks_exact_mut(width.max(1)).zip(bytes.chunks_exact(row_bytes)) {
-            let mut bounds = [0.0f32; 2];
-            read_le(&message[..8], &mut bounds);
-            let (lo, step) = (bounds[0], step(bounds[0], bounds[1], levels));
-            let packed = &message[8..];
-            if bits == 16 {
-                for (v, code) in row.iter_mut().zip(packed.chunks_exact(2)) {
-                    *v = lo + f32::from(u16::from_le_bytes([code[0], code[1]])) * step;
-                }
-            } else {
-                self.codes.resize(row.len(), 0);
-                unpack(packed, bits, &mut self.codes);
-                for (v, &code) in row.iter_mut().zip(&self.codes) {
-                    *v = lo + f32::from(code) * step;
-                }
-            }
-        }
-        Ok(())
+    fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        decode_through(self, pass, bytes, width, out)
     }
 
     fn take_stats(&mut self) -> CodecStats {
         std::mem::take(&mut self.stats)
+    }
+
+    fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
+        Some(self)
     }
 }
 

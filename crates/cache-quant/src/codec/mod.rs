@@ -11,6 +11,7 @@
 mod bank;
 pub mod bucket;
 pub mod ecgraph;
+mod encoding;
 #[cfg(test)]
 mod fuzz;
 mod identity;
@@ -24,6 +25,7 @@ pub mod stochastic;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use bucket::{BUCKET_BITS, BucketCodec};
+pub use encoding::{Encoding, KernelCodec, Measured};
 pub use identity::IdentityCodec;
 pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
 pub use skip_repeats::SkipRepeats;
@@ -74,6 +76,13 @@ pub trait Codec: Send {
     /// itself (skipped rows, bit-widths, error norms); the encoder side reports.
     fn take_stats(&mut self) -> CodecStats {
         CodecStats::default()
+    }
+
+    /// The codec as a [`KernelCodec`], where its messages are a pure function of the rows and
+    /// an [`Encoding`] (a kernel can then encode and decode them where the rows live); `None`
+    /// for codecs with state of their own, and decorators.
+    fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
+        None
     }
 
     /// Appends the state the codec carries from one message to the next (caches, residuals,

@@ -18,9 +18,15 @@
 //! runs in rounds of bounded messages, round `k` of `r` carrying the rows whose global id is `k`
 //! mod `r`, so every combined row still takes its sources in peer order and the bits equal one
 //! round's. A `CommWatch` is told of every call, split starts and waits included.
+//!
+//! A training call whose codecs are [`cache_quant::KernelCodec`]s can run on a [`RowStore`]
+//! instead of a host block (`route_on_store`, `start_on_store`, `finish_on_store`): the store
+//! encodes each peer's rows and decodes each arrival onto its rows, peers ascending, so the
+//! messages and the landed rows are the host call's.
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cache_quant::{
     Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, IdentityCodec, Knob, Mode, Pass, Route, Side,
@@ -31,7 +37,8 @@ use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
 use super::landing::{Landing, gather_rows};
-use super::{ExchangeError, Tag};
+use super::staging::{BusBytes, RowStore};
+use super::{ExchangeError, Put, Tag};
 
 /// Why an exchange could not be set up for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,7 +96,7 @@ pub(crate) fn stream_rows(part: &LocalGraph, id: StreamId) -> Result<Arc<[u32]>,
         Side::Encode => outgoing(part, id.peer),
         Side::Decode => incoming(part, id.peer),
     };
-    Ok(list.iter().map(|&l| part.local_to_global()[l as usize]).collect())
+    Ok(globals(part, list))
 }
 
 /// The rows a part's routes touch (local ids, ascending, each once): the primaries some peer
@@ -247,6 +254,9 @@ pub(crate) struct ReplicaRouter<'a> {
     landings: [Option<Landing>; 2],
     /// The codecs are identities: training calls may run in rounds too.
     identity: bool,
+    /// Whether the codecs are [`cache_quant::KernelCodec`]s (training calls may run on a store),
+    /// once the first coded call has asked.
+    kernels: Option<bool>,
     message_cap: Option<MessageCap>,
     /// The rows of one list a round carries.
     picked: Vec<u32>,
@@ -273,6 +283,7 @@ impl<'a> ReplicaRouter<'a> {
             comm,
             watch: options.watch,
             identity: options.codecs.is_none(),
+            kernels: options.codecs.is_none().then_some(false),
             message_cap: options.message_cap,
             picked: Vec::new(),
             codecs: options.codecs.map_or_else(CodecBank::identity, CodecBank::new),
@@ -368,11 +379,30 @@ impl<'a> ReplicaRouter<'a> {
 
     /// Encodes and posts the rows of `x` along `route`; [`ReplicaRouter::finish`] lands them.
     pub(crate) fn start(&mut self, tag: Tag, route: Route, x: &Array2<f32>) -> Result<(), ExchangeError> {
-        if let Some(open) = &self.in_flight {
-            let message = format!("started while {} is still in flight", open.tag);
-            return Err(ExchangeError::Protocol { tag, message });
-        }
+        self.check_idle(tag)?;
         let messages = self.encode(tag, route, x, Round::WHOLE)?;
+        self.post_split(tag, route, messages)
+    }
+
+    /// Waits for the call [`ReplicaRouter::start`] posted for `tag` and lands its rows in `x`.
+    pub(crate) fn finish(&mut self, tag: Tag, x: &mut Array2<f32>, apply: Apply) -> Result<(), ExchangeError> {
+        let (route, received) = self.wait_split(tag)?;
+        self.land(tag, route, x, apply, received, Round::WHOLE)
+    }
+
+    /// An error while a split call is in flight.
+    fn check_idle(&self, tag: Tag) -> Result<(), ExchangeError> {
+        match &self.in_flight {
+            Some(open) => {
+                let message = format!("started while {} is still in flight", open.tag);
+                Err(ExchangeError::Protocol { tag, message })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Posts the messages of a split call's first half, told to the watch.
+    fn post_split(&mut self, tag: Tag, route: Route, messages: Vec<Vec<u8>>) -> Result<(), ExchangeError> {
         self.watch.inspect(|w| w.call_started(CallKind::Start));
         let pending = self.comm.start_all_to_all_v(&tag.phase(), messages);
         self.watch.inspect(|w| w.call_finished());
@@ -381,8 +411,8 @@ impl<'a> ReplicaRouter<'a> {
         Ok(())
     }
 
-    /// Waits for the call [`ReplicaRouter::start`] posted for `tag` and lands its rows in `x`.
-    pub(crate) fn finish(&mut self, tag: Tag, x: &mut Array2<f32>, apply: Apply) -> Result<(), ExchangeError> {
+    /// Waits for the split call posted for `tag`: its route and the messages that arrived.
+    fn wait_split(&mut self, tag: Tag) -> Result<(Route, Vec<Vec<u8>>), ExchangeError> {
         let Some(open) = self.in_flight.take_if(|open| open.tag == tag) else {
             return Err(ExchangeError::Protocol { tag, message: "finished without a matching start".to_string() });
         };
@@ -390,7 +420,157 @@ impl<'a> ReplicaRouter<'a> {
         let received = open.pending.wait();
         self.watch.inspect(|w| w.call_finished());
         let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-        self.land(tag, open.route, x, apply, received, Round::WHOLE)
+        Ok((open.route, received))
+    }
+
+    /// An error unless a block of `rows` rows is this worker's.
+    fn check_rows(&self, tag: Tag, rows: usize, cols: usize) -> Result<(), ExchangeError> {
+        let expected_rows = self.part.num_local();
+        if rows != expected_rows {
+            return Err(ExchangeError::Shape { tag, expected_rows, expected_cols: cols, rows, cols });
+        }
+        Ok(())
+    }
+
+    /// Adds a training message's counts and its codec's stats to the table.
+    fn record_sent(&mut self, tag: Tag, route: Route, rows: usize, width: usize, bytes: usize, mut stats: CodecStats) {
+        stats.rows += rows as u64;
+        stats.bytes += bytes as u64;
+        stats.exact_bytes += (rows * width * 4) as u64;
+        self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
+    }
+
+    /// Whether this pass's calls of `tag` along `route` may run on a store: training passes (or
+    /// lossy evaluation) of [`cache_quant::KernelCodec`]s. The first time, asks the codec of the
+    /// call's first stream (made as the call would make it: no stream is made that the call
+    /// would not use).
+    pub(crate) fn codes_on_store(&mut self, tag: Tag, route: Route) -> bool {
+        if self.exact() {
+            return false;
+        }
+        if let Some(kernels) = self.kernels {
+            return kernels;
+        }
+        let (me, part) = (self.comm.rank(), self.part);
+        let Some(peer) = (0..self.comm.size()).find(|&peer| peer != me) else { return false };
+        let list = lists(route).0(part, peer);
+        let id = StreamId { tag, route, peer, side: Side::Encode };
+        let kernels = self.codecs.get(id, || globals(part, list)).kernel().is_some();
+        self.kernels = Some(kernels);
+        kernels
+    }
+
+    /// [`ReplicaRouter::route`] on `store`'s rows (a call [`ReplicaRouter::codes_on_store`]
+    /// allows); returns the encoded bytes that crossed between the store and the host.
+    pub(crate) fn route_on_store(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        store: &mut dyn RowStore,
+        apply: Apply,
+    ) -> Result<BusBytes, ExchangeError> {
+        let mut bus = BusBytes::default();
+        let messages = self.encode_on_store(tag, route, store, &mut bus)?;
+        let received = self.post(tag, messages)?;
+        self.land_on_store(tag, route, store, apply, received, &mut bus)?;
+        Ok(bus)
+    }
+
+    /// [`ReplicaRouter::start`] on `store`'s rows.
+    pub(crate) fn start_on_store(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        store: &mut dyn RowStore,
+    ) -> Result<BusBytes, ExchangeError> {
+        self.check_idle(tag)?;
+        let mut bus = BusBytes::default();
+        let messages = self.encode_on_store(tag, route, store, &mut bus)?;
+        self.post_split(tag, route, messages)?;
+        Ok(bus)
+    }
+
+    /// [`ReplicaRouter::finish`] on `store`'s rows.
+    pub(crate) fn finish_on_store(
+        &mut self,
+        tag: Tag,
+        store: &mut dyn RowStore,
+        apply: Apply,
+    ) -> Result<BusBytes, ExchangeError> {
+        let (route, received) = self.wait_split(tag)?;
+        let mut bus = BusBytes::default();
+        self.land_on_store(tag, route, store, apply, received, &mut bus)?;
+        Ok(bus)
+    }
+
+    /// [`ReplicaRouter::encode`] by the store: each peer's rows encoded where they live.
+    fn encode_on_store(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        store: &mut dyn RowStore,
+        bus: &mut BusBytes,
+    ) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let (rows, width) = store.dim();
+        self.check_rows(tag, rows, width)?;
+        let (part, pass) = (self.part, self.pass);
+        let (outgoing, _) = lists(route);
+        self.messages(|router, peer, bytes| {
+            let list = outgoing(part, peer);
+            let id = StreamId { tag, route, peer, side: Side::Encode };
+            let codec = router.codecs.get(id, || globals(part, list));
+            let start = Instant::now();
+            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
+            let encoding =
+                kernel.encoding(pass, list.len()).map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
+            let measured =
+                store.encode_rows(list, &encoding, bytes).map_err(|source| ExchangeError::Store { tag, source })?;
+            kernel.sent(&encoding, list.len(), measured, start.elapsed());
+            bus.down += bytes.len() as u64;
+            let stats = codec.take_stats();
+            router.record_sent(tag, route, list.len(), width, bytes.len(), stats);
+            Ok(())
+        })
+    }
+
+    /// [`ReplicaRouter::land`] by the store: each peer's message decoded onto its rows, peers
+    /// ascending (the order the host's landing combines them in).
+    fn land_on_store(
+        &mut self,
+        tag: Tag,
+        route: Route,
+        store: &mut dyn RowStore,
+        apply: Apply,
+        received: Vec<Vec<u8>>,
+        bus: &mut BusBytes,
+    ) -> Result<(), ExchangeError> {
+        let put = match apply {
+            Apply::Overwrite => Put::Overwrite,
+            Apply::Add => Put::Add,
+            Apply::Max => {
+                let message = "a maximum over replicas does not land on a row store".to_string();
+                return Err(ExchangeError::Protocol { tag, message });
+            }
+        };
+        let (me, width, part, pass) = (self.comm.rank(), store.dim().1, self.part, self.pass);
+        let (_, incoming) = lists(route);
+        for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
+            let list = incoming(part, peer);
+            let id = StreamId { tag, route, peer, side: Side::Decode };
+            let codec = self.codecs.get(id, || globals(part, list));
+            let start = Instant::now();
+            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
+            let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
+            let encoding = kernel.encoding(pass, list.len()).map_err(decode_error)?;
+            // Checked here, so that a malformed message is the codec's error before a kernel
+            // reads it.
+            encoding.check(bytes.len(), list.len(), width).map_err(decode_error)?;
+            store.decode_rows(list, &encoding, bytes, put).map_err(|source| ExchangeError::Store { tag, source })?;
+            kernel.received(pass, &encoding, bytes, width, start.elapsed());
+            bus.up += bytes.len() as u64;
+        }
+        self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
+        Ok(())
     }
 
     /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.
@@ -410,52 +590,53 @@ impl<'a> ReplicaRouter<'a> {
         if use_exact {
             return exact;
         }
-        codecs.get(id, || list.iter().map(|&l| part.local_to_global()[l as usize]).collect::<Arc<[u32]>>())
+        codecs.get(id, || globals(part, list))
     }
 
     /// One message per peer (empty for this rank), each the outgoing rows of `route` that
     /// `round` carries, encoded.
     fn encode(&mut self, tag: Tag, route: Route, x: &Array2<f32>, round: Round) -> Result<Vec<Vec<u8>>, ExchangeError> {
-        let num_local = self.part.num_local();
-        if x.nrows() != num_local {
-            return Err(ExchangeError::Shape {
-                tag,
-                expected_rows: num_local,
-                expected_cols: x.ncols(),
-                rows: x.nrows(),
-                cols: x.ncols(),
-            });
-        }
-        let (me, width, part, exact) = (self.comm.rank(), x.ncols(), self.part, self.exact());
+        self.check_rows(tag, x.nrows(), x.ncols())?;
+        let (width, part, exact) = (x.ncols(), self.part, self.exact());
         let (outgoing, _) = lists(route);
         let standard = x.as_standard_layout();
         let data = standard.as_slice().expect("a standard-layout array is one row-major slice");
-        let mut messages = Vec::with_capacity(self.comm.size());
         let mut identity = IdentityCodec;
-        for peer in 0..self.comm.size() {
+        self.messages(|router, peer, bytes| {
+            let list = outgoing(part, peer);
+            let rows = pick(part, list, round, &mut router.picked);
+            // A peer's rows are often consecutive local ids: read that block in place.
+            let block_rows = match consecutive(rows) {
+                Some(range) => &data[range.start * width..range.end * width],
+                None => gather_rows(data, rows, width, &mut router.packed),
+            };
+            let id = StreamId { tag, route, peer, side: Side::Encode };
+            let codec = Self::codec(&mut router.codecs, &mut identity, exact, part, id, list);
+            codec
+                .encode(router.pass, block_rows, width, bytes)
+                .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
+            if !exact {
+                let (stats, count) = (codec.take_stats(), rows.len());
+                router.record_sent(tag, route, count, width, bytes.len(), stats);
+            }
+            Ok(())
+        })
+    }
+
+    /// One message per peer (empty for this rank), each written by `write` into a buffer
+    /// reused from an earlier call.
+    fn messages(
+        &mut self,
+        mut write: impl FnMut(&mut Self, usize, &mut Vec<u8>) -> Result<(), ExchangeError>,
+    ) -> Result<Vec<Vec<u8>>, ExchangeError> {
+        let (me, size) = (self.comm.rank(), self.comm.size());
+        let mut messages = Vec::with_capacity(size);
+        for peer in 0..size {
             let mut bytes = Vec::new();
             if peer != me {
                 bytes = self.spare.pop().unwrap_or_default();
                 bytes.clear();
-                let list = outgoing(part, peer);
-                let rows = pick(part, list, round, &mut self.picked);
-                // A peer's rows are often consecutive local ids: read that block in place.
-                let block_rows = match consecutive(rows) {
-                    Some(range) => &data[range.start * width..range.end * width],
-                    None => gather_rows(data, rows, width, &mut self.packed),
-                };
-                let id = StreamId { tag, route, peer, side: Side::Encode };
-                let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
-                codec
-                    .encode(self.pass, block_rows, width, &mut bytes)
-                    .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
-                if !exact {
-                    let mut stats = codec.take_stats();
-                    stats.rows += rows.len() as u64;
-                    stats.bytes += bytes.len() as u64;
-                    stats.exact_bytes += (rows.len() * width * 4) as u64;
-                    self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
-                }
+                write(self, peer, &mut bytes)?;
             }
             messages.push(bytes);
         }
@@ -528,6 +709,17 @@ fn pick<'l>(part: &LocalGraph, list: &'l [u32], round: Round, picked: &'l mut Ve
     picked.clear();
     picked.extend(list.iter().filter(|&&l| globals[l as usize] as usize % round.count == round.index));
     picked
+}
+
+/// The global ids of the local rows `list` of `part`.
+fn globals(part: &LocalGraph, list: &[u32]) -> Arc<[u32]> {
+    list.iter().map(|&l| part.local_to_global()[l as usize]).collect()
+}
+
+/// A stream whose codec cannot run where the rows live, in a call that runs there.
+fn not_a_kernel(tag: Tag, peer: usize) -> ExchangeError {
+    let message = format!("the codec of the stream with rank {peer} cannot encode on a row store");
+    ExchangeError::Protocol { tag, message }
 }
 
 /// The local ids `rows` as one range, when they are consecutive and ascending.

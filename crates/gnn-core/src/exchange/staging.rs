@@ -11,14 +11,22 @@
 //! either. The exchange keeps its state on the host, the same state a CPU worker's exchange
 //! keeps for the same rows.
 //!
+//! A training call whose codecs are [`cache_quant::KernelCodec`]s does not stage rows at all
+//! ([`Exchange::codes_on_store`]): the exchange runs on the store ([`Exchange::call_on_store`]),
+//! which encodes each outgoing message by its [`Encoding`] ([`RowStore::encode_rows`]) and
+//! decodes each incoming one onto its rows ([`RowStore::decode_rows`]); only the encoded bytes
+//! cross, and the codecs' bookkeeping (stats, probes) stays on the host.
+//!
 //! [`BusBytes`] counts what crossed between the store and the host, apart from the network
 //! ledger. A call moves at most the rows it sends plus the rows it receives: a pull sends its
 //! `reads` and receives into its `writes`, a push the other way round, and a replica sum sends
-//! and receives every replicated row at least once each way.
+//! and receives every replicated row at least once each way; on the store, each in its encoded
+//! size.
 
+use cache_quant::{Encoding, Measured};
 use ndarray::{Array2, ArrayView1, ArrayViewMut1};
 
-use super::{Call, Exchange, ExchangeError, Put, Tag};
+use super::{Call, Exchange, ExchangeError, Half, Put, Tag};
 
 /// Why a store could not move rows (the device's error, boxed).
 pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
@@ -38,6 +46,14 @@ pub trait RowStore {
 
     /// Zeroes rows `from..`.
     fn zero_rows_from(&mut self, from: usize) -> Result<(), StoreError>;
+
+    /// Appends the message of `rows`, in that order, encoded by `encoding`: the bytes
+    /// [`Encoding::encode`] writes for them.
+    fn encode_rows(&mut self, rows: &[u32], encoding: &Encoding, out: &mut Vec<u8>) -> Result<Measured, StoreError>;
+
+    /// Decodes a message `encoding` wrote for `rows` onto them, over them or added to them, as
+    /// [`Encoding::decode`] then [`RowStore::write_rows`] would.
+    fn decode_rows(&mut self, rows: &[u32], encoding: &Encoding, bytes: &[u8], put: Put) -> Result<(), StoreError>;
 }
 
 impl RowStore for Array2<f32> {
@@ -69,6 +85,19 @@ impl RowStore for Array2<f32> {
         let from = from.min(self.nrows());
         self.slice_mut(ndarray::s![from.., ..]).fill(0.0);
         Ok(())
+    }
+
+    fn encode_rows(&mut self, rows: &[u32], encoding: &Encoding, out: &mut Vec<u8>) -> Result<Measured, StoreError> {
+        let cols = self.ncols();
+        let mut packed = vec![0.0; rows.len() * cols];
+        self.read_rows(rows, &mut packed)?;
+        Ok(encoding.encode(&packed, cols, out)?)
+    }
+
+    fn decode_rows(&mut self, rows: &[u32], encoding: &Encoding, bytes: &[u8], put: Put) -> Result<(), StoreError> {
+        let mut values = vec![0.0; rows.len() * self.ncols()];
+        encoding.decode(bytes, self.ncols(), &mut values)?;
+        self.write_rows(rows, &values, put)
     }
 }
 
@@ -136,6 +165,9 @@ impl Stager {
         tag: Tag,
         store: &mut dyn RowStore,
     ) -> Result<(), StageError> {
+        if self.on_store(exchange, call, Half::Whole, tag, store)? {
+            return Ok(());
+        }
         let block = self.down(exchange, call, tag, store)?;
         let host = &mut self.blocks[block];
         match call {
@@ -157,6 +189,9 @@ impl Stager {
         tag: Tag,
         store: &mut dyn RowStore,
     ) -> Result<(), StageError> {
+        if self.on_store(exchange, call, Half::Start, tag, store)? {
+            return Ok(());
+        }
         let block = self.down(exchange, call, tag, store)?;
         let host = &self.blocks[block];
         match call {
@@ -176,6 +211,9 @@ impl Stager {
         tag: Tag,
         store: &mut dyn RowStore,
     ) -> Result<(), StageError> {
+        if self.on_store(exchange, call, Half::Finish, tag, store)? {
+            return Ok(());
+        }
         let block = self.block(tag, store.dim())?;
         let host = &mut self.blocks[block];
         match call {
@@ -191,11 +229,34 @@ impl Stager {
         std::mem::take(&mut self.bytes)
     }
 
-    /// The host block for `dim`'s width (made zeroed on first use), checked against the worker.
-    fn block(&mut self, tag: Tag, (rows, cols): (usize, usize)) -> Result<usize, StageError> {
+    /// Runs `half` of `call` on `store` where the exchange codes there; whether it did.
+    fn on_store(
+        &mut self,
+        exchange: &mut dyn Exchange,
+        call: Call,
+        half: Half,
+        tag: Tag,
+        store: &mut dyn RowStore,
+    ) -> Result<bool, StageError> {
+        if !exchange.codes_on_store(call, tag) {
+            return Ok(false);
+        }
+        self.check_rows(tag, store.dim().0)?;
+        self.bytes += exchange.call_on_store(call, half, tag, store)?;
+        Ok(true)
+    }
+
+    /// An error unless a store of `rows` rows is the worker's.
+    fn check_rows(&self, tag: Tag, rows: usize) -> Result<(), StageError> {
         if rows != self.num_local {
             return Err(StageError::Rows { tag, rows, expected: self.num_local });
         }
+        Ok(())
+    }
+
+    /// The host block for `dim`'s width (made zeroed on first use), checked against the worker.
+    fn block(&mut self, tag: Tag, (rows, cols): (usize, usize)) -> Result<usize, StageError> {
+        self.check_rows(tag, rows)?;
         Ok(match self.blocks.iter().position(|b| b.ncols() == cols) {
             Some(i) => i,
             None => {

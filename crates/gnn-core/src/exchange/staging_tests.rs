@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use cache_quant::codec::ecgraph::{ReqEc, ResEc};
-use cache_quant::{BitTable, Codec, CodecFactory, Knob, LinearQuant, Pass, QuantProbe, StochasticCodec, Stream};
+use cache_quant::{
+    BitTable, Codec, CodecFactory, Knob, LinearQuant, Pass, QuantProbe, StatsTable, StochasticCodec, Stream,
+};
 use comm_hierarchy::Communicator;
 use graph_partition::book::{LocalGraph, PartitionBook};
 use graph_partition::partition::{Algorithm, Partition, PartitionConfig, partition_graph};
@@ -43,6 +45,29 @@ fn codecs(stack: Stack) -> Option<CodecFactory> {
     Some(factory)
 }
 
+/// Bytes a row of the test's width takes encoded, for the stacks whose codecs encode on a row
+/// store ([`cache_quant::KernelCodec`]s).
+fn coded_row_bytes(stack: Stack) -> Option<u64> {
+    match stack {
+        Stack::Stochastic => Some(cache_quant::codec::stochastic::row_bytes(WIDTH, 4) as u64),
+        Stack::Linear => Some(LinearQuant::new(8).unwrap().row_bytes(WIDTH) as u64),
+        Stack::Exact | Stack::ResEc | Stack::ReqEc => None,
+    }
+}
+
+/// The rows a call on a store encodes and decodes: a pull sends its primaries' rows and
+/// receives the halo's, a push the other way round, a sum both routes' both ways.
+fn coded_rows(part: &LocalGraph, call: Call) -> (u64, u64) {
+    let total =
+        |list: fn(&LocalGraph, usize) -> &[u32]| (0..part.num_parts()).map(|q| list(part, q).len() as u64).sum();
+    let (send, recv): (u64, u64) = (total(LocalGraph::send), total(LocalGraph::recv));
+    match call {
+        Call::Pull => (send, recv),
+        Call::Push => (recv, send),
+        Call::Sum | Call::Max => (send + recv, send + recv),
+    }
+}
+
 fn edge_cut_book() -> PartitionBook {
     testkit::book(&Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] })
 }
@@ -72,6 +97,9 @@ struct Outcome {
     state: Vec<u8>,
     network: u64,
     bus: Vec<BusBytes>,
+    /// Whether each call ran on the store.
+    on_store: Vec<bool>,
+    stats: StatsTable,
 }
 
 /// Runs three training steps of `calls` (each on a fresh block) through `exchange`: directly,
@@ -85,7 +113,14 @@ fn run(
 ) -> Result<Outcome, String> {
     let mut stager = Stager::new(part.num_local());
     let mark = comm.ledger_mark();
-    let mut out = Outcome { blocks: Vec::new(), state: Vec::new(), network: 0, bus: Vec::new() };
+    let mut out = Outcome {
+        blocks: Vec::new(),
+        state: Vec::new(),
+        network: 0,
+        bus: Vec::new(),
+        on_store: Vec::new(),
+        stats: StatsTable::default(),
+    };
     for step in 0..3 {
         exchange.begin(Pass::train(0, step as u64));
         for (layer, &(call, split)) in calls.iter().enumerate() {
@@ -124,9 +159,11 @@ fn run(
                 }
             }
             out.bus.push(stager.take_bytes());
+            out.on_store.push(exchange.codes_on_store(call, tag));
             out.blocks.push(x);
         }
     }
+    out.stats = exchange.take_stats();
     out.network = comm.ledger_since(mark).totals().bytes();
     exchange.save_state(&mut out.state).map_err(|e| e.to_string())?;
     Ok(out)
@@ -159,8 +196,9 @@ fn vertex_cut<'p>(
     Box::new(VertexCutExchange::new(part, comm, options).unwrap())
 }
 
-/// Staged and direct calls of one exchange, checked against each other on every worker.
-fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]) {
+/// Staged and direct calls of one exchange, checked against each other on every worker;
+/// `caches_sums`: the exchange sums through the replica cache when it is asked to.
+fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)], caches_sums: bool) {
     for stack in STACKS {
         // The replica cache sends a different subset of rows every call, which only stateless
         // codecs follow: CDFGNN pairs it with 8-bit linear quantization.
@@ -196,16 +234,29 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
                     if let Some(from) = footprint.zeroes_from {
                         assert!(s.rows().into_iter().skip(from).all(|r| r.iter().all(|&v| v == 0.0)), "{}", at(i));
                     }
-                    // Bytes: the rows read go down and the rows written come up, no more.
+                    // Bytes: on a store, each message encoded, both ways; else the rows read go
+                    // down and the rows written come up, no more.
                     let row_bytes = (WIDTH * 4) as u64;
                     let bus = staged.bus[i];
-                    assert_eq!(bus.down, footprint.reads.len() as u64 * row_bytes, "{}", at(i));
-                    assert_eq!(bus.up, footprint.writes.len() as u64 * row_bytes, "{}", at(i));
+                    let on_store = coded_row_bytes(stack)
+                        .filter(|_| call != Call::Max && !(cached && caches_sums && call == Call::Sum));
+                    assert_eq!(staged.on_store[i], on_store.is_some(), "{}", at(i));
+                    match on_store {
+                        Some(coded) => {
+                            let (down, up) = coded_rows(part, call);
+                            assert_eq!((bus.down, bus.up), (down * coded, up * coded), "{}", at(i));
+                        }
+                        None => {
+                            assert_eq!(bus.down, footprint.reads.len() as u64 * row_bytes, "{}", at(i));
+                            assert_eq!(bus.up, footprint.writes.len() as u64 * row_bytes, "{}", at(i));
+                        }
+                    }
                     let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len() + part.recv(q).len()).sum();
                     assert!(bus.total() <= 2 * sent as u64 * row_bytes, "{}", at(i));
                 }
                 assert_eq!(direct.state, staged.state, "{stack:?} cached {cached} part {}: codec state", part.part());
                 assert_eq!(direct.network, staged.network, "{stack:?} part {}: network bytes", part.part());
+                assert_eq!(direct.stats, staged.stats, "{stack:?} cached {cached} part {}: codec stats", part.part());
                 Ok(())
             });
         }
@@ -215,18 +266,19 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
 #[test]
 fn staged_edge_cut_calls_equal_direct_ones() {
     let calls = [(Call::Pull, false), (Call::Push, false), (Call::Pull, true), (Call::Push, true)];
-    staged_equals_direct(&edge_cut_book(), edge_cut, &calls);
+    staged_equals_direct(&edge_cut_book(), edge_cut, &calls, false);
 }
 
 #[test]
 fn staged_vertex_cut_calls_equal_direct_ones() {
-    staged_equals_direct(&vertex_cut_book(), vertex_cut, &[(Call::Sum, false), (Call::Max, false), (Call::Sum, false)]);
+    let calls = [(Call::Sum, false), (Call::Max, false), (Call::Sum, false)];
+    staged_equals_direct(&vertex_cut_book(), vertex_cut, &calls, true);
 }
 
 /// A vertex-cut book whose masters alone compute moves rows as an edge-cut does.
 #[test]
 fn staged_masters_only_calls_equal_direct_ones() {
-    staged_equals_direct(&vertex_cut_book(), edge_cut, &[(Call::Push, false), (Call::Pull, false)]);
+    staged_equals_direct(&vertex_cut_book(), edge_cut, &[(Call::Push, false), (Call::Pull, false)], false);
 }
 
 #[test]

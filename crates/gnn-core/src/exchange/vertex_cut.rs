@@ -16,7 +16,8 @@ use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTabl
 
 use super::cached_sync::CachedSync;
 use super::replica_router::{Apply, ExchangeOptions, ReplicaCacheOptions, ReplicaRouter, SetupError};
-use super::{Call, Exchange, ExchangeError, Footprint, Put, Tag};
+use super::staging::{BusBytes, RowStore};
+use super::{Call, Exchange, ExchangeError, Footprint, Half, Put, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to
 /// the masters and a scatter back, two `all_to_all_v`s, each row through the codec. The master
@@ -94,6 +95,30 @@ impl Exchange for VertexCutExchange<'_> {
             Call::Sum | Call::Max => Footprint { reads: both, writes: both, put: Put::Overwrite, zeroes_from: None },
             Call::Pull | Call::Push => Footprint::NONE,
         }
+    }
+
+    /// A sum outside the replica cache; maxima stay on host rows.
+    fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool {
+        let cached = self.cache.as_ref().is_some_and(|(_, options)| options.caches(tag));
+        call == Call::Sum && !cached && self.router.codes_on_store(tag, Route::ToPrimary)
+    }
+
+    /// The sum's gather to the masters and scatter back, each message encoded and landed by
+    /// the store.
+    fn call_on_store(
+        &mut self,
+        call: Call,
+        half: Half,
+        tag: Tag,
+        store: &mut dyn RowStore,
+    ) -> Result<BusBytes, ExchangeError> {
+        if (call, half) != (Call::Sum, Half::Whole) {
+            let message = format!("{call:?} ({half:?}) does not run on a row store");
+            return Err(ExchangeError::Protocol { tag, message });
+        }
+        let mut bus = self.router.route_on_store(tag, Route::ToPrimary, store, Apply::Add)?;
+        bus += self.router.route_on_store(tag, Route::ToCopies, store, Apply::Overwrite)?;
+        Ok(bus)
     }
 
     fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {

@@ -24,16 +24,17 @@ mod shared;
 pub use shared::{BitTable, QuantProbe, RowTraces, WIDTHS};
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
+use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::pack::{pack, packed_len, unpack};
-use super::{Codec, CodecError, CodecFactory, CodecStats, row_count};
+use super::{Codec, CodecError, CodecFactory, CodecStats};
 use crate::knob::Knob;
 use crate::stream::{Direction, Mode, Pass, Stream, StreamId};
 
-const NAME: &str = "stochastic";
+pub(super) const NAME: &str = "stochastic";
 
 /// Bytes of a row's zero point and scale.
 pub const HEADER_BYTES: usize = 8;
@@ -52,22 +53,12 @@ pub struct StochasticCodec {
     bits: Knob<Arc<BitTable>>,
     probe: QuantProbe,
     stats: CodecStats,
-    /// One row's codes, reused across rows and messages.
-    codes: Vec<u8>,
 }
 
 impl StochasticCodec {
     /// The codec of `stream`, drawing from `seed`, reading widths from `bits`.
     pub fn new(seed: u64, stream: &Stream, bits: Knob<Arc<BitTable>>, probe: QuantProbe) -> Self {
-        Self {
-            seed,
-            id: stream.id,
-            rows: Arc::clone(&stream.rows),
-            bits,
-            probe,
-            stats: CodecStats::default(),
-            codes: Vec::new(),
-        }
+        Self { seed, id: stream.id, rows: Arc::clone(&stream.rows), bits, probe, stats: CodecStats::default() }
     }
 
     /// Makes the codec of every stream of one worker; `bits` and `probe` are that worker's.
@@ -95,14 +86,6 @@ impl StochasticCodec {
             Direction::Backward => 1,
         };
         hash_key(&[self.seed, pass.epoch, self.id.tag.layer as u64, dir])
-    }
-
-    /// The global id of row `r`, or an error when the message has more rows than the stream.
-    fn global_id(&self, r: usize) -> Result<u32, CodecError> {
-        self.rows.get(r).copied().ok_or_else(|| CodecError::Malformed {
-            codec: NAME,
-            detail: format!("message row {r} is past the stream's {} rows", self.rows.len()),
-        })
     }
 }
 
@@ -157,66 +140,109 @@ fn zero_and_scale(row: &[f32], bits: u8) -> (f32, f32) {
     (lo, (hi - lo) / max_code(bits))
 }
 
+/// Appends the rows (`width` wide, whole rows, row `r` at `bits[r]` bits and keyed by
+/// `gids[r]`) as [`Encoding::Stochastic`] describes them.
+pub(super) fn encode_rows(
+    key: u64,
+    bits: &[u8],
+    gids: &[u32],
+    rows: &[f32],
+    width: usize,
+    out: &mut Vec<u8>,
+) -> Measured {
+    let mut codes = vec![0u8; width];
+    let mut measured = Measured::default();
+    for ((row, &b), &gid) in rows.chunks_exact(width.max(1)).zip(bits).zip(gids) {
+        let row_key = hash_extend(key, &[u64::from(gid)]);
+        let (zero, scale) = zero_and_scale(row, b);
+        out.extend_from_slice(&zero.to_le_bytes());
+        out.extend_from_slice(&scale.to_le_bytes());
+        let (err, norm) = if scale > 0.0 {
+            quantize(row, zero, scale, max_code(b), row_key, &mut codes)
+        } else {
+            codes.fill(0);
+            (0.0, row.iter().map(|&x| x * x).sum())
+        };
+        measured.err_sq += f64::from(err);
+        measured.ref_sq += f64::from(norm);
+        pack(&codes, b, out);
+    }
+    measured
+}
+
+/// Decodes a message whose length [`Encoding::check`] passed.
+pub(super) fn decode_rows(bits: &[u8], bytes: &[u8], width: usize, out: &mut [f32]) {
+    let mut codes = vec![0u8; width];
+    let mut at = 0;
+    for (row, &b) in out.chunks_exact_mut(width.max(1)).zip(bits) {
+        let (zero, scale) = header(bytes, at);
+        unpack(&bytes[at + HEADER_BYTES..at + row_bytes(width, b)], b, &mut codes);
+        row.iter_mut().zip(&codes).for_each(|(x, &q)| *x = f32::from(q) * scale + zero);
+        at += row_bytes(width, b);
+    }
+}
+
+/// The zero point and scale of the row whose bytes start at `at`.
+fn header(bytes: &[u8], at: usize) -> (f32, f32) {
+    let word = |i: usize| f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    (word(at), word(at + 4))
+}
+
+impl KernelCodec for StochasticCodec {
+    fn encoding(&self, pass: Pass, rows: usize) -> Result<Encoding, CodecError> {
+        if rows > self.rows.len() {
+            let detail = format!("a message of {rows} rows on a stream of {}", self.rows.len());
+            return Err(CodecError::Malformed { codec: NAME, detail });
+        }
+        Ok(Encoding::Stochastic { key: self.draw_key(pass), bits: self.widths(rows)?, gids: Arc::clone(&self.rows) })
+    }
+
+    fn sent(&mut self, encoding: &Encoding, _rows: usize, measured: Measured, spent: Duration) {
+        if let Encoding::Stochastic { bits, .. } = encoding {
+            bits.iter().for_each(|&b| self.stats.bits[usize::from(b)] += 1);
+        }
+        self.stats.err_sq += measured.err_sq;
+        self.stats.ref_sq += measured.ref_sq;
+        self.probe.add_time(spent);
+    }
+
+    /// Adds every row's variance trace `(D / 6)(max - min)^2`, from its header, to the probe.
+    fn received(&mut self, pass: Pass, encoding: &Encoding, bytes: &[u8], width: usize, spent: Duration) {
+        if let (Encoding::Stochastic { bits, .. }, Mode::Train) = (encoding, pass.mode) {
+            let mut at = 0;
+            let traces: Vec<f64> = bits
+                .iter()
+                .map(|&b| {
+                    let range = f64::from(header(bytes, at).1) * f64::from(max_code(b));
+                    at += row_bytes(width, b);
+                    width as f64 / 6.0 * range * range
+                })
+                .collect();
+            self.probe.add_traces(self.id, width, &self.rows, &traces);
+        }
+        self.probe.add_time(spent);
+    }
+}
+
 impl Codec for StochasticCodec {
     fn name(&self) -> String {
         NAME.to_string()
     }
 
     fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let start = Instant::now();
-        let n = row_count(NAME, rows.len(), width)?;
-        let widths = self.widths(n)?;
-        let key = self.draw_key(pass);
-        self.codes.resize(width, 0);
-        for (r, (row, &bits)) in rows.chunks_exact(width.max(1)).zip(&widths).enumerate() {
-            let row_key = hash_extend(key, &[u64::from(self.global_id(r)?)]);
-            let (zero, scale) = zero_and_scale(row, bits);
-            out.extend_from_slice(&zero.to_le_bytes());
-            out.extend_from_slice(&scale.to_le_bytes());
-            let (err, norm) = if scale > 0.0 {
-                quantize(row, zero, scale, max_code(bits), row_key, &mut self.codes)
-            } else {
-                self.codes.fill(0);
-                (0.0, row.iter().map(|&x| x * x).sum())
-            };
-            self.stats.err_sq += f64::from(err);
-            self.stats.ref_sq += f64::from(norm);
-            pack(&self.codes, bits, out);
-            self.stats.bits[bits as usize] += 1;
-        }
-        self.probe.add_time(start.elapsed());
-        Ok(())
+        encode_through(self, pass, rows, width, out)
     }
 
     fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        let start = Instant::now();
-        let n = row_count(NAME, out.len(), width)?;
-        let widths = self.widths(n)?;
-        let expected: usize = widths.iter().map(|&b| row_bytes(width, b)).sum();
-        if bytes.len() != expected {
-            return Err(CodecError::Length { codec: NAME, rows: n, width, expected, actual: bytes.len() });
-        }
-        self.codes.resize(width, 0);
-        let mut traces = Vec::with_capacity(n);
-        let mut at = 0;
-        for (row, &bits) in out.chunks_exact_mut(width.max(1)).zip(&widths) {
-            let word = |i: usize| f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-            let (zero, scale) = (word(at), word(at + 4));
-            unpack(&bytes[at + HEADER_BYTES..at + row_bytes(width, bits)], bits, &mut self.codes);
-            row.iter_mut().zip(&self.codes).for_each(|(x, &q)| *x = f32::from(q) * scale + zero);
-            let range = f64::from(scale) * f64::from(max_code(bits));
-            traces.push(width as f64 / 6.0 * range * range);
-            at += row_bytes(width, bits);
-        }
-        if pass.mode == Mode::Train {
-            self.probe.add_traces(self.id, width, &self.rows, &traces);
-        }
-        self.probe.add_time(start.elapsed());
-        Ok(())
+        decode_through(self, pass, bytes, width, out)
     }
 
     fn take_stats(&mut self) -> CodecStats {
         std::mem::take(&mut self.stats)
+    }
+
+    fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
+        Some(self)
     }
 }
 

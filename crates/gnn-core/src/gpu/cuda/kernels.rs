@@ -87,6 +87,37 @@ impl DeviceIndex {
     }
 }
 
+/// The rows of a stochastic message on the device: each row's bit width and where its bytes
+/// start in a message of `width`-wide rows ([`cache_quant::Encoding::Stochastic`]), and the
+/// message's length.
+pub struct DeviceWidths {
+    bits: CudaSlice<u8>,
+    offsets: CudaSlice<u64>,
+    bytes: usize,
+}
+
+impl DeviceWidths {
+    /// The widths `bits` (each 2, 4 or 8: what makes the kernels' packing safe) of rows `width`
+    /// values wide.
+    pub fn upload(device: &Device, bits: &[u8], width: usize) -> Result<Self, GpuError> {
+        let mut offsets = Vec::with_capacity(bits.len());
+        let mut at = 0usize;
+        for &b in bits {
+            if !cache_quant::codec::stochastic::WIDTHS.contains(&b) {
+                return Err(GpuError::Shape { kernel: "stochastic_encode_rows", detail: format!("a row of {b} bits") });
+            }
+            offsets.push(at as u64);
+            at += cache_quant::codec::stochastic::row_bytes(width, b);
+        }
+        Ok(Self { bits: device.upload(bits)?, offsets: device.upload(&offsets)?, bytes: at })
+    }
+
+    /// Bytes of the message.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
 /// Labelled rows (a split) and their labels on the device, for logits of `num_nodes x width`.
 pub struct DeviceLabels {
     rows: CudaSlice<u32>,
@@ -917,6 +948,101 @@ impl Device {
         Ok(codes)
     }
 
+    /// The stochastic message of rows `idx` of `block` (`block_rows x d`), keyed by `key` and
+    /// the rows' global ids `gids`, at `widths` ([`cache_quant::Encoding::encode`]'s bytes),
+    /// and the rows' squared error and squared norm summed in `f64` (`pair_sums_f64`).
+    #[allow(clippy::too_many_arguments)] // the block, the rows and the encoding's three parts.
+    pub fn stochastic_encode(
+        &self,
+        d: usize,
+        key: u64,
+        widths: &DeviceWidths,
+        gids: &DeviceIndex,
+        idx: &DeviceIndex,
+        block: &CudaSlice<f32>,
+        block_rows: usize,
+    ) -> Result<(CudaSlice<u8>, CudaSlice<f64>), GpuError> {
+        let kernel = "stochastic_encode_rows";
+        let n = idx.idx.len();
+        expect_len(kernel, "block", block.len(), block_rows * d)?;
+        expect_len(kernel, "widths", widths.bits.len(), n)?;
+        expect_rows_within(kernel, idx, block_rows)?;
+        if gids.idx.len() < n {
+            return Err(GpuError::Shape { kernel, detail: format!("{} ids for {n} rows", gids.idx.len()) });
+        }
+        let mut out = self.zeros::<u8>(widths.bytes)?;
+        let (mut err, mut norm) = (self.zeros::<f32>(n)?, self.zeros::<f32>(n)?);
+        let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
+        launch!(
+            self,
+            "quant",
+            "stochastic_encode_rows",
+            n,
+            [&nr, &dw, block, &idx.idx, &widths.bits, &widths.offsets, &gids.idx, &key, &mut out, &mut err, &mut norm]
+        );
+        let mut sums = self.zeros::<f64>(2)?;
+        let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        launch!(self, "quant", "pair_sums_f64", config: config, [&nr, &err, &norm, &mut sums]);
+        Ok((out, sums))
+    }
+
+    /// The `widths.bits.len()` rows of a stochastic message `bytes` (its length checked on the
+    /// host against the widths), decoded into an `n x d` block.
+    pub fn stochastic_decode(
+        &self,
+        d: usize,
+        widths: &DeviceWidths,
+        bytes: &CudaSlice<u8>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        let kernel = "stochastic_decode_rows";
+        let n = widths.bits.len();
+        expect_len(kernel, "bytes", bytes.len(), widths.bytes)?;
+        let mut y = self.zeros::<f32>(n * d)?;
+        let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
+        launch!(self, "quant", "stochastic_decode_rows", n, [&nr, &dw, bytes, &widths.bits, &widths.offsets, &mut y]);
+        Ok(y)
+    }
+
+    /// The linear message of rows `idx` of `block` (`block_rows x d`) at `bits` bits (2, 4, 8
+    /// or 16): [`cache_quant::Encoding::encode`]'s bytes.
+    pub fn linear_encode(
+        &self,
+        d: usize,
+        bits: u8,
+        idx: &DeviceIndex,
+        block: &CudaSlice<f32>,
+        block_rows: usize,
+    ) -> Result<CudaSlice<u8>, GpuError> {
+        let kernel = "linear_encode_rows";
+        let row_bytes = linear_row_bytes(kernel, bits, d)?;
+        let n = idx.idx.len();
+        expect_len(kernel, "block", block.len(), block_rows * d)?;
+        expect_rows_within(kernel, idx, block_rows)?;
+        let mut out = self.zeros::<u8>(n * row_bytes)?;
+        let (nr, dw, b, rb): (u32, u32, u32, u64) =
+            (int(kernel, n)?, int(kernel, d)?, u32::from(bits), row_bytes as u64);
+        launch!(self, "quant", "linear_encode_rows", n, [&nr, &dw, &b, &rb, block, &idx.idx, &mut out]);
+        Ok(out)
+    }
+
+    /// The `n` rows of a linear message `bytes` at `bits` bits, decoded into an `n x d` block.
+    pub fn linear_decode(
+        &self,
+        d: usize,
+        bits: u8,
+        n: usize,
+        bytes: &CudaSlice<u8>,
+    ) -> Result<CudaSlice<f32>, GpuError> {
+        let kernel = "linear_decode_rows";
+        let row_bytes = linear_row_bytes(kernel, bits, d)?;
+        expect_len(kernel, "bytes", bytes.len(), n * row_bytes)?;
+        let mut y = self.zeros::<f32>(n * d)?;
+        let (nr, dw, b, rb): (u32, u32, u32, u64) =
+            (int(kernel, n)?, int(kernel, d)?, u32::from(bits), row_bytes as u64);
+        launch!(self, "quant", "linear_decode_rows", n, [&nr, &dw, &b, &rb, bytes, &mut y]);
+        Ok(y)
+    }
+
     /// `dst[i, :] = src[idx[i], :]` for `src` of `src_rows x f`.
     pub fn gather_rows(
         &self,
@@ -1071,6 +1197,21 @@ fn check_bits(kernel: &'static str, bits: u32) -> Result<(), GpuError> {
     } else {
         Err(GpuError::Shape { kernel, detail: format!("code width {bits} outside 1..=16") })
     }
+}
+
+/// Bytes of a linear row of `d` values at `bits` bits, refusing widths the kernels do not pack.
+fn linear_row_bytes(kernel: &'static str, bits: u8, d: usize) -> Result<usize, GpuError> {
+    let encoding = cache_quant::Encoding::Linear { bits };
+    encoding.validate(0).map_err(|e| GpuError::Shape { kernel, detail: e.to_string() })?;
+    Ok(encoding.row_bytes(0, d))
+}
+
+/// Refuses indices that may reach past a block of `rows` rows.
+fn expect_rows_within(kernel: &'static str, idx: &DeviceIndex, rows: usize) -> Result<(), GpuError> {
+    if idx.bound > rows {
+        return Err(GpuError::Shape { kernel, detail: format!("indices up to {} into {rows} rows", idx.bound) });
+    }
+    Ok(())
 }
 
 fn check_indices(kernel: &'static str, idx: &[u32], rows: usize) -> Result<(), GpuError> {

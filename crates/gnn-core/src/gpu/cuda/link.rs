@@ -20,7 +20,8 @@
 //! the push's around the primary rows' transposed one; see `model.rs`).
 //!
 //! Each call stages only its footprint's rows between the device block and the host
-//! ([`DeviceRows`]), between two events of the device's stream ([`Device::exchange_span`]), so
+//! ([`DeviceRows`]), or, where the exchange's codecs are kernel codecs, encodes and decodes its
+//! messages on the device so that only their bytes cross; either way between two events of the device's stream ([`Device::exchange_span`]), so
 //! that the pass's GPU time inside the exchange is known apart from its compute.
 
 use std::sync::MutexGuard;
@@ -30,7 +31,7 @@ use cudarc::driver::CudaSlice;
 use super::rows::{DeviceRows, RowLists};
 use super::{Device, GpuError};
 use crate::exchange::staging::Stager;
-use crate::exchange::{Call, Direction, Exchange, Pass, Step, Tag};
+use crate::exchange::{Call, Direction, Exchange, Half, Pass, Step, Tag};
 
 /// A worker's exchange for one pass on its part.
 pub(super) struct PartLink<'a> {
@@ -163,6 +164,7 @@ impl Link<'_> {
             let mut store = DeviceRows::new(dev, block, rows, cols, &mut p.lists)?;
             let exchange = &mut *p.exchange;
             Ok(match half {
+                Half::Whole => p.stager.call(exchange, call, tag, &mut store),
                 Half::Start => p.stager.start(exchange, call, tag, &mut store),
                 Half::Finish => p.stager.finish(exchange, call, tag, &mut store),
             }?)
@@ -191,13 +193,6 @@ impl Link<'_> {
             Link::Whole => Ok(()),
         }
     }
-}
-
-/// Which half of a split halo call ([`Link::halo_half`]).
-#[derive(Clone, Copy)]
-pub(super) enum Half {
-    Start,
-    Finish,
 }
 
 impl PartLink<'_> {

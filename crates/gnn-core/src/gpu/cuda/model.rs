@@ -33,14 +33,14 @@ use std::sync::Mutex;
 
 use cudarc::driver::CudaSlice;
 
-use super::link::{Half, Link, PartLink};
+use super::link::{Link, PartLink};
 use super::rows::RowLists;
 use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
 use crate::activation::Activation;
 use crate::block::BlockGraphs;
 use crate::dropout::DropoutSite;
 use crate::exchange::staging::Stager;
-use crate::exchange::{Direction, Exchange};
+use crate::exchange::{Direction, Exchange, Half};
 use crate::gpu::plan::{
     DevicePlan, LayerPlan, OverlapHalves, PartAggregation, WeightedCsr, aggregation, block_aggregations, expand_heads,
     overlap_halves, part_aggregation,
