@@ -101,6 +101,39 @@ fn mpirun_without_a_backend_flag_trains_on_the_mpi_backend() {
     assert_eq!((report["workers"].as_u64(), report["hosts"].as_u64()), (Some(2), Some(2)));
 }
 
+/// `--backend nccl` under mpirun trains one process per GPU, their gradients summed by NCCL
+/// (`mpi-nccl`): on a host with two GPUs the report names the backend and follows the MPI run's
+/// losses (NCCL sums in its own order: within 1e-4); without a GPU driver (CI) every rank fails
+/// with an error naming it, not a panic.
+#[cfg(all(feature = "mpi", feature = "nccl", feature = "cuda"))]
+#[test]
+fn nccl_under_mpirun_sums_on_a_gpu_per_process_or_names_the_missing_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nccl, mpi) = (dir.path().join("nccl.json"), dir.path().join("mpi.json"));
+    let mut args = vanilla_args("edge", 2);
+    args.extend(["--device", "cuda"].map(String::from));
+    let out = Command::new("mpirun")
+        .args(["-np", "2", "--oversubscribe", env!("CARGO_BIN_EXE_halo")])
+        .args(&args)
+        .args(["--backend", "nccl", "--report", nccl.to_str().unwrap()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun is installed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if !out.status.success() {
+        assert!(stderr.contains("CUDA driver") || stderr.contains("GPU"), "{stderr}");
+        return;
+    }
+    let report = report_of(&out, &nccl);
+    assert_eq!(report["final"]["method"]["backend"], "mpi-nccl");
+    let host = report_of(&mpirun_halo(2, &args, &mpi), &mpi);
+    for (a, b) in losses(&report).iter().zip(losses(&host)) {
+        assert!((a - b).abs() <= 1e-4, "NCCL {a} against MPI {b}");
+    }
+}
+
 /// `mpirun -np 4` ranks, each loading nothing but its share, train exactly like 4 in-process
 /// workers: the same losses at every epoch.
 #[cfg(feature = "mpi")]

@@ -371,8 +371,16 @@ mod tests {
         let err = device::check_build(&c, device::Built { cuda: true, nccl: false }).unwrap_err().to_string();
         assert!(err.contains("--backend nccl") && err.contains(device::NCCL_BUILD), "{err}");
         device::check_build(&c, device::Built { cuda: true, nccl: true }).unwrap();
+        let c = parse(&["--method", "vanilla", "--workers", "2", "--backend", "mpi-nccl", "--device", "cuda"])
+            .resolve()
+            .unwrap();
+        assert_eq!(c.distributed.backend, Backend::MpiNccl);
+        let err = device::check_build(&c, device::Built { cuda: true, nccl: false }).unwrap_err().to_string();
+        assert!(err.contains("--backend mpi-nccl") && err.contains("--features mpi"), "{err}");
+        let err = parse(&["--method", "vanilla", "--backend", "mpi-nccl"]).resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("needs --device cuda, or --backend mpi"), "{err:#}");
         let cli = Cli::try_parse_from(["train", "--backend", "gloo"]).err().expect("an unknown backend is refused");
-        assert!(cli.to_string().contains("expected local, mpi or nccl"), "{cli}");
+        assert!(cli.to_string().contains("expected local, mpi, nccl or mpi-nccl"), "{cli}");
     }
 
     /// The command's arguments, as `halo train --help` lists them.

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Backend, ConfigError, Method, ParamSync, TrainConfig};
+use super::{ConfigError, Method, ParamSync, TrainConfig};
 
 /// The compute device of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,12 +68,17 @@ impl Device {
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
         let (method, minibatch) = (config.method.name, &config.minibatch);
-        let nccl = config.distributed.backend == Backend::Nccl;
+        let backend = config.distributed.backend;
+        let nccl = backend.nccl();
+        // Where a refusal sends the user: the same workers, their gradients summed on the host.
+        let host_sum = if backend.in_process() { "--backend local" } else { "--backend mpi" };
         match self {
             Device::Cpu if nccl => invalid(
                 "backend",
-                "nccl sums the workers' gradients on their GPUs: it needs --device cuda, or --backend local"
-                    .to_string(),
+                format!(
+                    "{} sums the workers' gradients on their GPUs: it needs --device cuda, or {host_sum}",
+                    backend.as_str()
+                ),
             ),
             Device::Cpu => Ok(()),
             Device::Cuda(_) if !method.rules().cuda => invalid(
@@ -94,17 +99,20 @@ impl Device {
             Device::Cuda(_) if nccl && !sums_on_gpus(method) => invalid(
                 "backend",
                 format!(
-                    "nccl sums the workers' gradients on their GPUs (methods {}); method {} needs --backend local \
+                    "{} sums the workers' gradients on their GPUs (methods {}); method {} needs {host_sum} \
                      (single trains one process; featpart's workers sum more than the gradients on the host)",
+                    backend.as_str(),
                     nccl_methods(),
                     method.as_str()
                 ),
             ),
             Device::Cuda(_) if nccl && config.distributed.param_sync == ParamSync::Ps => invalid(
                 "param-sync",
-                "ps sums and steps on the host's parameter servers, --backend nccl sums on the GPUs: use \
-                 param-sync = \"allreduce\" with nccl, or --backend local"
-                    .to_string(),
+                format!(
+                    "ps sums and steps on the host's parameter servers, --backend {0} sums on the GPUs: use \
+                     param-sync = \"allreduce\" with {0}, or {host_sum}",
+                    backend.as_str()
+                ),
             ),
             Device::Cuda(_) => Ok(()),
         }
@@ -132,6 +140,7 @@ fn cuda_methods() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Backend;
 
     #[test]
     fn device_names_parse_and_print_back() {
@@ -228,6 +237,20 @@ mod tests {
                 "--backend local",
             ),
         ];
+        // Across MPI processes the same, each refusal naming the host-summing backend of
+        // processes.
+        let mpi_nccl = "[distributed]\nbackend = \"mpi-nccl\"\nworkers = 2\n";
+        let c = TrainConfig::from_toml_str(&format!("device = \"cuda\"\nmethod = \"adaqp\"\n{mpi_nccl}"), "d.toml")
+            .unwrap();
+        assert_eq!(c.distributed.backend, Backend::MpiNccl);
+        let refused = refused.into_iter().chain([
+            (format!("method = \"vanilla\"\n{mpi_nccl}"), "`backend`", "--device cuda, or --backend mpi"),
+            (
+                format!("device = \"cuda\"\nmethod = \"ecgraph\"\n{mpi_nccl}param-sync = \"ps\"\n"),
+                "`param-sync`",
+                "--backend mpi",
+            ),
+        ]);
         for (text, key, hint) in refused {
             let msg = TrainConfig::from_toml_str(&text, "d.toml").unwrap_err().to_string();
             assert!(msg.contains(key) && msg.contains(hint), "{text}: {msg}");

@@ -22,11 +22,18 @@ pub enum Backend {
     /// exchanges staged through the host as under `local`, the gradient all-reduce by NCCL on
     /// the GPUs. Needs a build with the `nccl` feature and a GPU per worker.
     Nccl,
+    /// One process per worker, started by `mpirun` (`--backend nccl` under a launcher becomes
+    /// this), each on the GPU of its index on its machine (`--device cuda`): the exchanges
+    /// staged through the host and sent by MPI as under `mpi`, the gradient all-reduce by NCCL
+    /// on the GPUs, across machines. Needs a build with the `mpi` and `nccl` features and a GPU
+    /// per process.
+    #[serde(rename = "mpi-nccl")]
+    MpiNccl,
 }
 
 impl Backend {
     /// Every backend, in declaration order.
-    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Mpi, Backend::Nccl];
+    pub const ALL: [Backend; 4] = [Backend::Local, Backend::Mpi, Backend::Nccl, Backend::MpiNccl];
 
     /// The name used on the command line, in TOML and in reports.
     pub fn as_str(self) -> &'static str {
@@ -34,6 +41,7 @@ impl Backend {
             Backend::Local => "local",
             Backend::Mpi => "mpi",
             Backend::Nccl => "nccl",
+            Backend::MpiNccl => "mpi-nccl",
         }
     }
 
@@ -41,11 +49,16 @@ impl Backend {
     pub fn in_process(self) -> bool {
         matches!(self, Backend::Local | Backend::Nccl)
     }
+
+    /// Whether the workers sum their gradients by NCCL on their GPUs.
+    pub fn nccl(self) -> bool {
+        matches!(self, Backend::Nccl | Backend::MpiNccl)
+    }
 }
 
 /// A backend name training does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend `{0}`; expected local, mpi or nccl")]
+#[error("unknown backend `{0}`; expected local, mpi, nccl or mpi-nccl")]
 pub struct UnknownBackend(String);
 
 impl std::str::FromStr for Backend {
@@ -86,9 +99,11 @@ pub struct DistributedConfig {
     #[cfg_attr(feature = "clap", arg(long, value_name = "H"))]
     pub hosts: usize,
     /// Where the workers run: local (in-process threads), mpi (MPI processes, `mpirun -np P
-    /// halo ...`; the default when started by mpirun) or nccl (in-process threads on a GPU each,
-    /// `--device cuda`, their gradients summed by NCCL; a build with `--features nccl`).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi|nccl"))]
+    /// halo ...`; the default when started by mpirun), nccl (in-process threads on a GPU each,
+    /// `--device cuda`, their gradients summed by NCCL; a build with `--features nccl`) or
+    /// mpi-nccl (MPI processes on a GPU each, their gradients summed by NCCL; what nccl becomes
+    /// under mpirun; a build with `--features mpi,nccl`).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi|nccl|mpi-nccl"))]
     pub backend: Backend,
     /// The modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart, adgraph (the papers'
     /// clusters).
@@ -320,7 +335,7 @@ mod tests {
         assert!(msg.starts_with("run.toml:2: key `backend`") && msg.contains("needs --device cuda"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\nbackend = \"gloo\"\n", "run.toml").unwrap_err().to_string();
-        assert!(msg.contains("unknown backend `gloo`; expected local, mpi or nccl"), "{msg}");
+        assert!(msg.contains("unknown backend `gloo`; expected local, mpi, nccl or mpi-nccl"), "{msg}");
         let msg =
             TrainConfig::from_toml_str("[distributed]\ntopology = \"dgx\"\n", "run.toml").unwrap_err().to_string();
         assert!(msg.starts_with("run.toml:2: key `topology`"), "{msg}");

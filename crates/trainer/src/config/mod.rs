@@ -340,10 +340,10 @@ impl TrainConfig {
             return invalid("dataset", "must not be empty".to_string());
         }
         self.distributed.validate(self.cut())?;
-        if self.method.adaqp.time_fit.is_some() && self.distributed.backend != Backend::Mpi {
+        if self.method.adaqp.time_fit.is_some() && self.distributed.backend.in_process() {
             return invalid(
                 "time-fit",
-                "needs backend mpi (a fit measured on the in-memory backend means nothing; the local backend's \
+                "needs backend mpi or mpi-nccl (a fit measured on the in-memory backend means nothing; the local backend's \
                  time model comes from the topology)"
                     .to_string(),
             );

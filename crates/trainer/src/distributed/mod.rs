@@ -48,7 +48,7 @@ use graph_partition::partition::PartitionConfig;
 use serde_json::json;
 
 use crate::checkpoint::fingerprint_part;
-use crate::config::{Backend, Device, TrainConfig};
+use crate::config::{Device, TrainConfig};
 use crate::error::{DistError, TrainError};
 use crate::harness::{Cluster, Rank, RankData};
 use crate::memory::Limit;
@@ -106,7 +106,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     let backend = rank.backend();
     let (root, mut share) = if comm.rank() == 0 {
         let dataset = job.data.get(observer.shows_progress())?;
-        if backend == Backend::Mpi {
+        if !backend.in_process() {
             budget::before_partitioning(config, job.cut, &dataset, 1, job.limit)?;
         }
         let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
@@ -184,7 +184,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
             });
             // In-process workers share one process, whose peak is `final.peak_rss_bytes`;
             // `held_bytes` is the per-worker figure there.
-            if backend == Backend::Mpi {
+            if !backend.in_process() {
                 worker["peak_rss_bytes"] = json!(w[4] as u64);
             }
             worker

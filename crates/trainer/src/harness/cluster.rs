@@ -33,6 +33,8 @@ pub struct LocalOptions {
 pub(crate) fn backend_of(source: Source<'_>, config: &TrainConfig) -> Backend {
     match (source, config.distributed.backend) {
         (Source::Given(_), backend) if backend.in_process() => backend,
+        // A dataset in memory stays in this process: its workers become threads.
+        (Source::Given(_), Backend::MpiNccl) => Backend::Nccl,
         (Source::Given(_), _) => Backend::Local,
         (Source::Load(..), backend) => backend,
     }
@@ -88,9 +90,9 @@ impl<'a> Cluster<'a> {
             let rank = Rank { comm, clock: CommClock::new(self.gate.as_ref()), cluster: self };
             work(&rank, observer)
         };
-        match self.backend {
-            Backend::Local | Backend::Nccl => run_local(self.config, observer, work).map(Some),
-            Backend::Mpi => run_mpi(self.config, observer, work),
+        match self.backend.in_process() {
+            true => run_local(self.config, observer, work).map(Some),
+            false => run_mpi(self.config, observer, work),
         }
     }
 }

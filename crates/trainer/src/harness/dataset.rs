@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use graph_partition::Dataset;
 
 use super::cluster::Cluster;
-use crate::config::{Backend, TrainConfig};
+use crate::config::TrainConfig;
 use crate::data::Source;
 use crate::error::TrainError;
 
@@ -33,9 +33,9 @@ impl<'a> RankData<'a> {
     /// shows progress.
     pub(crate) fn shared(cluster: &Cluster<'a>, progress: bool) -> Result<Self, TrainError> {
         let (config, source) = (cluster.config(), cluster.source());
-        let held = match cluster.backend() {
-            Backend::Local | Backend::Nccl => Held::Shared(source.dataset(config, progress)?),
-            Backend::Mpi => Held::PerRank(source),
+        let held = match cluster.backend().in_process() {
+            true => Held::Shared(source.dataset(config, progress)?),
+            false => Held::PerRank(source),
         };
         Ok(Self { config, held })
     }
@@ -48,13 +48,13 @@ impl<'a> RankData<'a> {
         check: impl FnOnce(&Dataset) -> Result<(), TrainError>,
     ) -> Result<Self, TrainError> {
         let (config, source) = (cluster.config(), cluster.source());
-        let held = match cluster.backend() {
-            Backend::Local | Backend::Nccl => {
+        let held = match cluster.backend().in_process() {
+            true => {
                 let dataset = source.dataset(config, progress)?;
                 check(&dataset)?;
                 Held::Root(Mutex::new(Some(dataset)))
             }
-            Backend::Mpi => Held::PerRank(source),
+            false => Held::PerRank(source),
         };
         Ok(Self { config, held })
     }

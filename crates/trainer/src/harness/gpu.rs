@@ -6,7 +6,6 @@ use gnn_core::gpu::Device;
 use gnn_core::gpu::footprint::Footprint;
 
 use super::{Rank, placement};
-use crate::config::Backend;
 use crate::error::{DistError, TrainError};
 use crate::memory::device::{self, GpuClaim};
 use crate::report::DeviceSummary;
@@ -94,10 +93,10 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
     dev.reset_peak()?;
     // In process every worker is on this machine. An MPI rank's machine is the one it runs
     // on, by name: hosts declared with --hosts may share a machine, and its GPUs.
-    let machine = match (rank.backend(), this_machine()) {
-        (Backend::Local | Backend::Nccl, _) => 0,
-        (Backend::Mpi, Some(name)) => machine_key(&name),
-        (Backend::Mpi, None) => comm.topology().host_of(comm.rank()),
+    let machine = match (rank.backend().in_process(), this_machine()) {
+        (true, _) => 0,
+        (false, Some(name)) => machine_key(&name),
+        (false, None) => comm.topology().host_of(comm.rank()),
     };
     const FIELDS: usize = 4;
     let mut table = vec![0.0f64; comm.size() * FIELDS];
@@ -118,18 +117,18 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         .collect();
     // NCCL takes one rank per GPU. Every worker sees every claim, so all refuse together (none
     // is left waiting for the others in NCCL's set-up).
-    if rank.backend() == Backend::Nccl
+    if rank.backend().nccl()
         && let Some((ordinal, workers)) = crowded_gpu(&claims)
     {
         return Err(TrainError::NcclSharedGpu { ordinal, workers, visible: Device::count()? });
     }
     let (workers, on_gpu) = device::shared_gpu(&claims, comm.rank());
     device::check(ordinal, workers, on_gpu, memory.free)?;
-    let nccl = match rank.backend() {
-        // A collective that blocks until every worker joins: a call, so a worker waiting in it
-        // gives up the compute gate.
-        Backend::Nccl => Some(clock.call(|| open_nccl(comm, &dev))?),
-        Backend::Local | Backend::Mpi => None,
+    // A collective that blocks until every worker joins: a call, so a worker waiting in it
+    // gives up the compute gate.
+    let nccl = match rank.backend().nccl() {
+        true => Some(clock.call(|| open_nccl(comm, &dev))?),
+        false => None,
     };
     let summary = DeviceSummary {
         ordinal,

@@ -43,7 +43,7 @@ use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
 use serde_json::Value;
 
 pub use self::featpart::FetchSpec;
-use crate::config::{Backend, LrScaling, Method, TrainConfig};
+use crate::config::{LrScaling, Method, TrainConfig};
 use crate::error::TrainError;
 use crate::train_loop::EvalStats;
 
@@ -182,8 +182,10 @@ impl Sampling {
 /// The machine's cores shared among the workers of this process (one under MPI), at least one.
 fn default_sampler_threads(config: &TrainConfig) -> NonZeroUsize {
     let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    let here = match (config.method.name, config.distributed.backend) {
-        (Method::Single, _) | (_, Backend::Mpi) => 1,
+    let in_process = config.distributed.backend.in_process();
+    let here = match config.method.name {
+        Method::Single => 1,
+        _ if !in_process => 1,
         _ => config.distributed.workers.max(1),
     };
     NonZeroUsize::new(cores / here).unwrap_or(NonZeroUsize::MIN)

@@ -1,11 +1,11 @@
-//! `--device cpu|cuda[:N]` and `--backend nccl`: a GPU run, or NCCL's, is refused before any work
-//! in a build without its feature.
+//! `--device cpu|cuda[:N]` and `--backend nccl|mpi-nccl`: a GPU run, or NCCL's, is refused before
+//! any work in a build without its feature.
 
-use trainer::config::{Backend, Device, TrainConfig};
+use trainer::config::{Device, TrainConfig};
 
 /// The build command that makes `--device cuda` available.
 pub const CUDA_BUILD: &str = "cargo build --release -p cli --features cuda";
-/// The build command named when `--backend nccl` meets a build without NCCL.
+/// The build command named when `--backend nccl` (or `mpi-nccl`) meets a build without NCCL.
 pub const NCCL_BUILD: &str = "cargo build --release -p cli --features nccl";
 
 /// What this binary was built with.
@@ -22,8 +22,13 @@ impl Built {
 
 /// Refuses a GPU run, or NCCL's, before any work in a build without its path.
 pub fn check_build(c: &TrainConfig, built: Built) -> anyhow::Result<()> {
-    if c.distributed.backend == Backend::Nccl && !built.nccl {
-        anyhow::bail!("--backend nccl: this halo was built without NCCL support; build it with `{NCCL_BUILD}`");
+    let backend = c.distributed.backend;
+    if backend.nccl() && !built.nccl {
+        anyhow::bail!(
+            "--backend {}: this halo was built without NCCL support; build it with `{NCCL_BUILD}`{}",
+            backend.as_str(),
+            if backend.in_process() { "" } else { " and `--features mpi`" }
+        );
     }
     match c.device {
         Device::Cuda(_) if !built.cuda => anyhow::bail!(

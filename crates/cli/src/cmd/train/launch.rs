@@ -1,7 +1,8 @@
 //! The mpirun trap: `mpirun -np 4 halo train --method vanilla` without `--backend mpi` would run
 //! four independent local jobs that all write the same report. A process started by an MPI
 //! launcher is spotted from the variables the launcher sets, and either switched to the MPI
-//! backend (when this build has it) or stopped with the command that builds it.
+//! backend (when this build has it; `--backend nccl` to `mpi-nccl`, NCCL across the processes)
+//! or stopped with the command that builds it.
 
 use anyhow::bail;
 use trainer::config::{Backend, TrainConfig};
@@ -46,9 +47,10 @@ impl MpiLaunch {
 /// The backend a run started by `launch` must use, when it differs from the configured one.
 ///
 /// A launch of one process changes nothing. Otherwise the method must split the graph, this
-/// build must have MPI (`mpi_built`), and the backend must be MPI: chosen with `--backend mpi`,
-/// or switched to here when `backend_flag` is not `--backend local` (a `backend` key in a config
-/// file cannot be told from the default and is switched too).
+/// build must have MPI (`mpi_built`), and the backend must be MPI: chosen with `--backend mpi`
+/// (or `mpi-nccl`), or switched to here when `backend_flag` is not `--backend local` (a `backend`
+/// key in a config file cannot be told from the default and is switched too); `--backend nccl`
+/// becomes `mpi-nccl`: the processes sum their gradients by NCCL, one GPU each.
 pub fn backend_for(
     launch: Option<&MpiLaunch>,
     config: &TrainConfig,
@@ -75,16 +77,13 @@ pub fn backend_for(
         );
     }
     match (config.distributed.backend, backend_flag) {
-        (Backend::Mpi, _) => Ok(None),
+        (Backend::Mpi | Backend::MpiNccl, _) => Ok(None),
         (Backend::Local, Some(Backend::Local)) => bail!(
             "{started}, but --backend local runs a whole job in every process; drop --backend local to \
              train one worker per process"
         ),
         (Backend::Local, _) => Ok(Some(Backend::Mpi)),
-        (Backend::Nccl, _) => bail!(
-            "{started}, but --backend nccl runs every worker as a thread of one process, each on a GPU of its \
-             own; run halo without mpirun"
-        ),
+        (Backend::Nccl, _) => Ok(Some(Backend::MpiNccl)),
     }
 }
 
@@ -143,5 +142,19 @@ mod tests {
         assert!(err.contains("--backend local"), "{err}");
         let err = backend_for(four, &TrainConfig::default(), None, true).unwrap_err().to_string();
         assert!(err.contains("--method single trains in one process"), "{err}");
+    }
+
+    /// `--backend nccl` under a launcher sums the processes' gradients by NCCL: `mpi-nccl`,
+    /// which a launch keeps; a build without MPI is refused as for any launch.
+    #[test]
+    fn nccl_under_a_launcher_becomes_mpi_nccl() {
+        let four = launch(&[("OMPI_COMM_WORLD_SIZE", "4")]);
+        let mut nccl = vanilla();
+        nccl.distributed.backend = Backend::Nccl;
+        assert_eq!(backend_for(four.as_ref(), &nccl, Some(Backend::Nccl), true).unwrap(), Some(Backend::MpiNccl));
+        let err = backend_for(four.as_ref(), &nccl, Some(Backend::Nccl), false).unwrap_err().to_string();
+        assert!(err.contains("cargo build --release --features mpi"), "{err}");
+        nccl.distributed.backend = Backend::MpiNccl;
+        assert_eq!(backend_for(four.as_ref(), &nccl, Some(Backend::MpiNccl), true).unwrap(), None);
     }
 }
