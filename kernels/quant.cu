@@ -295,17 +295,41 @@ extern "C" __global__ void linear_decode_rows(u32 n, u32 d, u32 b, u64 row_bytes
     }
 }
 
-// out[0] = sum of a[0..n), out[1] = sum of b[0..n), in f64: one block of blockDim.x threads (a
-// power of two, at most 1024), thread t summing elements t, t + blockDim.x, ... in order, then
-// the threads' sums added pairwise: a fixed order, so the same bits on every run.
-extern "C" __global__ void pair_sums_f64(u32 n, const float* __restrict__ a, const float* __restrict__ b,
+// cache_quant::codec::bucket's ids of a block over its bounds lo[0], hi[0] (Buckets::id: in f64 as
+// the CPU computes them, a NaN or a flat range in bucket 0), and each value's error through its
+// bucket's midpoint (Buckets::midpoint, in f32) for the error sums.
+extern "C" __global__ void bucket_ids(u64 len, u32 bits, const float* __restrict__ x, const float* __restrict__ lo,
+                                      const float* __restrict__ hi, u32* __restrict__ ids, float* __restrict__ diff) {
+    u64 t = halo_tid();
+    if (t >= len) return;
+    float l = lo[0], h = hi[0];
+    u32 count = 1u << bits;
+    double range = __dsub_rn((double)h, (double)l);
+    u32 id = 0;
+    if (range > 0.0 && isfinite(range)) {
+        double v = floor(__dmul_rn(__ddiv_rn(__dsub_rn((double)x[t], (double)l), range), (double)count));
+        double top = (double)(count - 1u);
+        v = v < 0.0 ? 0.0 : (v > top ? top : v);
+        id = isnan(v) ? 0u : (u32)v;
+    }
+    ids[t] = id;
+    float width = __fdiv_rn(__fsub_rn(h, l), (float)count);
+    diff[t] = __fsub_rn(__fadd_rn(l, __fmul_rn(__fadd_rn((float)id, 0.5f), width)), x[t]);
+}
+
+// out[0] = sum of a[0..n), out[1] = sum of b[0..n) (of their squares when `square`), in f64: one
+// block of blockDim.x threads (a power of two, at most 1024), thread t summing elements t,
+// t + blockDim.x, ... in order, then the threads' sums added pairwise: a fixed order, so the
+// same bits on every run.
+extern "C" __global__ void pair_sums_f64(u32 n, u32 square, const float* __restrict__ a, const float* __restrict__ b,
                                          double* __restrict__ out) {
     __shared__ double sa[1024];
     __shared__ double sb[1024];
     double ta = 0.0, tb = 0.0;
     for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
-        ta = __dadd_rn(ta, (double)a[i]);
-        tb = __dadd_rn(tb, (double)b[i]);
+        double va = (double)a[i], vb = (double)b[i];
+        ta = __dadd_rn(ta, square ? __dmul_rn(va, va) : va);
+        tb = __dadd_rn(tb, square ? __dmul_rn(vb, vb) : vb);
     }
     sa[threadIdx.x] = ta;
     sb[threadIdx.x] = tb;

@@ -276,6 +276,11 @@ def methods_device(out):
                     "modeled_comm_s": statistics.median(e["modeled_comm_s"] for e in epochs),
                     "compute_s": statistics.median(e["compute_s"] for e in epochs),
                     "wall_s": statistics.median(e["wall_s"] for e in epochs),
+                    # What the exchange moved between the GPUs and the host (device-side
+                    # encoding: encoded bytes), the evaluation's exact rows included.
+                    "bus_bytes": statistics.median(
+                        e["device"]["exchange"]["down_bytes"] + e["device"]["exchange"]["up_bytes"] for e in epochs
+                    ),
                     "test_acc": data["final"]["test_acc_at_best_val"],
                     "compute_measure": data["final"].get("compute_measure"),
                 }
@@ -469,18 +474,20 @@ def markdown(summary):
             "bars need the method docs' longer grids.",
             "",
             "| paper | vanilla modeled epoch | vanilla comm share | method modeled epoch | method / vanilla "
-            "| bar | met | vanilla compute | method compute |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| bar | met | vanilla compute | method compute | wall epoch, vanilla / method "
+            "| exchange bus bytes per epoch, vanilla / method |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in methods:
             if r["errors"]:
-                lines.append(f"| {r['paper']} | failed: {'; '.join(r['errors'])} | | | | | | | |")
+                lines.append(f"| {r['paper']} | failed: {'; '.join(r['errors'])} | | | | | | | | | |")
                 continue
             v, m = r["vanilla"], r[r["paper"]]
             share = "-" if r["comm_share"] is None else f"{r['comm_share']:.1%}"
             met = {True: "yes", False: "no"}.get(r["met"], "-")
             lines.append(f"| {r['paper']} | {ms(v['modeled_epoch_s'])} | {share} | {ms(m['modeled_epoch_s'])} "
-                         f"| {ratio(r['ratio'])} | {r['bar']} | {met} | {ms(v['compute_s'])} | {ms(m['compute_s'])} |")
+                         f"| {ratio(r['ratio'])} | {r['bar']} | {met} | {ms(v['compute_s'])} | {ms(m['compute_s'])} "
+                         f"| {ms(v['wall_s'])} / {ms(m['wall_s'])} | {mib(v['bus_bytes'])} / {mib(m['bus_bytes'])} |")
         lines.append("")
     accuracy = summary["accuracy"]
     if accuracy is not None:

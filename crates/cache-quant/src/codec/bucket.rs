@@ -13,12 +13,15 @@
 //! The reference implementation splits the range at zero and decodes negative values one bucket
 //! low; here the id is `floor((v - min) / width)` over the whole range, whatever the sign.
 
+use std::time::Duration;
+
+use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::{extend_le, read_le};
-use super::{Codec, CodecError, CodecStats, row_count};
+use super::{Codec, CodecError, CodecStats};
 use crate::knob::Knob;
 use crate::stream::Pass;
 
-const NAME: &str = "bucket";
+pub(super) const NAME: &str = "bucket";
 
 /// The bucket id widths a block may use.
 pub const BUCKET_BITS: [u8; 5] = [1, 2, 4, 8, 16];
@@ -147,6 +150,40 @@ pub fn expect_empty(codec: &'static str, bytes: &[u8]) -> Result<(), CodecError>
     }
 }
 
+/// Appends `values` as one block at `bits` bits over their own bounds ([`Encoding::Bucket`]),
+/// nothing when there are none; measures each value's error through its bucket.
+pub(super) fn encode_values(bits: u8, values: &[f32], out: &mut Vec<u8>) -> Measured {
+    let mut measured = Measured::default();
+    if values.is_empty() {
+        // A peer that reads none of our rows gets an empty message, as without a codec.
+        return measured;
+    }
+    let (lo, hi) = bounds(values.iter().copied());
+    let scale = Buckets::new(bits, lo, hi);
+    encode_block(scale, values.iter().copied(), out);
+    for &v in values {
+        measured.err_sq += f64::from(scale.round_trip(v) - v).powi(2);
+        measured.ref_sq += f64::from(v).powi(2);
+    }
+    measured
+}
+
+/// Bytes of a message of `count` values, whose width its header gives (`bytes` is the message):
+/// nothing for no values, else one block; a header naming no bucket width is refused.
+pub(super) fn message_len(bytes: &[u8], count: usize) -> Result<usize, CodecError> {
+    if count == 0 {
+        return Ok(0);
+    }
+    match bytes.first() {
+        Some(&bits) if BUCKET_BITS.contains(&bits) => Ok(block_len(bits, count)),
+        Some(&bits) => Err(CodecError::Malformed {
+            codec: NAME,
+            detail: format!("bucket block of {bits} bits (expected 1, 2, 4, 8 or 16)"),
+        }),
+        None => Err(CodecError::Malformed { codec: NAME, detail: "empty bucket block".to_string() }),
+    }
+}
+
 /// Checks that `bits` is a bucket width.
 pub fn check_bits(bits: u8) -> Result<u8, BucketBitsError> {
     if BUCKET_BITS.contains(&bits) { Ok(bits) } else { Err(BucketBitsError(bits)) }
@@ -172,32 +209,43 @@ impl BucketCodec {
     }
 }
 
+impl KernelCodec for BucketCodec {
+    /// The width the knob holds now, which encoding checks (a decoder reads the sender's from
+    /// the message).
+    fn encoding(&self, _pass: Pass, _rows: usize) -> Result<Encoding, CodecError> {
+        Ok(Encoding::Bucket { bits: self.bits.get() })
+    }
+
+    fn sent(&mut self, encoding: &Encoding, rows: usize, measured: Measured, _spent: Duration) {
+        if let (Encoding::Bucket { bits }, 1..) = (encoding, rows) {
+            self.stats.bits[usize::from(*bits)] += rows as u64;
+            self.stats.err_sq += measured.err_sq;
+            self.stats.ref_sq += measured.ref_sq;
+        }
+    }
+
+    fn received(&mut self, _pass: Pass, _encoding: &Encoding, _bytes: &[u8], _width: usize, _spent: Duration) {}
+}
+
 impl Codec for BucketCodec {
     fn name(&self) -> String {
         NAME.to_string()
     }
 
-    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         if rows.is_empty() {
-            // A peer that reads none of our rows gets an empty message, as without a codec.
+            // No width check for an empty message, as before the encoding was described.
             return Ok(());
         }
-        let n = row_count(NAME, rows.len(), width)?;
-        let bits =
-            check_bits(self.bits.get()).map_err(|e| CodecError::Malformed { codec: NAME, detail: e.to_string() })?;
-        let (lo, hi) = bounds(rows.iter().copied());
-        let scale = Buckets::new(bits, lo, hi);
-        encode_block(scale, rows.iter().copied(), out);
-        self.stats.bits[usize::from(bits)] += n as u64;
-        for &v in rows {
-            self.stats.err_sq += f64::from(scale.round_trip(v) - v).powi(2);
-            self.stats.ref_sq += f64::from(v).powi(2);
-        }
-        Ok(())
+        encode_through(self, pass, rows, width, out)
     }
 
-    fn decode(&mut self, _pass: Pass, bytes: &[u8], _width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        decode_message(NAME, bytes, out)
+    fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        decode_through(self, pass, bytes, width, out)
+    }
+
+    fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
+        Some(self)
     }
 
     fn take_stats(&mut self) -> CodecStats {
@@ -242,7 +290,7 @@ mod tests {
         let err = codec.decode(P, &[5, 0, 0, 0, 0, 0, 0, 0, 0, 0], 1, &mut [0.0]).unwrap_err();
         assert!(err.to_string().contains("5 bits"), "{err}");
         let err = codec.decode(P, &[8, 0, 0, 0, 0, 0, 0, 0, 0], 1, &mut [0.0]).unwrap_err();
-        assert!(err.to_string().contains("needs 10 bytes"), "{err}");
+        assert!(matches!(err, CodecError::Length { expected: 10, actual: 9, .. }), "{err}");
         assert_eq!(check_bits(16), Ok(16));
         assert_eq!(check_bits(0).unwrap_err().to_string(), "bucket compression takes 1, 2, 4, 8 or 16 bits, got 0");
     }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CodecError, LINEAR_BITS, linear, row_count, stochastic};
+use super::{CodecError, LINEAR_BITS, bucket, linear, row_count, stochastic};
 use crate::stream::Pass;
 
 /// How a message's rows become bytes (see the module docs).
@@ -22,6 +22,10 @@ pub enum Encoding {
     /// [`super::StochasticCodec`]: row `r` as its zero point and scale and `bits[r]`-bit codes,
     /// its draws keyed by `hash_extend(key, [gids[r]])`.
     Stochastic { key: u64, bits: Vec<u8>, gids: Arc<[u32]> },
+    /// [`super::BucketCodec`]: the whole message as one block of `bits`-bit bucket ids over its
+    /// minimum and maximum, which its header carries with the width (a decoder reads the width
+    /// there, whatever `bits` its own encoding names); no bytes for no rows.
+    Bucket { bits: u8 },
 }
 
 /// What encoding a message measured: the decoded rows' squared error against the rows, and the
@@ -33,14 +37,6 @@ pub struct Measured {
 }
 
 impl Encoding {
-    /// Bytes row `r` of a message of `width`-wide rows takes.
-    pub fn row_bytes(&self, r: usize, width: usize) -> usize {
-        match self {
-            Encoding::Linear { bits } => linear::row_bytes(*bits, width),
-            Encoding::Stochastic { bits, .. } => stochastic::row_bytes(width, bits[r]),
-        }
-    }
-
     /// An error unless the encoding describes `rows` rows at widths its codec packs.
     pub fn validate(&self, rows: usize) -> Result<(), CodecError> {
         let codec = self.codec();
@@ -53,18 +49,25 @@ impl Encoding {
                 Some(b) => format!("a row of {b} bits"),
                 None => return Ok(()),
             },
-            Encoding::Linear { .. } => return Ok(()),
+            Encoding::Bucket { bits } if let Err(e) = bucket::check_bits(*bits) => e.to_string(),
+            Encoding::Linear { .. } | Encoding::Bucket { .. } => return Ok(()),
         };
         Err(CodecError::Malformed { codec, detail })
     }
 
-    /// An error unless `len` bytes are a message of `rows` rows of `width` values.
-    pub fn check(&self, len: usize, rows: usize, width: usize) -> Result<(), CodecError> {
+    /// An error unless `bytes` are a message of `rows` rows of `width` values (a bucket
+    /// message at the width its header names).
+    pub fn check(&self, bytes: &[u8], rows: usize, width: usize) -> Result<(), CodecError> {
         let codec = self.codec();
-        self.validate(rows)?;
-        let expected = self.message_len(rows, width);
-        if len != expected {
-            return Err(CodecError::Length { codec, rows, width, expected, actual: len });
+        let expected = match self {
+            Encoding::Bucket { .. } => bucket::message_len(bytes, rows * width)?,
+            _ => {
+                self.validate(rows)?;
+                self.message_len(rows, width)
+            }
+        };
+        if bytes.len() != expected {
+            return Err(CodecError::Length { codec, rows, width, expected, actual: bytes.len() });
         }
         Ok(())
     }
@@ -78,6 +81,7 @@ impl Encoding {
         let measured = match self {
             Encoding::Linear { bits } => linear::encode_rows(*bits, rows, width, out),
             Encoding::Stochastic { key, bits, gids } => stochastic::encode_rows(*key, bits, gids, rows, width, out),
+            Encoding::Bucket { bits } => bucket::encode_values(*bits, rows, out),
         };
         debug_assert_eq!(out.len() - start, self.message_len(n, width));
         Ok(measured)
@@ -87,23 +91,30 @@ impl Encoding {
     /// rows); malformed input is an error.
     pub fn decode(&self, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
         let n = row_count(self.codec(), out.len(), width)?;
-        self.check(bytes.len(), n, width)?;
+        self.check(bytes, n, width)?;
         match self {
             Encoding::Linear { bits } => linear::decode_rows(*bits, bytes, width, out),
             Encoding::Stochastic { bits, .. } => stochastic::decode_rows(bits, bytes, width, out),
+            Encoding::Bucket { .. } => bucket::decode_message(bucket::NAME, bytes, out)?,
         }
         Ok(())
     }
 
-    /// Bytes of a message of `rows` rows.
+    /// Bytes of a message of `rows` rows that this encoding writes.
     pub fn message_len(&self, rows: usize, width: usize) -> usize {
-        (0..rows).map(|r| self.row_bytes(r, width)).sum()
+        match self {
+            Encoding::Linear { bits } => rows * linear::row_bytes(*bits, width),
+            Encoding::Stochastic { bits, .. } => bits.iter().take(rows).map(|&b| stochastic::row_bytes(width, b)).sum(),
+            Encoding::Bucket { bits } if rows * width > 0 => bucket::block_len(*bits, rows * width),
+            Encoding::Bucket { .. } => 0,
+        }
     }
 
     fn codec(&self) -> &'static str {
         match self {
             Encoding::Linear { .. } => linear::NAME,
             Encoding::Stochastic { .. } => stochastic::NAME,
+            Encoding::Bucket { .. } => bucket::NAME,
         }
     }
 }
@@ -162,20 +173,28 @@ fn rows_in(len: usize, width: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{BitTable, Codec, LinearQuant, QuantProbe, StochasticCodec};
+    use crate::codec::{BitTable, BucketCodec, Codec, LinearQuant, QuantProbe, StochasticCodec};
     use crate::knob::Knob;
     use crate::stream::{Direction, Route, Side, Step, Stream, StreamId, Tag};
 
     #[test]
     fn descriptions_the_kernels_cannot_pack_and_wrong_lengths_are_refused() {
         assert!(Encoding::Linear { bits: 3 }.validate(1).is_err());
+        assert!(Encoding::Bucket { bits: 3 }.validate(1).is_err());
+        // A bucket message's length follows the width its header names.
+        let bucket = Encoding::Bucket { bits: 16 };
+        bucket.check(&[2, 0, 0, 0, 0, 0, 0, 0, 0, 0], 2, 2).unwrap();
+        let err = bucket.check(&[2; 11], 2, 2).unwrap_err();
+        assert!(matches!(err, CodecError::Length { expected: 10, actual: 11, .. }), "{err}");
+        assert!(bucket.check(&[3; 10], 2, 2).is_err(), "a header of no bucket width");
+        bucket.check(&[], 0, 2).unwrap();
         let gids: Arc<[u32]> = Arc::from(vec![10, 11]);
         let fine = Encoding::Stochastic { key: 1, bits: vec![4, 2], gids: gids.clone() };
         fine.validate(2).unwrap();
         assert!(fine.validate(3).is_err(), "three rows, two widths");
         assert!(Encoding::Stochastic { key: 1, bits: vec![4, 3], gids }.validate(2).is_err());
         assert_eq!(fine.message_len(2, 5), (8 + 3) + (8 + 2));
-        let err = fine.check(20, 2, 5).unwrap_err();
+        let err = fine.check(&[0; 20], 2, 5).unwrap_err();
         assert!(matches!(err, CodecError::Length { expected: 21, actual: 20, .. }), "{err}");
         assert!(fine.encode(&[0.0; 7], 5, &mut Vec::new()).is_err(), "a ragged block");
         assert!(fine.decode(&[0; 21], 5, &mut [0.0; 15]).is_err(), "three rows out of a two-row message");
@@ -197,6 +216,7 @@ mod tests {
             vec![
                 Box::new(StochasticCodec::new(5, &stream, table.clone(), QuantProbe::default())),
                 Box::new(LinearQuant::new(8).unwrap()),
+                Box::new(BucketCodec::new(Knob::new(4))),
             ]
         };
         let rows: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();

@@ -254,9 +254,6 @@ pub(crate) struct ReplicaRouter<'a> {
     landings: [Option<Landing>; 2],
     /// The codecs are identities: training calls may run in rounds too.
     identity: bool,
-    /// Whether the codecs are [`cache_quant::KernelCodec`]s (training calls may run on a store),
-    /// once the first coded call has asked.
-    kernels: Option<bool>,
     message_cap: Option<MessageCap>,
     /// The rows of one list a round carries.
     picked: Vec<u32>,
@@ -283,7 +280,6 @@ impl<'a> ReplicaRouter<'a> {
             comm,
             watch: options.watch,
             identity: options.codecs.is_none(),
-            kernels: options.codecs.is_none().then_some(false),
             message_cap: options.message_cap,
             picked: Vec::new(),
             codecs: options.codecs.map_or_else(CodecBank::identity, CodecBank::new),
@@ -440,24 +436,25 @@ impl<'a> ReplicaRouter<'a> {
         self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
     }
 
-    /// Whether this pass's calls of `tag` along `route` may run on a store: training passes (or
-    /// lossy evaluation) of [`cache_quant::KernelCodec`]s. The first time, asks the codec of the
-    /// call's first stream (made as the call would make it: no stream is made that the call
-    /// would not use).
+    /// Whether the call of `tag` along `route` in this pass may run on a store: a training pass
+    /// (or lossy evaluation) whose every stream, both sides, has a [`cache_quant::KernelCodec`]
+    /// (a method's stacks may differ by layer, direction and route). Makes the call's codecs
+    /// as the call itself would.
     pub(crate) fn codes_on_store(&mut self, tag: Tag, route: Route) -> bool {
-        if self.exact() {
+        if self.exact() || self.identity {
             return false;
         }
-        if let Some(kernels) = self.kernels {
-            return kernels;
-        }
         let (me, part) = (self.comm.rank(), self.part);
-        let Some(peer) = (0..self.comm.size()).find(|&peer| peer != me) else { return false };
-        let list = lists(route).0(part, peer);
-        let id = StreamId { tag, route, peer, side: Side::Encode };
-        let kernels = self.codecs.get(id, || globals(part, list)).kernel().is_some();
-        self.kernels = Some(kernels);
-        kernels
+        let (outgoing, incoming) = lists(route);
+        for peer in (0..self.comm.size()).filter(|&peer| peer != me) {
+            for (side, list) in [(Side::Encode, outgoing(part, peer)), (Side::Decode, incoming(part, peer))] {
+                let id = StreamId { tag, route, peer, side };
+                if self.codecs.get(id, || globals(part, list)).kernel().is_none() {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// [`ReplicaRouter::route`] on `store`'s rows (a call [`ReplicaRouter::codes_on_store`]
@@ -564,7 +561,7 @@ impl<'a> ReplicaRouter<'a> {
             let encoding = kernel.encoding(pass, list.len()).map_err(decode_error)?;
             // Checked here, so that a malformed message is the codec's error before a kernel
             // reads it.
-            encoding.check(bytes.len(), list.len(), width).map_err(decode_error)?;
+            encoding.check(bytes, list.len(), width).map_err(decode_error)?;
             store.decode_rows(list, &encoding, bytes, put).map_err(|source| ExchangeError::Store { tag, source })?;
             kernel.received(pass, &encoding, bytes, width, start.elapsed());
             bus.up += bytes.len() as u64;

@@ -1,8 +1,9 @@
 use std::sync::Arc;
 
+use cache_quant::codec::BucketCodec;
 use cache_quant::codec::ecgraph::{ReqEc, ResEc};
 use cache_quant::{
-    BitTable, Codec, CodecFactory, Knob, LinearQuant, Pass, QuantProbe, StatsTable, StochasticCodec, Stream,
+    BitTable, Codec, CodecFactory, Encoding, Knob, LinearQuant, Pass, QuantProbe, StatsTable, StochasticCodec, Stream,
 };
 use comm_hierarchy::Communicator;
 use graph_partition::book::{LocalGraph, PartitionBook};
@@ -18,19 +19,25 @@ use super::*;
 const WIDTH: usize = 3;
 
 /// The codec stacks of the methods, made fresh (same seeds) for each exchange.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stack {
     Exact,
     /// AdaQP: stochastic quantization at 4 bits.
     Stochastic,
     /// CDFGNN's 8-bit deltas.
     Linear,
+    /// EC-Graph without its compensations: 4-bit buckets over each message.
+    Bucket,
+    /// Stacks differing by route, as EC-Graph's do by direction: buckets to the copies, ResEC
+    /// to the primaries.
+    Mixed,
     /// EC-Graph: residual error compensation, and the trend-selective compressor.
     ResEc,
     ReqEc,
 }
 
-const STACKS: [Stack; 5] = [Stack::Exact, Stack::Stochastic, Stack::Linear, Stack::ResEc, Stack::ReqEc];
+const STACKS: [Stack; 7] =
+    [Stack::Exact, Stack::Stochastic, Stack::Linear, Stack::Bucket, Stack::Mixed, Stack::ResEc, Stack::ReqEc];
 
 fn codecs(stack: Stack) -> Option<CodecFactory> {
     let factory: CodecFactory = match stack {
@@ -39,33 +46,47 @@ fn codecs(stack: Stack) -> Option<CodecFactory> {
             StochasticCodec::factory(7, Knob::new(Arc::new(BitTable::uniform(4).unwrap())), QuantProbe::default())
         }
         Stack::Linear => Arc::new(|_: &Stream| Box::new(LinearQuant::new(8).unwrap()) as Box<dyn Codec>),
+        Stack::Bucket => Arc::new(|_: &Stream| Box::new(BucketCodec::new(Knob::new(4))) as Box<dyn Codec>),
+        Stack::Mixed => Arc::new(|stream: &Stream| -> Box<dyn Codec> {
+            match stream.id.route {
+                cache_quant::Route::ToCopies => Box::new(BucketCodec::new(Knob::new(4))),
+                cache_quant::Route::ToPrimary => Box::new(ResEc::new(Knob::new(2))),
+            }
+        }),
         Stack::ResEc => Arc::new(|_: &Stream| Box::new(ResEc::new(Knob::new(2))) as Box<dyn Codec>),
         Stack::ReqEc => Arc::new(|_: &Stream| Box::new(ReqEc::new(2, Knob::new(2), true, None)) as Box<dyn Codec>),
     };
     Some(factory)
 }
 
-/// Bytes a row of the test's width takes encoded, for the stacks whose codecs encode on a row
-/// store ([`cache_quant::KernelCodec`]s).
-fn coded_row_bytes(stack: Stack) -> Option<u64> {
-    match stack {
-        Stack::Stochastic => Some(cache_quant::codec::stochastic::row_bytes(WIDTH, 4) as u64),
-        Stack::Linear => Some(LinearQuant::new(8).unwrap().row_bytes(WIDTH) as u64),
-        Stack::Exact | Stack::ResEc | Stack::ReqEc => None,
-    }
+/// Bytes of a message of `rows` rows of the test's width, for the stacks whose codecs encode on
+/// a row store ([`cache_quant::KernelCodec`]s).
+fn coded_message(stack: Stack, rows: usize) -> Option<u64> {
+    let encoding = match stack {
+        Stack::Stochastic => Encoding::Stochastic { key: 0, bits: vec![4; rows], gids: (0..rows as u32).collect() },
+        Stack::Linear => Encoding::Linear { bits: 8 },
+        Stack::Bucket | Stack::Mixed => Encoding::Bucket { bits: 4 },
+        Stack::Exact | Stack::ResEc | Stack::ReqEc => return None,
+    };
+    Some(encoding.message_len(rows, WIDTH) as u64)
 }
 
-/// The rows a call on a store encodes and decodes: a pull sends its primaries' rows and
-/// receives the halo's, a push the other way round, a sum both routes' both ways.
-fn coded_rows(part: &LocalGraph, call: Call) -> (u64, u64) {
-    let total =
-        |list: fn(&LocalGraph, usize) -> &[u32]| (0..part.num_parts()).map(|q| list(part, q).len() as u64).sum();
-    let (send, recv): (u64, u64) = (total(LocalGraph::send), total(LocalGraph::recv));
-    match call {
+/// The bytes a call on a store encodes (down) and decodes (up), one message per peer: a pull
+/// sends its primaries' rows and receives the halo's, a push the other way round, a sum both
+/// routes' both ways. Under [`Stack::Mixed`] only a pull's messages are all buckets.
+fn coded_bytes(stack: Stack, part: &LocalGraph, call: Call) -> Option<(u64, u64)> {
+    if stack == Stack::Mixed && call != Call::Pull {
+        return None;
+    }
+    let total = |list: fn(&LocalGraph, usize) -> &[u32]| -> Option<u64> {
+        (0..part.num_parts()).map(|q| coded_message(stack, list(part, q).len())).sum()
+    };
+    let (send, recv) = (total(LocalGraph::send)?, total(LocalGraph::recv)?);
+    Some(match call {
         Call::Pull => (send, recv),
         Call::Push => (recv, send),
         Call::Sum | Call::Max => (send + recv, send + recv),
-    }
+    })
 }
 
 fn edge_cut_book() -> PartitionBook {
@@ -204,7 +225,7 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
         // codecs follow: CDFGNN pairs it with 8-bit linear quantization.
         let caches: &[bool] = match stack {
             Stack::Exact | Stack::Linear => &[false, true],
-            Stack::Stochastic | Stack::ResEc | Stack::ReqEc => &[false],
+            Stack::Stochastic | Stack::Bucket | Stack::Mixed | Stack::ResEc | Stack::ReqEc => &[false],
         };
         for &cached in caches {
             let replica_cache = cached.then(|| ReplicaCacheOptions::every_layer(Knob::new(0.05)));
@@ -238,14 +259,11 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
                     // down and the rows written come up, no more.
                     let row_bytes = (WIDTH * 4) as u64;
                     let bus = staged.bus[i];
-                    let on_store = coded_row_bytes(stack)
+                    let on_store = coded_bytes(stack, part, call)
                         .filter(|_| call != Call::Max && !(cached && caches_sums && call == Call::Sum));
                     assert_eq!(staged.on_store[i], on_store.is_some(), "{}", at(i));
                     match on_store {
-                        Some(coded) => {
-                            let (down, up) = coded_rows(part, call);
-                            assert_eq!((bus.down, bus.up), (down * coded, up * coded), "{}", at(i));
-                        }
+                        Some(coded) => assert_eq!((bus.down, bus.up), coded, "{}", at(i)),
                         None => {
                             assert_eq!(bus.down, footprint.reads.len() as u64 * row_bytes, "{}", at(i));
                             assert_eq!(bus.up, footprint.writes.len() as u64 * row_bytes, "{}", at(i));

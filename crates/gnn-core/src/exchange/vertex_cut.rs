@@ -100,7 +100,10 @@ impl Exchange for VertexCutExchange<'_> {
     /// A sum outside the replica cache; maxima stay on host rows.
     fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool {
         let cached = self.cache.as_ref().is_some_and(|(_, options)| options.caches(tag));
-        call == Call::Sum && !cached && self.router.codes_on_store(tag, Route::ToPrimary)
+        call == Call::Sum
+            && !cached
+            && self.router.codes_on_store(tag, Route::ToPrimary)
+            && self.router.codes_on_store(tag, Route::ToCopies)
     }
 
     /// The sum's gather to the masters and scatter back, each message encoded and landed by

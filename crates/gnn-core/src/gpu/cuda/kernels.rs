@@ -199,6 +199,15 @@ pub struct BucketCodes {
     pub codes: CudaSlice<u32>,
 }
 
+/// A bucket message encoded on the device ([`Device::bucket_encode`]).
+pub struct BucketMessage {
+    pub lo: CudaSlice<f32>,
+    pub hi: CudaSlice<f32>,
+    pub packed: CudaSlice<u8>,
+    /// The squared error and the squared norm.
+    pub sums: CudaSlice<f64>,
+}
+
 /// LayerNorm's output and what its backward needs.
 pub struct NormOut {
     pub out: CudaSlice<f32>,
@@ -980,10 +989,36 @@ impl Device {
             n,
             [&nr, &dw, block, &idx.idx, &widths.bits, &widths.offsets, &gids.idx, &key, &mut out, &mut err, &mut norm]
         );
+        let sums = self.pair_sums(false, &err, &norm)?;
+        Ok((out, sums))
+    }
+
+    /// The sums of `a` and of `b` (of their squares when `square`), in `f64` in a fixed order
+    /// (`pair_sums_f64`), as a two-element buffer.
+    fn pair_sums(&self, square: bool, a: &CudaSlice<f32>, b: &CudaSlice<f32>) -> Result<CudaSlice<f64>, GpuError> {
+        let kernel = "pair_sums_f64";
+        expect_len(kernel, "b", b.len(), a.len())?;
+        let (n, square): (u32, u32) = (int(kernel, a.len())?, u32::from(square));
         let mut sums = self.zeros::<f64>(2)?;
         let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
-        launch!(self, "quant", "pair_sums_f64", config: config, [&nr, &err, &norm, &mut sums]);
-        Ok((out, sums))
+        launch!(self, "quant", "pair_sums_f64", config: config, [&n, &square, a, b, &mut sums]);
+        Ok(sums)
+    }
+
+    /// The bucket message of the values `x` at `bits` bits (1, 2, 4, 8 or 16): the block's
+    /// minimum and maximum (one-element buffers), its ids packed as `cache_quant::Encoding`'s
+    /// (`bucket_ids`, `pack_codes`), and the values' squared error through their buckets and
+    /// squared norm, summed in `f64`.
+    pub fn bucket_encode(&self, bits: u8, x: &CudaSlice<f32>) -> Result<BucketMessage, GpuError> {
+        let kernel = "bucket_ids";
+        check_bits(kernel, u32::from(bits))?;
+        let (lo, hi) = self.min_max(x)?;
+        let (mut ids, mut diff) = (self.zeros::<u32>(x.len())?, self.zeros::<f32>(x.len())?);
+        let (len, b) = (x.len() as u64, u32::from(bits));
+        launch!(self, "quant", "bucket_ids", x.len(), [&len, &b, x, &lo, &hi, &mut ids, &mut diff]);
+        let packed = self.pack_codes(b, &ids)?;
+        let sums = self.pair_sums(true, &diff, x)?;
+        Ok(BucketMessage { lo, hi, packed, sums })
     }
 
     /// The `widths.bits.len()` rows of a stochastic message `bytes` (its length checked on the
@@ -1201,9 +1236,8 @@ fn check_bits(kernel: &'static str, bits: u32) -> Result<(), GpuError> {
 
 /// Bytes of a linear row of `d` values at `bits` bits, refusing widths the kernels do not pack.
 fn linear_row_bytes(kernel: &'static str, bits: u8, d: usize) -> Result<usize, GpuError> {
-    let encoding = cache_quant::Encoding::Linear { bits };
-    encoding.validate(0).map_err(|e| GpuError::Shape { kernel, detail: e.to_string() })?;
-    Ok(encoding.row_bytes(0, d))
+    let codec = cache_quant::LinearQuant::new(bits).map_err(|e| GpuError::Shape { kernel, detail: e.to_string() })?;
+    Ok(codec.row_bytes(d))
 }
 
 /// Refuses indices that may reach past a block of `rows` rows.

@@ -19,7 +19,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRe
 
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
-pub use kernels::{BucketCodes, DeviceCsr, DeviceIndex, DeviceLabels, DeviceWidths, NormOut, RowCodes};
+pub use kernels::{BucketCodes, BucketMessage, DeviceCsr, DeviceIndex, DeviceLabels, DeviceWidths, NormOut, RowCodes};
 pub use meter::{PhaseClock, Transfers};
 pub use model::{DeviceBlocks, DeviceGraph, DeviceLoss, DeviceModel, PartViews};
 pub use rows::{DeviceRows, RowLists};

@@ -15,7 +15,7 @@
 use cache_quant::{Encoding, Measured};
 use cudarc::driver::CudaSlice;
 
-use super::{Device, DeviceIndex, DeviceWidths, GpuError};
+use super::{BucketCodes, Device, DeviceIndex, DeviceWidths, GpuError};
 use crate::exchange::Put;
 use crate::exchange::staging::{RowStore, StoreError};
 
@@ -142,9 +142,19 @@ impl RowStore for DeviceRows<'_> {
                 let lists = &*self.lists;
                 let (index, ids, table) = (&lists.lists[idx].1, &lists.lists[ids].1, &lists.widths[table].2);
                 let (bytes, sums) = dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows)?;
-                let mut pair = [0.0f64; 2];
-                dev.download_into(&sums, &mut pair)?;
-                (bytes, Measured { err_sq: pair[0], ref_sq: pair[1] })
+                (bytes, measured(dev, &sums)?)
+            }
+            // One block over the message's values; none for no values.
+            Encoding::Bucket { .. } if d == 0 => return Ok(Measured::default()),
+            Encoding::Bucket { bits } => {
+                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
+                let message = dev.bucket_encode(*bits, &values)?;
+                let mut bounds = [0.0f32; 2];
+                dev.download_into(&message.lo, &mut bounds[..1])?;
+                dev.download_into(&message.hi, &mut bounds[1..])?;
+                out.push(*bits);
+                bounds.iter().for_each(|b| out.extend(b.to_le_bytes()));
+                (message.packed, measured(dev, &message.sums)?)
             }
         };
         let start = out.len();
@@ -154,21 +164,37 @@ impl RowStore for DeviceRows<'_> {
     }
 
     fn decode_rows(&mut self, rows: &[u32], encoding: &Encoding, bytes: &[u8], put: Put) -> Result<(), StoreError> {
-        encoding.check(bytes.len(), rows.len(), self.cols)?;
-        if rows.is_empty() {
+        encoding.check(bytes, rows.len(), self.cols)?;
+        if rows.is_empty() || self.cols == 0 {
             return Ok(());
         }
         let (dev, d) = (self.dev, self.cols);
-        let message = dev.upload(bytes)?;
         let values = match encoding {
-            Encoding::Linear { bits } => dev.linear_decode(d, *bits, rows.len(), &message)?,
+            Encoding::Linear { bits } => dev.linear_decode(d, *bits, rows.len(), &dev.upload(bytes)?)?,
             Encoding::Stochastic { bits, .. } => {
                 let table = self.lists.widths(dev, bits, d)?;
-                dev.stochastic_decode(d, &self.lists.widths[table].2, &message)?
+                dev.stochastic_decode(d, &self.lists.widths[table].2, &dev.upload(bytes)?)?
+            }
+            // The header (its width, minimum and maximum; checked above) is read here, and only
+            // the packed ids go up.
+            Encoding::Bucket { .. } => {
+                let word = |at: usize| f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+                let (bits, lo, hi) = (u32::from(bytes[0]), word(1), word(5));
+                let packed = dev.upload(&bytes[cache_quant::codec::bucket::HEADER_BYTES..])?;
+                let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
+                let block = BucketCodes { lo: dev.upload(&[lo])?, hi: dev.upload(&[hi])?, codes };
+                dev.bucket_dequantize(bits, &block)?
             }
         };
         let idx = self.lists.index(dev, rows, self.rows)?;
         dev.scatter_rows_at(put, d, idx, &values, self.block, self.rows)?;
         Ok(())
     }
+}
+
+/// A message's error sums, downloaded from their two-element buffer.
+fn measured(dev: &Device, sums: &CudaSlice<f64>) -> Result<Measured, GpuError> {
+    let mut pair = [0.0f64; 2];
+    dev.download_into(sums, &mut pair)?;
+    Ok(Measured { err_sq: pair[0], ref_sq: pair[1] })
 }
