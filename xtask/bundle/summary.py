@@ -286,6 +286,21 @@ def methods_device(out):
                 }
             except (KeyError, TypeError, statistics.StatisticsError) as err:
                 row["errors"].append(f"{variant}: unexpected report ({type(err).__name__}: {err})")
+        # The same configuration on CPU workers (AdaQP's grid), for the wall clock on both.
+        cpu, error = read_json(os.path.join(folder, paper, "runs", f"{paper}-cpu-seed0.json"))
+        if cpu is not None:
+            try:
+                epochs = cpu["epochs"][1:] or cpu["epochs"]
+                row["cpu"] = {
+                    "wall_s": statistics.median(e["wall_s"] for e in epochs),
+                    "eval_s": statistics.median(e["eval_s"] for e in epochs),
+                }
+            except (KeyError, TypeError, statistics.StatisticsError) as err:
+                row["errors"].append(f"{paper}-cpu: unexpected report ({type(err).__name__}: {err})")
+        elif os.path.isfile(os.path.join(folder, f"{paper}.toml")) and f'"{paper}-cpu"' in read(
+            os.path.join(folder, f"{paper}.toml")
+        ):
+            row["errors"].append(f"{paper}-cpu: {error}")
         if not row["errors"]:
             vanilla, method = row["vanilla"], row[paper]
             row["comm_share"] = vanilla["modeled_comm_s"] / vanilla["modeled_epoch_s"] if vanilla["modeled_epoch_s"] else None
@@ -355,6 +370,10 @@ def featpart_table(out):
 
 def ms(seconds):
     return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def seconds(value):
+    return "-" if value is None else f"{value:.3g} s"
 
 
 def ratio(value):
@@ -487,7 +506,15 @@ def markdown(summary):
             met = {True: "yes", False: "no"}.get(r["met"], "-")
             lines.append(f"| {r['paper']} | {ms(v['modeled_epoch_s'])} | {share} | {ms(m['modeled_epoch_s'])} "
                          f"| {ratio(r['ratio'])} | {r['bar']} | {met} | {ms(v['compute_s'])} | {ms(m['compute_s'])} "
-                         f"| {ms(v['wall_s'])} / {ms(m['wall_s'])} | {mib(v['bus_bytes'])} / {mib(m['bus_bytes'])} |")
+                         f"| {seconds(v['wall_s'])} / {seconds(m['wall_s'])} | {mib(v['bus_bytes'])} / {mib(m['bus_bytes'])} |")
+        for r in methods:
+            if not r["errors"] and "cpu" in r:
+                gpu, cpu = r[r["paper"]], r["cpu"]
+                share = "-" if not cpu["wall_s"] else f"{gpu['wall_s'] / cpu['wall_s']:.2f}"
+                lines += ["", f"Wall clock of {r['paper']}'s configuration, GPU workers against CPU workers on this "
+                          f"machine's cores (epoch medians after the first): {seconds(gpu['wall_s'])} against "
+                          f"{seconds(cpu['wall_s'])}, GPU / CPU {share}; the CPU workers' evaluation "
+                          f"{seconds(cpu['eval_s'])}."]
         lines.append("")
     accuracy = summary["accuracy"]
     if accuracy is not None:

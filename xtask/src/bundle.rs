@@ -450,6 +450,11 @@ esac
         assert_eq!(papers, ["adaqp", "cdfgnn", "ecgraph"]);
         let errors = rows[0]["errors"].as_array().unwrap();
         assert!(errors[0].as_str().unwrap().starts_with("vanilla: vanilla-seed0.json is missing"), "{errors:?}");
+        // AdaQP's grid also runs on CPU workers, for the wall clock of the same configuration.
+        let cpu = |row: &Value| {
+            row["errors"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().starts_with("adaqp-cpu:"))
+        };
+        assert!(cpu(&rows[0]) && !cpu(&rows[1]), "{rows:?}");
         let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
         assert!(small["methods"].is_null(), "not asked for");
     }
