@@ -135,7 +135,8 @@ pub struct DeviceEpoch {
     /// A cut graph's workers: the GPU seconds of the training step spent inside exchange calls
     /// (from the stream's reaching a call to the call's last upload: rows gathered and copied
     /// down, the host exchange, rows copied up and scattered), from CUDA events around each
-    /// call; `forward_s` and `backward_s` include it. The step's compute on the modeled
+    /// call (`forward_s` and `backward_s` include it), less the kernels of codecs that encode
+    /// on the device (compute, as a CPU worker's codec is). The step's compute on the modeled
     /// timeline is the phases less this. The slowest worker's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exchange_s: Option<f64>,

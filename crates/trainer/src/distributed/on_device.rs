@@ -11,7 +11,8 @@
 //! `device` record holds the GPU time per phase and the bus traffic, the exchange's staged rows
 //! and its GPU time apart. The worker's compute on the modeled timeline is its GPU time from
 //! CUDA events, the exchange calls left out (`PartModel::device_compute_s`): the host's staging
-//! and codecs inside those calls are not counted, and workers sharing a GPU compute one at a
+//! and host codecs inside those calls are not counted (a codec's kernels on the device are), and
+//! workers sharing a GPU compute one at a
 //! time (`crate::measure`). The CPU's non-finite guards do not run on the device.
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).

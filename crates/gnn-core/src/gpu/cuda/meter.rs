@@ -3,8 +3,8 @@
 //! device, and its memory (free, total, and the high-water mark of the stream-ordered pool every
 //! buffer of this path is allocated from).
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Mutex, PoisonError};
 
 use cudarc::driver::sys::{CUevent_flags, CUmemPool_attribute};
 use cudarc::driver::{CudaEvent, result};
@@ -85,10 +85,22 @@ impl Device {
     /// GPU time from the stream's reaching the call (its earlier kernels done) to the call's
     /// last upload or kernel: what the call kept this stream from computing.
     pub(super) fn exchange_span<T>(&self, call: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
+        self.span(&self.spans, call)
+    }
+
+    /// Runs `call` (a codec's kernels inside an exchange call: a message encoded or decoded
+    /// where the rows live) between two events, kept apart: [`Device::take_exchange_s`] leaves
+    /// them out, so they count as compute, as a CPU worker's codec does.
+    pub(super) fn codec_span<T>(&self, call: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
+        self.span(&self.codec_spans, call)
+    }
+
+    /// Runs `call` between two events of the stream, kept in `spans`.
+    fn span<T>(&self, spans: &Mutex<Spans>, call: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
         let start = self.timed_event()?;
         let out = call()?;
         let end = self.timed_event()?;
-        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut spans = spans.lock().unwrap_or_else(PoisonError::into_inner);
         spans.open.push((start, end));
         if spans.open.len() >= Spans::KEPT {
             spans.read()?;
@@ -96,13 +108,16 @@ impl Device {
         Ok(out)
     }
 
-    /// The GPU seconds of the exchange calls made since the last call of this (waits for the
-    /// last one to end). A phase clock's reading over the same calls includes them; the
-    /// difference is the device's compute.
+    /// The GPU seconds of the exchange calls made since the last call of this, less their
+    /// codecs' kernels (waits for the last one to end). A phase clock's reading over the same
+    /// calls includes them; the difference is the device's compute.
     pub fn take_exchange_s(&self) -> Result<f64, GpuError> {
-        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
-        spans.read()?;
-        Ok(std::mem::take(&mut *spans).read_s)
+        let take = |spans: &Mutex<Spans>| -> Result<f64, GpuError> {
+            let mut spans = spans.lock().unwrap_or_else(PoisonError::into_inner);
+            spans.read()?;
+            Ok(std::mem::take(&mut *spans).read_s)
+        };
+        Ok(take(&self.spans)? - take(&self.codec_spans)?)
     }
 
     /// A clock starting at this point of the stream.

@@ -68,6 +68,8 @@ pub struct Device {
     d2h_bytes: AtomicU64,
     /// The exchange calls' GPU time since the last [`Device::take_exchange_s`].
     spans: Mutex<meter::Spans>,
+    /// The codecs' kernels inside those spans ([`Device::codec_span`]).
+    codec_spans: Mutex<meter::Spans>,
 }
 
 impl std::fmt::Debug for Device {
@@ -98,6 +100,7 @@ impl Device {
             h2d_bytes: AtomicU64::new(0),
             d2h_bytes: AtomicU64::new(0),
             spans: Mutex::default(),
+            codec_spans: Mutex::default(),
         })
     }
 

@@ -133,7 +133,8 @@ impl RowStore for DeviceRows<'_> {
         let idx = self.lists.position(dev, rows, self.rows)?;
         let (bytes, measured) = match encoding {
             Encoding::Linear { bits } => {
-                let bytes = dev.linear_encode(d, *bits, &self.lists.lists[idx].1, self.block, self.rows)?;
+                let index = &self.lists.lists[idx].1;
+                let bytes = dev.codec_span(|| dev.linear_encode(d, *bits, index, self.block, self.rows))?;
                 (bytes, Measured::default())
             }
             Encoding::Stochastic { key, bits, gids } => {
@@ -141,14 +142,15 @@ impl RowStore for DeviceRows<'_> {
                 let ids = self.lists.position(dev, &gids[..rows.len()], u32::MAX as usize + 1)?;
                 let lists = &*self.lists;
                 let (index, ids, table) = (&lists.lists[idx].1, &lists.lists[ids].1, &lists.widths[table].2);
-                let (bytes, sums) = dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows)?;
+                let (bytes, sums) =
+                    dev.codec_span(|| dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows))?;
                 (bytes, measured(dev, &sums)?)
             }
             // One block over the message's values; none for no values.
             Encoding::Bucket { .. } if d == 0 => return Ok(Measured::default()),
             Encoding::Bucket { bits } => {
                 let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
-                let message = dev.bucket_encode(*bits, &values)?;
+                let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
                 let mut bounds = [0.0f32; 2];
                 dev.download_into(&message.lo, &mut bounds[..1])?;
                 dev.download_into(&message.hi, &mut bounds[1..])?;
@@ -170,10 +172,14 @@ impl RowStore for DeviceRows<'_> {
         }
         let (dev, d) = (self.dev, self.cols);
         let values = match encoding {
-            Encoding::Linear { bits } => dev.linear_decode(d, *bits, rows.len(), &dev.upload(bytes)?)?,
+            Encoding::Linear { bits } => {
+                let message = dev.upload(bytes)?;
+                dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), &message))?
+            }
             Encoding::Stochastic { bits, .. } => {
                 let table = self.lists.widths(dev, bits, d)?;
-                dev.stochastic_decode(d, &self.lists.widths[table].2, &dev.upload(bytes)?)?
+                let message = dev.upload(bytes)?;
+                dev.codec_span(|| dev.stochastic_decode(d, &self.lists.widths[table].2, &message))?
             }
             // The header (its width, minimum and maximum; checked above) is read here, and only
             // the packed ids go up.
@@ -181,9 +187,11 @@ impl RowStore for DeviceRows<'_> {
                 let word = |at: usize| f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
                 let (bits, lo, hi) = (u32::from(bytes[0]), word(1), word(5));
                 let packed = dev.upload(&bytes[cache_quant::codec::bucket::HEADER_BYTES..])?;
-                let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
-                let block = BucketCodes { lo: dev.upload(&[lo])?, hi: dev.upload(&[hi])?, codes };
-                dev.bucket_dequantize(bits, &block)?
+                let (lo, hi) = (dev.upload(&[lo])?, dev.upload(&[hi])?);
+                dev.codec_span(|| {
+                    let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
+                    dev.bucket_dequantize(bits, &BucketCodes { lo, hi, codes })
+                })?
             }
         };
         let idx = self.lists.index(dev, rows, self.rows)?;
