@@ -322,6 +322,37 @@ fn footprints_name_the_route_lists() {
     });
 }
 
+/// A message that does not fit the receiver's encoding (here: sent at 4 bits, read at 2) is the
+/// codec's error naming the sending rank, before any kernel would read it; no panic.
+#[test]
+fn a_message_the_store_cannot_decode_is_an_error_naming_the_peer() {
+    let book = edge_cut_book();
+    testkit::run(&book, |part, comm| {
+        let (wide, narrow) =
+            (Knob::new(Arc::new(BitTable::uniform(4).unwrap())), Knob::new(Arc::new(BitTable::uniform(2).unwrap())));
+        let factory: CodecFactory = Arc::new(move |stream: &Stream| -> Box<dyn Codec> {
+            let bits = if stream.id.side == cache_quant::Side::Encode { wide.clone() } else { narrow.clone() };
+            Box::new(StochasticCodec::new(7, stream, bits, QuantProbe::default()))
+        });
+        let options = ExchangeOptions { codecs: Some(factory), ..ExchangeOptions::default() };
+        let mut exchange = EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+        exchange.begin(Pass::train(1, 0));
+        let tag = Tag::new(0, Direction::Forward, Step::Halo);
+        let mut x = Array2::<f32>::ones((part.num_local(), WIDTH));
+        assert!(exchange.codes_on_store(Call::Pull, tag));
+        let receives = (0..part.num_parts()).any(|q| !part.recv(q).is_empty());
+        match Stager::new(part.num_local()).call(&mut exchange, Call::Pull, tag, &mut x) {
+            Ok(()) => assert!(!receives, "part {} decoded a message of the wrong width", part.part()),
+            Err(err) => {
+                let msg = err.to_string();
+                assert!(msg.contains("fwd/0/halo") && msg.contains("decoding rows from rank"), "{msg}");
+                assert!(msg.contains("stochastic"), "{msg}");
+            }
+        }
+        Ok(())
+    });
+}
+
 #[test]
 fn a_store_of_another_worker_is_refused() {
     let mut stager = Stager::new(5);
