@@ -229,7 +229,8 @@ impl Stager {
         std::mem::take(&mut self.bytes)
     }
 
-    /// Runs `half` of `call` on `store` where the exchange codes there; whether it did.
+    /// Runs `half` of `call` on `store` where the exchange codes there; whether it did. A block
+    /// of no columns stages (there is nothing to move, and a codec reads no rows from it).
     fn on_store(
         &mut self,
         exchange: &mut dyn Exchange,
@@ -238,7 +239,7 @@ impl Stager {
         tag: Tag,
         store: &mut dyn RowStore,
     ) -> Result<bool, StageError> {
-        if !exchange.codes_on_store(call, tag) {
+        if store.dim().1 == 0 || !exchange.codes_on_store(call, tag) {
             return Ok(false);
         }
         self.check_rows(tag, store.dim().0)?;

@@ -322,6 +322,26 @@ fn footprints_name_the_route_lists() {
     });
 }
 
+/// A block of no columns moves nothing, whatever the codecs: its calls stage, as the direct
+/// calls do nothing.
+#[test]
+fn a_block_of_no_columns_moves_nothing_under_kernel_codecs() {
+    let book = edge_cut_book();
+    testkit::run(&book, |part, comm| {
+        let options = ExchangeOptions { codecs: codecs(Stack::Stochastic), ..ExchangeOptions::default() };
+        let mut exchange = EdgeCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+        exchange.begin(Pass::train(1, 0));
+        let mut stager = Stager::new(part.num_local());
+        for call in [Call::Pull, Call::Push] {
+            let mut x = Array2::<f32>::zeros((part.num_local(), 0));
+            let tag = Tag::new(0, Direction::Forward, Step::Halo);
+            stager.call(&mut exchange, call, tag, &mut x).map_err(|e| e.to_string())?;
+            assert_eq!(stager.take_bytes(), BusBytes::default());
+        }
+        Ok(())
+    });
+}
+
 /// A message that does not fit the receiver's encoding (here: sent at 4 bits, read at 2) is the
 /// codec's error naming the sending rank, before any kernel would read it; no panic.
 #[test]

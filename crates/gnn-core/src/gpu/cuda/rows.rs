@@ -125,10 +125,11 @@ impl RowStore for DeviceRows<'_> {
     }
 
     fn encode_rows(&mut self, rows: &[u32], encoding: &Encoding, out: &mut Vec<u8>) -> Result<Measured, StoreError> {
-        encoding.validate(rows.len())?;
-        if rows.is_empty() {
-            return Ok(Measured::default());
+        if rows.is_empty() || self.cols == 0 {
+            // No values to read: the message is the array store's, of no rows.
+            return Ok(encoding.encode(&[], self.cols, out)?);
         }
+        encoding.validate(rows.len())?;
         let (dev, d) = (self.dev, self.cols);
         let idx = self.lists.position(dev, rows, self.rows)?;
         let (bytes, measured) = match encoding {
@@ -146,8 +147,6 @@ impl RowStore for DeviceRows<'_> {
                     dev.codec_span(|| dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows))?;
                 (bytes, measured(dev, &sums)?)
             }
-            // One block over the message's values; none for no values.
-            Encoding::Bucket { .. } if d == 0 => return Ok(Measured::default()),
             Encoding::Bucket { bits } => {
                 let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
                 let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
