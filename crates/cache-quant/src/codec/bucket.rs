@@ -103,19 +103,14 @@ pub fn encode_block(scale: Buckets, values: impl Iterator<Item = f32>, out: &mut
 /// Decodes a block of exactly `out.len()` values from the front of `bytes`; returns its scale
 /// and the number of bytes it took.
 pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Result<(Buckets, usize), CodecError> {
-    let malformed = |detail: String| CodecError::Malformed { codec, detail };
-    let (&bits, rest) = bytes.split_first().ok_or_else(|| malformed("empty bucket block".to_string()))?;
-    if !BUCKET_BITS.contains(&bits) {
-        return Err(malformed(format!("bucket block of {bits} bits (expected 1, 2, 4, 8 or 16)")));
-    }
+    let bits = block_bits(codec, bytes)?;
     let len = block_len(bits, out.len());
     if bytes.len() < len {
-        return Err(malformed(format!("bucket block of {} values needs {len} bytes, has {}", out.len(), bytes.len())));
+        let detail = format!("bucket block of {} values needs {len} bytes, has {}", out.len(), bytes.len());
+        return Err(CodecError::Malformed { codec, detail });
     }
-    let mut lohi = [0.0f32; 2];
-    read_le(&rest[..8], &mut lohi);
-    let scale = Buckets::new(bits, lohi[0], lohi[1]);
-    let packed = &rest[8..len - 1];
+    let scale = header(bytes);
+    let packed = &bytes[HEADER_BYTES..len];
     let (b, mask) = (usize::from(bits), (1u64 << bits) - 1);
     for (i, v) in out.iter_mut().enumerate() {
         let (bit, mut acc, mut got) = (i * b, 0u64, 0usize);
@@ -127,6 +122,24 @@ pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Resul
         *v = scale.midpoint((acc & mask) as u32);
     }
     Ok((scale, len))
+}
+
+/// The width the first byte of a block names, refused unless it is a bucket width.
+fn block_bits(codec: &'static str, bytes: &[u8]) -> Result<u8, CodecError> {
+    let detail = match bytes.first() {
+        Some(&bits) if BUCKET_BITS.contains(&bits) => return Ok(bits),
+        Some(bits) => format!("bucket block of {bits} bits (expected 1, 2, 4, 8 or 16)"),
+        None => "empty bucket block".to_string(),
+    };
+    Err(CodecError::Malformed { codec, detail })
+}
+
+/// The scale a block's header names (its width, minimum and maximum); `bytes` holds at least the
+/// header, its width checked ([`super::Encoding::check`], [`decode_block`]).
+pub fn header(bytes: &[u8]) -> Buckets {
+    let mut lohi = [0.0f32; 2];
+    read_le(&bytes[1..HEADER_BYTES], &mut lohi);
+    Buckets::new(bytes[0], lohi[0], lohi[1])
 }
 
 /// Decodes a message that is one block of all `out`'s values, or nothing when `out` is empty.
@@ -174,14 +187,7 @@ pub(super) fn message_len(bytes: &[u8], count: usize) -> Result<usize, CodecErro
     if count == 0 {
         return Ok(0);
     }
-    match bytes.first() {
-        Some(&bits) if BUCKET_BITS.contains(&bits) => Ok(block_len(bits, count)),
-        Some(&bits) => Err(CodecError::Malformed {
-            codec: NAME,
-            detail: format!("bucket block of {bits} bits (expected 1, 2, 4, 8 or 16)"),
-        }),
-        None => Err(CodecError::Malformed { codec: NAME, detail: "empty bucket block".to_string() }),
-    }
+    Ok(block_len(block_bits(NAME, bytes)?, count))
 }
 
 /// Checks that `bits` is a bucket width.

@@ -127,14 +127,9 @@ impl std::ops::AddAssign for BusBytes {
 /// Why a staged call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
+    /// The exchange failed, or the store did (`ExchangeError::Store`).
     #[error(transparent)]
     Exchange(#[from] ExchangeError),
-    #[error("staging {tag}: the store failed")]
-    Store {
-        tag: Tag,
-        #[source]
-        source: StoreError,
-    },
     #[error("staging {tag}: the store holds {rows} rows, the exchange's worker {expected}")]
     Rows { tag: Tag, rows: usize, expected: usize },
     #[error("staging {tag}: {call:?} cannot be split (only pulls and pushes are)")]
@@ -286,7 +281,7 @@ impl Stager {
         }
         store
             .read_rows(footprint.reads, &mut self.packed[..len])
-            .map_err(|source| StageError::Store { tag, source })?;
+            .map_err(|source| ExchangeError::Store { tag, source })?;
         // `assign` between contiguous rows is a slice copy (about twice an element-wise zip's
         // rate on a 128-wide block).
         for (src, &r) in self.packed[..len].chunks_exact(cols.max(1)).zip(footprint.reads) {
@@ -319,7 +314,7 @@ impl Stager {
         for (dst, &r) in self.packed[..len].chunks_exact_mut(cols.max(1)).zip(footprint.writes) {
             ArrayViewMut1::from(dst).assign(&host.row(r as usize));
         }
-        let store_err = |source| StageError::Store { tag, source };
+        let store_err = |source| ExchangeError::Store { tag, source };
         store.write_rows(footprint.writes, &self.packed[..len], footprint.put).map_err(store_err)?;
         if let Some(from) = footprint.zeroes_from {
             store.zero_rows_from(from).map_err(store_err)?;

@@ -29,6 +29,7 @@ use std::time::Duration;
 use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
 use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
+use super::le::read_le;
 use super::pack::{pack, packed_len, unpack};
 use super::{Codec, CodecError, CodecFactory, CodecStats};
 use crate::knob::Knob;
@@ -184,8 +185,9 @@ pub(super) fn decode_rows(bits: &[u8], bytes: &[u8], width: usize, out: &mut [f3
 
 /// The zero point and scale of the row whose bytes start at `at`.
 fn header(bytes: &[u8], at: usize) -> (f32, f32) {
-    let word = |i: usize| f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-    (word(at), word(at + 4))
+    let mut words = [0.0f32; 2];
+    read_le(&bytes[at..at + HEADER_BYTES], &mut words);
+    (words[0], words[1])
 }
 
 impl KernelCodec for StochasticCodec {

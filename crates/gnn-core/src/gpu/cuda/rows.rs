@@ -12,6 +12,7 @@
 //! uploaded once and kept in a [`RowLists`], with a stream's global ids and its messages' row
 //! widths (which change only when a method assigns new ones).
 
+use cache_quant::codec::bucket;
 use cache_quant::{Encoding, Measured};
 use cudarc::driver::CudaSlice;
 
@@ -183,10 +184,10 @@ impl RowStore for DeviceRows<'_> {
             // The header (its width, minimum and maximum; checked above) is read here, and only
             // the packed ids go up.
             Encoding::Bucket { .. } => {
-                let word = |at: usize| f32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-                let (bits, lo, hi) = (u32::from(bytes[0]), word(1), word(5));
-                let packed = dev.upload(&bytes[cache_quant::codec::bucket::HEADER_BYTES..])?;
-                let (lo, hi) = (dev.upload(&[lo])?, dev.upload(&[hi])?);
+                let scale = bucket::header(bytes);
+                let bits = u32::from(scale.bits);
+                let packed = dev.upload(&bytes[bucket::HEADER_BYTES..])?;
+                let (lo, hi) = (dev.upload(&[scale.lo])?, dev.upload(&[scale.hi])?);
                 dev.codec_span(|| {
                     let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
                     dev.bucket_dequantize(bits, &BucketCodes { lo, hi, codes })
