@@ -177,10 +177,36 @@ __device__ __forceinline__ void halo_row_range(const float* row, u32 d, float* l
     *hi = mx;
 }
 
-// Code j of a row packed at `bits` bits (2, 4, 8) into `codes`, whose bytes start zeroed.
-__device__ __forceinline__ void halo_put_code(u8* codes, u32 j, u32 bits, u32 q) {
-    u32 per = 8 / bits;
-    codes[j / per] |= (u8)(q << ((j % per) * bits));
+// A row's codes written in column order a byte at a time, each byte once (so the bytes need not
+// start zeroed): code j of `bits` bits (2, 4, 8 or 16) at bit (j * bits) % 8 of byte j * bits / 8,
+// the layout halo_get_code reads.
+struct halo_codes {
+    u8* at;
+    u32 acc, filled, bits;
+};
+
+__device__ __forceinline__ halo_codes halo_codes_at(u8* at, u32 bits) {
+    halo_codes c;
+    c.at = at;
+    c.acc = 0;
+    c.filled = 0;
+    c.bits = bits;
+    return c;
+}
+
+__device__ __forceinline__ void halo_codes_push(halo_codes* c, u32 q) {
+    c->acc |= q << c->filled;
+    c->filled += c->bits;
+    while (c->filled >= 8) {
+        *c->at++ = (u8)c->acc;
+        c->acc >>= 8;
+        c->filled -= 8;
+    }
+}
+
+// Writes the last, partly filled byte.
+__device__ __forceinline__ void halo_codes_end(halo_codes* c) {
+    if (c->filled > 0) *c->at = (u8)c->acc;
 }
 
 __device__ __forceinline__ u32 halo_get_code(const u8* codes, u32 j, u32 bits) {
@@ -209,8 +235,7 @@ extern "C" __global__ void stochastic_encode_rows(u32 n, u32 d, const float* __r
     u8* at = out + offsets[r];
     halo_put_f32(at, zero);
     halo_put_f32(at + 4, scale);
-    u8* codes = at + 8;
-    for (u32 k = 0; k < (d * b + 7) / 8; ++k) codes[k] = 0;
+    halo_codes codes = halo_codes_at(at + 8, b);
     float e2 = 0.0f, n2 = 0.0f;
     if (scale > 0.0f) {
         u64 row_key = halo_hash_extend(key, (u64)gids[r]);
@@ -220,14 +245,18 @@ extern "C" __global__ void stochastic_encode_rows(u32 n, u32 d, const float* __r
             float u = __fmul_rn((float)(half >> 8), 1.0f / 16777216.0f);
             float v = fminf(__fadd_rn(__fdiv_rn(__fsub_rn(row[j], zero), scale), u), top);
             u32 q = (u32)v;
-            halo_put_code(codes, j, b, q);
+            halo_codes_push(&codes, q);
             float e = __fsub_rn(__fadd_rn(__fmul_rn((float)q, scale), zero), row[j]);
             e2 = __fadd_rn(e2, __fmul_rn(e, e));
             n2 = __fadd_rn(n2, __fmul_rn(row[j], row[j]));
         }
     } else {
-        for (u32 j = 0; j < d; ++j) n2 = __fadd_rn(n2, __fmul_rn(row[j], row[j]));
+        for (u32 j = 0; j < d; ++j) {
+            halo_codes_push(&codes, 0);
+            n2 = __fadd_rn(n2, __fmul_rn(row[j], row[j]));
+        }
     }
+    halo_codes_end(&codes);
     err[r] = e2;
     norm[r] = n2;
 }
@@ -259,8 +288,7 @@ extern "C" __global__ void linear_encode_rows(u32 n, u32 d, u32 b, u64 row_bytes
     u8* at = out + r * row_bytes;
     halo_put_f32(at, lo);
     halo_put_f32(at + 4, hi);
-    u8* codes = at + 8;
-    for (u64 k = 8; k < row_bytes; ++k) at[k] = 0;
+    halo_codes codes = halo_codes_at(at + 8, b);
     u32 levels = (1u << b) - 1u;
     double range = __dsub_rn((double)hi, (double)lo);
     bool graded = range > 0.0 && isfinite(range);
@@ -272,13 +300,9 @@ extern "C" __global__ void linear_encode_rows(u32 n, u32 d, u32 b, u64 row_bytes
             long long rounded = whole + (__dsub_rn(v, (double)whole) >= 0.5 ? 1 : 0);
             q = (u32)(rounded < 0 ? 0 : (rounded > (long long)levels ? (long long)levels : rounded));
         }
-        if (b == 16) {
-            codes[2 * j] = (u8)q;
-            codes[2 * j + 1] = (u8)(q >> 8);
-        } else {
-            halo_put_code(codes, j, b, q);
-        }
+        halo_codes_push(&codes, q);
     }
+    halo_codes_end(&codes);
 }
 
 // cache_quant::codec::linear::decode_rows, into the packed rows `y` (n x d).

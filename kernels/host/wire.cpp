@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
         double err_sq = rdf64(), ref_sq = rdf64();
 
         std::vector<u8> got;
-        std::vector<float> dec(n * d, 0.0f);
+        std::vector<float> dec(n * d, 1e30f);  // the decoders write every value
         double err = 0, ref = 0;
         if (kind == 0) {
             u64 row_bytes = 8 + ((u64)d * bits + 7) / 8;
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
             std::vector<u64> offsets(n);
             u64 total = 0;
             for (unsigned r = 0; r < n; ++r) offsets[r] = total, total += 8 + ((u64)d * widths[r] + 7) / 8;
-            got.assign(total, 0);  // zeroed, as the device buffer is
-            std::vector<float> row_err(n), row_norm(n);
+            got.assign(total, 0xAB);  // the kernel writes every byte
+            std::vector<float> row_err(n, 1e30f), row_norm(n, 1e30f);
             halo_launch(n, [&] {
                 stochastic_encode_rows(n, d, x.data(), picked.data(), widths.data(), offsets.data(), gids.data(), key,
                                        got.data(), row_err.data(), row_norm.data());

@@ -53,6 +53,30 @@ fn array(rows: usize, cols: usize, v: &[f32]) -> Array2<f32> {
     Array2::from_shape_vec((rows, cols), v.to_vec()).unwrap()
 }
 
+/// Copies through the page-locked buffer: every length around its chunks (none, one value,
+/// a chunk less one, a chunk, a chunk and one, several chunks and a tail) goes up and comes
+/// back unchanged, also when uploads follow each other with their copies still queued (each
+/// reuses a half only after its copy up has read it) and into existing buffers.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
+fn copies_through_page_locked_memory_come_back_unchanged() {
+    let dev = device();
+    let per_chunk = gnn_core::gpu::CHUNK / 4;
+    let lens = [0, 1, per_chunk - 1, per_chunk, per_chunk + 1, 3 * per_chunk + 5];
+    let hosts: Vec<Vec<f32>> = lens.iter().enumerate().map(|(i, &n)| values(n, 90 + i as u64)).collect();
+    let uploaded: Vec<_> = hosts.iter().map(|h| dev.upload(h).unwrap()).collect();
+    for (host, buffer) in hosts.iter().zip(&uploaded) {
+        assert_eq!(&dev.download(buffer).unwrap(), host, "{} values", host.len());
+    }
+    // Bytes of odd lengths, into a buffer already there, and back into a host slice.
+    let odd: Vec<u8> = (0..2 * gnn_core::gpu::CHUNK + 3).map(|i| (i * 7 % 251) as u8).collect();
+    let mut buffer = dev.zeros::<u8>(odd.len()).unwrap();
+    dev.upload_into(&odd, &mut buffer).unwrap();
+    let mut back = vec![0u8; odd.len()];
+    dev.download_into(&buffer, &mut back).unwrap();
+    assert!(back == odd, "bytes through upload_into and download_into");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: cargo xtask gpu-test"]
 fn spmm_and_its_transpose_match_the_cpu() {

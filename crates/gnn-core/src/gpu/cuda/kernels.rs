@@ -979,8 +979,10 @@ impl Device {
         if gids.idx.len() < n {
             return Err(GpuError::Shape { kernel, detail: format!("{} ids for {n} rows", gids.idx.len()) });
         }
-        let mut out = self.zeros::<u8>(widths.bytes)?;
-        let (mut err, mut norm) = (self.zeros::<f32>(n)?, self.zeros::<f32>(n)?);
+        // SAFETY: the kernel writes each row's bytes (the widths' offsets tile the message)
+        // and its two sums.
+        let (mut out, mut err, mut norm) =
+            unsafe { (self.output::<u8>(widths.bytes)?, self.output::<f32>(n)?, self.output::<f32>(n)?) };
         let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
         launch!(
             self,
@@ -1032,7 +1034,8 @@ impl Device {
         let kernel = "stochastic_decode_rows";
         let n = widths.bits.len();
         expect_len(kernel, "bytes", bytes.len(), widths.bytes)?;
-        let mut y = self.zeros::<f32>(n * d)?;
+        // SAFETY: the kernel writes every value of each of its rows.
+        let mut y = unsafe { self.output::<f32>(n * d) }?;
         let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
         launch!(self, "quant", "stochastic_decode_rows", n, [&nr, &dw, bytes, &widths.bits, &widths.offsets, &mut y]);
         Ok(y)
@@ -1053,7 +1056,8 @@ impl Device {
         let n = idx.idx.len();
         expect_len(kernel, "block", block.len(), block_rows * d)?;
         expect_rows_within(kernel, idx, block_rows)?;
-        let mut out = self.zeros::<u8>(n * row_bytes)?;
+        // SAFETY: the kernel writes each row's `row_bytes` bytes.
+        let mut out = unsafe { self.output::<u8>(n * row_bytes) }?;
         let (nr, dw, b, rb): (u32, u32, u32, u64) =
             (int(kernel, n)?, int(kernel, d)?, u32::from(bits), row_bytes as u64);
         launch!(self, "quant", "linear_encode_rows", n, [&nr, &dw, &b, &rb, block, &idx.idx, &mut out]);
@@ -1071,7 +1075,8 @@ impl Device {
         let kernel = "linear_decode_rows";
         let row_bytes = linear_row_bytes(kernel, bits, d)?;
         expect_len(kernel, "bytes", bytes.len(), n * row_bytes)?;
-        let mut y = self.zeros::<f32>(n * d)?;
+        // SAFETY: the kernel writes every value of each of its rows.
+        let mut y = unsafe { self.output::<f32>(n * d) }?;
         let (nr, dw, b, rb): (u32, u32, u32, u64) =
             (int(kernel, n)?, int(kernel, d)?, u32::from(bits), row_bytes as u64);
         launch!(self, "quant", "linear_decode_rows", n, [&nr, &dw, &b, &rb, bytes, &mut y]);
@@ -1104,7 +1109,8 @@ impl Device {
             return Err(GpuError::Shape { kernel: "gather_rows", detail });
         }
         let len = idx.idx.len();
-        let mut dst = self.zeros(len * f)?;
+        // SAFETY: the kernel writes every element (a thread each).
+        let mut dst = unsafe { self.output(len * f) }?;
         let (n, fw): (u32, u32) = (int("gather_rows", len)?, int("gather_rows", f)?);
         launch!(self, "gather", "gather_rows", len * f, [&n, &fw, &idx.idx, src, &mut dst]);
         Ok(dst)

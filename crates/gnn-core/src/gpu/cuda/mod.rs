@@ -3,6 +3,7 @@
 //! kernels runs on that device (as candle does).
 
 mod blas;
+mod bounce;
 mod kernels;
 mod link;
 mod meter;
@@ -15,8 +16,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
+};
 
+pub use bounce::{CHUNK, Plain};
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, BucketMessage, DeviceCsr, DeviceIndex, DeviceLabels, DeviceWidths, NormOut, RowCodes};
@@ -63,6 +67,8 @@ pub struct Device {
     modules: Mutex<Vec<Option<Arc<CudaModule>>>>,
     /// A copy stream's device ([`Device::copy_device`]): uploads go through page-locked memory.
     stage: Option<Mutex<stage::PinnedStage>>,
+    /// Every other copy between host and device goes through this page-locked buffer.
+    bounce: Mutex<bounce::Bounce>,
     /// Bytes uploaded and downloaded so far ([`Device::transfers`]).
     h2d_bytes: AtomicU64,
     d2h_bytes: AtomicU64,
@@ -94,6 +100,7 @@ impl Device {
         let blas = if staged { None } else { Some(CudaBlas::new(stream.clone())?) };
         Ok(Self {
             stage: staged.then(|| Mutex::new(stage::PinnedStage::new(stream.clone()))),
+            bounce: Mutex::new(bounce::Bounce::new(stream.clone())),
             stream,
             blas,
             modules: Mutex::new(vec![None; ptx::MODULES.len()]),
@@ -131,41 +138,72 @@ impl Device {
         &self.stream
     }
 
-    /// Copies host data to a new device buffer (on a [`Device::copy_device`], queued through
-    /// page-locked memory).
-    pub fn upload<T: DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>, GpuError> {
-        self.count_transfer(true, std::mem::size_of_val(host));
-        match &self.stage {
-            Some(stage) => stage.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).upload(host),
-            None => Ok(self.stream.clone_htod(host)?),
+    /// Copies host data to a new device buffer, through page-locked memory: queued on the
+    /// stream, returning once `host` may change (on a [`Device::copy_device`], through its
+    /// stage, which leaves every copy queued).
+    pub fn upload<T: Plain>(&self, host: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        if let Some(stage) = &self.stage {
+            self.count_transfer(true, std::mem::size_of_val(host));
+            return stage.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).upload(host);
         }
+        // SAFETY: the copy `upload_into` queues on this stream writes every element, before
+        // any later work of any stream reads the buffer (cudarc records the write).
+        let mut dev = unsafe { self.output::<T>(host.len()) }?;
+        self.upload_into(host, &mut dev)?;
+        Ok(dev)
     }
 
-    /// Copies host data into an existing device buffer of the same length.
-    pub fn upload_into<T: DeviceRepr>(&self, host: &[T], dev: &mut CudaSlice<T>) -> Result<(), GpuError> {
+    /// Copies host data into an existing device buffer of the same length (queued, as
+    /// [`Device::upload`]).
+    pub fn upload_into<T: Plain>(&self, host: &[T], dev: &mut CudaSlice<T>) -> Result<(), GpuError> {
         if host.len() != dev.len() {
             let detail = format!("{} host values into a buffer of {}", host.len(), dev.len());
             return Err(GpuError::Shape { kernel: "upload", detail });
         }
         self.count_transfer(true, std::mem::size_of_val(host));
-        Ok(self.stream.memcpy_htod(host, dev)?)
+        let (ptr, record) = dev.device_ptr_mut(&self.stream);
+        let mut bounce = self.bounce.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes, in this stream's
+        // context; `device_ptr_mut` made this stream wait for other streams' work on it and
+        // `record` marks the copies as its last write.
+        unsafe { bounce.upload(bounce::bytes(host), ptr) }?;
+        drop(record);
+        Ok(())
     }
 
     /// Copies a device buffer back to the host (waiting for the stream).
-    pub fn download<T: DeviceRepr>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
-        self.count_transfer(false, dev.len() * std::mem::size_of::<T>());
-        Ok(self.stream.clone_dtoh(dev)?)
+    pub fn download<T: Plain>(&self, dev: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        let mut host = vec![T::default(); dev.len()];
+        self.download_into(dev, &mut host)?;
+        Ok(host)
     }
 
-    /// Copies a device buffer into `host`, of the same length (waiting for the stream).
-    pub fn download_into<T: DeviceRepr>(&self, dev: &CudaSlice<T>, host: &mut [T]) -> Result<(), GpuError> {
+    /// Copies a device buffer into `host`, of the same length, through page-locked memory
+    /// (waiting for the stream).
+    pub fn download_into<T: Plain>(&self, dev: &CudaSlice<T>, host: &mut [T]) -> Result<(), GpuError> {
         if host.len() != dev.len() {
             let detail = format!("a buffer of {} into {} host values", dev.len(), host.len());
             return Err(GpuError::Shape { kernel: "download", detail });
         }
         self.count_transfer(false, std::mem::size_of_val(host));
-        self.stream.memcpy_dtoh(dev, host)?;
-        Ok(self.stream.synchronize()?)
+        let (ptr, record) = dev.device_ptr(&self.stream);
+        let mut bounce = self.bounce.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes, in this stream's
+        // context; `device_ptr` made this stream wait for other streams' writes to it, and the
+        // copies are done when `download` returns.
+        unsafe { bounce.download(ptr, bounce::bytes_mut(host)) }?;
+        drop(record);
+        Ok(())
+    }
+
+    /// A device buffer of `len` elements, undefined until written: for a kernel's output that
+    /// the kernel writes whole, which then needs no memset first.
+    ///
+    /// # Safety
+    /// Work queued on this device's stream writes every element before any is read.
+    unsafe fn output<T: DeviceRepr>(&self, len: usize) -> Result<CudaSlice<T>, GpuError> {
+        // SAFETY: the caller's contract.
+        Ok(unsafe { self.stream.alloc::<T>(len) }?)
     }
 
     /// A zero-filled device buffer of `len` elements.
