@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
             u64 row_bytes = 8 + ((u64)d * bits + 7) / 8;
             got.assign(n * row_bytes, 0xAB);  // the kernel writes every byte
             halo_launch(n, [&] { linear_encode_rows(n, d, bits, row_bytes, x.data(), picked.data(), got.data()); });
-            halo_launch(n, [&] { linear_decode_rows(n, d, bits, row_bytes, got.data(), dec.data()); });
+            halo_launch((u64)n * d, [&] { linear_decode_rows(n, d, bits, row_bytes, got.data(), dec.data()); });
             err = err_sq, ref = ref_sq;  // the linear codec measures nothing
         } else if (kind == 1) {
             std::vector<u64> offsets(n);
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
                                        got.data(), row_err.data(), row_norm.data());
             });
             for (unsigned r = 0; r < n; ++r) err += row_err[r], ref += row_norm[r];
-            halo_launch(n, [&] { stochastic_decode_rows(n, d, got.data(), widths.data(), offsets.data(), dec.data()); });
+            halo_launch((u64)n * d, [&] { stochastic_decode_rows(n, d, got.data(), widths.data(), offsets.data(), dec.data()); });
         } else {
             u64 count = (u64)n * d;
             std::vector<float> values(count);

@@ -616,9 +616,9 @@ fn the_device_row_store_equals_the_array_store() {
 }
 
 /// The device block as a row store encodes the bytes the CPU codecs write (`cache_quant`'s
-/// `Encoding`, the array store's), bit for bit: stochastic rows at mixed widths with their keyed
-/// draws, linear rows at every width, whole messages in buckets at every width, on rows with
-/// flat stretches, NaNs and odd widths; it
+/// `Encoding`, the array store's), bit for bit: exact rows, stochastic rows at mixed widths with
+/// their keyed draws, linear rows at every width, whole messages in buckets at every width, on
+/// rows with flat stretches, NaNs and odd widths; it
 /// decodes a message onto its rows, over them and added to them, as the array store does; and
 /// the stochastic error sums agree with the CPU's row-order sums to rounding.
 #[test]
@@ -638,7 +638,8 @@ fn device_encoded_messages_are_the_cpu_codecs_bytes() {
         let mut store = DeviceRows::new(&dev, &mut block, rows, f, &mut lists).unwrap();
         let picked = [7u32, 1, 3, 0, 39, 12, 12 + 1, 25];
         let gids: std::sync::Arc<[u32]> = picked.iter().map(|&r| 1000 + 3 * r).collect();
-        let mut encodings: Vec<Encoding> = LINEAR_BITS.iter().map(|&bits| Encoding::Linear { bits }).collect();
+        let mut encodings: Vec<Encoding> = vec![Encoding::Exact];
+        encodings.extend(LINEAR_BITS.iter().map(|&bits| Encoding::Linear { bits }));
         encodings.extend(BUCKET_BITS.iter().map(|&bits| Encoding::Bucket { bits }));
         for widths in [[2u8; 8], [4; 8], [8; 8], [2, 8, 4, 4, 2, 8, 8, 2]] {
             encodings.push(Encoding::Stochastic { key: 0x5eed ^ f as u64, bits: widths.to_vec(), gids: gids.clone() });

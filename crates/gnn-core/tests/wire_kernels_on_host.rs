@@ -52,6 +52,7 @@ fn cases() -> (u32, Vec<u8>) {
                 Encoding::Linear { .. } => 0u32,
                 Encoding::Stochastic { .. } => 1,
                 Encoding::Bucket { .. } => 2,
+                Encoding::Exact => unreachable!("exact rows have no wire kernel: the device gathers and copies them"),
             };
             for v in [kind, d as u32, rows as u32] {
                 out.extend(v.to_le_bytes());
@@ -66,6 +67,7 @@ fn cases() -> (u32, Vec<u8>) {
                     out.extend(bits);
                     gids.iter().for_each(|g| out.extend(g.to_le_bytes()));
                 }
+                Encoding::Exact => {}
             }
             out.extend((bytes.len() as u32).to_le_bytes());
             out.extend(&bytes);

@@ -11,12 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{CodecError, LINEAR_BITS, bucket, linear, row_count, stochastic};
+use super::le::{extend_le, read_le};
+use super::{CodecError, LINEAR_BITS, bucket, identity, linear, row_count, stochastic};
 use crate::stream::Pass;
 
 /// How a message's rows become bytes (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Encoding {
+    /// [`super::IdentityCodec`]: every value as its 4 little-endian bytes.
+    Exact,
     /// [`super::LinearQuant`]: every row as its minimum and maximum and `bits`-bit levels.
     Linear { bits: u8 },
     /// [`super::StochasticCodec`]: row `r` as its zero point and scale and `bits[r]`-bit codes,
@@ -50,7 +53,7 @@ impl Encoding {
                 None => return Ok(()),
             },
             Encoding::Bucket { bits } if let Err(e) = bucket::check_bits(*bits) => e.to_string(),
-            Encoding::Linear { .. } | Encoding::Bucket { .. } => return Ok(()),
+            Encoding::Exact | Encoding::Linear { .. } | Encoding::Bucket { .. } => return Ok(()),
         };
         Err(CodecError::Malformed { codec, detail })
     }
@@ -79,6 +82,10 @@ impl Encoding {
         let start = out.len();
         out.reserve(self.message_len(n, width));
         let measured = match self {
+            Encoding::Exact => {
+                extend_le(out, rows);
+                Measured::default()
+            }
             Encoding::Linear { bits } => linear::encode_rows(*bits, rows, width, out),
             Encoding::Stochastic { key, bits, gids } => stochastic::encode_rows(*key, bits, gids, rows, width, out),
             Encoding::Bucket { bits } => bucket::encode_values(*bits, rows, out),
@@ -93,6 +100,7 @@ impl Encoding {
         let n = row_count(self.codec(), out.len(), width)?;
         self.check(bytes, n, width)?;
         match self {
+            Encoding::Exact => read_le(bytes, out),
             Encoding::Linear { bits } => linear::decode_rows(*bits, bytes, width, out),
             Encoding::Stochastic { bits, .. } => stochastic::decode_rows(bits, bytes, width, out),
             Encoding::Bucket { .. } => bucket::decode_message(bucket::NAME, bytes, out)?,
@@ -103,6 +111,7 @@ impl Encoding {
     /// Bytes of a message of `rows` rows that this encoding writes.
     pub fn message_len(&self, rows: usize, width: usize) -> usize {
         match self {
+            Encoding::Exact => rows * width * 4,
             Encoding::Linear { bits } => rows * linear::row_bytes(*bits, width),
             Encoding::Stochastic { bits, .. } => bits.iter().take(rows).map(|&b| stochastic::row_bytes(width, b)).sum(),
             Encoding::Bucket { bits } if rows * width > 0 => bucket::block_len(*bits, rows * width),
@@ -112,6 +121,7 @@ impl Encoding {
 
     fn codec(&self) -> &'static str {
         match self {
+            Encoding::Exact => identity::NAME,
             Encoding::Linear { .. } => linear::NAME,
             Encoding::Stochastic { .. } => stochastic::NAME,
             Encoding::Bucket { .. } => bucket::NAME,
@@ -198,6 +208,11 @@ mod tests {
         assert!(matches!(err, CodecError::Length { expected: 21, actual: 20, .. }), "{err}");
         assert!(fine.encode(&[0.0; 7], 5, &mut Vec::new()).is_err(), "a ragged block");
         assert!(fine.decode(&[0; 21], 5, &mut [0.0; 15]).is_err(), "three rows out of a two-row message");
+        // Exact rows: four bytes a value, any count of rows.
+        assert_eq!(Encoding::Exact.message_len(3, 2), 24);
+        let err = Encoding::Exact.check(&[0; 7], 1, 2).unwrap_err();
+        assert!(matches!(err, CodecError::Length { codec: "identity", expected: 8, actual: 7, .. }), "{err}");
+        Encoding::Exact.check(&[], 0, 2).unwrap();
     }
 
     /// A message a kernel would write (the encoding's bytes, with the codec's bookkeeping after

@@ -1,7 +1,9 @@
 //! The lossless codec: each value as its 4 little-endian bytes.
 
-use super::le::{extend_le, read_le};
-use super::{Codec, CodecError, row_count};
+use std::time::Duration;
+
+use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
+use super::{Codec, CodecError};
 use crate::stream::Pass;
 
 /// Sends `f32` values unchanged (little-endian), so distributed training with it equals
@@ -9,27 +11,35 @@ use crate::stream::Pass;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IdentityCodec;
 
-const NAME: &str = "identity";
+pub(crate) const NAME: &str = "identity";
 
 impl Codec for IdentityCodec {
     fn name(&self) -> String {
         NAME.to_string()
     }
 
-    fn encode(&mut self, _pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        row_count(NAME, rows.len(), width)?;
-        extend_le(out, rows);
-        Ok(())
+    fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        encode_through(self, pass, rows, width, out)
     }
 
-    fn decode(&mut self, _pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
-        let rows = row_count(NAME, out.len(), width)?;
-        if bytes.len() != out.len() * 4 {
-            return Err(CodecError::Length { codec: NAME, rows, width, expected: out.len() * 4, actual: bytes.len() });
-        }
-        read_le(bytes, out);
-        Ok(())
+    fn decode(&mut self, pass: Pass, bytes: &[u8], width: usize, out: &mut [f32]) -> Result<(), CodecError> {
+        decode_through(self, pass, bytes, width, out)
     }
+
+    fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
+        Some(self)
+    }
+}
+
+/// Exact rows keep no bookkeeping.
+impl KernelCodec for IdentityCodec {
+    fn encoding(&self, _pass: Pass, _rows: usize) -> Result<Encoding, CodecError> {
+        Ok(Encoding::Exact)
+    }
+
+    fn sent(&mut self, _encoding: &Encoding, _rows: usize, _measured: Measured, _spent: Duration) {}
+
+    fn received(&mut self, _pass: Pass, _encoding: &Encoding, _bytes: &[u8], _width: usize, _spent: Duration) {}
 }
 
 #[cfg(test)]

@@ -340,10 +340,7 @@ impl<'a> ReplicaRouter<'a> {
         x: &mut Array2<f32>,
         apply: Apply,
     ) -> Result<(), ExchangeError> {
-        let count = match self.message_cap {
-            Some(cap) if self.identity || self.exact() => cap.rounds(x.ncols()),
-            _ => 1,
-        };
+        let count = self.rounds(x.ncols());
         for index in 0..count {
             let round = Round { index, count };
             let messages = self.encode(tag, route, x, round)?;
@@ -351,6 +348,15 @@ impl<'a> ReplicaRouter<'a> {
             self.land(tag, route, x, apply, received, round)?;
         }
         Ok(())
+    }
+
+    /// The rounds of a blocking call of `width`-wide rows: several only for exact rows under a
+    /// [`MessageCap`].
+    fn rounds(&self, width: usize) -> usize {
+        match self.message_cap {
+            Some(cap) if self.identity || self.exact() => cap.rounds(width),
+            _ => 1,
+        }
     }
 
     /// One blocking `all_to_all_v` of `messages` (one per peer, empty for this rank) under the
@@ -441,8 +447,9 @@ impl<'a> ReplicaRouter<'a> {
     /// (a method's stacks may differ by layer, direction and route). Makes the call's codecs
     /// as the call itself would.
     pub(crate) fn codes_on_store(&mut self, tag: Tag, route: Route) -> bool {
+        // Exact rows (an evaluation, or no codecs) are the identity codec's, a kernel codec.
         if self.exact() || self.identity {
-            return false;
+            return true;
         }
         let (me, part) = (self.comm.rank(), self.part);
         let (outgoing, incoming) = lists(route);
@@ -467,9 +474,13 @@ impl<'a> ReplicaRouter<'a> {
         apply: Apply,
     ) -> Result<BusBytes, ExchangeError> {
         let mut bus = BusBytes::default();
-        let messages = self.encode_on_store(tag, route, store, &mut bus)?;
-        let received = self.post(tag, messages)?;
-        self.land_on_store(tag, route, store, apply, received, &mut bus)?;
+        let count = self.rounds(store.dim().1);
+        for index in 0..count {
+            let round = Round { index, count };
+            let messages = self.encode_on_store(tag, route, store, round, &mut bus)?;
+            let received = self.post(tag, messages)?;
+            self.land_on_store(tag, route, store, apply, received, round, &mut bus)?;
+        }
         Ok(bus)
     }
 
@@ -482,7 +493,7 @@ impl<'a> ReplicaRouter<'a> {
     ) -> Result<BusBytes, ExchangeError> {
         self.check_idle(tag)?;
         let mut bus = BusBytes::default();
-        let messages = self.encode_on_store(tag, route, store, &mut bus)?;
+        let messages = self.encode_on_store(tag, route, store, Round::WHOLE, &mut bus)?;
         self.post_split(tag, route, messages)?;
         Ok(bus)
     }
@@ -496,42 +507,49 @@ impl<'a> ReplicaRouter<'a> {
     ) -> Result<BusBytes, ExchangeError> {
         let (route, received) = self.wait_split(tag)?;
         let mut bus = BusBytes::default();
-        self.land_on_store(tag, route, store, apply, received, &mut bus)?;
+        self.land_on_store(tag, route, store, apply, received, Round::WHOLE, &mut bus)?;
         Ok(bus)
     }
 
-    /// [`ReplicaRouter::encode`] by the store: each peer's rows encoded where they live.
+    /// [`ReplicaRouter::encode`] by the store: each peer's rows of `round` encoded where they
+    /// live.
     fn encode_on_store(
         &mut self,
         tag: Tag,
         route: Route,
         store: &mut dyn RowStore,
+        round: Round,
         bus: &mut BusBytes,
     ) -> Result<Vec<Vec<u8>>, ExchangeError> {
         let (rows, width) = store.dim();
         self.check_rows(tag, rows, width)?;
-        let (part, pass) = (self.part, self.pass);
+        let (part, pass, exact) = (self.part, self.pass, self.exact());
         let (outgoing, _) = lists(route);
+        let mut identity = IdentityCodec;
         self.messages(|router, peer, bytes| {
             let list = outgoing(part, peer);
+            let rows = pick(part, list, round, &mut router.picked);
+            let count = rows.len();
             let id = StreamId { tag, route, peer, side: Side::Encode };
-            let codec = router.codecs.get(id, || globals(part, list));
+            let codec = Self::codec(&mut router.codecs, &mut identity, exact, part, id, list);
             let start = Instant::now();
             let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
-            let encoding =
-                kernel.encoding(pass, list.len()).map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
+            let encoding = kernel.encoding(pass, count).map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
             let measured =
-                store.encode_rows(list, &encoding, bytes).map_err(|source| ExchangeError::Store { tag, source })?;
-            kernel.sent(&encoding, list.len(), measured, start.elapsed());
+                store.encode_rows(rows, &encoding, bytes).map_err(|source| ExchangeError::Store { tag, source })?;
+            kernel.sent(&encoding, count, measured, start.elapsed());
             bus.down += bytes.len() as u64;
-            let stats = codec.take_stats();
-            router.record_sent(tag, route, list.len(), width, bytes.len(), stats);
+            if !exact {
+                let stats = codec.take_stats();
+                router.record_sent(tag, route, count, width, bytes.len(), stats);
+            }
             Ok(())
         })
     }
 
-    /// [`ReplicaRouter::land`] by the store: each peer's message decoded onto its rows, peers
-    /// ascending (the order the host's landing combines them in).
+    /// [`ReplicaRouter::land`] by the store: each peer's message of `round` decoded onto its
+    /// rows, peers ascending (the order the host's landing combines them in).
+    #[allow(clippy::too_many_arguments)] // `land`'s, and the bytes that crossed.
     fn land_on_store(
         &mut self,
         tag: Tag,
@@ -539,6 +557,7 @@ impl<'a> ReplicaRouter<'a> {
         store: &mut dyn RowStore,
         apply: Apply,
         received: Vec<Vec<u8>>,
+        round: Round,
         bus: &mut BusBytes,
     ) -> Result<(), ExchangeError> {
         let put = match apply {
@@ -549,20 +568,22 @@ impl<'a> ReplicaRouter<'a> {
                 return Err(ExchangeError::Protocol { tag, message });
             }
         };
-        let (me, width, part, pass) = (self.comm.rank(), store.dim().1, self.part, self.pass);
+        let (me, width, part, pass, exact) = (self.comm.rank(), store.dim().1, self.part, self.pass, self.exact());
         let (_, incoming) = lists(route);
+        let mut identity = IdentityCodec;
         for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
             let list = incoming(part, peer);
+            let rows = pick(part, list, round, &mut self.picked);
             let id = StreamId { tag, route, peer, side: Side::Decode };
-            let codec = self.codecs.get(id, || globals(part, list));
+            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
             let start = Instant::now();
             let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
             let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
-            let encoding = kernel.encoding(pass, list.len()).map_err(decode_error)?;
+            let encoding = kernel.encoding(pass, rows.len()).map_err(decode_error)?;
             // Checked here, so that a malformed message is the codec's error before a kernel
             // reads it.
-            encoding.check(bytes, list.len(), width).map_err(decode_error)?;
-            store.decode_rows(list, &encoding, bytes, put).map_err(|source| ExchangeError::Store { tag, source })?;
+            encoding.check(bytes, rows.len(), width).map_err(decode_error)?;
+            store.decode_rows(rows, &encoding, bytes, put).map_err(|source| ExchangeError::Store { tag, source })?;
             kernel.received(pass, &encoding, bytes, width, start.elapsed());
             bus.up += bytes.len() as u64;
         }

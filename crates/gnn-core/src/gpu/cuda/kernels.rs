@@ -274,6 +274,11 @@ const WARP_SPMM_MIN_COLUMNS: usize = 32;
 /// Warps per block of `csr_spmm_warp`.
 const SPMM_WARPS: u32 = 8;
 
+/// Threads of `pair_sums_f64`'s one block (the kernel's most). Its loads are what it waits on:
+/// with 256 threads it took 74 us for a message of 40k rows on an H200, four times the encoder
+/// (`docs/BENCHMARKS.md`); four times the threads keep four times the loads in flight.
+const SUM_THREADS: u32 = 1024;
+
 /// The column reductions' block shape (`COLUMN_TILE` x `COLUMN_LANES` in elementwise.cu).
 const COLUMN_LANES: u32 = 8;
 
@@ -1001,8 +1006,9 @@ impl Device {
         let kernel = "pair_sums_f64";
         expect_len(kernel, "b", b.len(), a.len())?;
         let (n, square): (u32, u32) = (int(kernel, a.len())?, u32::from(square));
-        let mut sums = self.zeros::<f64>(2)?;
-        let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the block's first thread writes both sums.
+        let mut sums = unsafe { self.output::<f64>(2) }?;
+        let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SUM_THREADS, 1, 1), shared_mem_bytes: 0 };
         launch!(self, "quant", "pair_sums_f64", config: config, [&n, &square, a, b, &mut sums]);
         Ok(sums)
     }
@@ -1037,7 +1043,13 @@ impl Device {
         // SAFETY: the kernel writes every value of each of its rows.
         let mut y = unsafe { self.output::<f32>(n * d) }?;
         let (nr, dw): (u32, u32) = (int(kernel, n)?, int(kernel, d)?);
-        launch!(self, "quant", "stochastic_decode_rows", n, [&nr, &dw, bytes, &widths.bits, &widths.offsets, &mut y]);
+        launch!(
+            self,
+            "quant",
+            "stochastic_decode_rows",
+            n * d,
+            [&nr, &dw, bytes, &widths.bits, &widths.offsets, &mut y]
+        );
         Ok(y)
     }
 
@@ -1079,7 +1091,7 @@ impl Device {
         let mut y = unsafe { self.output::<f32>(n * d) }?;
         let (nr, dw, b, rb): (u32, u32, u32, u64) =
             (int(kernel, n)?, int(kernel, d)?, u32::from(bits), row_bytes as u64);
-        launch!(self, "quant", "linear_decode_rows", n, [&nr, &dw, &b, &rb, bytes, &mut y]);
+        launch!(self, "quant", "linear_decode_rows", n * d, [&nr, &dw, &b, &rb, bytes, &mut y]);
         Ok(y)
     }
 

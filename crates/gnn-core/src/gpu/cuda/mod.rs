@@ -160,13 +160,32 @@ impl Device {
             let detail = format!("{} host values into a buffer of {}", host.len(), dev.len());
             return Err(GpuError::Shape { kernel: "upload", detail });
         }
-        self.count_transfer(true, std::mem::size_of_val(host));
+        self.copy_up(bounce::bytes(host), dev)
+    }
+
+    /// A device buffer of the values whose bytes (the device's, little-endian) are `host`:
+    /// an exact message going up as it arrived.
+    pub fn upload_bytes<T: Plain>(&self, host: &[u8]) -> Result<CudaSlice<T>, GpuError> {
+        let size = std::mem::size_of::<T>();
+        if !host.len().is_multiple_of(size) {
+            let detail = format!("{} bytes are not values of {size} bytes", host.len());
+            return Err(GpuError::Shape { kernel: "upload", detail });
+        }
+        // SAFETY: `copy_up` queues the copy of every byte, before any later work reads it.
+        let mut dev = unsafe { self.output::<T>(host.len() / size) }?;
+        self.copy_up(host, &mut dev)?;
+        Ok(dev)
+    }
+
+    /// Queues the copy of `host` into `dev`, whose bytes it fills exactly (checked by callers).
+    fn copy_up<T: Plain>(&self, host: &[u8], dev: &mut CudaSlice<T>) -> Result<(), GpuError> {
+        self.count_transfer(true, host.len());
         let (ptr, record) = dev.device_ptr_mut(&self.stream);
         let mut bounce = self.bounce.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes, in this stream's
-        // context; `device_ptr_mut` made this stream wait for other streams' work on it and
-        // `record` marks the copies as its last write.
-        unsafe { bounce.upload(bounce::bytes(host), ptr) }?;
+        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes (the callers check
+        // it), in this stream's context; `device_ptr_mut` made this stream wait for other
+        // streams' work on it and `record` marks the copies as its last write.
+        unsafe { bounce.upload(host, ptr) }?;
         drop(record);
         Ok(())
     }
@@ -185,13 +204,26 @@ impl Device {
             let detail = format!("a buffer of {} into {} host values", dev.len(), host.len());
             return Err(GpuError::Shape { kernel: "download", detail });
         }
-        self.count_transfer(false, std::mem::size_of_val(host));
+        self.copy_down(dev, bounce::bytes_mut(host))
+    }
+
+    /// Appends a device buffer's bytes (the device's, little-endian) to `out`, waiting for the
+    /// stream: rows going down as an exact message.
+    pub fn download_bytes<T: Plain>(&self, dev: &CudaSlice<T>, out: &mut Vec<u8>) -> Result<(), GpuError> {
+        let start = out.len();
+        out.resize(start + dev.len() * std::mem::size_of::<T>(), 0);
+        self.copy_down(dev, &mut out[start..])
+    }
+
+    /// Copies `dev`'s bytes into `host`, of its length in bytes (checked by callers).
+    fn copy_down<T: Plain>(&self, dev: &CudaSlice<T>, host: &mut [u8]) -> Result<(), GpuError> {
+        self.count_transfer(false, host.len());
         let (ptr, record) = dev.device_ptr(&self.stream);
         let mut bounce = self.bounce.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes, in this stream's
-        // context; `device_ptr` made this stream wait for other streams' writes to it, and the
-        // copies are done when `download` returns.
-        unsafe { bounce.download(ptr, bounce::bytes_mut(host)) }?;
+        // SAFETY: `ptr` is `dev`'s allocation, of `host`'s length in bytes (the callers check
+        // it), in this stream's context; `device_ptr` made this stream wait for other streams'
+        // writes to it, and the copies are done when `download` returns.
+        unsafe { bounce.download(ptr, host) }?;
         drop(record);
         Ok(())
     }

@@ -134,6 +134,12 @@ impl RowStore for DeviceRows<'_> {
         let (dev, d) = (self.dev, self.cols);
         let idx = self.lists.position(dev, rows, self.rows)?;
         let (bytes, measured) = match encoding {
+            // The rows gathered in message order are the message.
+            Encoding::Exact => {
+                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
+                dev.download_bytes(&values, out)?;
+                return Ok(Measured::default());
+            }
             Encoding::Linear { bits } => {
                 let index = &self.lists.lists[idx].1;
                 let bytes = dev.codec_span(|| dev.linear_encode(d, *bits, index, self.block, self.rows))?;
@@ -159,9 +165,7 @@ impl RowStore for DeviceRows<'_> {
                 (message.packed, measured(dev, &message.sums)?)
             }
         };
-        let start = out.len();
-        out.resize(start + bytes.len(), 0);
-        dev.download_into(&bytes, &mut out[start..])?;
+        dev.download_bytes(&bytes, out)?;
         Ok(measured)
     }
 
@@ -172,6 +176,7 @@ impl RowStore for DeviceRows<'_> {
         }
         let (dev, d) = (self.dev, self.cols);
         let values = match encoding {
+            Encoding::Exact => dev.upload_bytes(bytes)?,
             Encoding::Linear { bits } => {
                 let message = dev.upload(bytes)?;
                 dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), &message))?
