@@ -9,6 +9,10 @@
 //! then waits for the caller to take it, so at most `T + 1` batches exist at once. Each
 //! thread's parallel blocks run on the global rayon pool.
 //!
+//! [`Prefetch::finishing`] also runs a function of the caller's on each batch on its sampling
+//! thread (the trainer builds the batch's aggregation blocks there), so that work leaves the
+//! training thread too; its items are what the function returns.
+//!
 //! Errors: a failed step is handed over in its turn and ends the iterator (the threads sample
 //! nothing after it); a panic on a thread comes out as [`SampleError::PrefetchPanicked`] in
 //! the turn of the step it left undone. Dropping the iterator early stops the threads: each
@@ -54,11 +58,12 @@ impl Default for PrefetchOptions {
     }
 }
 
-/// An iterator over sampled batches, produced on background threads; see the module docs.
+/// An iterator over sampled batches (or what [`Prefetch::finishing`]'s function makes of
+/// them), produced on background threads; see the module docs.
 #[derive(Debug)]
-pub struct Prefetch<'scope> {
+pub struct Prefetch<'scope, T = MiniBatch, E = SampleError> {
     /// One channel per thread; step `k` comes from `batches[k % T]`.
-    batches: Vec<Option<Receiver<Result<MiniBatch, SampleError>>>>,
+    batches: Vec<Option<Receiver<Result<T, E>>>>,
     workers: Vec<Option<ScopedJoinHandle<'scope, ()>>>,
     /// The next step the caller takes.
     next: usize,
@@ -90,6 +95,26 @@ impl<'scope> Prefetch<'scope> {
         I: IntoIterator<Item = Step<'env>>,
         I::IntoIter: Clone + Send + 'scope,
     {
+        Prefetch::finishing(scope, sampler, steps, options, &Ok)
+    }
+}
+
+impl<'scope, T: Send + 'scope, E: From<SampleError> + Send + 'scope> Prefetch<'scope, T, E> {
+    /// As [`Prefetch::with_options`], each batch then handed to `finish` on the thread that
+    /// sampled it; the iterator yields what `finish` returns, an error of either ending it as a
+    /// sampling error does.
+    pub fn finishing<'env, I, F>(
+        scope: &'scope Scope<'scope, 'env>,
+        sampler: &'env NeighborSampler<'env>,
+        steps: I,
+        options: PrefetchOptions,
+        finish: &'env F,
+    ) -> Self
+    where
+        I: IntoIterator<Item = Step<'env>>,
+        I::IntoIter: Clone + Send + 'scope,
+        F: Fn(MiniBatch) -> Result<T, E> + Sync,
+    {
         let PrefetchOptions { threads, ahead } = options;
         let shared = Arc::new(Shared::default());
         let steps = steps.into_iter();
@@ -100,14 +125,14 @@ impl<'scope> Prefetch<'scope> {
             let (tx, rx) = sync_channel(ahead.get() - 1);
             let mine = steps.clone().enumerate().skip(t).step_by(threads.get());
             let thread_shared = Arc::clone(&shared);
-            workers.push(Some(scope.spawn(move || produce(sampler, mine, &tx, &thread_shared))));
+            workers.push(Some(scope.spawn(move || produce(sampler, mine, finish, &tx, &thread_shared))));
             batches.push(Some(rx));
         }
         Self { batches, workers, next: 0, done: false, shared, waiting: Duration::ZERO }
     }
 
-    /// Time the sampling threads have spent sampling so far, summed over them (hidden behind
-    /// training when [`Prefetch::waiting_time`] stays small).
+    /// Time the sampling threads have spent sampling so far (not finishing), summed over them
+    /// (hidden behind training when [`Prefetch::waiting_time`] stays small).
     pub fn sampling_time(&self) -> Duration {
         Duration::from_nanos(self.shared.sampling_ns.load(Ordering::Relaxed))
     }
@@ -119,10 +144,11 @@ impl<'scope> Prefetch<'scope> {
 }
 
 /// A sampling thread's loop over its `(index, step)` pairs.
-fn produce<'env>(
+fn produce<'env, T, E: From<SampleError>>(
     sampler: &NeighborSampler<'env>,
     steps: impl Iterator<Item = (usize, Step<'env>)>,
-    tx: &SyncSender<Result<MiniBatch, SampleError>>,
+    finish: &(dyn Fn(MiniBatch) -> Result<T, E> + Sync),
+    tx: &SyncSender<Result<T, E>>,
     shared: &Shared,
 ) {
     for (index, step) in steps {
@@ -132,6 +158,7 @@ fn produce<'env>(
         let start = Instant::now();
         let batch = sampler.sample(step.key, step.seeds);
         shared.sampling_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let batch = batch.map_err(E::from).and_then(finish);
         let failed = batch.is_err();
         if failed {
             // The steps after a failed one are not handed over: no thread samples them.
@@ -143,8 +170,8 @@ fn produce<'env>(
     }
 }
 
-impl Iterator for Prefetch<'_> {
-    type Item = Result<MiniBatch, SampleError>;
+impl<T, E: From<SampleError>> Iterator for Prefetch<'_, T, E> {
+    type Item = Result<T, E>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -167,14 +194,16 @@ impl Iterator for Prefetch<'_> {
                 self.batches[t] = None;
                 match self.workers[t].take()?.join() {
                     Ok(()) => None,
-                    Err(payload) => Some(Err(SampleError::PrefetchPanicked { message: panic_message(&*payload) })),
+                    Err(payload) => {
+                        Some(Err(SampleError::PrefetchPanicked { message: panic_message(&*payload) }.into()))
+                    }
                 }
             }
         }
     }
 }
 
-impl Drop for Prefetch<'_> {
+impl<T, E> Drop for Prefetch<'_, T, E> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         // Closing the channels first wakes the threads blocked in `send`.

@@ -125,6 +125,51 @@ fn prefetch_on_threads_hands_over_an_error_in_its_turn_and_stops() {
     }
 }
 
+/// A function finishing each batch on its sampling thread: the items are its results in step
+/// order, whatever the threads; its error ends the iterator in its step's turn, as a sampling
+/// error does, and a sampling error still comes through it converted.
+#[test]
+fn prefetch_finishes_each_batch_on_its_thread_in_step_order() {
+    #[derive(Debug, PartialEq)]
+    enum Finished {
+        Sampling(SampleError),
+        TooFew(usize),
+    }
+    impl From<SampleError> for Finished {
+        fn from(e: SampleError) -> Self {
+            Finished::Sampling(e)
+        }
+    }
+    let graph = ring();
+    let sampler = NeighborSampler::new(&graph, fanouts("3,2"), 11).unwrap();
+    let (few, many, bad) = ([7u32], [1u32, 2, 3, 4], [4u32, 5, 4]);
+    // The seed count and the batch's input count, or an error for a batch of one seed.
+    let finish = |batch: MiniBatch| match batch.seeds().len() {
+        1 => Err(Finished::TooFew(1)),
+        n => Ok((n, batch.input_ids().len())),
+    };
+    for threads in [1, 3] {
+        let options = PrefetchOptions { threads: NonZeroUsize::new(threads).unwrap(), ..PrefetchOptions::default() };
+        let run = |steps: Vec<Step>| -> Vec<Result<(usize, usize), Finished>> {
+            std::thread::scope(|scope| Prefetch::finishing(scope, &sampler, steps, options, &finish).collect())
+        };
+        let serial: Vec<_> = (0..5).map(|_| finish(sampler.sample(KEY, &many).unwrap())).collect();
+        let steps: Vec<Step> = (0..5).map(|_| Step { key: KEY, seeds: &many[..] }).collect();
+        assert_eq!(run(steps), serial, "{threads} threads");
+        for (i, (seeds, error)) in
+            [(&few[..], Finished::TooFew(1)), (&bad[..], SampleError::DuplicateSeed { seed: 4 }.into())]
+                .into_iter()
+                .enumerate()
+        {
+            let steps: Vec<Step> =
+                (0..6).map(|s| Step { key: KEY, seeds: if s == 2 + i { seeds } else { &many[..] } }).collect();
+            let results = run(steps);
+            assert_eq!(results.len(), 3 + i, "{threads} threads: the steps before it, then the error");
+            assert_eq!(results[2 + i], Err(error), "{threads} threads");
+        }
+    }
+}
+
 #[test]
 fn prefetch_hands_over_an_error_and_stops() {
     let graph = ring();

@@ -131,7 +131,7 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     }
 
     /// Whether it takes the next step's blocks ahead ([`BatchModel::prepare`]); the loop
-    /// builds them only then.
+    /// waits for the next batch only then.
     fn prepares(&self) -> bool {
         false
     }

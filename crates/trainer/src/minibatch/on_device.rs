@@ -8,7 +8,8 @@
 //!   from those columns, held resident ([`BatchModel::hold_own_columns`]); a fetch iteration's
 //!   rows gather the own columns there too, and only the fetched others go up
 //!   (`put_columns_around`).
-//! - Sampling stays on the host, in the prefetch threads. While a step's passes run on the
+//! - Sampling stays on the host, in the prefetch threads, which build each batch's blocks too
+//!   (the training thread only plans and uploads them). While a step's passes run on the
 //!   compute stream, the loop hands the next step's blocks to [`BatchModel::prepare`]: their
 //!   aggregations ([`gnn_core::gpu::plan::block_aggregations`]) and input indices go up on the
 //!   worker's copy stream, through page-locked memory (`Device::copy_device`).

@@ -2,13 +2,15 @@
 //! the layer-wise evaluation.
 //!
 //! An epoch: the `BatchPlan` shuffle, the worker's `Share` of each global batch sampled one step
-//! ahead (`Prefetch`), forward and backward over the blocks, the gradient sync and the update on
+//! ahead, its aggregation blocks built on the sampling thread too (`Prefetch::finishing`: the
+//! training thread only computes), forward and backward over the blocks, the gradient sync and the update on
 //! every step, empty shares included. `StepHooks` give a step's input rows (or the dataset's
 //! features) and its gradient sync, may ask for a second forward-backward of the same batch on
 //! other rows (`second_inputs` / `second_gradient`, the step's gradients put back after it), and
 //! read the parameters after the update (`after_step`). Each step's learning rate comes from
 //! `crate::minibatch::lr_schedule`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use gnn_core::{BlockGraphs, ForwardCtx, GraphDegrees, Model, Optim, Optimizer};
@@ -145,15 +147,14 @@ impl<F: FnMut(&mut [f32]) -> Result<f64, TrainError>> StepHooks for SyncOnly<F> 
 pub(crate) struct BatchTrainer<'a> {
     dataset: &'a Dataset,
     keys: Option<&'a [u32]>,
-    degrees: GraphDegrees,
+    /// Shared with the sampling threads, which build each batch's blocks.
+    degrees: Arc<GraphDegrees>,
     objective: Objective<'a>,
     model: Box<dyn BatchModel + 'a>,
     optimizer: Optim,
     lr: LrSchedule,
     sampling: Sampling,
     seed: u64,
-    /// The next step's blocks, built ahead for a model that [`BatchModel::prepares`] them.
-    ahead: Option<(StepKey, BlockGraphs)>,
 }
 
 /// A subgraph a worker trains on: `dataset` in subgraph ids, the global id of each of its
@@ -213,14 +214,13 @@ impl<'a> BatchTrainer<'a> {
         Ok(Self {
             dataset,
             keys,
-            degrees,
+            degrees: Arc::new(degrees),
             objective: Objective::new(&dataset.labels),
             model: Box::new(OnCpu(Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?)),
             optimizer,
             lr,
             sampling: sampling.clone(),
             seed: config.seed,
-            ahead: None,
         })
     }
 
@@ -315,36 +315,40 @@ impl<'a> BatchTrainer<'a> {
             .map(|(step, s)| Step { key: StepKey { epoch: epoch as u64, step: step as u64 }, seeds: &s.seeds });
         let mut totals = EpochTotals::new(self.sampling.fanouts.num_layers());
         self.model.begin_epoch();
+        let (degrees, norm, keys) = (Arc::clone(&self.degrees), self.sampling.gcn_norm, self.keys);
+        let build = move |batch: MiniBatch| -> Result<(MiniBatch, BlockGraphs), TrainError> {
+            let blocks = BlockGraphs::from_batch_keyed(&batch, &degrees, norm, keys)?;
+            Ok((batch, blocks))
+        };
         std::thread::scope(|scope| -> Result<(), TrainError> {
             let options = PrefetchOptions { threads: self.sampling.sampler_threads, ..PrefetchOptions::default() };
-            let mut prefetch = Prefetch::with_options(scope, &sampler, keyed, options);
+            let mut prefetch = Prefetch::finishing(scope, &sampler, keyed, options, &build);
             let mut batches = prefetch.by_ref().enumerate().peekable();
-            while let Some((step, batch)) = batches.next() {
-                let batch = batch?;
+            while let Some((step, built)) = batches.next() {
+                let (batch, blocks) = built?;
                 let start = Instant::now();
                 let inputs = hooks.inputs(epoch, step, &batch)?;
                 self.model.zero_grad()?;
                 let mut loss = 0.0;
                 if !batch.seeds().is_empty() {
-                    loss = self.train_batch(epoch, step, &batch, inputs, steps[step].global_rows, &mut totals)?;
+                    let global_rows = steps[step].global_rows;
+                    loss = self.train_batch(epoch, step, &batch, &blocks, inputs, global_rows, &mut totals)?;
                 }
                 // Only a model that takes blocks ahead waits here for the next batch.
                 if self.model.prepares()
-                    && let Some((_, Ok(next))) = batches.peek()
+                    && let Some((_, Ok((next, next_blocks)))) = batches.peek()
                     && !next.seeds().is_empty()
                 {
                     let key = StepKey { epoch: epoch as u64, step: step as u64 + 1 };
-                    let blocks = self.blocks(next)?;
                     let rows = hooks.holds_inputs().then(|| next.input_ids());
-                    self.model.prepare(key, &blocks, rows)?;
-                    self.ahead = Some((key, blocks));
+                    self.model.prepare(key, next_blocks, rows)?;
                 }
                 let mut sync_s = 0.0;
                 if let Some(rows) = hooks.second_inputs(&batch)? {
                     let first = self.model.grads()?.to_vec();
                     self.model.zero_grad()?;
                     if !batch.seeds().is_empty() {
-                        self.add_gradient(epoch, step, &batch, Some(rows), steps[step].global_rows)?;
+                        self.add_gradient(epoch, step, &batch, &blocks, Some(rows), steps[step].global_rows)?;
                     }
                     sync_s += hooks.second_gradient(self.model.grads()?)?;
                     self.model.grads()?.copy_from_slice(&first);
@@ -378,38 +382,36 @@ impl<'a> BatchTrainer<'a> {
 
     /// Forward and backward of one batch whose global batch has `global_rows` seeds; adds the
     /// gradients, counts the batch and returns its part of the global batch's mean loss.
+    #[allow(clippy::too_many_arguments)] // `add_gradient`'s, and the epoch's totals.
     fn train_batch(
         &mut self,
         epoch: usize,
         step: usize,
         batch: &MiniBatch,
+        blocks: &BlockGraphs,
         inputs: Option<StepRows<'_>>,
         global_rows: usize,
         totals: &mut EpochTotals,
     ) -> Result<f64, TrainError> {
-        let (labels, loss_sum, terms) = self.add_gradient(epoch, step, batch, inputs, global_rows)?;
+        let (labels, loss_sum, terms) = self.add_gradient(epoch, step, batch, blocks, inputs, global_rows)?;
         totals.add_batch(batch, &labels, loss_sum, terms);
         Ok(loss_sum / (global_rows as f64 * (terms / batch.seeds().len() as f64)))
     }
 
-    /// Adds to the gradients those of `batch` (keyed by `epoch` and `step`, inputs as in
-    /// [`StepHooks::inputs`]), its loss divided by the `global_rows` seeds of its global batch.
-    /// Returns the labels of the logits' rows, the loss sum and its number of terms.
+    /// Adds to the gradients those of `batch` over its `blocks` ([`BatchTrainer::blocks`];
+    /// keyed by `epoch` and `step`, inputs as in [`StepHooks::inputs`]), its loss divided by
+    /// the `global_rows` seeds of its global batch. Returns the labels of the logits' rows, the
+    /// loss sum and its number of terms.
     pub(crate) fn add_gradient(
         &mut self,
         epoch: usize,
         step: usize,
         batch: &MiniBatch,
+        blocks: &BlockGraphs,
         inputs: Option<StepRows<'_>>,
         global_rows: usize,
     ) -> Result<(graph_partition::Labels, f64, f64), TrainError> {
         let key = StepKey { epoch: epoch as u64, step: step as u64 };
-        // The blocks built ahead for this step; those of the next step stay for it (a second
-        // pass over this step comes after they are built).
-        let blocks = match self.ahead.take_if(|(at, _)| *at == key) {
-            Some((_, blocks)) => blocks,
-            None => self.blocks(batch)?,
-        };
         // One label per row of the logits (the last block's sources); the seeds come first.
         let output = &batch.blocks()[batch.blocks().len() - 1];
         let labels = self.objective.select(output.src_ids());
@@ -427,7 +429,7 @@ impl<'a> BatchTrainer<'a> {
         let seeds = batch.seeds().len();
         let loss_sum = self.model.add_gradient(BatchPass {
             key,
-            blocks: &blocks,
+            blocks,
             inputs,
             labels: &labels,
             seeds,
@@ -443,8 +445,9 @@ impl<'a> BatchTrainer<'a> {
         self.model.hold_own_columns(columns)
     }
 
-    /// The aggregation graphs of `batch`'s blocks.
-    fn blocks(&self, batch: &MiniBatch) -> Result<BlockGraphs, TrainError> {
+    /// The aggregation graphs of `batch`'s blocks (what the sampling threads build for an
+    /// epoch's steps).
+    pub(crate) fn blocks(&self, batch: &MiniBatch) -> Result<BlockGraphs, TrainError> {
         Ok(BlockGraphs::from_batch_keyed(batch, &self.degrees, self.sampling.gcn_norm, self.keys)?)
     }
 

@@ -76,7 +76,8 @@ impl Trials<'_> {
         let start = Instant::now();
         trainer.zero_grad()?;
         if !trial.batch.seeds().is_empty() {
-            trainer.add_gradient(TRIAL_EPOCH as usize, index, &trial.batch, Some(rows), trial.global_rows)?;
+            let blocks = trainer.blocks(&trial.batch)?;
+            trainer.add_gradient(TRIAL_EPOCH as usize, index, &trial.batch, &blocks, Some(rows), trial.global_rows)?;
         }
         // Brought to the host first: a device model's passes are done then.
         let mut grads = trainer.grads()?.to_vec();
