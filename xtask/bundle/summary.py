@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The summary of a GPU bundle run (`run` calls it): OUTDIR/summary.md and OUTDIR/summary.json
 from what `run` left in OUTDIR (machine.txt, tests/, speed/, minibatch/, featpart/, adgraph/, methods/,
-accuracy/, timeline.tsv).
+ab/, accuracy/, timeline.tsv).
 
 usage: summary.py OUTDIR --bundle BUNDLE_DIR
 
@@ -310,6 +310,55 @@ def methods_device(out):
     return rows
 
 
+# The A/B's figures: (name, where in an epoch's record).
+AB_FIGURES = [
+    ("epoch wall_s", ("wall_s",)),
+    ("eval_s", ("eval_s",)),
+    ("compute_s", ("compute_s",)),
+    ("exchange_s", ("device", "exchange_s")),
+    ("modeled_epoch_s", ("modeled_epoch_s",)),
+]
+
+
+def ab_device(out):
+    """The `ab-device` row: per configuration and figure, the base build's and this build's
+    median over the epochs after the first of every round, and this build's over the base's.
+    None where the row was not asked for; {"skipped": why} where the bundle had no base build."""
+    folder = os.path.join(out, "ab")
+    if not os.path.isdir(folder):
+        return None
+    skipped = read(os.path.join(folder, "skipped.txt"))
+    if skipped is not None:
+        return {"skipped": skipped.strip()}
+    rows = []
+    for config in ("vanilla", "adaqp"):
+        sides, errors = {}, []
+        for side in ("base", "new"):
+            values = {name: [] for name, _ in AB_FIGURES}
+            names = sorted(f for f in os.listdir(folder) if f.startswith(f"{side}-{config}-") and f.endswith(".json"))
+            if not names:
+                errors.append(f"{side}: no report")
+            for name in names:
+                data, error = read_json(os.path.join(folder, name))
+                if data is None:
+                    errors.append(f"{side}: {error}")
+                    continue
+                for epoch in data.get("epochs", [])[1:]:
+                    for figure, path in AB_FIGURES:
+                        value = epoch
+                        for key in path:
+                            value = value.get(key) if isinstance(value, dict) else None
+                        if isinstance(value, (int, float)):
+                            values[figure].append(value)
+            sides[side] = {k: statistics.median(v) if v else None for k, v in values.items()}
+        figures = []
+        for figure, _ in AB_FIGURES:
+            base, new = sides["base"][figure], sides["new"][figure]
+            figures.append({"figure": figure, "base": base, "new": new, "ratio": new / base if base and new is not None else None})
+        rows.append({"config": config, "figures": figures, "errors": errors})
+    return {"rows": rows}
+
+
 # Issue 37's accuracy bars on Cora (docs/methods/<paper>.md): the most test accuracy, in points,
 # the method may lose against vanilla.
 ACCURACY_BARS = {"adaqp": 0.5, "cdfgnn": 1.0, "ecgraph": 1.0}
@@ -516,6 +565,28 @@ def markdown(summary):
                           f"{seconds(cpu['wall_s'])}, GPU / CPU {share}; the CPU workers' evaluation "
                           f"{seconds(cpu['eval_s'])}."]
         lines.append("")
+    ab = summary["ab"]
+    if ab is not None:
+        base = (summary["bundle"] or {}).get("base") or "none"
+        lines += ["## A/B against the base build", ""]
+        if "skipped" in ab:
+            lines += [f"Skipped: {ab['skipped']}.", ""]
+        else:
+            lines += [
+                f"Base build `{str(base)[:12]}` against this one, alternating, two rounds each: methods-device's "
+                "configurations on the 1M graph (8 workers, AdaQP's partition and topology), medians of the epochs "
+                "after the first.",
+                "",
+                "| configuration | figure | base | this build | this / base |",
+                "|---|---|---|---|---|",
+            ]
+            for r in ab["rows"]:
+                if r["errors"]:
+                    lines.append(f"| {r['config']} | failed: {'; '.join(r['errors'])} | | | |")
+                for f in r["figures"]:
+                    lines.append(f"| {r['config']} | {f['figure']} | {seconds(f['base'])} | {seconds(f['new'])} "
+                                 f"| {ratio(f['ratio'])} |")
+            lines.append("")
     accuracy = summary["accuracy"]
     if accuracy is not None:
         lines += [
@@ -576,6 +647,7 @@ def main():
         "featpart": featpart_table(a.out),
         "adgraph_scaling": adgraph_scaling(a.out),
         "methods": methods_device(a.out),
+        "ab": ab_device(a.out),
         "accuracy": methods_accuracy(a.out),
         "timeline": timeline,
     }

@@ -5,7 +5,9 @@
 //! (listed with the GPUs each needs in `tests.tsv`), Cora under `datasets/cora`, the PyG peer
 //! (`pyg_gpu.py`, from `benches/peers/`), featpart's table script (`featpart-table.py`, from
 //! `experiments/`), the summary script and the `run` script (both from `xtask/bundle/`), and
-//! `bundle.json` (the commit it was built from). Nothing in it names a
+//! `bundle.json` (the commit it was built from). With `--base REV` it also holds REV's `halo`
+//! (cuda) as `bin/halo-base`, built in bench-ab's worktree of REV, for the run's same-machine
+//! A/B (`ab-device`). Nothing in it names a
 //! path of the machine that built it: the test binaries find Cora through `HALO_CORA`, which
 //! `run` sets. Binaries are copied without their debug info so the bundle stays under
 //! [`SIZE_LIMIT`].
@@ -18,6 +20,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
+use crate::bench_ab::Baseline;
 use crate::gpu::GPU_TESTS;
 
 /// The most the bundle may weigh (issue 35: under 60 MB).
@@ -38,12 +41,24 @@ const SCRIPTS: [(&str, &str); 4] = [
 const ENTRIES: [&str; 9] =
     ["bin", "tests", "datasets", "tests.tsv", "run", "summary.py", "pyg_gpu.py", "featpart-table.py", MARKER];
 
-/// Builds the bundle into `dir` from the workspace at `root`.
-pub fn run(root: &Path, dir: &Path) -> Result<()> {
+/// Builds the bundle into `dir` from the workspace at `root`, with `base`'s `halo` beside its own
+/// where given.
+pub fn run(root: &Path, dir: &Path, base: Option<&str>) -> Result<()> {
     prepare(dir)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let halo = build(root, &cargo, &["build", "--release", "-p", "cli", "--features", "cuda"], "halo")?;
+    let halo_args = ["build", "--release", "-p", "cli", "--features", "cuda"];
+    let halo = build(root, &cargo, &halo_args, "halo")?;
     let mut binaries = vec![(PathBuf::from("bin/halo"), halo)];
+    let base = match base {
+        Some(rev) => {
+            let base = Baseline::check_out(root, rev).context("gpu-bundle --base")?;
+            let target_dir = base.target_dir.to_str().context("the bench-ab target folder's path is not UTF-8")?;
+            let args: Vec<&str> = halo_args.iter().copied().chain(["--target-dir", target_dir]).collect();
+            binaries.push((PathBuf::from("bin/halo-base"), build(&base.tree, &cargo, &args, "halo")?));
+            Some(base.commit)
+        }
+        None => None,
+    };
     let mut listing = String::new();
     for test in GPU_TESTS {
         let args = ["test", "--no-run", "-p", test.package, "--features", test.feature, "--test", test.test];
@@ -62,7 +77,8 @@ pub fn run(root: &Path, dir: &Path) -> Result<()> {
         fs::copy(root.join(source), &target)
             .with_context(|| format!("copying {} to {}", root.join(source).display(), target.display()))?;
     }
-    let marker = serde_json::json!({ "commit": commit(root), "tests": GPU_TESTS.iter().map(|t| t.bundle_name()).collect::<Vec<_>>() });
+    let tests: Vec<String> = GPU_TESTS.iter().map(|t| t.bundle_name()).collect();
+    let marker = serde_json::json!({ "commit": commit(root), "base": base, "tests": tests });
     fs::write(dir.join(MARKER), format!("{marker:#}\n")).context("writing bundle.json")?;
     let size = tree_size(dir)?;
     ensure!(
@@ -305,7 +321,8 @@ esac
     const FAILING: &str = "#!/bin/sh\necho 'test a ... ok'\necho 'test b ... FAILED'\necho 'test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out'\nexit 101\n";
 
     /// Runs a bundle of stand-ins (and the real `run` and `summary.py`) with `env`; returns the
-    /// exit code, the summary and the stand-ins' log of calls.
+    /// exit code, the summary and the stand-ins' log of calls. With `FAKE_BASE` in `env` the
+    /// bundle holds a base build too, which logs its calls as `base ...`.
     fn run_fake_bundle(env: &[(&str, &str)]) -> (i32, Value, String) {
         let tmp = tempfile::tempdir().unwrap();
         let (bundle, fakes) = (tmp.path().join("bundle"), tmp.path().join("fakes"));
@@ -316,6 +333,9 @@ esac
             fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
         };
         executable(bundle.join("bin/halo"), FAKE_HALO);
+        if env.iter().any(|(key, _)| *key == "FAKE_BASE") {
+            executable(bundle.join("bin/halo-base"), &FAKE_HALO.replace(r#"echo "halo $*""#, r#"echo "base $*""#));
+        }
         executable(bundle.join("tests/gnn-core-gpu"), FAILING);
         executable(bundle.join("tests/trainer-gpu_train"), PASSING);
         executable(bundle.join("tests/comm-hierarchy-nccl"), PASSING);
@@ -482,6 +502,37 @@ esac
         assert_eq!(met, [("adaqp", false), ("cdfgnn", true), ("ecgraph", true)]);
         let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
         assert!(small["accuracy"].is_null(), "not asked for");
+    }
+
+    /// Named, the A/B runs each configuration with each build twice, alternating, on one graph
+    /// and partition; without a base build it is a failure that says how to build one.
+    #[test]
+    fn the_ab_row_alternates_the_two_builds() {
+        let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "ab-device"), ("FAKE_BASE", "1")]);
+        assert_eq!(code, 1, "the stand-in tests fail");
+        let trains: Vec<&str> = calls.lines().filter(|l| l.contains(" train ")).collect();
+        let order: Vec<&str> = trains.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(order, ["base", "halo", "base", "halo", "halo", "base", "halo", "base"], "{calls}");
+        assert!(trains.iter().all(|l| l.contains("--partition-book") && l.contains("book-adaqp")), "{calls}");
+        assert_eq!(calls.matches("halo datasets synth --nodes 1000000").count(), 1, "{calls}");
+        assert_eq!(calls.matches("halo partition").count(), 1, "{calls}");
+        let rows = summary["ab"]["rows"].as_array().unwrap();
+        assert_eq!(rows.iter().map(|r| r["config"].as_str().unwrap()).collect::<Vec<_>>(), ["vanilla", "adaqp"]);
+        for row in rows {
+            assert_eq!(row["errors"], serde_json::json!([]), "{row}");
+            // Epochs 0.2..0.5 s after the first, on both sides.
+            let wall = &row["figures"][0];
+            assert_eq!(wall["figure"], "epoch wall_s");
+            assert!((wall["base"].as_f64().unwrap() - 0.35).abs() < 1e-9 && wall["ratio"] == 1.0, "{wall}");
+            assert!(row["figures"][3]["ratio"].is_null(), "the stand-in reports no exchange_s");
+        }
+        let (code, summary, calls) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "ab-device")]);
+        assert_eq!(code, 1);
+        let skipped = summary["ab"]["skipped"].as_str().unwrap();
+        assert!(skipped.contains("cargo xtask gpu-bundle DIR --base REV"), "{skipped}");
+        assert!(!calls.contains(" train "), "{calls}");
+        let (_, small, _) = run_fake_bundle(&[("HALO_BUNDLE_ROWS", "small")]);
+        assert!(small["ab"].is_null(), "not asked for");
     }
 
     #[test]

@@ -22,9 +22,10 @@ commands:
                                    --nvcc (ARCH defaults to sm_80); --check compares a fresh
                                    compile with the committed files instead of writing
   gpu-test                         run the GPU tests (ignored by `cargo test`; needs a CUDA GPU)
-  gpu-bundle DIR                   build `halo` (cuda), the GPU test binaries, Cora, the PyG
+  gpu-bundle DIR [--base REV]      build `halo` (cuda), the GPU test binaries, Cora, the PyG
                                    speed peer and a `run` script into DIR, for a GPU machine
-                                   without Rust: `DIR/run [OUTDIR]` (docs/CUDA.md)
+                                   without Rust: `DIR/run [OUTDIR]` (docs/CUDA.md); --base also
+                                   builds REV's `halo` (cuda) for the `ab-device` row
   bench-ab REV [--rounds N] -- HALO_ARGS
                                    build REV (a worktree under target/bench-ab/) and the working
                                    tree in release, run `halo HALO_ARGS --report ...` with each
@@ -39,7 +40,7 @@ pub enum Command {
     Download { dataset: &'static OgbDataset, dir: Option<PathBuf> },
     Ptx { arch: String, compiler: Compiler, mode: Mode },
     GpuTest,
-    GpuBundle { dir: PathBuf },
+    GpuBundle { dir: PathBuf, base: Option<String> },
     BenchAb { rev: String, rounds: usize, halo_args: Vec<String> },
     Help,
 }
@@ -89,12 +90,23 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
             None => Ok(Command::GpuTest),
             Some(arg) => bail!("gpu-test: unexpected argument `{arg}`\n\n{USAGE}"),
         },
-        "gpu-bundle" => match (args.next(), args.next()) {
-            (Some(dir), None) if !dir.starts_with('-') => Ok(Command::GpuBundle { dir: dir.into() }),
-            (None, _) => bail!("gpu-bundle: missing the folder to write the bundle into\n\n{USAGE}"),
-            (Some(dir), None) => bail!("gpu-bundle: unknown flag `{dir}`\n\n{USAGE}"),
-            (Some(_), Some(extra)) => bail!("gpu-bundle: one folder only (extra argument `{extra}`)"),
-        },
+        "gpu-bundle" => {
+            let (mut dir, mut base) = (None, None);
+            while let Some(arg) = args.next() {
+                if let Some(value) = flag_value("--base", &arg, &mut args)? {
+                    base = Some(value);
+                } else if arg.starts_with('-') {
+                    bail!("gpu-bundle: unknown flag `{arg}`\n\n{USAGE}");
+                } else if dir.is_some() {
+                    bail!("gpu-bundle: one folder only (extra argument `{arg}`)");
+                } else {
+                    dir = Some(PathBuf::from(arg));
+                }
+            }
+            let dir = dir
+                .ok_or_else(|| anyhow::anyhow!("gpu-bundle: missing the folder to write the bundle into\n\n{USAGE}"))?;
+            Ok(Command::GpuBundle { dir, base })
+        }
         "bench-ab" => {
             let (mut rev, mut rounds) = (None, 3);
             while let Some(arg) = args.next() {
@@ -196,7 +208,11 @@ mod tests {
 
     #[test]
     fn gpu_bundle_takes_one_folder() {
-        assert_eq!(run(&["gpu-bundle", "/tmp/b"]).unwrap(), Command::GpuBundle { dir: "/tmp/b".into() });
+        assert_eq!(run(&["gpu-bundle", "/tmp/b"]).unwrap(), Command::GpuBundle { dir: "/tmp/b".into(), base: None });
+        let with_base = Command::GpuBundle { dir: "/tmp/b".into(), base: Some("main".into()) };
+        assert_eq!(run(&["gpu-bundle", "/tmp/b", "--base", "main"]).unwrap(), with_base);
+        assert_eq!(run(&["gpu-bundle", "--base=main", "/tmp/b"]).unwrap(), with_base);
+        assert!(err(&["gpu-bundle", "/tmp/b", "--base"]).contains("--base"));
         assert!(err(&["gpu-bundle"]).contains("missing the folder"));
         assert!(err(&["gpu-bundle", "--out"]).contains("unknown flag `--out`"));
         assert!(err(&["gpu-bundle", "a", "b"]).contains("extra argument `b`"));

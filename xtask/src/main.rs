@@ -3,7 +3,7 @@
 //! - `cargo xtask download <ogbn-...> [--dir DIR]`: fetch and unpack an OGB dataset.
 //! - `cargo xtask ptx [--arch sm_XX] [--nvcc] [--check]`: compile `kernels/*.cu` to PTX, or check it.
 //! - `cargo xtask gpu-test`: the GPU tests `cargo test` ignores.
-//! - `cargo xtask gpu-bundle DIR`: those tests, `halo`, Cora and the PyG speed peer in one folder
+//! - `cargo xtask gpu-bundle DIR [--base REV]`: those tests, `halo` (and REV's), Cora and the PyG speed peer in one folder
 //!   that a GPU machine without Rust runs with `DIR/run`.
 //! - `cargo xtask bench-ab REV [--rounds N] -- HALO_ARGS`: REV's `halo` against the working
 //!   tree's on one workload, run alternately in one sitting.
@@ -54,7 +54,7 @@ fn run() -> Result<()> {
         }
         Command::Ptx { arch, compiler, mode } => ptx::run(&project_root().join("kernels"), &arch, compiler, mode)?,
         Command::GpuTest => gpu::test(&project_root())?,
-        Command::GpuBundle { dir } => bundle::run(&project_root(), &dir)?,
+        Command::GpuBundle { dir, base } => bundle::run(&project_root(), &dir, base.as_deref())?,
         Command::BenchAb { rev, rounds, halo_args } => bench_ab::run(&project_root(), &rev, rounds, &halo_args)?,
     }
     Ok(())

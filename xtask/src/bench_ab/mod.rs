@@ -50,15 +50,12 @@ fn order(round: usize) -> [Side; 2] {
 pub fn run(root: &Path, rev: &str, rounds: usize, halo_args: &[String]) -> Result<()> {
     ensure!(rounds > 0, "bench-ab: --rounds must be at least 1");
     let home = root.join(HOME);
-    let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
-        .with_context(|| format!("bench-ab: `{rev}` is not a commit of this repository"))?;
-    let short = &commit[..commit.len().min(10)];
-    let tree = home.join("trees").join(short);
-    checkout(root, &tree, &commit)?;
+    let base = Baseline::check_out(root, rev).context("bench-ab")?;
+    let short = base.short();
     let bin = home.join("bin");
     fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-    eprintln!("bench-ab: building {short} in {}", tree.display());
-    let base = keep(&build(&tree, &home.join("target"))?, &bin.join("halo-base"))?;
+    eprintln!("bench-ab: building {short} in {}", base.tree.display());
+    let base = keep(&build(&base.tree, &base.target_dir)?, &bin.join("halo-base"))?;
     eprintln!("bench-ab: building the working tree");
     let new = keep(&build(root, &root.join("target"))?, &bin.join("halo-new"))?;
     let runs = home.join("runs");
@@ -84,6 +81,31 @@ pub fn run(root: &Path, rev: &str, rounds: usize, halo_args: &[String]) -> Resul
     println!("halo {}", halo_args.join(" "));
     print!("{}", figures::table(&format!("base {short}"), "new", &base_figures, &new_figures));
     Ok(())
+}
+
+/// A commit checked out in a worktree of its own, with the target folder its builds share.
+pub(crate) struct Baseline {
+    pub commit: String,
+    pub tree: PathBuf,
+    pub target_dir: PathBuf,
+}
+
+impl Baseline {
+    /// Checks `rev` out in `target/bench-ab/trees/<commit>` (`cargo xtask gpu-bundle --base`
+    /// builds its device `halo` there too).
+    pub(crate) fn check_out(root: &Path, rev: &str) -> Result<Self> {
+        let home = root.join(HOME);
+        let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
+            .with_context(|| format!("`{rev}` is not a commit of this repository"))?;
+        let tree = home.join("trees").join(&commit[..commit.len().min(10)]);
+        checkout(root, &tree, &commit)?;
+        Ok(Self { commit, tree, target_dir: home.join("target") })
+    }
+
+    /// The commit's first ten digits.
+    pub(crate) fn short(&self) -> &str {
+        &self.commit[..self.commit.len().min(10)]
+    }
 }
 
 /// Puts `tree` at `commit`: a detached worktree of `root`'s repository, made on the first call
