@@ -44,21 +44,19 @@ const ENTRIES: [&str; 9] =
 /// Builds the bundle into `dir` from the workspace at `root`, with `base`'s `halo` beside its own
 /// where given.
 pub fn run(root: &Path, dir: &Path, base: Option<&str>) -> Result<()> {
+    // The base first: a revision that is no commit fails before minutes of building.
+    let base = base.map(|rev| Baseline::check_out(root, rev).context("gpu-bundle --base")).transpose()?;
     prepare(dir)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let halo_args = ["build", "--release", "-p", "cli", "--features", "cuda"];
     let halo = build(root, &cargo, &halo_args, "halo")?;
     let mut binaries = vec![(PathBuf::from("bin/halo"), halo)];
-    let base = match base {
-        Some(rev) => {
-            let base = Baseline::check_out(root, rev).context("gpu-bundle --base")?;
-            let target_dir = base.target_dir.to_str().context("the bench-ab target folder's path is not UTF-8")?;
-            let args: Vec<&str> = halo_args.iter().copied().chain(["--target-dir", target_dir]).collect();
-            binaries.push((PathBuf::from("bin/halo-base"), build(&base.tree, &cargo, &args, "halo")?));
-            Some(base.commit)
-        }
-        None => None,
-    };
+    if let Some(base) = &base {
+        let target_dir = base.target_dir.to_str().context("the bench-ab target folder's path is not UTF-8")?;
+        let args: Vec<&str> = halo_args.iter().copied().chain(["--target-dir", target_dir]).collect();
+        binaries.push((PathBuf::from("bin/halo-base"), build(&base.tree, &cargo, &args, "halo")?));
+    }
+    let base = base.map(|b| b.commit);
     let mut listing = String::new();
     for test in GPU_TESTS {
         let args = ["test", "--no-run", "-p", test.package, "--features", test.feature, "--test", test.test];
@@ -237,6 +235,17 @@ mod tests {
         assert_eq!(err, "reported no executable for target `gpu_train`");
         let err = format!("{:#}", executable("{\"reason\":", "gpu").unwrap_err());
         assert!(err.contains("unreadable cargo message `{\"reason\":`"), "{err}");
+    }
+
+    /// A base that is no commit is refused before anything is built or any folder touched.
+    #[test]
+    fn a_base_that_is_no_commit_is_refused_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("bundle");
+        let err = run(&crate::project_root(), &dir, Some("no-such-rev-xyz")).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("gpu-bundle --base") && text.contains("`no-such-rev-xyz` is not a commit"), "{text}");
+        assert!(!dir.exists(), "nothing was written");
     }
 
     #[test]
