@@ -54,6 +54,13 @@ pub trait Communicator: Send {
     /// calls, so a run whose gradients go through NCCL keeps the host backends' ledger.
     fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError>;
 
+    /// Records in this rank's ledger the all-to-all a device collective makes (NCCL sends
+    /// between the workers' GPUs), `sent[p]` bytes towards rank `p` (`sent[rank]` is not
+    /// counted), exactly as [`Communicator::all_to_all_v`] records messages of those lengths,
+    /// and moves nothing. As with [`Communicator::record_all_reduce_f32`], every rank calls it
+    /// where it makes the device collective.
+    fn record_all_to_all_v(&self, phase: &str, sent: &[usize]) -> Result<(), CommError>;
+
     /// Copies `root`'s `data` into `data` on every rank.
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError>;
 

@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 pub use cudarc::driver::CudaSlice;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use crate::communicator::Communicator;
@@ -27,6 +27,31 @@ use crate::ledger::{CollectiveKind, Ledger, LedgerSnapshot, RecordId};
 use crate::topology::Topology;
 
 const F32: usize = std::mem::size_of::<f32>();
+
+/// A message [`NcclComm::send_recv`] sends: f32 values or bytes on this rank's GPU.
+pub enum Outgoing<'a> {
+    Values(CudaView<'a, f32>),
+    Bytes(CudaView<'a, u8>),
+    /// A message of no bytes: nothing goes over NCCL, and the ledger counts it, as the host
+    /// all-to-all's empty messages.
+    Nothing,
+}
+
+/// Where [`NcclComm::send_recv`] receives a message: a buffer of its exact length.
+pub enum Incoming<'a> {
+    Values(CudaViewMut<'a, f32>),
+    Bytes(CudaViewMut<'a, u8>),
+}
+
+impl Outgoing<'_> {
+    fn bytes(&self) -> usize {
+        match self {
+            Outgoing::Values(v) => v.len() * F32,
+            Outgoing::Bytes(b) => b.len(),
+            Outgoing::Nothing => 0,
+        }
+    }
+}
 
 /// One rank's NCCL communicator.
 pub struct NcclComm {
@@ -183,6 +208,57 @@ impl NcclComm {
             if p != me {
                 self.record(id, p, s.len() * F32);
             }
+        }
+        Ok(())
+    }
+
+    /// One round of grouped sends and receives between this rank and its peers, `(peer,
+    /// message)` each (no message to this rank itself), queued on this communicator's stream
+    /// and not waited for: the stream's later work (a decode of what arrived) runs after it.
+    /// Every receive buffer must have the exact length its peer sends (NCCL does not carry
+    /// lengths); the callers derive them from the same plan on both sides. The ledger records
+    /// it as an all-to-all of one message per peer sent to, the bytes of its pieces summed.
+    pub fn send_recv(
+        &self,
+        phase: &str,
+        sends: Vec<(usize, Outgoing<'_>)>,
+        receives: Vec<(usize, Incoming<'_>)>,
+    ) -> Result<(), CommError> {
+        let me = self.rank();
+        let peers = sends.iter().map(|(p, _)| *p).chain(receives.iter().map(|(p, _)| *p));
+        if let Some(peer) = peers.into_iter().find(|&p| p == me || p >= self.size()) {
+            let detail = format!("rank {me} of {} cannot exchange a message with rank {peer}", self.size());
+            return Err(CommError::invalid(phase, detail));
+        }
+        // One logical message per peer, whatever the pieces it was sent in.
+        let mut sent = vec![None; self.size()];
+        for (peer, message) in &sends {
+            *sent[*peer].get_or_insert(0) += message.bytes();
+        }
+        let id = self.open(phase, CollectiveKind::AllToAll, sent.iter().flatten().sum());
+        {
+            let mut group = self.comm.group();
+            for (peer, message) in sends {
+                let peer = peer as i32;
+                match message {
+                    Outgoing::Values(v) if !v.is_empty() => group.send(v, peer),
+                    Outgoing::Bytes(b) if !b.is_empty() => group.send(b, peer),
+                    Outgoing::Values(_) | Outgoing::Bytes(_) | Outgoing::Nothing => Ok(()),
+                }
+                .map_err(|e| nccl_err(phase, e))?;
+            }
+            for (peer, landing) in receives {
+                let peer = peer as i32;
+                match landing {
+                    Incoming::Values(v) if !v.is_empty() => group.recv(v, peer).map(drop),
+                    Incoming::Bytes(b) if !b.is_empty() => group.recv(b, peer).map(drop),
+                    Incoming::Values(_) | Incoming::Bytes(_) => Ok(()),
+                }
+                .map_err(|e| nccl_err(phase, e))?;
+            }
+        }
+        for (peer, bytes) in sent.into_iter().enumerate().filter_map(|(p, b)| Some((p, b?))) {
+            self.record(id, peer, bytes);
         }
         Ok(())
     }

@@ -38,3 +38,53 @@ fn nccl_collectives_match_the_host_backend() {
         assert_eq!(nccl_ledger.traffic(), host_traffic);
     }
 }
+
+/// `send_recv`: one group of sends and receives of values and bytes between two GPUs (what a
+/// device exchange sends GPU to GPU) delivers every message, an empty one included, and its
+/// ledger record equals the host all-to-all of the same bytes, as does the host communicator's
+/// `record_all_to_all_v`.
+#[test]
+#[ignore = "needs 2 CUDA GPUs: cargo xtask gpu-test"]
+fn nccl_sends_and_receives_match_the_host_all_to_all() {
+    use comm_hierarchy::nccl::{Incoming, Outgoing};
+    let topology = Topology::new(1, 2, LinkModel::default()).unwrap();
+    let results = LocalCluster::run(&topology, |comm| -> Result<_, String> {
+        let (me, peer) = (comm.rank(), 1 - comm.rank());
+        let stream = CudaContext::new(me).map_err(|e| e.to_string())?.default_stream();
+        let nccl = NcclComm::new(comm, stream.clone()).map_err(|e| e.to_string())?;
+        let values: Vec<f32> = (0..5 + me).map(|i| (10 * me + i) as f32).collect();
+        // Rank 1 sends no bytes.
+        let bytes: Vec<u8> = (0..(1 - me) * 9).map(|i| (me * 50 + i) as u8).collect();
+        let (v, b) = (stream.clone_htod(&values).unwrap(), stream.clone_htod(&bytes).unwrap());
+        let mut rv = stream.alloc_zeros::<f32>(5 + peer).unwrap();
+        let mut rb = stream.alloc_zeros::<u8>((1 - peer) * 9).unwrap();
+        let sends = vec![(peer, Outgoing::Values(v.as_view())), (peer, Outgoing::Bytes(b.as_view()))];
+        let receives = vec![(peer, Incoming::Values(rv.as_view_mut())), (peer, Incoming::Bytes(rb.as_view_mut()))];
+        nccl.send_recv("fwd/0/halo", sends, receives).map_err(|e| e.to_string())?;
+        let err = nccl.send_recv("fwd/0/halo", vec![(me, Outgoing::Bytes(b.as_view()))], Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("cannot exchange"), "{err}");
+        let got = (stream.clone_dtoh(&rv).unwrap(), stream.clone_dtoh(&rb).unwrap());
+        let sent = values.len() * 4 + bytes.len();
+        let mut message = vec![0u8; sent];
+        let mut host = vec![Vec::new(); 2];
+        host[peer] = std::mem::take(&mut message);
+        comm.all_to_all_v("fwd/0/halo", host).map_err(|e| e.to_string())?;
+        let real = comm.ledger();
+        let mark = comm.ledger_mark();
+        let mut lens = vec![0; 2];
+        lens[peer] = sent;
+        comm.record_all_to_all_v("fwd/0/halo", &lens).map_err(|e| e.to_string())?;
+        Ok((me, got, nccl.ledger(), real, comm.ledger_since(mark)))
+    })
+    .unwrap();
+    for (me, (values, bytes), nccl_ledger, host_ledger, recorded) in results {
+        let peer = 1 - me;
+        assert_eq!(values, (0..5 + peer).map(|i| (10 * peer + i) as f32).collect::<Vec<_>>(), "rank {me}");
+        assert_eq!(bytes, (0..(1 - peer) * 9).map(|i| (peer * 50 + i) as u8).collect::<Vec<_>>(), "rank {me}");
+        let halo = |l: &comm_hierarchy::LedgerSnapshot| -> Vec<_> {
+            l.traffic().iter().filter(|t| t.phase == "fwd/0/halo").cloned().collect()
+        };
+        assert_eq!(halo(&nccl_ledger), halo(&host_ledger), "rank {me}");
+        assert_eq!(halo(&recorded), halo(&host_ledger), "rank {me}");
+    }
+}

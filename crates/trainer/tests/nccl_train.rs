@@ -1,6 +1,7 @@
 //! `backend = "nccl"` against the host-staged gradient all-reduce: cut-graph and mini-batch
-//! workers, each on a GPU of its own, sum their gradients by NCCL on the GPUs, and must train as
-//! the same workers summing through the host: every epoch's loss within 1e-4 (NCCL sums in its own order, not
+//! workers, each on a GPU of its own, sum their gradients by NCCL on the GPUs (and the cut-graph
+//! workers send their exchanges' messages GPU to GPU, where the codecs encode on the device),
+//! and must train as the same workers summing and exchanging through the host: every epoch's loss within 1e-4 (NCCL sums in its own order, not
 //! rank order), and the same bytes in the network ledger epoch by epoch and phase by phase (the
 //! communicator records the device all-reduce as the host's of the same length). They need two
 //! GPUs, so `cargo test` skips them; `cargo xtask gpu-test` runs them where two exist.
@@ -68,6 +69,18 @@ fn nccl_gradients_follow_the_host_staged_sum() {
             // The gradient no longer crosses the bus.
             let (hb, nb) = (h.device.expect("device epoch"), n.device.expect("device epoch"));
             assert!(nb.d2h_bytes < hb.d2h_bytes, "{name} epoch {e}: host {hb:?}, nccl {nb:?}");
+            // The exchange's messages go GPU to GPU: vanilla's exact rows move nothing over the
+            // bus, AdaQP's arrivals come down for its probe only (less than down and up).
+            if let (Some(hx), Some(nx)) = (hb.exchange, nb.exchange) {
+                let (host_bus, nccl_bus) = (hx.down_bytes + hx.up_bytes, nx.down_bytes + nx.up_bytes);
+                match method {
+                    Method::Vanilla if model != ConvKind::Gat => assert_eq!(nccl_bus, 0, "{name} epoch {e}: {nx:?}"),
+                    Method::Adaqp => {
+                        assert!(nccl_bus < host_bus && nx.up_bytes == 0, "{name} epoch {e}: host {hx:?}, nccl {nx:?}")
+                    }
+                    _ => assert!(nccl_bus <= host_bus, "{name} epoch {e}: host {hx:?}, nccl {nx:?}"),
+                }
+            }
         }
         assert_eq!(staged.final_.bytes_grad_sync, nccl.final_.bytes_grad_sync, "{name}");
         assert_eq!(nccl.config.distributed.backend, Backend::Nccl, "{name}: the report names the backend");

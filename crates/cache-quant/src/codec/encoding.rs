@@ -140,8 +140,16 @@ pub trait KernelCodec {
     fn sent(&mut self, encoding: &Encoding, rows: usize, measured: Measured, spent: Duration);
 
     /// Accounts a message of `bytes` decoded by `encoding` (probes), as [`super::Codec::decode`] does;
-    /// `bytes` passed [`Encoding::check`].
+    /// `bytes` passed [`Encoding::check`]. A message that went from store to store without the
+    /// host (NCCL) comes with its bytes only where [`KernelCodec::reads_arrivals`] says the
+    /// codec reads them, else with none.
     fn received(&mut self, pass: Pass, encoding: &Encoding, bytes: &[u8], width: usize, spent: Duration);
+
+    /// Whether [`KernelCodec::received`] reads the message's bytes in `pass`: a receiving store
+    /// that keeps its messages (NCCL) then copies them to the host too.
+    fn reads_arrivals(&self, _pass: Pass) -> bool {
+        false
+    }
 }
 
 /// [`super::Codec::encode`] of a [`KernelCodec`]: its encoding's bytes, then its bookkeeping.

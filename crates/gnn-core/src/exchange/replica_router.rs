@@ -19,14 +19,12 @@
 //! mod `r`, so every combined row still takes its sources in peer order and the bits equal one
 //! round's. A `CommWatch` is told of every call, split starts and waits included.
 //!
-//! A training call whose codecs are [`cache_quant::KernelCodec`]s can run on a [`RowStore`]
-//! instead of a host block (`route_on_store`, `start_on_store`, `finish_on_store`): the store
-//! encodes each peer's rows and decodes each arrival onto its rows, peers ascending, so the
-//! messages and the landed rows are the host call's.
+//! A training call whose codecs are [`cache_quant::KernelCodec`]s can run on a
+//! [`super::staging::RowStore`] instead of a host block (`on_store`: `route_on_store`,
+//! `start_on_store`, `finish_on_store`), its messages through the host or store to store.
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
 
 use cache_quant::{
     Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, IdentityCodec, Knob, Mode, Pass, Route, Side,
@@ -37,8 +35,11 @@ use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
 use super::landing::{Landing, gather_rows};
-use super::staging::{BusBytes, RowStore};
 use super::{ExchangeError, Put, Tag};
+
+mod on_store;
+
+use on_store::Messages;
 
 /// Why an exchange could not be set up for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -228,7 +229,15 @@ impl Round {
 struct InFlight<'a> {
     tag: Tag,
     route: Route,
-    pending: PendingAllToAll<'a>,
+    pending: Pending<'a>,
+}
+
+/// How a split call's messages travel.
+enum Pending<'a> {
+    /// Through the communicator.
+    Host(PendingAllToAll<'a>),
+    /// Store to store, already posted.
+    Kept(Messages),
 }
 
 /// Routes rows of one worker's local blocks to and from its peers.
@@ -388,7 +397,10 @@ impl<'a> ReplicaRouter<'a> {
 
     /// Waits for the call [`ReplicaRouter::start`] posted for `tag` and lands its rows in `x`.
     pub(crate) fn finish(&mut self, tag: Tag, x: &mut Array2<f32>, apply: Apply) -> Result<(), ExchangeError> {
-        let (route, received) = self.wait_split(tag)?;
+        let (route, Messages::Host(received)) = self.wait_split(tag)? else {
+            let message = "finished on host rows, started on a store that sends its own messages".to_string();
+            return Err(ExchangeError::Protocol { tag, message });
+        };
         self.land(tag, route, x, apply, received, Round::WHOLE)
     }
 
@@ -409,20 +421,25 @@ impl<'a> ReplicaRouter<'a> {
         let pending = self.comm.start_all_to_all_v(&tag.phase(), messages);
         self.watch.inspect(|w| w.call_finished());
         let pending = pending.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-        self.in_flight = Some(InFlight { tag, route, pending });
+        self.in_flight = Some(InFlight { tag, route, pending: Pending::Host(pending) });
         Ok(())
     }
 
-    /// Waits for the split call posted for `tag`: its route and the messages that arrived.
-    fn wait_split(&mut self, tag: Tag) -> Result<(Route, Vec<Vec<u8>>), ExchangeError> {
+    /// Waits for the split call posted for `tag`: its route and the messages that arrived (a
+    /// call sent store to store has nothing to wait for on the host: its store orders the
+    /// landing after the arrival).
+    fn wait_split(&mut self, tag: Tag) -> Result<(Route, Messages), ExchangeError> {
         let Some(open) = self.in_flight.take_if(|open| open.tag == tag) else {
             return Err(ExchangeError::Protocol { tag, message: "finished without a matching start".to_string() });
         };
         self.watch.inspect(|w| w.call_started(CallKind::Wait));
-        let received = open.pending.wait();
+        let arrived = match open.pending {
+            Pending::Host(pending) => pending.wait().map(Messages::Host),
+            Pending::Kept(kept) => Ok(kept),
+        };
         self.watch.inspect(|w| w.call_finished());
-        let received = received.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
-        Ok((open.route, received))
+        let arrived = arrived.map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })?;
+        Ok((open.route, arrived))
     }
 
     /// An error unless a block of `rows` rows is this worker's.
@@ -440,155 +457,6 @@ impl<'a> ReplicaRouter<'a> {
         stats.bytes += bytes as u64;
         stats.exact_bytes += (rows * width * 4) as u64;
         self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
-    }
-
-    /// Whether the call of `tag` along `route` in this pass may run on a store: a training pass
-    /// (or lossy evaluation) whose every stream, both sides, has a [`cache_quant::KernelCodec`]
-    /// (a method's stacks may differ by layer, direction and route). Makes the call's codecs
-    /// as the call itself would.
-    pub(crate) fn codes_on_store(&mut self, tag: Tag, route: Route) -> bool {
-        // Exact rows (an evaluation, or no codecs) are the identity codec's, a kernel codec.
-        if self.exact() || self.identity {
-            return true;
-        }
-        let (me, part) = (self.comm.rank(), self.part);
-        let (outgoing, incoming) = lists(route);
-        for peer in (0..self.comm.size()).filter(|&peer| peer != me) {
-            for (side, list) in [(Side::Encode, outgoing(part, peer)), (Side::Decode, incoming(part, peer))] {
-                let id = StreamId { tag, route, peer, side };
-                if self.codecs.get(id, || globals(part, list)).kernel().is_none() {
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
-    /// [`ReplicaRouter::route`] on `store`'s rows (a call [`ReplicaRouter::codes_on_store`]
-    /// allows); returns the encoded bytes that crossed between the store and the host.
-    pub(crate) fn route_on_store(
-        &mut self,
-        tag: Tag,
-        route: Route,
-        store: &mut dyn RowStore,
-        apply: Apply,
-    ) -> Result<BusBytes, ExchangeError> {
-        let mut bus = BusBytes::default();
-        let count = self.rounds(store.dim().1);
-        for index in 0..count {
-            let round = Round { index, count };
-            let messages = self.encode_on_store(tag, route, store, round, &mut bus)?;
-            let received = self.post(tag, messages)?;
-            self.land_on_store(tag, route, store, apply, received, round, &mut bus)?;
-        }
-        Ok(bus)
-    }
-
-    /// [`ReplicaRouter::start`] on `store`'s rows.
-    pub(crate) fn start_on_store(
-        &mut self,
-        tag: Tag,
-        route: Route,
-        store: &mut dyn RowStore,
-    ) -> Result<BusBytes, ExchangeError> {
-        self.check_idle(tag)?;
-        let mut bus = BusBytes::default();
-        let messages = self.encode_on_store(tag, route, store, Round::WHOLE, &mut bus)?;
-        self.post_split(tag, route, messages)?;
-        Ok(bus)
-    }
-
-    /// [`ReplicaRouter::finish`] on `store`'s rows.
-    pub(crate) fn finish_on_store(
-        &mut self,
-        tag: Tag,
-        store: &mut dyn RowStore,
-        apply: Apply,
-    ) -> Result<BusBytes, ExchangeError> {
-        let (route, received) = self.wait_split(tag)?;
-        let mut bus = BusBytes::default();
-        self.land_on_store(tag, route, store, apply, received, Round::WHOLE, &mut bus)?;
-        Ok(bus)
-    }
-
-    /// [`ReplicaRouter::encode`] by the store: each peer's rows of `round` encoded where they
-    /// live.
-    fn encode_on_store(
-        &mut self,
-        tag: Tag,
-        route: Route,
-        store: &mut dyn RowStore,
-        round: Round,
-        bus: &mut BusBytes,
-    ) -> Result<Vec<Vec<u8>>, ExchangeError> {
-        let (rows, width) = store.dim();
-        self.check_rows(tag, rows, width)?;
-        let (part, pass, exact) = (self.part, self.pass, self.exact());
-        let (outgoing, _) = lists(route);
-        let mut identity = IdentityCodec;
-        self.messages(|router, peer, bytes| {
-            let list = outgoing(part, peer);
-            let rows = pick(part, list, round, &mut router.picked);
-            let count = rows.len();
-            let id = StreamId { tag, route, peer, side: Side::Encode };
-            let codec = Self::codec(&mut router.codecs, &mut identity, exact, part, id, list);
-            let start = Instant::now();
-            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
-            let encoding = kernel.encoding(pass, count).map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
-            let measured =
-                store.encode_rows(rows, &encoding, bytes).map_err(|source| ExchangeError::Store { tag, source })?;
-            kernel.sent(&encoding, count, measured, start.elapsed());
-            bus.down += bytes.len() as u64;
-            if !exact {
-                let stats = codec.take_stats();
-                router.record_sent(tag, route, count, width, bytes.len(), stats);
-            }
-            Ok(())
-        })
-    }
-
-    /// [`ReplicaRouter::land`] by the store: each peer's message of `round` decoded onto its
-    /// rows, peers ascending (the order the host's landing combines them in).
-    #[allow(clippy::too_many_arguments)] // `land`'s, and the bytes that crossed.
-    fn land_on_store(
-        &mut self,
-        tag: Tag,
-        route: Route,
-        store: &mut dyn RowStore,
-        apply: Apply,
-        received: Vec<Vec<u8>>,
-        round: Round,
-        bus: &mut BusBytes,
-    ) -> Result<(), ExchangeError> {
-        let put = match apply {
-            Apply::Overwrite => Put::Overwrite,
-            Apply::Add => Put::Add,
-            Apply::Max => {
-                let message = "a maximum over replicas does not land on a row store".to_string();
-                return Err(ExchangeError::Protocol { tag, message });
-            }
-        };
-        let (me, width, part, pass, exact) = (self.comm.rank(), store.dim().1, self.part, self.pass, self.exact());
-        let (_, incoming) = lists(route);
-        let mut identity = IdentityCodec;
-        for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
-            let list = incoming(part, peer);
-            let rows = pick(part, list, round, &mut self.picked);
-            let id = StreamId { tag, route, peer, side: Side::Decode };
-            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
-            let start = Instant::now();
-            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
-            let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
-            let encoding = kernel.encoding(pass, rows.len()).map_err(decode_error)?;
-            // Checked here, so that a malformed message is the codec's error before a kernel
-            // reads it.
-            encoding.check(bytes, rows.len(), width).map_err(decode_error)?;
-            store.decode_rows(rows, &encoding, bytes, put).map_err(|source| ExchangeError::Store { tag, source })?;
-            kernel.received(pass, &encoding, bytes, width, start.elapsed());
-            bus.up += bytes.len() as u64;
-        }
-        self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
-        Ok(())
     }
 
     /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.

@@ -17,6 +17,11 @@
 //! decodes each incoming one onto its rows ([`RowStore::decode_rows`]); only the encoded bytes
 //! cross, and the codecs' bookkeeping (stats, probes) stays on the host.
 //!
+//! A store that sends its messages to the peers' stores itself ([`RowStore::sends_direct`]:
+//! NCCL between GPUs) keeps them where the rows live: such a call moves nothing over the bus but
+//! what a codec's bookkeeping reads of an arrival, and the communicator only records the
+//! all-to-all in the ledger, as the host path would have sent it.
+//!
 //! [`BusBytes`] counts what crossed between the store and the host, apart from the network
 //! ledger. A call moves at most the rows it sends plus the rows it receives: a pull sends its
 //! `reads` and receives into its `writes`, a push the other way round, and a replica sum sends
@@ -54,6 +59,49 @@ pub trait RowStore {
     /// Decodes a message `encoding` wrote for `rows` onto them, over them or added to them, as
     /// [`Encoding::decode`] then [`RowStore::write_rows`] would.
     fn decode_rows(&mut self, rows: &[u32], encoding: &Encoding, bytes: &[u8], put: Put) -> Result<(), StoreError>;
+
+    /// Whether this store sends a message of `encoding` to the peer's store itself, without
+    /// the host (NCCL between GPUs): a call whose every message it sends so goes through
+    /// [`RowStore::encode_kept`], [`RowStore::post_kept`] and [`RowStore::decode_kept`]. The
+    /// answer must be the same on every worker for the same encoding. None by default.
+    fn sends_direct(&self, _encoding: &Encoding) -> bool {
+        false
+    }
+
+    /// Encodes the message of `rows` for `peer`, as [`RowStore::encode_rows`] would write it,
+    /// into this store's outbox (over what the outbox held for `peer`); returns its length in
+    /// bytes and what encoding measured.
+    fn encode_kept(
+        &mut self,
+        peer: usize,
+        _rows: &[u32],
+        _encoding: &Encoding,
+    ) -> Result<(usize, Measured), StoreError> {
+        Err(format!("this store keeps no message for rank {peer}").into())
+    }
+
+    /// Sends each outbox message to its peer's store under `phase`, and receives from each
+    /// peer `p` with `incoming[p] = Some((rows, encoding))` its message of `rows` rows by
+    /// `encoding` ([`Encoding::message_len`] bytes) into the inbox (none from this worker).
+    /// The messages may still be in flight when it returns: [`RowStore::decode_kept`] lands
+    /// them after they arrived.
+    fn post_kept(&mut self, phase: &str, _incoming: &[Option<(usize, &Encoding)>]) -> Result<(), StoreError> {
+        Err(format!("{phase}: this store sends no message itself").into())
+    }
+
+    /// Decodes the inbox message from `peer`, which `encoding` wrote for `rows`, onto them as
+    /// [`RowStore::decode_rows`] would (checking it as [`Encoding::check`] does); with `copy`,
+    /// also appends the message's bytes there (a codec's bookkeeping reads them).
+    fn decode_kept(
+        &mut self,
+        peer: usize,
+        _rows: &[u32],
+        _encoding: &Encoding,
+        _put: Put,
+        _copy: Option<&mut Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        Err(format!("this store holds no message from rank {peer}").into())
+    }
 }
 
 impl RowStore for Array2<f32> {

@@ -1,4 +1,6 @@
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use cache_quant::codec::BucketCodec;
 use cache_quant::codec::ecgraph::{ReqEc, ResEc};
@@ -6,6 +8,7 @@ use cache_quant::{
     BitTable, Codec, CodecFactory, Encoding, Knob, LinearQuant, Pass, QuantProbe, StatsTable, StochasticCodec, Stream,
 };
 use comm_hierarchy::Communicator;
+use comm_hierarchy::ledger::{CollectiveRecord, TrafficEntry};
 use graph_partition::book::{LocalGraph, PartitionBook};
 use graph_partition::partition::{Algorithm, Partition, PartitionConfig, partition_graph};
 use ndarray::Array2;
@@ -117,6 +120,132 @@ fn block(part: &LocalGraph, step: usize, keep: &[u32]) -> Array2<f32> {
     })
 }
 
+/// What NCCL does between GPUs, between the in-process workers of a test: each post leaves
+/// its messages here under (sender, receiver, the sender's post count) and takes the ones
+/// addressed to it, refusing one whose length is not the receiver's.
+#[derive(Default)]
+struct PostOffice {
+    slots: Mutex<HashMap<(usize, usize, u64), Vec<u8>>>,
+    arrived: Condvar,
+}
+
+/// One worker's outbox and inbox, which outlive a call's store (a split call's halves each
+/// make one).
+#[derive(Default)]
+struct Mailbox {
+    outbox: HashMap<usize, Vec<u8>>,
+    inbox: HashMap<usize, Vec<u8>>,
+    posts: u64,
+}
+
+/// A host block as a store that sends its own messages through a [`PostOffice`], as the
+/// device's rows do through NCCL: every encoding but buckets (whose header the device builds on
+/// the host) goes store to store.
+struct Linked<'a> {
+    rows: &'a mut Array2<f32>,
+    rank: usize,
+    office: &'a PostOffice,
+    mail: &'a mut Mailbox,
+}
+
+impl RowStore for Linked<'_> {
+    fn dim(&self) -> (usize, usize) {
+        self.rows.dim()
+    }
+
+    fn read_rows(&mut self, rows: &[u32], out: &mut [f32]) -> Result<(), StoreError> {
+        self.rows.read_rows(rows, out)
+    }
+
+    fn write_rows(&mut self, rows: &[u32], values: &[f32], put: Put) -> Result<(), StoreError> {
+        self.rows.write_rows(rows, values, put)
+    }
+
+    fn zero_rows_from(&mut self, from: usize) -> Result<(), StoreError> {
+        self.rows.zero_rows_from(from)
+    }
+
+    fn encode_rows(&mut self, rows: &[u32], encoding: &Encoding, out: &mut Vec<u8>) -> Result<Measured, StoreError> {
+        self.rows.encode_rows(rows, encoding, out)
+    }
+
+    fn decode_rows(&mut self, rows: &[u32], encoding: &Encoding, bytes: &[u8], put: Put) -> Result<(), StoreError> {
+        self.rows.decode_rows(rows, encoding, bytes, put)
+    }
+
+    fn sends_direct(&self, encoding: &Encoding) -> bool {
+        !matches!(encoding, Encoding::Bucket { .. })
+    }
+
+    fn encode_kept(&mut self, peer: usize, rows: &[u32], encoding: &Encoding) -> Result<(usize, Measured), StoreError> {
+        let out = self.mail.outbox.entry(peer).or_default();
+        out.clear();
+        let measured = self.rows.encode_rows(rows, encoding, out)?;
+        Ok((out.len(), measured))
+    }
+
+    fn post_kept(&mut self, phase: &str, incoming: &[Option<(usize, &Encoding)>]) -> Result<(), StoreError> {
+        let (me, post) = (self.rank, self.mail.posts);
+        self.mail.posts += 1;
+        let mut slots = self.office.slots.lock().unwrap();
+        for (&peer, message) in &self.mail.outbox {
+            slots.insert((me, peer, post), message.clone());
+        }
+        self.office.arrived.notify_all();
+        let width = self.rows.ncols();
+        for (peer, &(rows, encoding)) in incoming.iter().enumerate().filter_map(|(p, i)| Some((p, i.as_ref()?))) {
+            let expected = encoding.message_len(rows, width);
+            let message = loop {
+                if let Some(message) = slots.remove(&(peer, me, post)) {
+                    break message;
+                }
+                let (next, wait) = self.office.arrived.wait_timeout(slots, Duration::from_secs(30)).unwrap();
+                if wait.timed_out() {
+                    return Err(format!("{phase}: rank {me} got nothing from rank {peer}").into());
+                }
+                slots = next;
+            };
+            if message.len() != expected {
+                return Err(format!(
+                    "{phase}: rank {peer} sent {} bytes, rank {me} expected {expected}",
+                    message.len()
+                )
+                .into());
+            }
+            self.mail.inbox.insert(peer, message);
+        }
+        Ok(())
+    }
+
+    fn decode_kept(
+        &mut self,
+        peer: usize,
+        rows: &[u32],
+        encoding: &Encoding,
+        put: Put,
+        copy: Option<&mut Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        let bytes = self.mail.inbox.remove(&peer).ok_or_else(|| format!("nothing arrived from rank {peer}"))?;
+        encoding.check(&bytes, rows.len(), self.rows.ncols())?;
+        self.rows.decode_rows(rows, encoding, &bytes, put)?;
+        if let Some(copy) = copy {
+            copy.extend_from_slice(&bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Where a sequence of calls runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// On host blocks, no store.
+    Host,
+    /// Staged through an array store, its messages through the communicator.
+    Staged,
+    /// Staged through a [`Linked`] store.
+    Linked,
+}
+
 /// How one staged or direct sequence of calls ended: each call's block, the exchange's saved
 /// state, the network's bytes and messages (a call of several rounds sends more), and the bus
 /// bytes per call (staged only).
@@ -124,6 +253,8 @@ struct Outcome {
     blocks: Vec<Array2<f32>>,
     state: Vec<u8>,
     network: (u64, u64),
+    /// Every collective (its sequence number left out), and the traffic by phase and peer.
+    ledger: (Vec<CollectiveRecord>, Vec<TrafficEntry>),
     bus: Vec<BusBytes>,
     /// Whether each call ran on the store.
     on_store: Vec<bool>,
@@ -137,14 +268,17 @@ fn run(
     part: &LocalGraph,
     comm: &dyn Communicator,
     calls: &[(Call, bool)],
-    staged: bool,
+    via: Via,
+    office: &PostOffice,
 ) -> Result<Outcome, String> {
     let mut stager = Stager::new(part.num_local());
+    let mut mail = Mailbox::default();
     let mark = comm.ledger_mark();
     let mut out = Outcome {
         blocks: Vec::new(),
         state: Vec::new(),
         network: (0, 0),
+        ledger: (Vec::new(), Vec::new()),
         bus: Vec::new(),
         on_store: Vec::new(),
         stats: StatsTable::default(),
@@ -160,20 +294,32 @@ fn run(
                 footprint.writes.iter().for_each(|&r| x.row_mut(r as usize).fill(1.5));
             }
             let e = |e: &dyn std::fmt::Display| format!("part {} {call:?}: {e}", part.part());
-            match (staged, split) {
-                (true, false) => stager.call(exchange, call, tag, &mut x).map_err(|x| e(&x))?,
-                (true, true) => {
+            let rank = part.part();
+            match (via, split) {
+                (Via::Staged, false) => stager.call(exchange, call, tag, &mut x).map_err(|x| e(&x))?,
+                (Via::Staged, true) => {
                     stager.start(exchange, call, tag, &mut x).map_err(|x| e(&x))?;
                     stager.finish(exchange, call, tag, &mut x).map_err(|x| e(&x))?;
                 }
-                (false, false) => match call {
+                (Via::Linked, false) => stager
+                    .call(exchange, call, tag, &mut Linked { rows: &mut x, rank, office, mail: &mut mail })
+                    .map_err(|x| e(&x))?,
+                (Via::Linked, true) => {
+                    stager
+                        .start(exchange, call, tag, &mut Linked { rows: &mut x, rank, office, mail: &mut mail })
+                        .map_err(|x| e(&x))?;
+                    stager
+                        .finish(exchange, call, tag, &mut Linked { rows: &mut x, rank, office, mail: &mut mail })
+                        .map_err(|x| e(&x))?;
+                }
+                (Via::Host, false) => match call {
                     Call::Pull => exchange.pull_halo(tag, &mut x),
                     Call::Push => exchange.push_halo_grad(tag, &mut x),
                     Call::Sum => exchange.sum_replicas(tag, &mut x),
                     Call::Max => exchange.max_replicas(tag, &mut x),
                 }
                 .map_err(|x| e(&x))?,
-                (false, true) => {
+                (Via::Host, true) => {
                     match call {
                         Call::Pull => exchange.start_pull(tag, &x),
                         _ => exchange.start_push(tag, &x),
@@ -192,8 +338,11 @@ fn run(
         }
     }
     out.stats = exchange.take_stats();
-    let totals = comm.ledger_since(mark).totals();
+    let ledger = comm.ledger_since(mark);
+    let totals = ledger.totals();
     out.network = (totals.bytes(), totals.messages());
+    let calls = ledger.collectives().iter().map(|c| CollectiveRecord { seq: None, ..c.clone() });
+    out.ledger = (calls.collect(), ledger.traffic().to_vec());
     exchange.save_state(&mut out.state).map_err(|e| e.to_string())?;
     Ok(out)
 }
@@ -225,8 +374,9 @@ fn vertex_cut<'p>(
     Box::new(VertexCutExchange::new(part, comm, options).unwrap())
 }
 
-/// Staged and direct calls of one exchange, checked against each other on every worker;
-/// `caches_sums`: the exchange sums through the replica cache when it is asked to.
+/// Staged and direct calls of one exchange, checked against each other on every worker, staged
+/// through the host and store to store; `caches_sums`: the exchange sums through the replica
+/// cache when it is asked to.
 fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)], caches_sums: bool) {
     for stack in STACKS {
         // The replica cache sends a different subset of rows every call, which only stateless
@@ -237,6 +387,7 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
         };
         for (&cached, capped) in caches.iter().flat_map(|c| [(c, false), (c, true)]) {
             let replica_cache = cached.then(|| ReplicaCacheOptions::every_layer(Knob::new(0.05)));
+            let office = PostOffice::default();
             testkit::run(book, |part, comm| {
                 let options = || ExchangeOptions {
                     codecs: codecs(stack),
@@ -244,50 +395,67 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
                     message_cap: capped.then_some(CAP),
                     ..ExchangeOptions::default()
                 };
-                let direct = run(make(part, comm, options()).as_mut(), part, comm, calls, false)?;
-                let mut exchange = make(part, comm, options());
-                let staged = run(exchange.as_mut(), part, comm, calls, true)?;
-                let at = |i: usize| format!("{stack:?} cached {cached} capped {capped} part {} call {i}", part.part());
-                for (i, (d, s)) in direct.blocks.iter().zip(&staged.blocks).enumerate() {
-                    let (call, _) = calls[i % calls.len()];
-                    let footprint = exchange.footprint(call);
-                    for &r in &touched(&footprint) {
-                        let (d, s) = (d.row(r as usize), s.row(r as usize));
-                        assert!(d.iter().all(|v| v.is_finite()), "{}: row {r} read a row outside the footprint", at(i));
-                        // An add sums in another order when staged; everything else is bit for bit.
-                        let close = d.iter().zip(s).all(|(a, b)| match footprint.put {
-                            Put::Add => (a - b).abs() <= 1e-6 * a.abs().max(1.0),
-                            Put::Overwrite => a.to_bits() == b.to_bits(),
-                        });
-                        assert!(close, "{}: row {r}: direct {d} staged {s}", at(i));
-                    }
-                    if let Some(from) = footprint.zeroes_from {
-                        assert!(s.rows().into_iter().skip(from).all(|r| r.iter().all(|&v| v == 0.0)), "{}", at(i));
-                    }
-                    // Bytes: on a store, each message encoded, both ways; else the rows read go
-                    // down and the rows written come up, no more.
-                    let row_bytes = (WIDTH * 4) as u64;
-                    let bus = staged.bus[i];
-                    // The evaluation's rows are exact, whatever the stack.
-                    let evaluates = i / calls.len() == STEPS - 1;
-                    let on_store = coded_bytes(if evaluates { Stack::Exact } else { stack }, part, call)
-                        .filter(|_| call != Call::Max && !(cached && caches_sums && call == Call::Sum));
-                    assert_eq!(staged.on_store[i], on_store.is_some(), "{}", at(i));
-                    match on_store {
-                        Some(coded) => assert_eq!((bus.down, bus.up), coded, "{}", at(i)),
-                        None => {
-                            assert_eq!(bus.down, footprint.reads.len() as u64 * row_bytes, "{}", at(i));
-                            assert_eq!(bus.up, footprint.writes.len() as u64 * row_bytes, "{}", at(i));
+                let direct = run(make(part, comm, options()).as_mut(), part, comm, calls, Via::Host, &office)?;
+                for via in [Via::Staged, Via::Linked] {
+                    let mut exchange = make(part, comm, options());
+                    let staged = run(exchange.as_mut(), part, comm, calls, via, &office)?;
+                    let name = format!("{stack:?} cached {cached} capped {capped} {via:?} part {}", part.part());
+                    let at = |i: usize| format!("{name} call {i}");
+                    for (i, (d, s)) in direct.blocks.iter().zip(&staged.blocks).enumerate() {
+                        let (call, _) = calls[i % calls.len()];
+                        let footprint = exchange.footprint(call);
+                        for &r in &touched(&footprint) {
+                            let (d, s) = (d.row(r as usize), s.row(r as usize));
+                            assert!(
+                                d.iter().all(|v| v.is_finite()),
+                                "{}: row {r} read a row outside the footprint",
+                                at(i)
+                            );
+                            // An add sums in another order when staged; everything else is bit for bit.
+                            let close = d.iter().zip(s).all(|(a, b)| match footprint.put {
+                                Put::Add => (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                                Put::Overwrite => a.to_bits() == b.to_bits(),
+                            });
+                            assert!(close, "{}: row {r}: direct {d} staged {s}", at(i));
                         }
+                        if let Some(from) = footprint.zeroes_from {
+                            assert!(s.rows().into_iter().skip(from).all(|r| r.iter().all(|&v| v == 0.0)), "{}", at(i));
+                        }
+                        // The evaluation's rows are exact, whatever the stack.
+                        let evaluates = i / calls.len() == STEPS - 1;
+                        let coded = if evaluates { Stack::Exact } else { stack };
+                        let on_store = coded_bytes(coded, part, call)
+                            .filter(|_| call != Call::Max && !(cached && caches_sums && call == Call::Sum));
+                        assert_eq!(staged.on_store[i], on_store.is_some(), "{}", at(i));
+                        let bus = staged.bus[i];
+                        assert_eq!(bus, expected_bus(coded, on_store, via, &footprint), "{}", at(i));
+                        let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len() + part.recv(q).len()).sum();
+                        assert!(bus.total() <= 2 * sent as u64 * (WIDTH * 4) as u64, "{}", at(i));
                     }
-                    let sent: usize = (0..part.num_parts()).map(|q| part.send(q).len() + part.recv(q).len()).sum();
-                    assert!(bus.total() <= 2 * sent as u64 * row_bytes, "{}", at(i));
+                    assert_eq!(direct.state, staged.state, "{name}: codec state");
+                    assert_eq!(direct.network, staged.network, "{name}: network");
+                    assert_eq!(direct.ledger, staged.ledger, "{name}: ledger");
+                    assert_eq!(direct.stats, staged.stats, "{name}: codec stats");
                 }
-                assert_eq!(direct.state, staged.state, "{stack:?} cached {cached} part {}: codec state", part.part());
-                assert_eq!(direct.network, staged.network, "{stack:?} capped {capped} part {}: network", part.part());
-                assert_eq!(direct.stats, staged.stats, "{stack:?} cached {cached} part {}: codec stats", part.part());
                 Ok(())
             });
+        }
+    }
+}
+
+/// The bytes a staged call moves between its store and the host: on a store, each message
+/// encoded, both ways (`coded`: down, up), or nothing where it goes store to store but what
+/// the stochastic codec's probe reads of a training arrival; else the rows read go down and
+/// the rows written come up, no more.
+fn expected_bus(stack: Stack, coded: Option<(u64, u64)>, via: Via, footprint: &Footprint) -> BusBytes {
+    let row_bytes = (WIDTH * 4) as u64;
+    match coded {
+        Some((_, up)) if via == Via::Linked && !matches!(stack, Stack::Bucket | Stack::Mixed) => {
+            BusBytes { down: if stack == Stack::Stochastic { up } else { 0 }, up: 0 }
+        }
+        Some((down, up)) => BusBytes { down, up },
+        None => {
+            BusBytes { down: footprint.reads.len() as u64 * row_bytes, up: footprint.writes.len() as u64 * row_bytes }
         }
     }
 }
@@ -379,6 +547,35 @@ fn a_message_the_store_cannot_decode_is_an_error_naming_the_peer() {
                 assert!(msg.contains("fwd/0/halo") && msg.contains("decoding rows from rank"), "{msg}");
                 assert!(msg.contains("stochastic"), "{msg}");
             }
+        }
+        Ok(())
+    });
+}
+
+/// A store that sends its own messages holds one call's at a time: a call that would send
+/// while a split call's are in flight is refused before it encodes anything, and the split
+/// call still finishes as the direct one does.
+#[test]
+fn a_store_sends_no_message_while_a_split_calls_are_in_flight() {
+    let book = edge_cut_book();
+    let office = PostOffice::default();
+    testkit::run(&book, |part, comm| {
+        let mut exchange = EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+        exchange.begin(Pass::train(1, 0));
+        let (mut stager, mut mail, rank) = (Stager::new(part.num_local()), Mailbox::default(), part.part());
+        let (pull, next) = (Tag::new(0, Direction::Forward, Step::Halo), Tag::new(1, Direction::Forward, Step::Halo));
+        let mut x = block(part, 0, exchange.footprint(Call::Pull).reads);
+        let mut store = Linked { rows: &mut x, rank, office: &office, mail: &mut mail };
+        stager.start(&mut exchange, Call::Pull, pull, &mut store).map_err(|e| e.to_string())?;
+        let err = stager.call(&mut exchange, Call::Pull, next, &mut store).unwrap_err().to_string();
+        assert!(err.contains("fwd/1/halo") && err.contains("still in flight") && err.contains("fwd/0/halo"), "{err}");
+        stager.finish(&mut exchange, Call::Pull, pull, &mut store).map_err(|e| e.to_string())?;
+        let mut direct = block(part, 0, exchange.footprint(Call::Pull).reads);
+        let mut reference = EdgeCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+        reference.begin(Pass::train(1, 0));
+        reference.pull_halo(pull, &mut direct).map_err(|e| e.to_string())?;
+        for &r in exchange.footprint(Call::Pull).writes {
+            assert_eq!(x.row(r as usize), direct.row(r as usize), "part {rank} row {r}");
         }
         Ok(())
     });

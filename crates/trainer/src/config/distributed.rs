@@ -19,13 +19,13 @@ pub enum Backend {
     /// One process per worker, started by `mpirun`; the world size gives the number of workers.
     Mpi,
     /// One thread per worker in this process, each on a GPU of its own (`--device cuda`): the
-    /// exchanges staged through the host as under `local`, the gradient all-reduce by NCCL on
-    /// the GPUs. Needs a build with the `nccl` feature and a GPU per worker.
+    /// gradient all-reduce by NCCL on the GPUs, and the exchanges' messages sent GPU to GPU by
+    /// NCCL where the codecs encode on the device (else staged through the host as under
+    /// `local`). Needs a build with the `nccl` feature and a GPU per worker.
     Nccl,
     /// One process per worker, started by `mpirun` (`--backend nccl` under a launcher becomes
-    /// this), each on the GPU of its index on its machine (`--device cuda`): the exchanges
-    /// staged through the host and sent by MPI as under `mpi`, the gradient all-reduce by NCCL
-    /// on the GPUs, across machines. Needs a build with the `mpi` and `nccl` features and a GPU
+    /// this), each on the GPU of its index on its machine (`--device cuda`): as `nccl`, across
+    /// machines, the exchanges that stay staged through the host sent by MPI as under `mpi`. Needs a build with the `mpi` and `nccl` features and a GPU
     /// per process.
     #[serde(rename = "mpi-nccl")]
     MpiNccl,
@@ -100,9 +100,9 @@ pub struct DistributedConfig {
     pub hosts: usize,
     /// Where the workers run: local (in-process threads), mpi (MPI processes, `mpirun -np P
     /// halo ...`; the default when started by mpirun), nccl (in-process threads on a GPU each,
-    /// `--device cuda`, their gradients summed by NCCL; a build with `--features nccl`) or
-    /// mpi-nccl (MPI processes on a GPU each, their gradients summed by NCCL; what nccl becomes
-    /// under mpirun; a build with `--features mpi,nccl`).
+    /// `--device cuda`, their gradients summed and their exchanges sent by NCCL; a build with
+    /// `--features nccl`) or mpi-nccl (MPI processes on a GPU each, the same by NCCL; what nccl
+    /// becomes under mpirun; a build with `--features mpi,nccl`).
     #[cfg_attr(feature = "clap", arg(long, value_name = "local|mpi|nccl|mpi-nccl"))]
     pub backend: Backend,
     /// The modeled cluster, one of cdfgnn, adaqp, ecgraph, featpart, adgraph (the papers'

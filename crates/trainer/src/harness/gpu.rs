@@ -1,6 +1,7 @@
 //! A worker's GPU: placed by its local index (`placement`), and opened once the workers that
-//! share it are known to fit in its free memory; under `backend = "nccl"` with the NCCL
-//! communicator that sums the workers' gradients on their GPUs, one worker per GPU.
+//! share it are known to fit in its free memory; under `backend = "nccl"` joined to the other
+//! workers' GPUs by NCCL, one worker per GPU, which sums their gradients and carries the
+//! messages of their exchange calls on the device's rows.
 
 use gnn_core::gpu::Device;
 use gnn_core::gpu::footprint::Footprint;
@@ -13,42 +14,40 @@ use crate::report::DeviceSummary;
 /// A worker's GPU: its device (its own stream) and what the memory check before upload found.
 pub(crate) struct Gpu {
     pub(crate) dev: Device,
-    /// Under `backend = "nccl"`: the NCCL communicator on the device's stream (read by the
-    /// device workers, which a build without `cuda` has none of).
+    /// Under `backend = "nccl"`: the device is joined to the other workers' by NCCL
+    /// (`Device::join_peers`), which sums their gradients and carries their exchanges'
+    /// messages (read by the device workers, which a build without `cuda` has none of).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) nccl: Option<Nccl>,
+    pub(crate) joined: bool,
     /// `final.device` but the peak, which is read at the end.
     summary: DeviceSummary,
 }
 
-/// The NCCL communicator of a worker's GPU (feature `nccl`); without the feature a type with no
-/// value, as `backend = "nccl"` is refused before any GPU opens.
+/// Joins `dev` to the other workers' devices by NCCL: a collective over `comm` (rank 0's id
+/// broadcast under `nccl-init`).
 #[cfg(feature = "nccl")]
-pub(crate) type Nccl = comm_hierarchy::nccl::NcclComm;
-#[cfg(not(feature = "nccl"))]
-pub(crate) enum Nccl {}
-
-/// Joins the workers' NCCL communicator on `dev`'s stream: a collective over `comm` (rank 0's
-/// id broadcast under `nccl-init`).
-#[cfg(feature = "nccl")]
-fn open_nccl(comm: &dyn comm_hierarchy::Communicator, dev: &Device) -> Result<Nccl, TrainError> {
-    Ok(Nccl::new(comm, dev.stream().clone()).map_err(DistError::from)?)
+fn join(comm: &dyn comm_hierarchy::Communicator, dev: &Device) -> Result<(), TrainError> {
+    Ok(dev.join_peers(comm)?)
 }
 
 #[cfg(not(feature = "nccl"))]
-fn open_nccl(_comm: &dyn comm_hierarchy::Communicator, _dev: &Device) -> Result<Nccl, TrainError> {
+fn join(_comm: &dyn comm_hierarchy::Communicator, _dev: &Device) -> Result<(), TrainError> {
     Err(TrainError::NoNccl)
 }
 
-/// Sums `flat`, a worker's gradients on its GPU, over the workers by NCCL under `phase`.
+/// Sums `flat`, a worker's gradients on its joined GPU, over the workers by NCCL under `phase`.
 #[cfg(feature = "nccl")]
-pub(crate) fn nccl_sum(nccl: &Nccl, phase: &str, flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
-    Ok(nccl.all_reduce_sum_f32(phase, flat).map_err(DistError::from)?)
+pub(crate) fn nccl_sum(dev: &Device, phase: &str, flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
+    Ok(dev.sum_on_peers(phase, flat)?)
 }
 
 #[cfg(all(feature = "cuda", not(feature = "nccl")))]
-pub(crate) fn nccl_sum(nccl: &Nccl, _phase: &str, _flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
-    match *nccl {}
+pub(crate) fn nccl_sum(
+    _dev: &Device,
+    _phase: &str,
+    _flat: &mut gnn_core::gpu::CudaSlice<f32>,
+) -> Result<(), TrainError> {
+    Err(TrainError::NoNccl)
 }
 
 impl Gpu {
@@ -66,7 +65,7 @@ impl Gpu {
             total_gpu_bytes: memory.total,
             peak_gpu_bytes: 0,
         };
-        Ok(Self { dev, nccl: None, summary })
+        Ok(Self { dev, joined: false, summary })
     }
 
     /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
@@ -126,10 +125,10 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
     device::check(ordinal, workers, on_gpu, memory.free)?;
     // A collective that blocks until every worker joins: a call, so a worker waiting in it
     // gives up the compute gate.
-    let nccl = match rank.backend().nccl() {
-        true => Some(clock.call(|| open_nccl(comm, &dev))?),
-        false => None,
-    };
+    let joined = rank.backend().nccl();
+    if joined {
+        clock.call(|| join(comm, &dev))?;
+    }
     let summary = DeviceSummary {
         ordinal,
         estimated_gpu_bytes: on_gpu.total(),
@@ -137,7 +136,7 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         total_gpu_bytes: memory.total,
         peak_gpu_bytes: 0,
     };
-    Ok(Gpu { dev, nccl, summary })
+    Ok(Gpu { dev, joined, summary })
 }
 
 /// The first GPU that more than one worker claims, with their number.

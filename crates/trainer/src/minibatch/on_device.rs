@@ -136,7 +136,7 @@ mod cuda {
     use crate::device::{accuracies, upload_splits};
     use crate::guard;
     use crate::harness::GradSum;
-    use crate::harness::gpu::{Nccl, nccl_sum};
+    use crate::harness::gpu::nccl_sum;
     use crate::minibatch::compute::{BatchPass, Inputs};
     use crate::minibatch::trainer::FullGraph;
     use crate::report::{DeviceEpoch, TrainedModel, phase_s};
@@ -169,8 +169,9 @@ mod cuda {
 
     struct OnDevice<'d> {
         dev: &'d Device,
-        /// Under `backend = "nccl"`: the communicator that sums the gradients on the GPUs.
-        nccl: Option<&'d Nccl>,
+        /// Under `backend = "nccl"`: the device is joined to the others, and the gradients are
+        /// summed on the GPUs.
+        joined: bool,
         /// The same GPU on the copy stream: the batches go up there.
         copy: Device,
         model: DeviceModel<'d>,
@@ -227,7 +228,7 @@ mod cuda {
             let copy = dev.copy_device()?;
             Ok(Self {
                 dev,
-                nccl: gpu.nccl.as_ref(),
+                joined: gpu.joined,
                 model: DeviceModel::from_model(dev, &host)?,
                 host,
                 features: None,
@@ -339,9 +340,11 @@ mod cuda {
         /// Under NCCL: the gradients gathered into one device buffer, summed there and put
         /// back; the host copy, if one was brought down, is stale then and dropped.
         fn sum_grads_on_gpus(&mut self, sum: &mut GradSum<'_>) -> Result<bool, TrainError> {
-            let Some(nccl) = self.nccl else { return Ok(false) };
+            if !self.joined {
+                return Ok(false);
+            }
             let mut flat = self.model.grads_on_device()?;
-            sum.on_device(flat.len(), |phase| nccl_sum(nccl, phase, &mut flat))?;
+            sum.on_device(flat.len(), |phase| nccl_sum(self.dev, phase, &mut flat))?;
             self.model.set_grads_on_device(&flat)?;
             self.grads = None;
             Ok(true)

@@ -224,6 +224,11 @@ impl KernelCodec for StochasticCodec {
         }
         self.probe.add_time(spent);
     }
+
+    /// The probe takes each arrived row's range from its header in training.
+    fn reads_arrivals(&self, pass: Pass) -> bool {
+        pass.mode == Mode::Train
+    }
 }
 
 impl Codec for StochasticCodec {

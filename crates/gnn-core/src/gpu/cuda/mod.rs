@@ -8,6 +8,8 @@ mod kernels;
 mod link;
 mod meter;
 mod model;
+#[cfg(feature = "nccl")]
+mod peers;
 mod ptx;
 mod rows;
 mod stage;
@@ -56,6 +58,13 @@ pub enum GpuError {
     Stage(#[from] crate::exchange::staging::StageError),
     #[error("a copy device (`Device::copy_device`) only uploads; products run on the device it copies for")]
     CopyOnly,
+    /// NCCL between the joined devices failed.
+    #[cfg(feature = "nccl")]
+    #[error(transparent)]
+    Peers(#[from] comm_hierarchy::CommError),
+    #[cfg(feature = "nccl")]
+    #[error("this device was not joined to its peers (`Device::join_peers`)")]
+    NotJoined,
 }
 
 /// One CUDA device.
@@ -76,6 +85,9 @@ pub struct Device {
     spans: Mutex<meter::Spans>,
     /// The codecs' kernels inside those spans ([`Device::codec_span`]).
     codec_spans: Mutex<meter::Spans>,
+    /// The other workers' devices, once joined ([`Device::join_peers`]).
+    #[cfg(feature = "nccl")]
+    peers: Mutex<Option<peers::Peers>>,
 }
 
 impl std::fmt::Debug for Device {
@@ -108,6 +120,8 @@ impl Device {
             d2h_bytes: AtomicU64::new(0),
             spans: Mutex::default(),
             codec_spans: Mutex::default(),
+            #[cfg(feature = "nccl")]
+            peers: Mutex::default(),
         })
     }
 

@@ -65,6 +65,34 @@ impl RowLists {
     }
 }
 
+/// A message on the device: exact rows as their values, a quantized message as its bytes, or
+/// nothing (no rows: no buffer of no bytes is allocated).
+pub(super) enum Message {
+    Values(CudaSlice<f32>),
+    Bytes(CudaSlice<u8>),
+    Empty,
+}
+
+impl Message {
+    /// Its length in bytes.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Message::Values(v) => v.len() * std::mem::size_of::<f32>(),
+            Message::Bytes(b) => b.len(),
+            Message::Empty => 0,
+        }
+    }
+
+    /// Appends its bytes to `out` (waiting for the device's stream).
+    fn download(&self, dev: &Device, out: &mut Vec<u8>) -> Result<(), GpuError> {
+        match self {
+            Message::Values(values) => dev.download_bytes(values, out),
+            Message::Bytes(bytes) => dev.download_bytes(bytes, out),
+            Message::Empty => Ok(()),
+        }
+    }
+}
+
 /// A `rows x cols` row-major block on a device, as a [`RowStore`].
 pub struct DeviceRows<'a> {
     dev: &'a Device,
@@ -131,41 +159,21 @@ impl RowStore for DeviceRows<'_> {
             return Ok(encoding.encode(&[], self.cols, out)?);
         }
         encoding.validate(rows.len())?;
-        let (dev, d) = (self.dev, self.cols);
-        let idx = self.lists.position(dev, rows, self.rows)?;
-        let (bytes, measured) = match encoding {
-            // The rows gathered in message order are the message.
-            Encoding::Exact => {
-                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
-                dev.download_bytes(&values, out)?;
-                return Ok(Measured::default());
-            }
-            Encoding::Linear { bits } => {
-                let index = &self.lists.lists[idx].1;
-                let bytes = dev.codec_span(|| dev.linear_encode(d, *bits, index, self.block, self.rows))?;
-                (bytes, Measured::default())
-            }
-            Encoding::Stochastic { key, bits, gids } => {
-                let table = self.lists.widths(dev, bits, d)?;
-                let ids = self.lists.position(dev, &gids[..rows.len()], u32::MAX as usize + 1)?;
-                let lists = &*self.lists;
-                let (index, ids, table) = (&lists.lists[idx].1, &lists.lists[ids].1, &lists.widths[table].2);
-                let (bytes, sums) =
-                    dev.codec_span(|| dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows))?;
-                (bytes, measured(dev, &sums)?)
-            }
-            Encoding::Bucket { bits } => {
-                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
-                let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
-                let mut bounds = [0.0f32; 2];
-                dev.download_into(&message.lo, &mut bounds[..1])?;
-                dev.download_into(&message.hi, &mut bounds[1..])?;
-                out.push(*bits);
-                bounds.iter().for_each(|b| out.extend(b.to_le_bytes()));
-                (message.packed, measured(dev, &message.sums)?)
-            }
-        };
-        dev.download_bytes(&bytes, out)?;
+        if let Encoding::Bucket { bits } = encoding {
+            let (dev, d) = (self.dev, self.cols);
+            let idx = self.lists.position(dev, rows, self.rows)?;
+            let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
+            let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
+            let mut bounds = [0.0f32; 2];
+            dev.download_into(&message.lo, &mut bounds[..1])?;
+            dev.download_into(&message.hi, &mut bounds[1..])?;
+            out.push(*bits);
+            bounds.iter().for_each(|b| out.extend(b.to_le_bytes()));
+            dev.download_bytes(&message.packed, out)?;
+            return Ok(measured(self.dev, &message.sums)?);
+        }
+        let (message, measured) = self.encode_here(rows, encoding)?;
+        message.download(self.dev, out)?;
         Ok(measured)
     }
 
@@ -175,17 +183,9 @@ impl RowStore for DeviceRows<'_> {
             return Ok(());
         }
         let (dev, d) = (self.dev, self.cols);
-        let values = match encoding {
-            Encoding::Exact => dev.upload_bytes(bytes)?,
-            Encoding::Linear { bits } => {
-                let message = dev.upload(bytes)?;
-                dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), &message))?
-            }
-            Encoding::Stochastic { bits, .. } => {
-                let table = self.lists.widths(dev, bits, d)?;
-                let message = dev.upload(bytes)?;
-                dev.codec_span(|| dev.stochastic_decode(d, &self.lists.widths[table].2, &message))?
-            }
+        let message = match encoding {
+            Encoding::Exact => Message::Values(dev.upload_bytes(bytes)?),
+            Encoding::Linear { .. } | Encoding::Stochastic { .. } => Message::Bytes(dev.upload(bytes)?),
             // The header (its width, minimum and maximum; checked above) is read here, and only
             // the packed ids go up.
             Encoding::Bucket { .. } => {
@@ -193,14 +193,132 @@ impl RowStore for DeviceRows<'_> {
                 let bits = u32::from(scale.bits);
                 let packed = dev.upload(&bytes[bucket::HEADER_BYTES..])?;
                 let (lo, hi) = (dev.upload(&[scale.lo])?, dev.upload(&[scale.hi])?);
-                dev.codec_span(|| {
+                let values = dev.codec_span(|| {
                     let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
                     dev.bucket_dequantize(bits, &BucketCodes { lo, hi, codes })
-                })?
+                })?;
+                Message::Values(values)
+            }
+        };
+        let encoding = if matches!(encoding, Encoding::Bucket { .. }) { &Encoding::Exact } else { encoding };
+        Ok(self.decode_here(rows, encoding, &message, put)?)
+    }
+
+    #[cfg(feature = "nccl")]
+    fn sends_direct(&self, encoding: &Encoding) -> bool {
+        // A bucket message's header is made on the host (see `encode_rows`).
+        self.dev.joined() && !matches!(encoding, Encoding::Bucket { .. })
+    }
+
+    #[cfg(feature = "nccl")]
+    fn encode_kept(&mut self, peer: usize, rows: &[u32], encoding: &Encoding) -> Result<(usize, Measured), StoreError> {
+        encoding.validate(rows.len())?;
+        let (message, measured) = match rows.is_empty() || self.cols == 0 {
+            true => (Message::Empty, Measured::default()),
+            false => self.encode_here(rows, encoding)?,
+        };
+        let len = message.bytes();
+        let mut peers = self.dev.peers();
+        peers.as_mut().ok_or(GpuError::NotJoined)?.outbox.insert(peer, message);
+        Ok((len, measured))
+    }
+
+    #[cfg(feature = "nccl")]
+    fn post_kept(&mut self, phase: &str, incoming: &[Option<(usize, &Encoding)>]) -> Result<(), StoreError> {
+        let cols = self.cols;
+        let sizes: Vec<Option<(usize, bool)>> = incoming
+            .iter()
+            .map(|i| i.map(|(rows, e)| (e.message_len(rows, cols), matches!(e, Encoding::Exact))))
+            .collect();
+        let mut peers = self.dev.peers();
+        Ok(peers.as_mut().ok_or(GpuError::NotJoined)?.post(self.dev, phase, &sizes)?)
+    }
+
+    #[cfg(feature = "nccl")]
+    fn decode_kept(
+        &mut self,
+        peer: usize,
+        rows: &[u32],
+        encoding: &Encoding,
+        put: Put,
+        copy: Option<&mut Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        encoding.validate(rows.len())?;
+        let message = {
+            let mut peers = self.dev.peers();
+            let inbox = &mut peers.as_mut().ok_or(GpuError::NotJoined)?.inbox;
+            inbox.remove(&peer).ok_or_else(|| format!("nothing arrived from rank {peer}"))?
+        };
+        let expected = encoding.message_len(rows.len(), self.cols);
+        if message.bytes() != expected {
+            return Err(format!("rank {peer}'s message has {} bytes, its encoding {expected}", message.bytes()).into());
+        }
+        if let Some(copy) = copy {
+            message.download(self.dev, copy)?;
+        }
+        if rows.is_empty() || self.cols == 0 {
+            return Ok(());
+        }
+        Ok(self.decode_here(rows, encoding, &message, put)?)
+    }
+}
+
+impl DeviceRows<'_> {
+    /// The message of `rows` (at least one, of at least one column) by `encoding`, but a
+    /// bucket's, where the rows live: exact rows gathered in message order, a quantized
+    /// message encoded by its kernel; with what encoding measured.
+    fn encode_here(&mut self, rows: &[u32], encoding: &Encoding) -> Result<(Message, Measured), GpuError> {
+        let (dev, d) = (self.dev, self.cols);
+        let idx = self.lists.position(dev, rows, self.rows)?;
+        Ok(match encoding {
+            Encoding::Exact => {
+                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
+                (Message::Values(values), Measured::default())
+            }
+            Encoding::Linear { bits } => {
+                let index = &self.lists.lists[idx].1;
+                let bytes = dev.codec_span(|| dev.linear_encode(d, *bits, index, self.block, self.rows))?;
+                (Message::Bytes(bytes), Measured::default())
+            }
+            Encoding::Stochastic { key, bits, gids } => {
+                let table = self.lists.widths(dev, bits, d)?;
+                let ids = self.lists.position(dev, &gids[..rows.len()], u32::MAX as usize + 1)?;
+                let lists = &*self.lists;
+                let (index, ids, table) = (&lists.lists[idx].1, &lists.lists[ids].1, &lists.widths[table].2);
+                let (bytes, sums) =
+                    dev.codec_span(|| dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows))?;
+                (Message::Bytes(bytes), measured(dev, &sums)?)
+            }
+            Encoding::Bucket { .. } => {
+                let detail = "a bucket message is encoded with its header (`encode_rows`)".to_string();
+                return Err(GpuError::Shape { kernel: "row store", detail });
+            }
+        })
+    }
+
+    /// Decodes `message`, which `encoding` (but a bucket's: its decoded values come as exact
+    /// rows) wrote for `rows` (at least one), onto them: over them or added to them.
+    fn decode_here(&mut self, rows: &[u32], encoding: &Encoding, message: &Message, put: Put) -> Result<(), GpuError> {
+        let (dev, d) = (self.dev, self.cols);
+        let decoded;
+        let values = match (encoding, message) {
+            (Encoding::Exact, Message::Values(values)) => values,
+            (Encoding::Linear { bits }, Message::Bytes(bytes)) => {
+                decoded = dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), bytes))?;
+                &decoded
+            }
+            (Encoding::Stochastic { bits, .. }, Message::Bytes(bytes)) => {
+                let table = self.lists.widths(dev, bits, d)?;
+                decoded = dev.codec_span(|| dev.stochastic_decode(d, &self.lists.widths[table].2, bytes))?;
+                &decoded
+            }
+            _ => {
+                let detail = format!("a message of {} bytes is not one of {encoding:?}", message.bytes());
+                return Err(GpuError::Shape { kernel: "row store", detail });
             }
         };
         let idx = self.lists.index(dev, rows, self.rows)?;
-        dev.scatter_rows_at(put, d, idx, &values, self.block, self.rows)?;
+        dev.scatter_rows_at(put, d, idx, values, self.block, self.rows)?;
         Ok(())
     }
 }
