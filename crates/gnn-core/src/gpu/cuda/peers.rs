@@ -3,7 +3,8 @@
 //! its exchange calls on the device's rows go GPU to GPU ([`crate::gpu::DeviceRows`] as a
 //! store that sends its own messages), each kept in device memory from its encoding to its
 //! decoding: an outbox and an inbox of one message per peer, sent and received by one group of
-//! NCCL sends and receives on the device's stream, which orders the decoding after the arrival.
+//! NCCL sends and receives on the communicator's own stream (forked from the device's), and
+//! ordered against the device's stream by cudarc's events on each buffer.
 
 use std::collections::HashMap;
 use std::sync::MutexGuard;
@@ -27,7 +28,10 @@ impl Device {
     /// 0's NCCL id broadcast under `nccl-init`) that makes an NCCL communicator on this
     /// device's stream, one worker per GPU.
     pub fn join_peers(&self, bootstrap: &dyn Communicator) -> Result<(), GpuError> {
-        let comm = NcclComm::new(bootstrap, self.stream.clone())?;
+        // NCCL runs on a stream of its own, so a split call's messages are in flight while the
+        // device's stream computes (AdaQP's central rows); cudarc's events order every buffer's
+        // uses across the two streams (a send after its encoding, a decode after its arrival).
+        let comm = NcclComm::new(bootstrap, self.stream.fork()?)?;
         *self.peers() = Some(Peers { comm, outbox: HashMap::new(), inbox: HashMap::new() });
         Ok(())
     }
@@ -52,23 +56,20 @@ impl Device {
 impl Peers {
     /// Sends every outbox message to its peer and receives, from each peer `p` with
     /// `incoming[p] = Some((bytes, values))`, its message of `bytes` bytes (as values where
-    /// `values`) into the inbox, by one NCCL group on `dev`'s stream; returns before the
-    /// messages arrive (the stream's later work runs after them).
-    pub(super) fn post(
-        &mut self,
-        dev: &Device,
-        phase: &str,
-        incoming: &[Option<(usize, bool)>],
-    ) -> Result<(), GpuError> {
+    /// `values`) into the inbox, by one NCCL group on the communicator's stream; returns before
+    /// the messages arrive (a decode on the device's stream waits for its buffer's arrival).
+    pub(super) fn post(&mut self, phase: &str, incoming: &[Option<(usize, bool)>]) -> Result<(), GpuError> {
         self.inbox.clear();
+        let stream = self.comm.stream();
         for (peer, &(bytes, values)) in incoming.iter().enumerate().filter_map(|(p, i)| Some((p, i.as_ref()?))) {
             let message = match (bytes, values) {
                 (0, _) => Message::Empty,
-                // SAFETY: the receive queued below on the device's stream writes every element
-                // before any later work of the stream (the decode) reads it.
-                (_, true) => Message::Values(unsafe { dev.output::<f32>(bytes / std::mem::size_of::<f32>()) }?),
+                // SAFETY: allocated on the communicator's stream, whose receive queued below
+                // writes every element before any later use of the buffer on any stream (cudarc
+                // records the write and makes the decoding stream wait for it).
+                (_, true) => Message::Values(unsafe { stream.alloc::<f32>(bytes / std::mem::size_of::<f32>()) }?),
                 // SAFETY: as above.
-                (_, false) => Message::Bytes(unsafe { dev.output::<u8>(bytes) }?),
+                (_, false) => Message::Bytes(unsafe { stream.alloc::<u8>(bytes) }?),
             };
             self.inbox.insert(peer, message);
         }

@@ -231,7 +231,7 @@ impl RowStore for DeviceRows<'_> {
             .map(|i| i.map(|(rows, e)| (e.message_len(rows, cols), matches!(e, Encoding::Exact))))
             .collect();
         let mut peers = self.dev.peers();
-        Ok(peers.as_mut().ok_or(GpuError::NotJoined)?.post(self.dev, phase, &sizes)?)
+        Ok(peers.as_mut().ok_or(GpuError::NotJoined)?.post(phase, &sizes)?)
     }
 
     #[cfg(feature = "nccl")]
