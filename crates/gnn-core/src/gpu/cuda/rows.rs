@@ -70,6 +70,8 @@ impl RowLists {
 pub(super) enum Message {
     Values(CudaSlice<f32>),
     Bytes(CudaSlice<u8>),
+    /// Sent store to store only.
+    #[cfg(feature = "nccl")]
     Empty,
 }
 
@@ -79,6 +81,7 @@ impl Message {
         match self {
             Message::Values(v) => v.len() * std::mem::size_of::<f32>(),
             Message::Bytes(b) => b.len(),
+            #[cfg(feature = "nccl")]
             Message::Empty => 0,
         }
     }
@@ -88,6 +91,7 @@ impl Message {
         match self {
             Message::Values(values) => dev.download_bytes(values, out),
             Message::Bytes(bytes) => dev.download_bytes(bytes, out),
+            #[cfg(feature = "nccl")]
             Message::Empty => Ok(()),
         }
     }
