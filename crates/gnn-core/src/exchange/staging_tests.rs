@@ -139,8 +139,7 @@ struct Mailbox {
 }
 
 /// A host block as a store that sends its own messages through a [`PostOffice`], as the
-/// device's rows do through NCCL: every encoding but buckets (whose header the device builds on
-/// the host) goes store to store.
+/// device's rows do through NCCL: every kernel encoding goes store to store.
 struct Linked<'a> {
     rows: &'a mut Array2<f32>,
     rank: usize,
@@ -173,8 +172,8 @@ impl RowStore for Linked<'_> {
         self.rows.decode_rows(rows, encoding, bytes, put)
     }
 
-    fn sends_direct(&self, encoding: &Encoding) -> bool {
-        !matches!(encoding, Encoding::Bucket { .. })
+    fn sends_direct(&self, _encoding: &Encoding) -> bool {
+        true
     }
 
     fn encode_kept(&mut self, peer: usize, rows: &[u32], encoding: &Encoding) -> Result<(usize, Measured), StoreError> {
@@ -450,9 +449,7 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
 fn expected_bus(stack: Stack, coded: Option<(u64, u64)>, via: Via, footprint: &Footprint) -> BusBytes {
     let row_bytes = (WIDTH * 4) as u64;
     match coded {
-        Some((_, up)) if via == Via::Linked && !matches!(stack, Stack::Bucket | Stack::Mixed) => {
-            BusBytes { down: if stack == Stack::Stochastic { up } else { 0 }, up: 0 }
-        }
+        Some((_, up)) if via == Via::Linked => BusBytes { down: if stack == Stack::Stochastic { up } else { 0 }, up: 0 },
         Some((down, up)) => BusBytes { down, up },
         None => {
             BusBytes { down: footprint.reads.len() as u64 * row_bytes, up: footprint.writes.len() as u64 * row_bytes }

@@ -7,11 +7,14 @@
 //! ordered against the device's stream by cudarc's events on each buffer.
 
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 use comm_hierarchy::Communicator;
 use comm_hierarchy::nccl::{Incoming, NcclComm, Outgoing};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
+
+use cache_quant::Encoding;
+use cache_quant::codec::bucket;
 
 use super::rows::Message;
 use super::{Device, GpuError};
@@ -55,48 +58,69 @@ impl Device {
 
 impl Peers {
     /// Sends every outbox message to its peer and receives, from each peer `p` with
-    /// `incoming[p] = Some((bytes, values))`, its message of `bytes` bytes (as values where
-    /// `values`) into the inbox, by one NCCL group on the communicator's stream; returns before
-    /// the messages arrive (a decode on the device's stream waits for its buffer's arrival).
-    pub(super) fn post(&mut self, phase: &str, incoming: &[Option<(usize, bool)>]) -> Result<(), GpuError> {
+    /// `incoming[p] = Some((bytes, encoding))`, its message of `bytes` bytes by `encoding` into
+    /// the inbox, by one NCCL group on the communicator's stream; returns before the messages
+    /// arrive (a decode on the device's stream waits for its buffers' arrival). A bucket
+    /// message goes as its bounds and packed ids, in that order; its width is the receiver's
+    /// encoding's, the one every worker's codec holds.
+    pub(super) fn post(&mut self, phase: &str, incoming: &[Option<(usize, &Encoding)>]) -> Result<(), GpuError> {
         self.inbox.clear();
         let stream = self.comm.stream();
-        for (peer, &(bytes, values)) in incoming.iter().enumerate().filter_map(|(p, i)| Some((p, i.as_ref()?))) {
-            let message = match (bytes, values) {
-                (0, _) => Message::Empty,
-                // SAFETY: allocated on the communicator's stream, whose receive queued below
-                // writes every element before any later use of the buffer on any stream (cudarc
-                // records the write and makes the decoding stream wait for it).
-                (_, true) => Message::Values(unsafe { stream.alloc::<f32>(bytes / std::mem::size_of::<f32>()) }?),
-                // SAFETY: as above.
-                (_, false) => Message::Bytes(unsafe { stream.alloc::<u8>(bytes) }?),
+        for (peer, &(bytes, encoding)) in incoming.iter().enumerate().filter_map(|(p, i)| Some((p, i.as_ref()?))) {
+            let message = match encoding {
+                _ if bytes == 0 => Message::Empty,
+                Encoding::Exact => Message::Values(receive_buffer(&stream, bytes / std::mem::size_of::<f32>())?),
+                Encoding::Bucket { bits } => Message::Bucket {
+                    bits: *bits,
+                    lo: receive_buffer(&stream, 1)?,
+                    hi: receive_buffer(&stream, 1)?,
+                    packed: receive_buffer(&stream, bytes.saturating_sub(bucket::HEADER_BYTES))?,
+                },
+                Encoding::Linear { .. } | Encoding::Stochastic { .. } => {
+                    Message::Bytes(receive_buffer(&stream, bytes)?)
+                }
             };
             self.inbox.insert(peer, message);
         }
-        // Freed after the call, in the stream's order: after the sends have read them.
+        // Freed after the call, in the streams' order: after the sends have read them.
         let outbox: Vec<(usize, Message)> = self.outbox.drain().collect();
-        // An empty message is still a send of no bytes to its peer, as the host's all-to-all
-        // posts one (the ledger counts it).
-        let sends = outbox
-            .iter()
-            .map(|(peer, message)| {
-                let out = match message {
-                    Message::Values(v) => Outgoing::Values(v.as_view()),
-                    Message::Bytes(b) => Outgoing::Bytes(b.as_view()),
-                    Message::Empty => Outgoing::Nothing,
-                };
-                (*peer, out)
-            })
-            .collect();
-        let receives = self
-            .inbox
-            .iter_mut()
-            .filter_map(|(&peer, message)| match message {
-                Message::Values(v) => Some((peer, Incoming::Values(v.as_view_mut()))),
-                Message::Bytes(b) => Some((peer, Incoming::Bytes(b.as_view_mut()))),
-                Message::Empty => None,
-            })
-            .collect();
+        let mut sends = Vec::with_capacity(outbox.len());
+        for (peer, message) in &outbox {
+            match message {
+                Message::Values(v) => sends.push((*peer, Outgoing::Values(v.as_view()))),
+                Message::Bytes(b) => sends.push((*peer, Outgoing::Bytes(b.as_view()))),
+                Message::Bucket { lo, hi, packed, .. } => sends.extend([
+                    (*peer, Outgoing::Values(lo.as_view())),
+                    (*peer, Outgoing::Values(hi.as_view())),
+                    (*peer, Outgoing::Bytes(packed.as_view())),
+                ]),
+                // An empty message is still a send of no bytes to its peer, as the host's
+                // all-to-all posts one (the ledger counts it).
+                Message::Empty => sends.push((*peer, Outgoing::Nothing)),
+            }
+        }
+        let mut receives = Vec::with_capacity(self.inbox.len());
+        for (&peer, message) in self.inbox.iter_mut() {
+            match message {
+                Message::Values(v) => receives.push((peer, Incoming::Values(v.as_view_mut()))),
+                Message::Bytes(b) => receives.push((peer, Incoming::Bytes(b.as_view_mut()))),
+                Message::Bucket { lo, hi, packed, .. } => receives.extend([
+                    (peer, Incoming::Values(lo.as_view_mut())),
+                    (peer, Incoming::Values(hi.as_view_mut())),
+                    (peer, Incoming::Bytes(packed.as_view_mut())),
+                ]),
+                Message::Empty => {}
+            }
+        }
         Ok(self.comm.send_recv(phase, sends, receives)?)
     }
+}
+
+/// A buffer of `len` elements on `stream` for a receive that [`Peers::post`] queues there next,
+/// which writes every element.
+fn receive_buffer<T: DeviceRepr>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, GpuError> {
+    // SAFETY: the receive queued on this stream right after writes every element before any
+    // later use of the buffer on any stream (cudarc records the write and makes a decoding
+    // stream wait for it).
+    Ok(unsafe { stream.alloc::<T>(len) }?)
 }

@@ -16,7 +16,7 @@ use cache_quant::codec::bucket;
 use cache_quant::{Encoding, Measured};
 use cudarc::driver::CudaSlice;
 
-use super::{BucketCodes, Device, DeviceIndex, DeviceWidths, GpuError};
+use super::{BucketCodes, BucketMessage, Device, DeviceIndex, DeviceWidths, GpuError};
 use crate::exchange::Put;
 use crate::exchange::staging::{RowStore, StoreError};
 
@@ -65,22 +65,30 @@ impl RowLists {
     }
 }
 
-/// A message on the device: exact rows as their values, a quantized message as its bytes, or
-/// nothing (no rows: no buffer of no bytes is allocated).
+/// A message on the device: exact rows as their values, a row-wise quantized message as its
+/// bytes, a bucket message as its width, bounds and packed ids (its header's fields: the host
+/// writes the header of one that comes down), or nothing (no rows: no buffer of no bytes).
 pub(super) enum Message {
     Values(CudaSlice<f32>),
     Bytes(CudaSlice<u8>),
+    Bucket {
+        bits: u8,
+        lo: CudaSlice<f32>,
+        hi: CudaSlice<f32>,
+        packed: CudaSlice<u8>,
+    },
     /// Sent store to store only.
     #[cfg(feature = "nccl")]
     Empty,
 }
 
 impl Message {
-    /// Its length in bytes.
+    /// Its length in bytes, as [`Encoding::encode`] writes it.
     pub(super) fn bytes(&self) -> usize {
         match self {
             Message::Values(v) => v.len() * std::mem::size_of::<f32>(),
             Message::Bytes(b) => b.len(),
+            Message::Bucket { packed, .. } => bucket::HEADER_BYTES + packed.len(),
             #[cfg(feature = "nccl")]
             Message::Empty => 0,
         }
@@ -91,6 +99,14 @@ impl Message {
         match self {
             Message::Values(values) => dev.download_bytes(values, out),
             Message::Bytes(bytes) => dev.download_bytes(bytes, out),
+            Message::Bucket { bits, lo, hi, packed } => {
+                let mut bounds = [0.0f32; 2];
+                dev.download_into(lo, &mut bounds[..1])?;
+                dev.download_into(hi, &mut bounds[1..])?;
+                out.push(*bits);
+                bounds.iter().for_each(|b| out.extend(b.to_le_bytes()));
+                dev.download_bytes(packed, out)
+            }
             #[cfg(feature = "nccl")]
             Message::Empty => Ok(()),
         }
@@ -163,19 +179,6 @@ impl RowStore for DeviceRows<'_> {
             return Ok(encoding.encode(&[], self.cols, out)?);
         }
         encoding.validate(rows.len())?;
-        if let Encoding::Bucket { bits } = encoding {
-            let (dev, d) = (self.dev, self.cols);
-            let idx = self.lists.position(dev, rows, self.rows)?;
-            let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
-            let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
-            let mut bounds = [0.0f32; 2];
-            dev.download_into(&message.lo, &mut bounds[..1])?;
-            dev.download_into(&message.hi, &mut bounds[1..])?;
-            out.push(*bits);
-            bounds.iter().for_each(|b| out.extend(b.to_le_bytes()));
-            dev.download_bytes(&message.packed, out)?;
-            return Ok(measured(self.dev, &message.sums)?);
-        }
         let (message, measured) = self.encode_here(rows, encoding)?;
         message.download(self.dev, out)?;
         Ok(measured)
@@ -186,7 +189,7 @@ impl RowStore for DeviceRows<'_> {
         if rows.is_empty() || self.cols == 0 {
             return Ok(());
         }
-        let (dev, d) = (self.dev, self.cols);
+        let dev = self.dev;
         let message = match encoding {
             Encoding::Exact => Message::Values(dev.upload_bytes(bytes)?),
             Encoding::Linear { .. } | Encoding::Stochastic { .. } => Message::Bytes(dev.upload(bytes)?),
@@ -194,24 +197,20 @@ impl RowStore for DeviceRows<'_> {
             // the packed ids go up.
             Encoding::Bucket { .. } => {
                 let scale = bucket::header(bytes);
-                let bits = u32::from(scale.bits);
-                let packed = dev.upload(&bytes[bucket::HEADER_BYTES..])?;
-                let (lo, hi) = (dev.upload(&[scale.lo])?, dev.upload(&[scale.hi])?);
-                let values = dev.codec_span(|| {
-                    let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
-                    dev.bucket_dequantize(bits, &BucketCodes { lo, hi, codes })
-                })?;
-                Message::Values(values)
+                Message::Bucket {
+                    bits: scale.bits,
+                    lo: dev.upload(&[scale.lo])?,
+                    hi: dev.upload(&[scale.hi])?,
+                    packed: dev.upload(&bytes[bucket::HEADER_BYTES..])?,
+                }
             }
         };
-        let encoding = if matches!(encoding, Encoding::Bucket { .. }) { &Encoding::Exact } else { encoding };
-        Ok(self.decode_here(rows, encoding, &message, put)?)
+        Ok(self.decode_here(rows, encoding, message, put)?)
     }
 
     #[cfg(feature = "nccl")]
-    fn sends_direct(&self, encoding: &Encoding) -> bool {
-        // A bucket message's header is made on the host (see `encode_rows`).
-        self.dev.joined() && !matches!(encoding, Encoding::Bucket { .. })
+    fn sends_direct(&self, _encoding: &Encoding) -> bool {
+        self.dev.joined()
     }
 
     #[cfg(feature = "nccl")]
@@ -230,10 +229,8 @@ impl RowStore for DeviceRows<'_> {
     #[cfg(feature = "nccl")]
     fn post_kept(&mut self, phase: &str, incoming: &[Option<(usize, &Encoding)>]) -> Result<(), StoreError> {
         let cols = self.cols;
-        let sizes: Vec<Option<(usize, bool)>> = incoming
-            .iter()
-            .map(|i| i.map(|(rows, e)| (e.message_len(rows, cols), matches!(e, Encoding::Exact))))
-            .collect();
+        let sizes: Vec<Option<(usize, &Encoding)>> =
+            incoming.iter().map(|i| i.map(|(rows, e)| (e.message_len(rows, cols), e))).collect();
         let mut peers = self.dev.peers();
         Ok(peers.as_mut().ok_or(GpuError::NotJoined)?.post(phase, &sizes)?)
     }
@@ -263,14 +260,14 @@ impl RowStore for DeviceRows<'_> {
         if rows.is_empty() || self.cols == 0 {
             return Ok(());
         }
-        Ok(self.decode_here(rows, encoding, &message, put)?)
+        Ok(self.decode_here(rows, encoding, message, put)?)
     }
 }
 
 impl DeviceRows<'_> {
-    /// The message of `rows` (at least one, of at least one column) by `encoding`, but a
-    /// bucket's, where the rows live: exact rows gathered in message order, a quantized
-    /// message encoded by its kernel; with what encoding measured.
+    /// The message of `rows` (at least one, of at least one column) by `encoding`, where the
+    /// rows live: exact rows gathered in message order, a quantized message encoded by its
+    /// kernels; with what encoding measured.
     fn encode_here(&mut self, rows: &[u32], encoding: &Encoding) -> Result<(Message, Measured), GpuError> {
         let (dev, d) = (self.dev, self.cols);
         let idx = self.lists.position(dev, rows, self.rows)?;
@@ -293,36 +290,42 @@ impl DeviceRows<'_> {
                     dev.codec_span(|| dev.stochastic_encode(d, *key, table, ids, index, self.block, self.rows))?;
                 (Message::Bytes(bytes), measured(dev, &sums)?)
             }
-            Encoding::Bucket { .. } => {
-                let detail = "a bucket message is encoded with its header (`encode_rows`)".to_string();
-                return Err(GpuError::Shape { kernel: "row store", detail });
+            Encoding::Bucket { bits } => {
+                let values = dev.gather_rows_at(d, &self.lists.lists[idx].1, self.block, self.rows)?;
+                let message = dev.codec_span(|| dev.bucket_encode(*bits, &values))?;
+                let measured = measured(dev, &message.sums)?;
+                let BucketMessage { lo, hi, packed, .. } = message;
+                (Message::Bucket { bits: *bits, lo, hi, packed }, measured)
             }
         })
     }
 
-    /// Decodes `message`, which `encoding` (but a bucket's: its decoded values come as exact
-    /// rows) wrote for `rows` (at least one), onto them: over them or added to them.
-    fn decode_here(&mut self, rows: &[u32], encoding: &Encoding, message: &Message, put: Put) -> Result<(), GpuError> {
+    /// Decodes `message`, which `encoding` wrote for `rows` (at least one), onto them: over
+    /// them or added to them.
+    fn decode_here(&mut self, rows: &[u32], encoding: &Encoding, message: Message, put: Put) -> Result<(), GpuError> {
         let (dev, d) = (self.dev, self.cols);
-        let decoded;
         let values = match (encoding, message) {
             (Encoding::Exact, Message::Values(values)) => values,
             (Encoding::Linear { bits }, Message::Bytes(bytes)) => {
-                decoded = dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), bytes))?;
-                &decoded
+                dev.codec_span(|| dev.linear_decode(d, *bits, rows.len(), &bytes))?
             }
             (Encoding::Stochastic { bits, .. }, Message::Bytes(bytes)) => {
                 let table = self.lists.widths(dev, bits, d)?;
-                decoded = dev.codec_span(|| dev.stochastic_decode(d, &self.lists.widths[table].2, bytes))?;
-                &decoded
+                dev.codec_span(|| dev.stochastic_decode(d, &self.lists.widths[table].2, &bytes))?
             }
-            _ => {
+            // The width the message names (its header's, checked against its length).
+            (Encoding::Bucket { .. }, Message::Bucket { bits, lo, hi, packed }) => dev.codec_span(|| {
+                let bits = u32::from(bits);
+                let codes = dev.unpack_codes(bits, &packed, rows.len() * d)?;
+                dev.bucket_dequantize(bits, &BucketCodes { lo, hi, codes })
+            })?,
+            (encoding, message) => {
                 let detail = format!("a message of {} bytes is not one of {encoding:?}", message.bytes());
                 return Err(GpuError::Shape { kernel: "row store", detail });
             }
         };
         let idx = self.lists.index(dev, rows, self.rows)?;
-        dev.scatter_rows_at(put, d, idx, values, self.block, self.rows)?;
+        dev.scatter_rows_at(put, d, idx, &values, self.block, self.rows)?;
         Ok(())
     }
 }
