@@ -449,7 +449,9 @@ fn staged_equals_direct(book: &PartitionBook, make: Make, calls: &[(Call, bool)]
 fn expected_bus(stack: Stack, coded: Option<(u64, u64)>, via: Via, footprint: &Footprint) -> BusBytes {
     let row_bytes = (WIDTH * 4) as u64;
     match coded {
-        Some((_, up)) if via == Via::Linked => BusBytes { down: if stack == Stack::Stochastic { up } else { 0 }, up: 0 },
+        Some((_, up)) if via == Via::Linked => {
+            BusBytes { down: if stack == Stack::Stochastic { up } else { 0 }, up: 0 }
+        }
         Some((down, up)) => BusBytes { down, up },
         None => {
             BusBytes { down: footprint.reads.len() as u64 * row_bytes, up: footprint.writes.len() as u64 * row_bytes }

@@ -163,9 +163,14 @@ impl ReplicaRouter<'_> {
         let (rows, width) = store.dim();
         self.check_rows(tag, rows, width)?;
         let sending = self.encodings(tag, route, Side::Encode, round)?;
-        let receiving = self.encodings(tag, route, Side::Decode, round)?;
-        let mut all = sending.iter().chain(&receiving).flatten().peekable();
-        let direct = all.peek().is_some() && all.all(|e| store.sends_direct(e));
+        let mut sent = sending.iter().flatten().peekable();
+        // The receiving side's encodings only where the sending side's all go store to store.
+        let receiving = match sent.peek().is_some() && sent.all(|e| store.sends_direct(e)) {
+            true => Some(self.encodings(tag, route, Side::Decode, round)?),
+            false => None,
+        };
+        let receiving = receiving.filter(|r| r.iter().flatten().all(|e| store.sends_direct(e)));
+        let direct = receiving.is_some();
         // A store holds one call's messages at a time.
         if let Some(open) = self.in_flight.as_ref().filter(|open| direct && matches!(open.pending, Pending::Kept(_))) {
             let message = format!("sent while the store's messages of {} are still in flight", open.tag);
@@ -187,7 +192,7 @@ impl ReplicaRouter<'_> {
         }
         let mut sent = vec![0; self.comm.size()];
         let mut arriving = vec![None; self.comm.size()];
-        for (peer, encoding) in receiving.into_iter().enumerate() {
+        for (peer, encoding) in receiving.into_iter().flatten().enumerate() {
             let rows = pick(part, incoming(part, peer), round, &mut self.picked).len();
             arriving[peer] = encoding.map(|e| (rows, e));
         }
