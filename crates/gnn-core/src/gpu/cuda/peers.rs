@@ -9,12 +9,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 
+use cache_quant::Encoding;
+use cache_quant::codec::bucket;
 use comm_hierarchy::Communicator;
 use comm_hierarchy::nccl::{Incoming, NcclComm, Outgoing};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
-
-use cache_quant::Encoding;
-use cache_quant::codec::bucket;
 
 use super::rows::Message;
 use super::{Device, GpuError};
@@ -28,8 +27,8 @@ pub(super) struct Peers {
 
 impl Device {
     /// Joins this device to the other workers' devices: a collective over `bootstrap` (rank
-    /// 0's NCCL id broadcast under `nccl-init`) that makes an NCCL communicator on this
-    /// device's stream, one worker per GPU.
+    /// 0's NCCL id broadcast under `nccl-init`) that makes an NCCL communicator, one worker per
+    /// GPU.
     pub fn join_peers(&self, bootstrap: &dyn Communicator) -> Result<(), GpuError> {
         // NCCL runs on a stream of its own, so a split call's messages are in flight while the
         // device's stream computes (AdaQP's central rows); cudarc's events order every buffer's
