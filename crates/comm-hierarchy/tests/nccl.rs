@@ -65,9 +65,8 @@ fn nccl_sends_and_receives_match_the_host_all_to_all() {
         assert!(err.to_string().contains("cannot exchange"), "{err}");
         let got = (stream.clone_dtoh(&rv).unwrap(), stream.clone_dtoh(&rb).unwrap());
         let sent = values.len() * 4 + bytes.len();
-        let mut message = vec![0u8; sent];
         let mut host = vec![Vec::new(); 2];
-        host[peer] = std::mem::take(&mut message);
+        host[peer] = vec![0u8; sent];
         comm.all_to_all_v("fwd/0/halo", host).map_err(|e| e.to_string())?;
         let real = comm.ledger();
         let mark = comm.ledger_mark();

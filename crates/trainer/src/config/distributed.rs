@@ -25,8 +25,8 @@ pub enum Backend {
     Nccl,
     /// One process per worker, started by `mpirun` (`--backend nccl` under a launcher becomes
     /// this), each on the GPU of its index on its machine (`--device cuda`): as `nccl`, across
-    /// machines, the exchanges that stay staged through the host sent by MPI as under `mpi`. Needs a build with the `mpi` and `nccl` features and a GPU
-    /// per process.
+    /// machines, the exchanges that stay staged through the host sent by MPI as under `mpi`.
+    /// Needs a build with the `mpi` and `nccl` features and a GPU per process.
     #[serde(rename = "mpi-nccl")]
     MpiNccl,
 }

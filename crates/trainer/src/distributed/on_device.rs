@@ -63,7 +63,6 @@ mod cuda {
     use crate::checkpoint::{Moments, WorkerState};
     use crate::distributed::compute::Pass;
     use crate::distributed::param_server::ParamServers;
-    use crate::harness::gpu::nccl_sum;
     use crate::harness::{CommClock, GradSum};
     use crate::method::GradSync;
     use crate::objective::Hits;
@@ -80,9 +79,6 @@ mod cuda {
     /// A worker's model, part and data on one device.
     struct OnDevice<'d> {
         dev: &'d Device,
-        /// Under `backend = "nccl"`: the device is joined to the others, and the gradients are
-        /// summed on the GPUs.
-        joined: bool,
         model: DeviceModel<'d>,
         /// The CPU model's configuration, which saved weights carry.
         config: ModelConfig,
@@ -130,7 +126,6 @@ mod cuda {
             let upload = |rows: &[u32]| DeviceLabels::upload(dev, &share.labels, rows, n, classes);
             Ok(Self {
                 dev,
-                joined: gpu.joined,
                 config: cpu.config().clone(),
                 features: dev.upload(&rows)?,
                 splits: [upload(&share.train)?, upload(&share.valid)?, upload(&share.test)?],
@@ -198,10 +193,10 @@ mod cuda {
         /// Through the host (the share down, the sum up), or under NCCL on the GPUs: the
         /// share gathered into one device buffer, summed there, and put back.
         fn sum_grads(&mut self, sum: &mut GradSum<'_>) -> Result<(), TrainError> {
-            match self.joined {
+            match self.dev.joined() {
                 true => {
                     let mut flat = self.model.grads_on_device()?;
-                    sum.on_device(flat.len(), |phase| nccl_sum(self.dev, phase, &mut flat))?;
+                    sum.on_device(flat.len(), |phase| Ok(self.dev.sum_on_peers(phase, &mut flat)?))?;
                     Ok(self.model.set_grads_on_device(&flat)?)
                 }
                 false => {

@@ -13,12 +13,10 @@ use crate::report::DeviceSummary;
 
 /// A worker's GPU: its device (its own stream) and what the memory check before upload found.
 pub(crate) struct Gpu {
-    pub(crate) dev: Device,
-    /// Under `backend = "nccl"`: the device is joined to the other workers' by NCCL
+    /// Under `backend = "nccl"` joined to the other workers' devices by NCCL
     /// (`Device::join_peers`), which sums their gradients and carries their exchanges'
-    /// messages (read by the device workers, which a build without `cuda` has none of).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) joined: bool,
+    /// messages.
+    pub(crate) dev: Device,
     /// `final.device` but the peak, which is read at the end.
     summary: DeviceSummary,
 }
@@ -32,21 +30,6 @@ fn join(comm: &dyn comm_hierarchy::Communicator, dev: &Device) -> Result<(), Tra
 
 #[cfg(not(feature = "nccl"))]
 fn join(_comm: &dyn comm_hierarchy::Communicator, _dev: &Device) -> Result<(), TrainError> {
-    Err(TrainError::NoNccl)
-}
-
-/// Sums `flat`, a worker's gradients on its joined GPU, over the workers by NCCL under `phase`.
-#[cfg(feature = "nccl")]
-pub(crate) fn nccl_sum(dev: &Device, phase: &str, flat: &mut gnn_core::gpu::CudaSlice<f32>) -> Result<(), TrainError> {
-    Ok(dev.sum_on_peers(phase, flat)?)
-}
-
-#[cfg(all(feature = "cuda", not(feature = "nccl")))]
-pub(crate) fn nccl_sum(
-    _dev: &Device,
-    _phase: &str,
-    _flat: &mut gnn_core::gpu::CudaSlice<f32>,
-) -> Result<(), TrainError> {
     Err(TrainError::NoNccl)
 }
 
@@ -65,7 +48,7 @@ impl Gpu {
             total_gpu_bytes: memory.total,
             peak_gpu_bytes: 0,
         };
-        Ok(Self { dev, joined: false, summary })
+        Ok(Self { dev, summary })
     }
 
     /// `final.device`: the GPU, the estimate of every worker on it, its free and total memory
@@ -125,8 +108,7 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
     device::check(ordinal, workers, on_gpu, memory.free)?;
     // A collective that blocks until every worker joins: a call, so a worker waiting in it
     // gives up the compute gate.
-    let joined = rank.backend().nccl();
-    if joined {
+    if rank.backend().nccl() {
         clock.call(|| join(comm, &dev))?;
     }
     let summary = DeviceSummary {
@@ -136,7 +118,7 @@ pub(crate) fn open(rank: &Rank<'_>, footprint: Footprint) -> Result<Gpu, TrainEr
         total_gpu_bytes: memory.total,
         peak_gpu_bytes: 0,
     };
-    Ok(Gpu { dev, joined, summary })
+    Ok(Gpu { dev, summary })
 }
 
 /// The first GPU that more than one worker claims, with their number.

@@ -136,7 +136,6 @@ mod cuda {
     use crate::device::{accuracies, upload_splits};
     use crate::guard;
     use crate::harness::GradSum;
-    use crate::harness::gpu::nccl_sum;
     use crate::minibatch::compute::{BatchPass, Inputs};
     use crate::minibatch::trainer::FullGraph;
     use crate::report::{DeviceEpoch, TrainedModel, phase_s};
@@ -169,9 +168,6 @@ mod cuda {
 
     struct OnDevice<'d> {
         dev: &'d Device,
-        /// Under `backend = "nccl"`: the device is joined to the others, and the gradients are
-        /// summed on the GPUs.
-        joined: bool,
         /// The same GPU on the copy stream: the batches go up there.
         copy: Device,
         model: DeviceModel<'d>,
@@ -228,7 +224,6 @@ mod cuda {
             let copy = dev.copy_device()?;
             Ok(Self {
                 dev,
-                joined: gpu.joined,
                 model: DeviceModel::from_model(dev, &host)?,
                 host,
                 features: None,
@@ -340,11 +335,11 @@ mod cuda {
         /// Under NCCL: the gradients gathered into one device buffer, summed there and put
         /// back; the host copy, if one was brought down, is stale then and dropped.
         fn sum_grads_on_gpus(&mut self, sum: &mut GradSum<'_>) -> Result<bool, TrainError> {
-            if !self.joined {
+            if !self.dev.joined() {
                 return Ok(false);
             }
             let mut flat = self.model.grads_on_device()?;
-            sum.on_device(flat.len(), |phase| nccl_sum(self.dev, phase, &mut flat))?;
+            sum.on_device(flat.len(), |phase| Ok(self.dev.sum_on_peers(phase, &mut flat)?))?;
             self.model.set_grads_on_device(&flat)?;
             self.grads = None;
             Ok(true)

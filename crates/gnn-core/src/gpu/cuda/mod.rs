@@ -62,8 +62,7 @@ pub enum GpuError {
     #[cfg(feature = "nccl")]
     #[error(transparent)]
     Peers(#[from] comm_hierarchy::CommError),
-    #[cfg(feature = "nccl")]
-    #[error("this device was not joined to its peers (`Device::join_peers`)")]
+    #[error("this device was not joined to its peers (`Device::join_peers`, feature `nccl`)")]
     NotJoined,
 }
 
@@ -272,6 +271,20 @@ impl Device {
             }
         };
         loaded.load_function(kernel).map_err(|_| GpuError::MissingKernel { module, kernel })
+    }
+}
+
+/// A build without NCCL joins no device to its peers.
+#[cfg(not(feature = "nccl"))]
+impl Device {
+    /// Whether `Device::join_peers` (feature `nccl`) joined this device: never here.
+    pub fn joined(&self) -> bool {
+        false
+    }
+
+    /// Refused: a build without NCCL has no peers to sum over.
+    pub fn sum_on_peers(&self, _phase: &str, _data: &mut CudaSlice<f32>) -> Result<(), GpuError> {
+        Err(GpuError::NotJoined)
     }
 }
 
