@@ -290,16 +290,26 @@ impl ReplicaRouter<'_> {
         let (_, incoming) = lists(route);
         let store_error = |source| ExchangeError::Store { tag, source };
         let mut identity = IdentityCodec;
-        let received = match arrived {
-            Messages::Host(received) => received,
-            Messages::Kept { receiving, .. } => {
-                for peer in (0..self.comm.size()).filter(|&peer| peer != me) {
-                    let list = incoming(part, peer);
-                    let rows = pick(part, list, round, &mut self.picked);
-                    let id = StreamId { tag, route, peer, side: Side::Decode };
-                    let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
-                    let start = Instant::now();
-                    let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
+        for peer in (0..self.comm.size()).filter(|&peer| peer != me) {
+            let list = incoming(part, peer);
+            let rows = pick(part, list, round, &mut self.picked);
+            let id = StreamId { tag, route, peer, side: Side::Decode };
+            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
+            let start = Instant::now();
+            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
+            match &arrived {
+                Messages::Host(received) => {
+                    let bytes = &received[peer];
+                    let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
+                    let encoding = kernel.encoding(pass, rows.len()).map_err(decode_error)?;
+                    // Checked here, so that a malformed message is the codec's error before a
+                    // kernel reads it.
+                    encoding.check(bytes, rows.len(), width).map_err(decode_error)?;
+                    store.decode_rows(rows, &encoding, bytes, put).map_err(store_error)?;
+                    kernel.received(pass, &encoding, bytes, width, start.elapsed());
+                    bus.up += bytes.len() as u64;
+                }
+                Messages::Kept { receiving, .. } => {
                     let (_, encoding) = receiving[peer].as_ref().ok_or_else(|| not_a_kernel(tag, peer))?;
                     let mut bytes = Vec::new();
                     let copy = kernel.reads_arrivals(pass).then_some(&mut bytes);
@@ -307,26 +317,11 @@ impl ReplicaRouter<'_> {
                     kernel.received(pass, encoding, &bytes, width, start.elapsed());
                     bus.down += bytes.len() as u64;
                 }
-                return Ok(());
             }
-        };
-        for (peer, bytes) in received.iter().enumerate().filter(|(peer, _)| *peer != me) {
-            let list = incoming(part, peer);
-            let rows = pick(part, list, round, &mut self.picked);
-            let id = StreamId { tag, route, peer, side: Side::Decode };
-            let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
-            let start = Instant::now();
-            let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
-            let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
-            let encoding = kernel.encoding(pass, rows.len()).map_err(decode_error)?;
-            // Checked here, so that a malformed message is the codec's error before a kernel
-            // reads it.
-            encoding.check(bytes, rows.len(), width).map_err(decode_error)?;
-            store.decode_rows(rows, &encoding, bytes, put).map_err(store_error)?;
-            kernel.received(pass, &encoding, bytes, width, start.elapsed());
-            bus.up += bytes.len() as u64;
         }
-        self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
+        if let Messages::Host(received) = arrived {
+            self.spare.extend(received.into_iter().filter(|b| b.capacity() > 0));
+        }
         Ok(())
     }
 }
