@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
+use crate::cluster::{Action, Rate};
 use crate::datasets::{self, OgbDataset};
 use crate::ptx::{Compiler, DEFAULT_ARCH, Mode};
 
@@ -31,6 +32,19 @@ commands:
                                    tree in release, run `halo HALO_ARGS --report ...` with each
                                    alternately N rounds (default 3), and print each figure's
                                    min/median/max per side and the ratio of the medians
+  cluster up [--hosts H] [--ranks R] [--rate RATE]
+                                   a cluster on this machine (root): H hosts (default 4), each
+                                   a network namespace with its own hostname and R MPI slots
+                                   (default 1), its link shaped both ways to RATE (default
+                                   1gbit; 100mbit, none, ...)
+  cluster run [--timeout S] -- COMMAND...
+                                   COMMAND on every slot under mpirun: TCP between hosts,
+                                   shared memory inside one; stopped after S s (default 1800)
+  cluster shape --rate RATE        reshape every link
+  cluster link HOST down|up        cut or restore one host's link (HOST: 0.. or halo-hN)
+  cluster status | down            show the cluster, or remove all it made (also after a crash)
+  cluster smoke [--halo PATH]      CI's cluster test with an MPI build of halo (default
+                                   target/debug/halo): 2 hosts x 2 ranks, Cora, vanilla and adaqp
   help                             show this message
 ";
 
@@ -42,6 +56,7 @@ pub enum Command {
     GpuTest,
     GpuBundle { dir: PathBuf, base: Option<String> },
     BenchAb { rev: String, rounds: usize, halo_args: Vec<String> },
+    Cluster(Action),
     Help,
 }
 
@@ -134,8 +149,96 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
             }
             Ok(Command::BenchAb { rev, rounds, halo_args })
         }
+        "cluster" => parse_cluster(args).map(Command::Cluster),
         "help" | "-h" | "--help" => Ok(Command::Help),
         other => bail!("unknown command `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// `cargo xtask cluster ...`.
+fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
+    let Some(action) = args.next() else {
+        bail!("cluster: missing the action (up, run, shape, link, status, down, smoke)\n\n{USAGE}")
+    };
+    let number = |flag: &str, value: &str| -> Result<usize> {
+        value
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n > 0)
+            .ok_or_else(|| anyhow::anyhow!("cluster {action}: {flag} `{value}` is not a whole number above 0"))
+    };
+    match action.as_str() {
+        "up" => {
+            let (mut hosts, mut ranks, mut rate) = (4, 1, Rate::parse("1gbit")?);
+            while let Some(arg) = args.next() {
+                if let Some(value) = flag_value("--hosts", &arg, &mut args)? {
+                    hosts = number("--hosts", &value)?;
+                } else if let Some(value) = flag_value("--ranks", &arg, &mut args)? {
+                    ranks = number("--ranks", &value)?;
+                } else if let Some(value) = flag_value("--rate", &arg, &mut args)? {
+                    rate = Rate::parse(&value)?;
+                } else {
+                    bail!("cluster up: unexpected argument `{arg}`\n\n{USAGE}");
+                }
+            }
+            Ok(Action::Up { hosts, ranks, rate })
+        }
+        "shape" => {
+            let mut rate = None;
+            while let Some(arg) = args.next() {
+                match flag_value("--rate", &arg, &mut args)? {
+                    Some(value) => rate = Some(Rate::parse(&value)?),
+                    None => bail!("cluster shape: unexpected argument `{arg}`\n\n{USAGE}"),
+                }
+            }
+            Ok(Action::Shape { rate: rate.ok_or_else(|| anyhow::anyhow!("cluster shape: missing --rate"))? })
+        }
+        "run" => {
+            let mut timeout = 1800;
+            while let Some(arg) = args.next() {
+                if arg == "--" {
+                    break;
+                }
+                match flag_value("--timeout", &arg, &mut args)? {
+                    Some(value) => timeout = number("--timeout", &value)?,
+                    None => bail!("cluster run: unexpected argument `{arg}` (the command goes after `--`)"),
+                }
+            }
+            let command: Vec<String> = args.collect();
+            if command.is_empty() {
+                bail!("cluster run: missing the command: `cluster run -- halo train ...`");
+            }
+            Ok(Action::Run { timeout: std::time::Duration::from_secs(timeout as u64), command })
+        }
+        "link" => {
+            let (Some(host), Some(state), None) = (args.next(), args.next(), args.next()) else {
+                bail!("cluster link: expected `cluster link HOST down|up`");
+            };
+            let index = host.strip_prefix("halo-h").unwrap_or(&host);
+            let host =
+                index.parse().map_err(|_| anyhow::anyhow!("cluster link: host `{host}` is not 0.. or halo-hN"))?;
+            let up = match state.as_str() {
+                "up" => true,
+                "down" => false,
+                other => bail!("cluster link: `{other}` is not down or up"),
+            };
+            Ok(Action::Link { host, up })
+        }
+        "status" | "down" => match args.next() {
+            Some(arg) => bail!("cluster {action}: unexpected argument `{arg}`"),
+            None => Ok(if action == "status" { Action::Status } else { Action::Down }),
+        },
+        "smoke" => {
+            let mut halo = PathBuf::from("target/debug/halo");
+            while let Some(arg) = args.next() {
+                match flag_value("--halo", &arg, &mut args)? {
+                    Some(value) => halo = PathBuf::from(value),
+                    None => bail!("cluster smoke: unexpected argument `{arg}`"),
+                }
+            }
+            Ok(Action::Smoke { halo })
+        }
+        other => bail!("cluster: unknown action `{other}` (up, run, shape, link, status, down, smoke)"),
     }
 }
 
@@ -178,6 +281,29 @@ mod tests {
         {
             assert_eq!(run(args).unwrap(), Command::Download { dataset: arxiv, dir: Some("/data".into()) });
         }
+    }
+
+    #[test]
+    fn cluster_actions_parse_with_defaults_and_named_errors() {
+        let up =
+            |hosts, ranks, rate: &str| Command::Cluster(Action::Up { hosts, ranks, rate: Rate::parse(rate).unwrap() });
+        assert_eq!(run(&["cluster", "up"]).unwrap(), up(4, 1, "1gbit"));
+        assert_eq!(run(&["cluster", "up", "--hosts", "2", "--ranks=2", "--rate", "none"]).unwrap(), up(2, 2, "none"));
+        let command = vec!["halo".to_string(), "train".into()];
+        assert_eq!(
+            run(&["cluster", "run", "--timeout", "60", "--", "halo", "train"]).unwrap(),
+            Command::Cluster(Action::Run { timeout: std::time::Duration::from_secs(60), command })
+        );
+        assert_eq!(
+            run(&["cluster", "link", "halo-h2", "down"]).unwrap(),
+            Command::Cluster(Action::Link { host: 2, up: false })
+        );
+        assert_eq!(run(&["cluster", "down"]).unwrap(), Command::Cluster(Action::Down));
+        assert!(err(&["cluster", "up", "--hosts", "0"]).contains("--hosts `0` is not a whole number above 0"));
+        assert!(err(&["cluster", "up", "--rate", "fast"]).contains("--rate `fast`"));
+        assert!(err(&["cluster", "run"]).contains("missing the command"));
+        assert!(err(&["cluster", "link", "x", "down"]).contains("host `x`"));
+        assert!(err(&["cluster", "fly"]).contains("unknown action `fly`"));
     }
 
     #[test]

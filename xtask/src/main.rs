@@ -7,6 +7,8 @@
 //!   that a GPU machine without Rust runs with `DIR/run`.
 //! - `cargo xtask bench-ab REV [--rounds N] -- HALO_ARGS`: REV's `halo` against the working
 //!   tree's on one workload, run alternately in one sitting.
+//! - `cargo xtask cluster up|run|shape|link|status|down|smoke`: a cluster of hosts in network
+//!   namespaces on this machine, MPI across them over shaped links.
 //!
 //! The repository's tidy checks (crate layering, manifests, source hygiene, unused dependencies,
 //! portability) live in `tidy` as tests, so `cargo test --workspace` enforces them.
@@ -14,6 +16,7 @@
 mod bench_ab;
 mod bundle;
 mod cli;
+mod cluster;
 mod datasets;
 mod download;
 mod gpu;
@@ -56,6 +59,7 @@ fn run() -> Result<()> {
         Command::GpuTest => gpu::test(&project_root())?,
         Command::GpuBundle { dir, base } => bundle::run(&project_root(), &dir, base.as_deref())?,
         Command::BenchAb { rev, rounds, halo_args } => bench_ab::run(&project_root(), &rev, rounds, &halo_args)?,
+        Command::Cluster(action) => cluster::run(action)?,
     }
     Ok(())
 }

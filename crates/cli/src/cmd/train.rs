@@ -116,6 +116,11 @@ impl Args {
     /// Defaults, overridden by the config file, overridden by the flags; validated after the
     /// flags that do not apply to the method are refused.
     fn resolve(&self) -> anyhow::Result<TrainConfig> {
+        self.resolve_under(MpiLaunch::from_env().as_ref())
+    }
+
+    /// The configuration of a run started by `launch` (`None`: not by an MPI launcher).
+    fn resolve_under(&self, launch: Option<&MpiLaunch>) -> anyhow::Result<TrainConfig> {
         let mut c = match &self.flags.config {
             Some(path) => TrainConfig::from_toml_file(path)?,
             None => TrainConfig::default(),
@@ -128,7 +133,14 @@ impl Args {
         {
             bail!("--cut {}: --method {} trains on a {own}-cut", c.distributed.cut, c.method.name.as_str());
         }
-        let c = c.with_method_cut();
+        let mut c = c.with_method_cut();
+        // An MPI launch decides the backend before the checks, so the settings that need MPI
+        // are accepted under mpirun without `--backend mpi`.
+        let backend_flag = self.gave("backend").then_some(c.distributed.backend);
+        if let Some(backend) = launch::backend_for(launch, &c, backend_flag, cfg!(feature = "mpi"))? {
+            tracing::info!("started by an MPI launcher: training with --backend {}", backend.as_str());
+            c.distributed.backend = backend;
+        }
         c.validate().context("invalid training setting (flag or config key)")?;
         Ok(c)
     }
@@ -203,7 +215,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// the checks that need no work: distributed flags need a distributed method, an MPI launch the
 /// MPI backend, and the report a writable path (on the rank that writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
-    let mut config = args.resolve()?;
+    let launch = MpiLaunch::from_env();
+    let config = args.resolve_under(launch.as_ref())?;
     device::check_build(&config, device::Built::THIS)?;
     if trainer::method::in_one_process(&config) {
         let ignored: Vec<String> = args
@@ -221,12 +234,6 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
                 config.method.name.as_str()
             );
         }
-    }
-    let launch = MpiLaunch::from_env();
-    let backend_flag = args.gave("backend").then_some(config.distributed.backend);
-    if let Some(backend) = launch::backend_for(launch.as_ref(), &config, backend_flag, cfg!(feature = "mpi"))? {
-        tracing::info!("started by an MPI launcher: training with --backend {}", backend.as_str());
-        config.distributed.backend = backend;
     }
     let writes_report = launch.as_ref().is_none_or(MpiLaunch::is_root);
     let target = config.report.clone().filter(|_| writes_report).map(|path| (path, args.report_flag()));

@@ -1,8 +1,8 @@
 //! The MPI backend (feature `mpi`): one process per rank, started by an MPI launcher
 //! (`mpirun -np P halo ...`), possibly over several hosts.
 //!
-//! Hosts are found by grouping ranks on `MPI_Get_processor_name`, or given explicitly
-//! ([`MpiOptions::hosts`], which also lets one machine pose as several hosts).
+//! Hosts are found by grouping ranks on `MPI_Get_processor_name`. [`MpiOptions::hosts`] is a
+//! check against them, except on one machine, whose ranks it lets pose as several hosts.
 //!
 //! Failure semantics: when the work of a rank returns an error or panics, [`run`] prints
 //! `halo: rank R ...` to stderr and calls `MPI_Abort`, so the launcher kills every other rank
@@ -51,8 +51,9 @@ pub type MpiCommunicator = Endpoint<MpiTransport>;
 /// How [`run`] sets the job up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpiOptions {
-    /// Number of hosts the ranks are spread over in equal contiguous blocks; `None` groups
-    /// ranks by processor name.
+    /// Number of hosts the run expects. Ranks are grouped by processor name; where that gives
+    /// another number of hosts the job is refused, unless every rank runs on one machine, whose
+    /// ranks then pose as this many hosts in equal contiguous blocks. `None` takes the names.
     pub hosts: Option<usize>,
     /// Link classes of the topology.
     pub links: LinkModel,
@@ -105,10 +106,28 @@ fn abort_job(universe: &Universe, failure: &WorkerFailure) -> ! {
 }
 
 fn discover_topology(world: &SimpleCommunicator, options: &MpiOptions) -> Result<Topology, CommError> {
-    let size = world.size() as usize;
-    match options.hosts {
-        Some(hosts) => Ok(Topology::for_workers(size, hosts, options.links)?),
-        None => Ok(Topology::from_host_names(&processor_names(world)?, options.links)?),
+    let names = processor_names(world)?;
+    placed_topology(&names, options.hosts, options.links)
+}
+
+/// The topology of ranks running on the hosts `names` (one per rank), checked against the
+/// `expected` number of hosts (see [`MpiOptions::hosts`]).
+fn placed_topology(names: &[String], expected: Option<usize>, links: LinkModel) -> Result<Topology, CommError> {
+    let found = Topology::from_host_names(names, links)?;
+    match expected {
+        None => Ok(found),
+        Some(hosts) if hosts == found.hosts() => Ok(found),
+        Some(hosts) if found.hosts() == 1 => Ok(Topology::for_workers(names.len(), hosts, links)?),
+        Some(hosts) => {
+            let mut distinct: Vec<&str> = names.iter().map(String::as_str).collect();
+            distinct.dedup();
+            Err(CommError::Mpi(format!(
+                "--hosts {hosts}, but the {} ranks run on {} hosts ({}); drop --hosts to take the hosts the ranks run on",
+                names.len(),
+                found.hosts(),
+                distinct.join(", ")
+            )))
+        }
     }
 }
 
@@ -205,6 +224,22 @@ impl Transport for MpiTransport {
 mod tests {
     use super::*;
     use crate::transport::Op;
+
+    #[test]
+    fn hosts_come_from_where_the_ranks_run_and_the_flag_only_checks_them() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let four = names(&["h0", "h1", "h2", "h3"]);
+        let links = LinkModel::default();
+        assert_eq!(placed_topology(&four, None, links).unwrap().hosts(), 4);
+        assert_eq!(placed_topology(&four, Some(4), links).unwrap().hosts(), 4);
+        let err = placed_topology(&four, Some(2), links).unwrap_err().to_string();
+        assert!(err.contains("--hosts 2, but the 4 ranks run on 4 hosts (h0, h1, h2, h3)"), "{err}");
+        // One machine poses as the hosts asked for.
+        let one = names(&["m", "m", "m", "m"]);
+        let posed = placed_topology(&one, Some(2), links).unwrap();
+        assert_eq!((posed.hosts(), posed.host_of(1), posed.host_of(2)), (2, 0, 1));
+        assert_eq!(placed_topology(&one, None, links).unwrap().hosts(), 1);
+    }
 
     #[test]
     fn tags_fit_the_guaranteed_range_and_differ_by_op() {

@@ -87,7 +87,9 @@ impl<'a> Cluster<'a> {
         F: Fn(&Rank<'_>, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
     {
         let work = |comm: &dyn Communicator, observer: &mut dyn EpochObserver| {
-            let rank = Rank { comm, clock: CommClock::new(self.gate.as_ref()), cluster: self };
+            let placed = placed(self.config, comm.topology());
+            let config = placed.as_ref().unwrap_or(self.config);
+            let rank = Rank { comm, clock: CommClock::new(self.gate.as_ref()), cluster: self, config };
             work(&rank, observer)
         };
         match self.backend.in_process() {
@@ -97,17 +99,29 @@ impl<'a> Cluster<'a> {
     }
 }
 
+/// `config` with the hosts the workers run on, where they differ from its own: an MPI job's
+/// hosts are where its ranks run ([`comm_hierarchy::mpi_backend::MpiOptions::hosts`]).
+fn placed(config: &TrainConfig, topology: &Topology) -> Option<TrainConfig> {
+    (topology.hosts() != config.distributed.hosts).then(|| {
+        let mut placed = config.clone();
+        placed.distributed.hosts = topology.hosts();
+        placed
+    })
+}
+
 /// One worker of a [`Cluster`], as the harness hands it to the runner.
 pub(crate) struct Rank<'a> {
     pub comm: &'a dyn Communicator,
     /// Holds the worker's turn at the gate, if any, until the worker is done.
     pub clock: CommClock<'a>,
     cluster: &'a Cluster<'a>,
+    /// The run's configuration, its hosts those the workers run on.
+    config: &'a TrainConfig,
 }
 
 impl<'a> Rank<'a> {
     pub(crate) fn config(&self) -> &'a TrainConfig {
-        self.cluster.config
+        self.config
     }
 
     pub(crate) fn backend(&self) -> Backend {
@@ -119,7 +133,7 @@ impl<'a> Rank<'a> {
     pub(crate) fn checkpoints(&self, fingerprint: u64) -> Result<Checkpoints<'a>, TrainError> {
         let id = RunIdentity {
             method: self.cluster.method,
-            config: self.cluster.config,
+            config: self.config,
             rank: self.comm.rank(),
             world: self.comm.size(),
             fingerprint,
@@ -132,7 +146,7 @@ impl<'a> Rank<'a> {
     pub(crate) fn report(&self, data: Described, mut outcome: LoopOutcome) -> Report {
         outcome.final_.method.get_or_insert_with(|| json!({}))["backend"] = json!(self.cluster.backend.as_str());
         let workers = Workers { count: self.comm.size(), hosts: self.comm.topology().hosts() };
-        report::build(self.cluster.method, self.cluster.config, data, workers, outcome)
+        report::build(self.cluster.method, self.config, data, workers, outcome)
     }
 }
 
@@ -204,7 +218,9 @@ where
     use comm_hierarchy::mpi_backend::{MpiOptions, run};
     let dist = &config.distributed;
     let options = MpiOptions {
-        hosts: Some(dist.hosts),
+        // The default (one host) takes the hosts the ranks run on; a larger number is checked
+        // against them, or posed on one machine.
+        hosts: (dist.hosts > 1).then_some(dist.hosts),
         links: dist.links(),
         timeout: config.reliability.timeout(),
         fault: Fault::from_env()?,

@@ -159,10 +159,9 @@ pub(crate) fn run(
     observer: &mut dyn EpochObserver,
     hooks: &dyn HooksFactory,
 ) -> Result<Option<Report>, TrainError> {
-    let config = cluster.config();
     let data = RankData::shared(cluster, observer.shows_progress())?;
     cluster.run(observer, |rank, observer| {
-        let (comm, clock) = (rank.comm, &rank.clock);
+        let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
         let dataset = data.get(comm.rank() == 0 && observer.shows_progress())?;
         let dataset: &Dataset = &dataset;
         let share = Share::new(comm.rank(), comm.size())?;

@@ -39,11 +39,10 @@ pub(crate) fn run(
     sampling: &Sampling,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
-    let config = cluster.config();
     let data = RankData::shared(cluster, observer.shows_progress())?;
-    let dist = &config.distributed;
     cluster.run(observer, |rank, observer| {
-        let (comm, clock) = (rank.comm, &rank.clock);
+        let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
+        let dist = &config.distributed;
         // Rank 0 plans the parts and evaluates on the whole graph.
         let whole = (comm.rank() == 0).then(|| data.get(observer.shows_progress())).transpose()?;
         let whole: Option<&Dataset> = whole.as_deref();
