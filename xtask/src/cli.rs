@@ -45,6 +45,9 @@ commands:
   cluster status | down            show the cluster, or remove all it made (also after a crash)
   cluster smoke [--halo PATH]      CI's cluster test with an MPI build of halo (default
                                    target/debug/halo): 2 hosts x 2 ranks, Cora, vanilla and adaqp
+  cluster faults [--halo PATH] [--trials N] [--seed S]
+                                   fault trials on 4 hosts: a link cut mid-run and at start-up, a
+                                   rank killed, a link cut for 5 s; N of each (default 20)
   help                             show this message
 ";
 
@@ -228,15 +231,24 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
             Some(arg) => bail!("cluster {action}: unexpected argument `{arg}`"),
             None => Ok(if action == "status" { Action::Status } else { Action::Down }),
         },
-        "smoke" => {
-            let mut halo = PathBuf::from("target/debug/halo");
+        "smoke" | "faults" => {
+            let (mut halo, mut trials, mut seed) = (PathBuf::from("target/debug/halo"), 20, 1);
             while let Some(arg) = args.next() {
-                match flag_value("--halo", &arg, &mut args)? {
-                    Some(value) => halo = PathBuf::from(value),
-                    None => bail!("cluster smoke: unexpected argument `{arg}`"),
+                if let Some(value) = flag_value("--halo", &arg, &mut args)? {
+                    halo = PathBuf::from(value);
+                } else if let Some(value) =
+                    flag_value("--trials", &arg, &mut args).transpose().filter(|_| action == "faults")
+                {
+                    trials = number("--trials", &value?)?;
+                } else if let Some(value) =
+                    flag_value("--seed", &arg, &mut args).transpose().filter(|_| action == "faults")
+                {
+                    seed = number("--seed", &value?)? as u64;
+                } else {
+                    bail!("cluster {action}: unexpected argument `{arg}`");
                 }
             }
-            Ok(Action::Smoke { halo })
+            Ok(if action == "smoke" { Action::Smoke { halo } } else { Action::Faults { halo, trials, seed } })
         }
         other => bail!("cluster: unknown action `{other}` (up, run, shape, link, status, down, smoke)"),
     }
@@ -304,6 +316,11 @@ mod tests {
         assert!(err(&["cluster", "run"]).contains("missing the command"));
         assert!(err(&["cluster", "link", "x", "down"]).contains("host `x`"));
         assert!(err(&["cluster", "fly"]).contains("unknown action `fly`"));
+        assert_eq!(
+            run(&["cluster", "faults", "--trials", "3"]).unwrap(),
+            Command::Cluster(Action::Faults { halo: "target/debug/halo".into(), trials: 3, seed: 1 })
+        );
+        assert!(err(&["cluster", "smoke", "--trials", "3"]).contains("unexpected argument `--trials`"));
     }
 
     #[test]

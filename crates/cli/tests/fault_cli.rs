@@ -14,7 +14,7 @@ const POINTS: [&str; 5] = ["setup", "forward-exchange", "backward-exchange", "al
 const KINDS: [&str; 5] = ["error", "panic", "hang", "abort", "kill"];
 const WORKERS: usize = 3;
 const EPOCHS: usize = 4;
-/// `--comm-timeout`: how long a worker waits for a hung peer.
+/// `--peer-timeout`: how long a worker waits for a hung peer.
 const COMM_TIMEOUT_S: u64 = 2;
 /// Past this a run counts as hung and is killed.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -86,7 +86,7 @@ fn args(epochs: usize, checkpoints: &str, resume: bool) -> Vec<String> {
         "8",
         "--threads",
         "1",
-        "--comm-timeout",
+        "--peer-timeout",
         &COMM_TIMEOUT_S.to_string(),
         "-q",
         flag,

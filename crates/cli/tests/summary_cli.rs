@@ -72,7 +72,7 @@ fn featpart_and_data_parallel_summaries_state_bytes_and_modeled_time() {
     }
     // `tau auto` fetches in its trials too, through the clock: serialized compute (the default
     // with more workers than cores) runs to the end. The line names the default reading of eq. 20.
-    let auto = ["--method", "featpart", "--hosts", "4", "--tau", "auto", "--serialize-compute", "--comm-timeout", "60"];
+    let auto = ["--method", "featpart", "--hosts", "4", "--tau", "auto", "--serialize-compute", "--peer-timeout", "60"];
     let (line, _) = train(&[&sampled[..], &auto[..]].concat(), dir.path());
     let reading = "tau auto [--tau-rule eq20 --bias-estimate running-max --eq20-step lr]";
     assert!(line.contains(reading) && line.contains("compute measured as serialized"), "{line}");

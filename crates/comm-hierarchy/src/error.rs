@@ -22,10 +22,11 @@ pub enum CommError {
     /// different sequences of collectives.
     #[error("rank {rank} exited before sending what rank {observer} waits for in `{phase}`{}", crate::fault::point_suffix(.phase))]
     PeerExited { rank: usize, observer: usize, phase: String },
-    /// Nothing arrived from `peer` within the timeout: the peer is stuck, or the workers called
-    /// different collectives.
-    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer} in `{phase}`{}", crate::fault::point_suffix(.phase))]
-    Timeout { observer: usize, peer: usize, phase: String, timeout: Duration },
+    /// Nothing moved for `timeout` while this rank waited for `peer`: the peer is stuck or cut
+    /// off, or the workers called different collectives. `host` is the peer's host where the
+    /// backend knows it (MPI's processor name), empty otherwise.
+    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer}{} in `{phase}`{}", host_hint(.host), crate::fault::point_suffix(.phase))]
+    Timeout { observer: usize, peer: usize, host: String, phase: String, timeout: Duration },
     /// `HALO_FAULT` made this rank fail here ([`crate::fault`]).
     #[error("rank {rank}: injected fault at point {point}")]
     Injected { rank: usize, point: String },
@@ -49,6 +50,15 @@ pub enum CommError {
     /// The topology does not fit the communicator.
     #[error(transparent)]
     Topology(#[from] TopologyError),
+}
+
+/// What a timeout says of the peer's host: its name and what to try next.
+fn host_hint(host: &str) -> String {
+    if host.is_empty() {
+        String::new()
+    } else {
+        format!(" on host {host} (check that host and its link, then resume from the last checkpoint with --resume)")
+    }
 }
 
 impl CommError {

@@ -342,8 +342,13 @@ mod tests {
             assert_eq!(Point::during(phase), Some(point), "{phase}");
         }
         assert_eq!(Point::during("made-up"), None);
-        let timeout =
-            CommError::Timeout { observer: 0, peer: 2, phase: "memory".into(), timeout: Duration::from_secs(1) };
+        let timeout = CommError::Timeout {
+            observer: 0,
+            peer: 2,
+            host: String::new(),
+            phase: "memory".into(),
+            timeout: Duration::from_secs(1),
+        };
         assert!(timeout.to_string().ends_with("in `memory` (point setup)"), "{timeout}");
         let exited = CommError::PeerExited { rank: 1, observer: 0, phase: "eval".into() };
         assert!(exited.to_string().ends_with("(point all-reduce)"), "{exited}");

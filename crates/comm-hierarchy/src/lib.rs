@@ -46,6 +46,8 @@ pub mod preset;
 pub mod probe;
 pub mod topology;
 pub mod transport;
+#[cfg(feature = "mpi")]
+pub mod waiting;
 pub mod wire;
 
 pub use communicator::{Communicator, PendingAllToAll};
@@ -56,6 +58,6 @@ pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
 pub use local::{ClusterOptions, LocalCluster, LocalCommunicator};
 pub use local_rank::{LOCAL_RANK_VARIABLES, LocalRankError, launcher_local_rank};
 pub use preset::{Preset, UnknownPreset};
-pub use probe::{PairFit, probe_links};
+pub use probe::{LinkFitError, PairFit, measured_links, parse_link_fits, probe_links, read_link_fits};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};
 pub use transport::Transport;

@@ -20,7 +20,7 @@ use crate::transport::{Tag, Transport};
 /// How long a call waits for a peer that neither sends nor fails before it gives up. Long
 /// enough for a peer that is still computing (evaluation, a slow layer); a failed peer is
 /// noticed at once, not after this.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How a [`LocalCluster`] runs: the receive timeout, and a fault to inject
 /// ([`crate::fault`]).
@@ -269,6 +269,7 @@ impl Transport for LocalTransport {
                 return Err(CommError::Timeout {
                     observer: self.rank,
                     peer: src,
+                    host: String::new(),
                     phase: phase.to_owned(),
                     timeout: self.timeout,
                 });

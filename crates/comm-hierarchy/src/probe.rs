@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::communicator::Communicator;
 use crate::cost::{LinearFit, fit_linear};
 use crate::error::CommError;
-use crate::topology::LinkClass;
+use crate::topology::{LinkClass, LinkModel, LinkSpec};
 
 const BYTES_PER_MB: f64 = 1e6;
 
@@ -119,4 +119,83 @@ fn echo_pair<C: Communicator + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// Why the link fits of a `halo bench comm` report cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkFitError {
+    #[error("cannot read it: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("not a `halo bench comm` report: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("it has no link fits (they are measured with `halo bench comm --backend mpi --report FILE`)")]
+    NoFits,
+}
+
+/// The part of a `halo bench comm` report read here.
+#[derive(Deserialize)]
+struct BenchReport {
+    link_fits: Option<Vec<PairFit>>,
+}
+
+/// Every pair's fit in the JSON text of a `halo bench comm --backend mpi --report` file.
+pub fn parse_link_fits(text: &[u8]) -> Result<Vec<PairFit>, LinkFitError> {
+    let report: BenchReport = serde_json::from_slice(text)?;
+    report.link_fits.filter(|fits| !fits.is_empty()).ok_or(LinkFitError::NoFits)
+}
+
+/// [`parse_link_fits`] of a file.
+pub fn read_link_fits(path: &std::path::Path) -> Result<Vec<PairFit>, LinkFitError> {
+    parse_link_fits(&std::fs::read(path)?)
+}
+
+/// The link classes [`probe_links`] measured: per class, the median over its pairs of the
+/// bandwidth (10^6 / theta bytes per second) and of the latency (half of gamma, which holds the
+/// acknowledgement's trip back too). A class no pair measured keeps `base`'s link.
+pub fn measured_links(base: LinkModel, fits: &[PairFit]) -> LinkModel {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    let class = |class: LinkClass, base: LinkSpec| {
+        let of_class: Vec<&LinearFit> = fits.iter().filter(|f| f.link == class).map(|f| &f.fit).collect();
+        let bandwidth =
+            median(of_class.iter().filter(|f| f.theta_s_per_mb > 0.0).map(|f| 1e6 / f.theta_s_per_mb).collect());
+        let latency = median(of_class.iter().map(|f| (f.gamma_s / 2.0).max(0.0)).collect());
+        match (bandwidth, latency) {
+            (Some(bandwidth_bytes_per_s), Some(latency_s)) => LinkSpec { bandwidth_bytes_per_s, latency_s },
+            _ => base,
+        }
+    };
+    LinkModel { intra: class(LinkClass::Intra, base.intra), inter: class(LinkClass::Inter, base.inter) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measured_links_take_each_classes_median_and_keep_unmeasured_classes() {
+        let fit = |src, dst, link, theta_s_per_mb, gamma_s| PairFit {
+            src,
+            dst,
+            link,
+            fit: LinearFit { theta_s_per_mb, gamma_s, r_squared: 1.0 },
+            samples: 4,
+        };
+        let fits = [
+            fit(0, 1, LinkClass::Inter, 0.008, 2e-4),
+            fit(1, 0, LinkClass::Inter, 0.010, 4e-4),
+            fit(0, 2, LinkClass::Inter, 0.009, 0.0),
+        ];
+        let base = LinkModel::default();
+        let links = measured_links(base, &fits);
+        assert!((links.inter.bandwidth_bytes_per_s - 1e6 / 0.009).abs() < 1e-6, "{links:?}");
+        assert!((links.inter.latency_s - 1e-4).abs() < 1e-12, "{links:?}");
+        assert_eq!(links.intra, base.intra);
+        let text = serde_json::json!({ "link_fits": fits }).to_string();
+        assert_eq!(parse_link_fits(text.as_bytes()).unwrap(), fits);
+        assert!(matches!(parse_link_fits(br#"{"link_fits": null}"#), Err(LinkFitError::NoFits)));
+        assert!(matches!(parse_link_fits(b"[1,"), Err(LinkFitError::Parse(_))));
+    }
 }

@@ -84,6 +84,10 @@ pub struct EpochRecord {
     pub wall_s: f64,
     /// Seconds of the evaluation after the step.
     pub eval_s: f64,
+    /// Set on an epoch that ran no evaluation (`--eval-every`): the epoch of the evaluation
+    /// whose accuracies it reports (0 before the first, when they are 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_epoch: Option<usize>,
     /// Seconds of the step not spent waiting on communication.
     pub compute_s: f64,
     /// Bytes sent between workers on the same host during the step.
@@ -297,6 +301,7 @@ mod tests {
             test_acc: 0.5,
             wall_s,
             eval_s: 0.1,
+            eval_epoch: None,
             compute_s: wall_s,
             bytes_intra: 0,
             bytes_inter: 0,

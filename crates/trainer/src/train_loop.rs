@@ -129,14 +129,21 @@ impl EpochObserver for () {
 pub struct LoopOptions {
     /// Maximum number of epochs.
     pub epochs: usize,
-    /// Stop after this many consecutive epochs without a validation improvement.
+    /// Stop after this many consecutive evaluations without a validation improvement.
     pub patience: Option<usize>,
+    /// Evaluate every this many epochs, and after the last.
+    pub eval_every: usize,
 }
 
 impl LoopOptions {
-    /// The epochs and patience `config` asks for.
+    /// The epochs, patience and evaluation period `config` asks for.
     pub fn of(config: &TrainConfig) -> Self {
-        Self { epochs: config.epochs, patience: config.patience }
+        Self { epochs: config.epochs, patience: config.patience, eval_every: config.eval_every }
+    }
+
+    /// Whether the 1-based `epoch` ends with an evaluation.
+    fn evaluates(&self, epoch: usize) -> bool {
+        epoch.is_multiple_of(self.eval_every.max(1)) || epoch == self.epochs
     }
 }
 
@@ -224,22 +231,38 @@ where
 {
     let Start { mut epochs, mut best, mut trained } = start;
     let first = epochs.len() + 1;
+    // The last evaluation: the epochs between evaluations report it.
+    let mut last = epochs
+        .iter()
+        .rev()
+        .find(|e| e.eval_epoch.is_none())
+        .map(|e| (EvalStats { train_acc: e.train_acc, val_acc: e.val_acc, test_acc: e.test_acc }, e.epoch));
     epochs.reserve(opts.epochs.saturating_sub(epochs.len()));
     let mut stopped_early = false;
     for epoch in first..=opts.epochs {
         let start = Instant::now();
         let step = strategy.train_step(epoch)?;
         let wall_s = start.elapsed().as_secs_f64();
+        let evaluates = opts.evaluates(epoch);
         let start = Instant::now();
-        let eval = strategy.evaluate()?;
+        let (eval, eval_epoch) = match (evaluates, last) {
+            (true, _) => (strategy.evaluate()?, None),
+            (false, Some((eval, at))) => (eval, Some(at)),
+            (false, None) => (EvalStats { train_acc: 0.0, val_acc: 0.0, test_acc: 0.0 }, Some(0)),
+        };
         let eval_s = start.elapsed().as_secs_f64();
         let compute_s = (wall_s - step.comm.waited_s).max(0.0);
-        let current = match best {
-            Some(b) if eval.val_acc <= b.val_acc => b,
-            _ => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
+        let current = match (evaluates, best) {
+            (false, Some(b)) => b,
+            (false, None) => Best { val_acc: 0.0, test_acc: 0.0, epoch: 0 },
+            (true, Some(b)) if eval.val_acc <= b.val_acc => b,
+            (true, _) => Best { val_acc: eval.val_acc, test_acc: eval.test_acc, epoch },
         };
-        best = Some(current);
-        if current.epoch == epoch {
+        if evaluates {
+            last = Some((eval, epoch));
+            best = Some(current);
+        }
+        if evaluates && current.epoch == epoch {
             trained = strategy.snapshot(epoch)?;
         }
         let record = EpochRecord {
@@ -250,6 +273,7 @@ where
             test_acc: eval.test_acc,
             wall_s,
             eval_s,
+            eval_epoch,
             compute_s,
             bytes_intra: step.comm.bytes_intra,
             bytes_inter: step.comm.bytes_inter,
@@ -264,7 +288,11 @@ where
         observer.on_epoch(&record, &current);
         epochs.push(record);
         after_epoch(strategy, epoch, &epochs, current, trained.as_ref())?;
-        if opts.patience.is_some_and(|p| epoch - current.epoch >= p) && epoch < opts.epochs {
+        // Patience counts evaluations.
+        if evaluates
+            && opts.patience.is_some_and(|p| (epoch - current.epoch) / opts.eval_every.max(1) >= p)
+            && epoch < opts.epochs
+        {
             stopped_early = true;
             break;
         }
@@ -345,7 +373,7 @@ mod tests {
     fn tracks_best_with_ties_keeping_the_earlier_epoch() {
         let mut s = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.6], steps: 0 };
         let mut rec = Recorder(Vec::new());
-        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None }, &mut rec).unwrap();
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None, eval_every: 1 }, &mut rec).unwrap();
         assert_eq!(rec.0, vec![(1, 1), (2, 2), (3, 2), (4, 2), (5, 5), (6, 5)]);
         assert_eq!(out.final_.best_epoch, 5);
         assert_eq!(out.final_.best_val_acc, 0.6);
@@ -356,6 +384,39 @@ mod tests {
         assert_eq!((out.final_.bytes_exchange, out.final_.bytes_grad_sync), (6 * 9, 6 * 4));
         assert_eq!(out.final_.modeled_train_s, 9.0);
         assert!(!out.stopped_early);
+    }
+
+    /// `eval_every = 2` over 7 epochs evaluates after epochs 2, 4, 6 and 7; the epochs between
+    /// carry the last evaluation with its epoch, and patience counts evaluations.
+    #[test]
+    fn evaluations_every_n_epochs_and_after_the_last() {
+        struct Counted(Scripted, Vec<usize>);
+        impl Strategy for Counted {
+            type Error = String;
+            fn train_step(&mut self, epoch: usize) -> Result<StepStats, String> {
+                self.0.train_step(epoch)
+            }
+            fn evaluate(&mut self) -> Result<EvalStats, String> {
+                self.1.push(self.0.steps);
+                self.0.evaluate()
+            }
+        }
+        let val = vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7];
+        let mut s = Counted(Scripted { val: val.clone(), steps: 0 }, Vec::new());
+        let out = train_loop(&mut s, LoopOptions { epochs: 7, patience: None, eval_every: 2 }, &mut ()).unwrap();
+        assert_eq!(s.1, [2, 4, 6, 7]);
+        let seen: Vec<(Option<usize>, f64)> = out.epochs.iter().map(|e| (e.eval_epoch, e.val_acc)).collect();
+        assert_eq!(
+            seen,
+            [(Some(0), 0.0), (None, 0.2), (Some(2), 0.2), (None, 0.4), (Some(4), 0.4), (None, 0.6), (None, 0.7)]
+        );
+        assert_eq!((out.final_.best_epoch, out.final_.best_val_acc), (7, 0.7));
+        // No improvement after epoch 2: with patience 2 (evaluations) the run stops at epoch 6.
+        let flat = vec![0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6];
+        let mut s = Scripted { val: flat, steps: 0 };
+        let out = train_loop(&mut s, LoopOptions { epochs: 8, patience: Some(2), eval_every: 2 }, &mut ()).unwrap();
+        assert!(out.stopped_early);
+        assert_eq!((out.epochs.len(), out.final_.best_epoch), (6, 2));
     }
 
     /// A strategy whose parameters the loop cannot borrow is asked for them at each new best
@@ -382,22 +443,26 @@ mod tests {
         }
         let scripted = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.6], steps: 0 };
         let mut s = Fetched { scripted, asked: Vec::new() };
-        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None }, &mut ()).unwrap();
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: None, eval_every: 1 }, &mut ()).unwrap();
         assert_eq!(s.asked, [1, 2, 5]);
         let trained = out.trained.expect("the best epoch's snapshot");
         assert_eq!((trained.epoch, trained.params), (5, vec![5.0]));
         assert!(
-            train_loop(&mut Scripted { val: vec![0.3], steps: 0 }, LoopOptions { epochs: 1, patience: None }, &mut ())
-                .unwrap()
-                .trained
-                .is_none()
+            train_loop(
+                &mut Scripted { val: vec![0.3], steps: 0 },
+                LoopOptions { epochs: 1, patience: None, eval_every: 1 },
+                &mut ()
+            )
+            .unwrap()
+            .trained
+            .is_none()
         );
     }
 
     #[test]
     fn patience_stops_after_that_many_epochs_without_improvement() {
         let mut s = Scripted { val: vec![0.2, 0.5, 0.5, 0.4, 0.6, 0.7], steps: 0 };
-        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: Some(2) }, &mut ()).unwrap();
+        let out = train_loop(&mut s, LoopOptions { epochs: 6, patience: Some(2), eval_every: 1 }, &mut ()).unwrap();
         assert_eq!(out.epochs.len(), 4);
         assert!(out.stopped_early);
         assert_eq!(out.final_.best_epoch, 2);
@@ -406,7 +471,7 @@ mod tests {
     #[test]
     fn patience_reaching_the_last_epoch_is_not_an_early_stop() {
         let mut s = Scripted { val: vec![0.5, 0.4, 0.4], steps: 0 };
-        let out = train_loop(&mut s, LoopOptions { epochs: 3, patience: Some(2) }, &mut ()).unwrap();
+        let out = train_loop(&mut s, LoopOptions { epochs: 3, patience: Some(2), eval_every: 1 }, &mut ()).unwrap();
         assert_eq!(out.epochs.len(), 3);
         assert!(!out.stopped_early);
     }
@@ -423,7 +488,7 @@ mod tests {
                 unreachable!("no step succeeded")
             }
         }
-        let opts = LoopOptions { epochs: 3, patience: None };
+        let opts = LoopOptions { epochs: 3, patience: None, eval_every: 1 };
         assert_eq!(train_loop(&mut Failing, opts, &mut ()).unwrap_err(), "diverged");
     }
 }

@@ -10,6 +10,7 @@
 //! removes everything carrying the cluster's names whatever that state says, so it also cleans
 //! up after a crash or Ctrl-C; `up` runs it first. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 
+mod faults;
 mod net;
 mod smoke;
 
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::json;
 
+pub use faults::faults;
 pub use net::Rate;
 pub use smoke::smoke;
 
@@ -55,6 +57,12 @@ pub enum Action {
     /// The CI test: 2 hosts x 2 ranks, Cora, vanilla and adaqp over shaped links.
     Smoke {
         halo: PathBuf,
+    },
+    /// Fault trials on the wire ([`faults`]).
+    Faults {
+        halo: PathBuf,
+        trials: usize,
+        seed: u64,
     },
 }
 
@@ -102,8 +110,10 @@ pub fn run(action: Action) -> Result<()> {
             shape.save()
         }
         Action::Run { timeout, command } => {
-            let status = run_command(&Shape::load()?, timeout, &command)?;
-            ensure!(status.success(), "cluster run: mpirun ended with {status}");
+            let run = run_command(&Shape::load()?, timeout, &command)?;
+            ensure!(run.left.is_empty(), "cluster run: processes were left on the hosts: {}", run.left.join("; "));
+            ensure!(!run.stopped, "cluster run: stopped after {} s", timeout.as_secs());
+            ensure!(run.status.success(), "cluster run: mpirun ended with {}", run.status);
             Ok(())
         }
         Action::Link { host, up } => {
@@ -114,6 +124,7 @@ pub fn run(action: Action) -> Result<()> {
         Action::Status => status(),
         Action::Down => down(),
         Action::Smoke { halo } => smoke(&halo),
+        Action::Faults { halo, trials, seed } => faults(&halo, trials, seed),
     }
 }
 
@@ -177,6 +188,12 @@ fn status() -> Result<()> {
     Ok(())
 }
 
+/// The launcher's keepalives: idle seconds before the first probe, seconds between probes, and
+/// probes missed before the link counts as lost.
+const KEEPALIVE: [u64; 3] = [10, 5, 4];
+/// How long after a cut the launcher notices a lost host, at most.
+pub const LAUNCHER_DEADLINE_S: u64 = KEEPALIVE[0] + KEEPALIVE[1] * KEEPALIVE[2];
+
 /// The agent `mpirun` starts each host's daemon through, in place of `ssh HOST COMMAND`: it
 /// enters the host's namespace, gives it its hostname, and runs the command as a shell would.
 const AGENT: &str = "#!/bin/sh\n\
@@ -195,7 +212,9 @@ fn write_launch_files(shape: &Shape) -> Result<()> {
 }
 
 /// `mpirun`'s arguments for every slot of the cluster: the agent, TCP between hosts on the
-/// cluster's subnet only, shared memory inside a host.
+/// cluster's subnet only, shared memory inside a host, and TCP keepalives on the launcher's own
+/// links, so that a host whose link is cut is noticed within [`LAUNCHER_DEADLINE_S`] and the job
+/// ends (Open MPI's default waits 8 minutes).
 pub fn mpirun_args(shape: &Shape) -> Vec<String> {
     let state = Path::new(STATE_DIR);
     let mut args: Vec<String> = vec![
@@ -210,24 +229,48 @@ pub fn mpirun_args(shape: &Shape) -> Vec<String> {
         ("btl", "tcp,vader,self".into()),
         ("btl_tcp_if_include", net::SUBNET.into()),
         ("oob_tcp_if_include", net::SUBNET.into()),
+        ("oob_tcp_keepalive_time", KEEPALIVE[0].to_string()),
+        ("oob_tcp_keepalive_intvl", KEEPALIVE[1].to_string()),
+        ("oob_tcp_keepalive_probes", KEEPALIVE[2].to_string()),
+        // A daemon that cannot call back (its host cut during the launch) fails the launch.
+        ("orte_startup_timeout", LAUNCHER_DEADLINE_S.to_string()),
     ] {
         args.extend(["--mca".into(), key.into(), value]);
     }
     args
 }
 
+/// How a command under mpirun ended.
+pub struct Finished {
+    pub status: ExitStatus,
+    /// Whether mpirun had to be stopped at the timeout.
+    pub stopped: bool,
+    /// Processes still on a host after mpirun ended (then killed), as `host: pid name`.
+    pub left: Vec<String>,
+}
+
 /// Runs `command` on every slot under mpirun; after `timeout` mpirun is stopped. Then every
 /// process still inside a host is named and killed: a run leaves nothing behind.
-pub fn run_command(shape: &Shape, timeout: Duration, command: &[String]) -> Result<ExitStatus> {
+pub fn run_command(shape: &Shape, timeout: Duration, command: &[String]) -> Result<Finished> {
+    let child = start(shape, command, std::process::Stdio::inherit())?;
+    let (status, stopped) = wait_bounded(child, timeout)?;
+    Ok(Finished { status, stopped, left: clear(Duration::from_secs(3))? })
+}
+
+/// Starts mpirun with `command` on every slot, its stderr to `stderr`.
+pub(crate) fn start(shape: &Shape, command: &[String], stderr: std::process::Stdio) -> Result<Child> {
     ensure!(!command.is_empty(), "cluster run: missing the command (after `--`)");
     let mut mpirun = Command::new("mpirun");
     mpirun.args(mpirun_args(shape)).args(command);
     if net::missing_privileges().is_none() {
         mpirun.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    let child = mpirun.spawn().context("cannot start mpirun (package openmpi-bin)")?;
-    let status = wait_bounded(child, timeout)?;
-    let left = leftovers()?;
+    mpirun.stderr(stderr).spawn().context("cannot start mpirun (package openmpi-bin)")
+}
+
+/// Names and kills every process still inside a host `grace` after mpirun ended.
+pub(crate) fn clear(grace: Duration) -> Result<Vec<String>> {
+    let left = leftovers(grace)?;
     if !left.is_empty() {
         eprintln!("cluster: left after mpirun ended, now killed: {}", left.join("; "));
         for ns in net::namespaces()? {
@@ -236,16 +279,17 @@ pub fn run_command(shape: &Shape, timeout: Duration, command: &[String]) -> Resu
             }
         }
     }
-    Ok(status)
+    Ok(left)
 }
 
-/// Waits for `child`; past `timeout` sends it SIGTERM, then SIGKILL 10 s later.
-fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus> {
+/// Waits for `child`; past `timeout` sends it SIGTERM, then SIGKILL 10 s later. Says whether
+/// it had to be stopped.
+pub(crate) fn wait_bounded(mut child: Child, timeout: Duration) -> Result<(ExitStatus, bool)> {
     let started = Instant::now();
     let mut terminated = None;
     loop {
         if let Some(status) = child.try_wait()? {
-            return Ok(status);
+            return Ok((status, terminated.is_some()));
         }
         match terminated {
             None if started.elapsed() > timeout => {
@@ -262,12 +306,12 @@ fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus> {
     }
 }
 
-/// Processes still inside the cluster's hosts, as `host: pid command`.
-pub fn leftovers() -> Result<Vec<String>> {
+/// Processes still inside the cluster's hosts `grace` after mpirun ended, as `host: pid
+/// command` (daemons and ranks take a moment to go; a host cut off from mpirun longer).
+pub fn leftovers(grace: Duration) -> Result<Vec<String>> {
     let mut left = Vec::new();
+    let deadline = Instant::now() + grace;
     for ns in net::namespaces()? {
-        // Daemons and ranks take a moment to go after mpirun returns.
-        let deadline = Instant::now() + Duration::from_secs(3);
         let mut pids = net::pids(&ns)?;
         while !pids.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
@@ -308,7 +352,7 @@ mod tests {
         up(&shape).unwrap();
         let out = std::env::temp_dir().join(format!("halo-cluster-names-{}", std::process::id()));
         let command = format!("hostname > {}.$OMPI_COMM_WORLD_RANK", out.display());
-        let status = run_command(&shape, Duration::from_secs(120), &["sh".into(), "-c".into(), command]);
+        let run = run_command(&shape, Duration::from_secs(120), &["sh".into(), "-c".into(), command]);
         let names: Vec<String> = (0..4)
             .map(|r| {
                 let path = PathBuf::from(format!("{}.{r}", out.display()));
@@ -318,7 +362,8 @@ mod tests {
             })
             .collect();
         down().unwrap();
-        assert!(status.unwrap().success());
+        let run = run.unwrap();
+        assert!(run.status.success() && run.left.is_empty() && !run.stopped);
         assert_eq!(names, ["halo-h0", "halo-h1", "halo-h2", "halo-h3"]);
         assert!(net::namespaces().unwrap().is_empty() && net::root_links().unwrap().is_empty());
         assert!(!Path::new(STATE_DIR).exists());

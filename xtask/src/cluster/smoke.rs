@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
-use super::{Rate, Shape, down, leftovers, net, run_command, up};
+use super::{Rate, Shape, down, net, run_command, up};
 
 /// Each run's bound: Cora's two epochs take seconds.
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
@@ -44,11 +44,15 @@ fn train_both(halo: &Path, shape: &Shape) -> Result<()> {
             .chain(common.iter().map(|s| s.to_string()))
             .chain(["--method", method, "--report", &report.display().to_string()].map(String::from))
             .collect();
-        command.extend(["--comm-timeout".into(), "60".into()]);
-        let status = run_command(shape, RUN_TIMEOUT, &command)?;
-        ensure!(status.success(), "cluster smoke: `{}` on the cluster ended with {status}", command.join(" "));
-        let left = leftovers()?;
-        ensure!(left.is_empty(), "cluster smoke: {method} left processes: {}", left.join("; "));
+        command.extend(["--peer-timeout".into(), "60".into()]);
+        let run = run_command(shape, RUN_TIMEOUT, &command)?;
+        ensure!(
+            run.status.success(),
+            "cluster smoke: `{}` on the cluster ended with {}",
+            command.join(" "),
+            run.status
+        );
+        ensure!(run.left.is_empty(), "cluster smoke: {method} left processes: {}", run.left.join("; "));
         reports.push((method, read(&report)?));
     }
     for (method, report) in &reports {

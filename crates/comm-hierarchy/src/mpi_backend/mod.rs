@@ -6,9 +6,11 @@
 //!
 //! Failure semantics: when the work of a rank returns an error or panics, [`run`] prints
 //! `halo: rank R ...` to stderr and calls `MPI_Abort`, so the launcher kills every other rank
-//! and exits non-zero. A rank that waits longer than the timeout for a peer fails with
-//! [`CommError::Timeout`] naming the peer, and aborts the job the same way; so does a rank
-//! that dies outright, through the launcher. Nothing hangs.
+//! and exits non-zero. A rank that waits for a peer while nothing moves for the timeout (no
+//! message arrives, none of its sends completes) fails with [`CommError::Timeout`] naming the
+//! peer and its host, and aborts the job the same way. A matched message is received without
+//! blocking MPI, so a link cut mid-message is noticed too. A rank that dies outright, or a host
+//! the launcher loses, ends the job through the launcher (`docs/RELIABILITY.md`).
 
 mod sends;
 
@@ -20,7 +22,12 @@ use std::time::{Duration, Instant};
 use mpi::Threading;
 use mpi::collective::CommunicatorCollectives;
 use mpi::environment::Universe;
-use mpi::point_to_point::{MatchedReceiveVec, Source};
+use std::mem::MaybeUninit;
+
+use mpi::datatype::Equivalence;
+use mpi::ffi;
+use mpi::point_to_point::{Message, Source};
+use mpi::raw::AsRawMut;
 use mpi::topology::{Communicator as MpiCommunicatorTrait, SimpleCommunicator};
 
 use crate::endpoint::Endpoint;
@@ -89,8 +96,9 @@ where
     }
     let world = universe.world();
     let rank = world.rank() as usize;
-    let topology = discover_topology(&world, options)?;
-    let transport = MpiTransport::new(world, options.timeout);
+    let names = processor_names(&world)?;
+    let topology = placed_topology(&names, options.hosts, options.links)?;
+    let transport = MpiTransport::new(world, names, options.timeout);
     let comm = Endpoint::new(topology, transport)?.with_fault(options.fault);
     let failure = match catch_unwind(AssertUnwindSafe(|| work(comm))) {
         Ok(Ok(value)) => return Ok(value),
@@ -103,11 +111,6 @@ where
 fn abort_job(universe: &Universe, failure: &WorkerFailure) -> ! {
     eprintln!("halo: {failure}; aborting the MPI job");
     universe.world().abort(ABORT_CODE)
-}
-
-fn discover_topology(world: &SimpleCommunicator, options: &MpiOptions) -> Result<Topology, CommError> {
-    let names = processor_names(world)?;
-    placed_topology(&names, options.hosts, options.links)
 }
 
 /// The topology of ranks running on the hosts `names` (one per rank), checked against the
@@ -161,6 +164,8 @@ pub struct MpiTransport {
     world: SimpleCommunicator,
     rank: usize,
     size: usize,
+    /// Every rank's processor name, for errors that name a peer's host.
+    hosts: Vec<String>,
     timeout: Duration,
 }
 
@@ -172,9 +177,82 @@ pub struct MpiTransport {
 unsafe impl Send for MpiTransport {}
 
 impl MpiTransport {
-    fn new(world: SimpleCommunicator, timeout: Duration) -> Self {
+    fn new(world: SimpleCommunicator, hosts: Vec<String>, timeout: Duration) -> Self {
         let (rank, size) = (world.rank() as usize, world.size() as usize);
-        Self { sends: SendQueue::new(timeout), world, rank, size, timeout }
+        Self { sends: SendQueue::new(timeout), world, rank, size, hosts, timeout }
+    }
+
+    /// The error of a wait for `peer` in `phase` during which nothing moved for the timeout.
+    fn timed_out(&self, peer: usize, phase: &str) -> CommError {
+        CommError::Timeout {
+            observer: self.rank,
+            peer,
+            host: self.hosts.get(peer).cloned().unwrap_or_default(),
+            phase: phase.to_owned(),
+            timeout: self.timeout,
+        }
+    }
+
+    /// Receives a matched message of `len` bytes without blocking in MPI: polls it until it
+    /// completes, and gives up once nothing has moved for the timeout (a link cut mid-message).
+    fn receive_matched(
+        &mut self,
+        mut message: Message,
+        len: usize,
+        src: usize,
+        phase: &str,
+    ) -> Result<Vec<u8>, CommError> {
+        let count = c_int::try_from(len).map_err(|_| {
+            CommError::malformed(phase, src, format!("a message of {len} bytes exceeds MPI's count limit"))
+        })?;
+        let mut buffer = vec![0u8; len];
+        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
+        // SAFETY: MPI writes at most `count` bytes (the matched message's length) into `buffer`
+        // until the request completes; the buffer is returned only after MPI_Test reports
+        // completion, and leaked if the wait is abandoned, so MPI never writes into freed
+        // memory. `message` is a matched message MPI_Imrecv consumes (it sets it to
+        // MPI_MESSAGE_NULL, which the `Message`'s drop expects). The datatype is MPI_UINT8_T.
+        let rc = unsafe {
+            ffi::MPI_Imrecv(
+                buffer.as_mut_ptr().cast(),
+                count,
+                ffi::RSMPI_UINT8_T,
+                message.as_raw_mut(),
+                request.as_mut_ptr(),
+            )
+        };
+        sends::check(rc, "MPI_Imrecv")?;
+        // SAFETY: MPI_Imrecv succeeded, so it wrote the request handle.
+        let mut request = unsafe { request.assume_init() };
+        let mut moved = Instant::now();
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `request` is the live handle of the incomplete receive started above (the
+            // loop ends when MPI_Test reports it complete); MPI_STATUS_IGNORE is a valid status.
+            let rc = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            sends::check(rc, "MPI_Test")?;
+            if done != 0 {
+                return Ok(buffer);
+            }
+            if self.sends.reap()? > 0 {
+                moved = Instant::now();
+            }
+            if moved.elapsed() >= self.timeout {
+                // MPI may still write into the buffer: it must outlive the request.
+                std::mem::forget(buffer);
+                return Err(self.timed_out(src, phase));
+            }
+            pause(moved.elapsed());
+        }
+    }
+}
+
+/// Between two polls of a wait that has seen nothing move for `idle`: spin briefly, then sleep.
+fn pause(idle: Duration) {
+    if idle < SPIN {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(IDLE_SLEEP);
     }
 }
 
@@ -193,29 +271,25 @@ impl Transport for MpiTransport {
     }
 
     fn recv(&mut self, src: usize, tag: Tag, phase: &str) -> Result<Vec<u8>, CommError> {
-        let started = Instant::now();
-        let process = self.world.process_at_rank(src as c_int);
+        let mut moved = Instant::now();
+        let host = self.hosts.get(src).map_or("", String::as_str);
+        let _waiting = crate::waiting::start(self.rank, src, host, phase);
         loop {
-            if let Some(matched) = process.immediate_matched_probe_with_tag(mpi_tag(tag)) {
-                let (bytes, _status) = matched.matched_receive_vec::<u8>();
+            let process = self.world.process_at_rank(src as c_int);
+            if let Some((message, status)) = process.immediate_matched_probe_with_tag(mpi_tag(tag)) {
+                let len = status.count(u8::equivalent_datatype()) as usize;
+                let bytes = self.receive_matched(message, len, src, phase)?;
                 self.sends.reap()?;
                 return Ok(bytes);
             }
-            self.sends.reap()?;
-            let waited = started.elapsed();
-            if waited >= self.timeout {
-                return Err(CommError::Timeout {
-                    observer: self.rank,
-                    peer: src,
-                    phase: phase.to_owned(),
-                    timeout: self.timeout,
-                });
+            // A send of this rank completing is progress: the wire is moving.
+            if self.sends.reap()? > 0 {
+                moved = Instant::now();
             }
-            if waited < SPIN {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(IDLE_SLEEP);
+            if moved.elapsed() >= self.timeout {
+                return Err(self.timed_out(src, phase));
             }
+            pause(moved.elapsed());
         }
     }
 }

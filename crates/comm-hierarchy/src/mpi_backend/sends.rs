@@ -25,7 +25,7 @@ pub(super) struct SendQueue {
     drain_timeout: Duration,
 }
 
-fn check(rc: c_int, call: &str) -> Result<(), CommError> {
+pub(super) fn check(rc: c_int, call: &str) -> Result<(), CommError> {
     if rc == ffi::MPI_SUCCESS as c_int { Ok(()) } else { Err(CommError::Mpi(format!("{call} failed with code {rc}"))) }
 }
 
@@ -70,8 +70,9 @@ impl SendQueue {
         Ok(())
     }
 
-    /// Releases the buffers of sends that completed.
-    pub(super) fn reap(&mut self) -> Result<(), CommError> {
+    /// Releases the buffers of sends that completed; returns how many did.
+    pub(super) fn reap(&mut self) -> Result<usize, CommError> {
+        let before = self.in_flight.len();
         let mut failure = Ok(());
         self.in_flight.retain_mut(|send| {
             let mut done: c_int = 0;
@@ -85,7 +86,7 @@ impl SendQueue {
             }
             done == 0
         });
-        failure
+        failure.map(|()| before - self.in_flight.len())
     }
 }
 

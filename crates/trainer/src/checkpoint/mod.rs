@@ -11,7 +11,7 @@
 //! disk (a `checkpoint` all-reduce that also carries their sizes) and rank 0 commits the set
 //! with the manifest ([`store`]). Resuming takes the newest checkpoint whose manifest was
 //! committed, and refuses, naming what differs, a different configuration (keys other than
-//! `epochs`, `patience`, `report`, `threads`, `[reliability]`, `[memory]` and `backend`), world size,
+//! `epochs`, `patience`, `eval-every`, `report`, `threads`, `[reliability]`, `[memory]` and `backend`), world size,
 //! method, partition (each shard keeps a fingerprint of its rank's data) or a truncated or
 //! corrupt file.
 //!
@@ -263,8 +263,8 @@ fn config_json(config: &TrainConfig) -> Value {
 
 /// Keys that may change between a run and its resumption: they do not change the bits of an
 /// epoch (how long to train, where to write, how many threads, which backend moves the bytes).
-const MAY_DIFFER: [&str; 7] =
-    ["epochs", "patience", "report", "threads", "reliability", "memory", "distributed.backend"];
+const MAY_DIFFER: [&str; 8] =
+    ["epochs", "patience", "eval-every", "report", "threads", "reliability", "memory", "distributed.backend"];
 
 /// The dotted keys whose values differ between `saved` and `current`, with both values.
 fn config_diff(saved: &Value, current: &Value, prefix: &str, out: &mut Vec<String>) {

@@ -2,6 +2,8 @@
 //! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap`, `--serialize-compute`,
 //! `--lossy-eval` and `--masters-only` on the command line).
 
+use std::path::Path;
+
 use comm_hierarchy::{LinkModel, Preset};
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
@@ -109,6 +111,12 @@ pub struct DistributedConfig {
     /// clusters).
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub topology: Preset,
+    /// Your cluster's links, in place of the topology's: a `halo bench comm --backend mpi
+    /// --report` JSON file (its measured fits, the median per link class), or a TOML file with
+    /// `[intra]` and `[inter]` tables of `bandwidth_gb_s` and `latency_us`. Every method's
+    /// time model prices its bytes on them.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
+    pub links: Option<std::path::PathBuf>,
     /// Multiply the topology's link bandwidths (latencies kept).
     #[cfg_attr(feature = "clap", arg(long, value_name = "F"))]
     pub bandwidth_scale: f64,
@@ -162,6 +170,7 @@ impl Default for DistributedConfig {
             hosts: 1,
             backend: Backend::Local,
             topology: Preset::default(),
+            links: None,
             bandwidth_scale: 1.0,
             overlap: false,
             masters_only: false,
@@ -174,9 +183,15 @@ impl Default for DistributedConfig {
 }
 
 impl DistributedConfig {
-    /// The modeled cluster's links: the topology preset's, bandwidth scaled.
-    pub fn links(&self) -> LinkModel {
-        self.topology.links().with_bandwidth_scale(self.bandwidth_scale)
+    /// The modeled cluster's links: those of `links`' file, else the topology preset's;
+    /// bandwidth scaled. An unreadable file is named with the key.
+    pub fn links(&self) -> Result<LinkModel, ConfigError> {
+        let links = match &self.links {
+            None => self.topology.links(),
+            Some(path) => read_links(path, self.topology.links())
+                .map_err(|message| ConfigError::Invalid { key: "links", message })?,
+        };
+        Ok(links.with_bandwidth_scale(self.bandwidth_scale))
     }
 
     /// The partitioner to run for a `cut`: the given one, else METIS for edge-cuts and EBV for
@@ -223,6 +238,7 @@ impl DistributedConfig {
         if !(self.bandwidth_scale.is_finite() && self.bandwidth_scale > 0.0) {
             return invalid("bandwidth-scale", format!("must be finite and > 0, got {}", self.bandwidth_scale));
         }
+        self.links()?;
         if cut == CutKind::FeatureCut {
             return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
         }
@@ -239,6 +255,18 @@ impl DistributedConfig {
     }
 }
 
+/// The links of a `--links` file: a `halo bench comm` report (`.json`) measured over `base`'s
+/// classes, or a TOML link file.
+fn read_links(path: &Path, base: LinkModel) -> Result<LinkModel, String> {
+    let shown = path.display();
+    if path.extension().is_some_and(|e| e == "json") {
+        let fits = comm_hierarchy::read_link_fits(path).map_err(|e| format!("{shown}: {e}"))?;
+        Ok(comm_hierarchy::measured_links(base, &fits))
+    } else {
+        LinkModel::from_toml_file(path).map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +276,30 @@ mod tests {
             Err(ConfigError::Invalid { key, .. }) => key,
             other => panic!("expected an invalid key, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn links_come_from_a_measured_report_or_a_toml_file_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fits = dir.path().join("comm.json");
+        let fit = |src: usize, dst: usize| {
+            serde_json::json!({"src": src, "dst": dst, "link": "inter",
+                "fit": {"theta_s_per_mb": 0.008, "gamma_s": 0.0002, "r_squared": 0.99}, "samples": 4})
+        };
+        std::fs::write(&fits, serde_json::json!({ "link_fits": [fit(0, 1), fit(1, 0)] }).to_string()).unwrap();
+        let c = DistributedConfig { links: Some(fits), ..DistributedConfig::default() };
+        let links = c.links().unwrap();
+        assert!(
+            (links.inter.bandwidth_bytes_per_s - 1.25e8).abs() < 1.0 && (links.inter.latency_s - 1e-4).abs() < 1e-12
+        );
+        assert_eq!(links.intra, Preset::Cdfgnn.links().intra);
+        let toml = dir.path().join("links.toml");
+        std::fs::write(&toml, "[inter]\nbandwidth_gb_s = 0.125\nlatency_us = 50.0\n").unwrap();
+        let c = DistributedConfig { links: Some(toml), bandwidth_scale: 2.0, ..DistributedConfig::default() };
+        assert!((c.links().unwrap().inter.bandwidth_bytes_per_s - 2.5e8).abs() < 1.0);
+        let c = DistributedConfig { links: Some(dir.path().join("missing.json")), ..DistributedConfig::default() };
+        let err = c.validate(CutKind::EdgeCut).unwrap_err().to_string();
+        assert!(err.contains("invalid `links`") && err.contains("missing.json: cannot read it"), "{err}");
     }
 
     #[test]
@@ -297,6 +349,7 @@ mod tests {
             hosts: 2,
             backend: Backend::Mpi,
             topology: Preset::Ecgraph,
+            links: None,
             bandwidth_scale: 0.01,
             overlap: true,
             masters_only: true,
@@ -311,7 +364,7 @@ mod tests {
         let all_reduce = DistributedConfig { param_sync: ParamSync::Allreduce, ..c.clone() };
         assert_eq!(key_of(&all_reduce), "servers");
         assert_eq!(DistributedConfig { servers: None, ..c.clone() }.param_servers(), Some(8));
-        let (preset, scaled) = (Preset::Ecgraph.links(), c.links());
+        let (preset, scaled) = (Preset::Ecgraph.links(), c.links().unwrap());
         assert_eq!(scaled.inter.bandwidth_bytes_per_s, preset.inter.bandwidth_bytes_per_s * 0.01);
         assert_eq!(scaled.intra.bandwidth_bytes_per_s, preset.intra.bandwidth_bytes_per_s * 0.01);
         assert_eq!(scaled.inter.latency_s, preset.inter.latency_s);

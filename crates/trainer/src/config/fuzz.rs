@@ -36,7 +36,7 @@ eval-batch-size = 512
 [reliability]
 checkpoint-dir = "ck"
 checkpoint-every = 5
-comm-timeout = 30.0
+peer-timeout = 30.0
 "#;
 
 proptest! {

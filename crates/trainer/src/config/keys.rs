@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(default_text("halo-cache").as_deref(), Some("on"));
         assert_eq!(default_text("overlap").as_deref(), Some("off"));
         assert_eq!(default_text("bits").as_deref(), Some("adaptive"));
-        assert_eq!(default_text("comm-timeout").as_deref(), Some("300"));
+        assert_eq!(default_text("peer-timeout").as_deref(), Some("60"));
         assert_eq!(default_text("batch-size"), None);
         assert_eq!(default_text("no-such-key"), None);
     }

@@ -147,9 +147,14 @@ pub struct TrainConfig {
     /// Compute threads [default: all cores].
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::COMPUTE, value_name = "N"))]
     pub threads: Option<usize>,
-    /// Stop after N epochs without a validation improvement [default: never].
+    /// Stop after N evaluations without a validation improvement [default: never].
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
     pub patience: Option<usize>,
+    /// Evaluate every N epochs, and after the last; the epochs between report the last
+    /// evaluation's accuracies with its epoch (`eval_epoch`). Evaluation crosses the network
+    /// like a step does.
+    #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OPTIMIZATION, value_name = "N"))]
+    pub eval_every: usize,
     /// Write the JSON report here (checked before training starts; a run that fails or is
     /// interrupted leaves the epochs so far, marked `"incomplete": true` with the reason).
     #[cfg_attr(feature = "clap", arg(long, help_heading = heading::OUTPUT, value_name = "FILE.json"))]
@@ -199,6 +204,7 @@ impl Default for TrainConfig {
             method: MethodConfig::default(),
             threads: None,
             patience: None,
+            eval_every: 1,
             report: None,
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
@@ -324,6 +330,9 @@ impl TrainConfig {
         }
         if self.patience == Some(0) {
             return invalid("patience", "must be at least 1, got 0".to_string());
+        }
+        if self.eval_every == 0 {
+            return invalid("eval-every", "must be at least 1, got 0".to_string());
         }
         if self.distributed.serialize_compute && self.reliability.uses_checkpoints() {
             // A checkpoint's agreement is a collective outside the workers' clocks, which
@@ -503,6 +512,7 @@ split = "public"
 method = "single"
 threads = 2
 patience = 10
+eval-every = 3
 report = "out.json"
 "#;
         let c = TrainConfig::from_toml_str(text, "t.toml").unwrap();
@@ -528,6 +538,7 @@ report = "out.json"
             method: MethodConfig::default(),
             threads: Some(2),
             patience: Some(10),
+            eval_every: 3,
             report: Some(PathBuf::from("out.json")),
             distributed: Default::default(),
             minibatch: MiniBatchConfig::default(),
@@ -601,7 +612,7 @@ report = "out.json"
     #[test]
     fn validation_names_the_key() {
         type Mutation = fn(&mut TrainConfig);
-        let cases: [(&str, Mutation); 14] = [
+        let cases: [(&str, Mutation); 15] = [
             ("momentum", |c| c.momentum = 0.9),
             ("momentum", |c| (c.optimizer, c.momentum) = (OptimizerKind::Sgd, 1.0)),
             ("nesterov", |c| (c.optimizer, c.nesterov) = (OptimizerKind::Sgd, true)),
@@ -615,6 +626,7 @@ report = "out.json"
             ("heads", |c| c.heads = 0),
             ("threads", |c| c.threads = Some(0)),
             ("patience", |c| c.patience = Some(0)),
+            ("eval-every", |c| c.eval_every = 0),
             ("masters-only", |c| {
                 (c.model, c.distributed.cut, c.distributed.masters_only) = (ConvKind::Gat, CutKind::VertexCut, true)
             }),

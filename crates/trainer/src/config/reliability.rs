@@ -1,5 +1,5 @@
 //! Reliability settings (`[reliability]` in the TOML config; `--checkpoint-dir`,
-//! `--checkpoint-every`, `--checkpoint-keep`, `--resume` and `--comm-timeout` on the command
+//! `--checkpoint-every`, `--checkpoint-keep`, `--resume` and `--peer-timeout` on the command
 //! line). See `docs/RELIABILITY.md`.
 
 use std::path::PathBuf;
@@ -28,10 +28,11 @@ pub struct ReliabilityConfig {
     /// `epochs`, `patience`, `report`, `threads`, `backend`); `epochs` is the total.
     #[cfg_attr(feature = "clap", arg(long, value_name = "DIR"))]
     pub resume: Option<PathBuf>,
-    /// Seconds a worker waits for a peer that neither sends nor fails before the run fails,
-    /// naming the peer.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SECONDS"))]
-    pub comm_timeout: f64,
+    /// Seconds a worker waits for a peer that moves nothing (no message arrives, no send
+    /// completes) before the run fails, naming the peer and its host (`comm-timeout` is an alias).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SECONDS", alias = "comm-timeout"))]
+    #[serde(alias = "comm-timeout")]
+    pub peer_timeout: f64,
 }
 
 impl Default for ReliabilityConfig {
@@ -41,7 +42,7 @@ impl Default for ReliabilityConfig {
             checkpoint_every: 1,
             checkpoint_keep: 2,
             resume: None,
-            comm_timeout: comm_hierarchy::local::DEFAULT_TIMEOUT.as_secs_f64(),
+            peer_timeout: comm_hierarchy::local::DEFAULT_TIMEOUT.as_secs_f64(),
         }
     }
 }
@@ -56,15 +57,15 @@ impl ReliabilityConfig {
         if self.checkpoint_keep == 0 {
             return invalid("checkpoint-keep", "must be at least 1, got 0".to_string());
         }
-        if !(self.comm_timeout.is_finite() && self.comm_timeout > 0.0 && self.comm_timeout < 1e9) {
-            return invalid("comm-timeout", format!("must be a number of seconds above 0, got {}", self.comm_timeout));
+        if !(self.peer_timeout.is_finite() && self.peer_timeout > 0.0 && self.peer_timeout < 1e9) {
+            return invalid("peer-timeout", format!("must be a number of seconds above 0, got {}", self.peer_timeout));
         }
         Ok(())
     }
 
-    /// [`ReliabilityConfig::comm_timeout`] as a duration.
+    /// [`ReliabilityConfig::peer_timeout`] as a duration.
     pub fn timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.comm_timeout)
+        Duration::from_secs_f64(self.peer_timeout)
     }
 
     /// Whether the run writes or reads checkpoints.
@@ -80,12 +81,12 @@ mod tests {
     #[test]
     fn keys_parse_and_ranges_name_the_key() {
         let text =
-            "[reliability]\ncheckpoint-dir = \"ck\"\ncheckpoint-every = 5\nresume = \"ck\"\ncomm-timeout = 2.5\n";
+            "[reliability]\ncheckpoint-dir = \"ck\"\ncheckpoint-every = 5\nresume = \"ck\"\npeer-timeout = 2.5\n";
         let c = TrainConfig::from_toml_str(text, "run.toml").unwrap();
         assert_eq!(c.reliability.checkpoint_every, 5);
         assert_eq!(c.reliability.timeout(), std::time::Duration::from_millis(2500));
         assert!(c.reliability.uses_checkpoints());
-        for (bad, key) in [("checkpoint-every = 0", "checkpoint-every"), ("comm-timeout = -1.0", "comm-timeout")] {
+        for (bad, key) in [("checkpoint-every = 0", "checkpoint-every"), ("peer-timeout = -1.0", "peer-timeout")] {
             let msg = TrainConfig::from_toml_str(&format!("[reliability]\n{bad}\n"), "run.toml").unwrap_err();
             assert!(msg.to_string().contains(&format!("key `{key}`")), "{msg}");
         }

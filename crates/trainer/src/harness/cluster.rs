@@ -156,7 +156,7 @@ where
     F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> + Sync,
 {
     let dist = &config.distributed;
-    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.links()).map_err(DistError::from)?;
+    let topology = Topology::for_workers(dist.workers, dist.hosts, dist.links()?).map_err(DistError::from)?;
     let options = ClusterOptions { timeout: config.reliability.timeout(), fault: Fault::from_env()? };
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
     let work = &work;
@@ -221,7 +221,7 @@ where
         // The default (one host) takes the hosts the ranks run on; a larger number is checked
         // against them, or posed on one machine.
         hosts: (dist.hosts > 1).then_some(dist.hosts),
-        links: dist.links(),
+        links: dist.links()?,
         timeout: config.reliability.timeout(),
         fault: Fault::from_env()?,
     };

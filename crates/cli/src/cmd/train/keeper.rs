@@ -127,7 +127,14 @@ impl Keeper {
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
-                    let reason = format!("interrupted by {name}");
+                    #[allow(unused_mut)]
+                    let mut reason = format!("interrupted by {name}");
+                    // Under mpirun, a SIGTERM usually means the launcher lost a host: say what
+                    // this rank was waiting for.
+                    #[cfg(feature = "mpi")]
+                    if let Some(wait) = comm_hierarchy::waiting::describe() {
+                        reason += &format!(" ({wait})");
+                    }
                     eprintln!("{reason}");
                     keeper.abandon_and_say(&reason);
                     std::process::exit(128 + signal);
@@ -163,6 +170,7 @@ mod tests {
             test_acc: 0.3,
             wall_s: 0.01,
             eval_s: 0.005,
+            eval_epoch: None,
             compute_s: 0.01,
             bytes_intra: 0,
             bytes_inter: 0,

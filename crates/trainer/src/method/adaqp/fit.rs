@@ -5,29 +5,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cache_quant::assign::TimeModel;
-use comm_hierarchy::PairFit;
-use serde::Deserialize;
+use comm_hierarchy::{LinkFitError, parse_link_fits};
 
 /// Why a fit file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum FitError {
-    #[error("adaqp time-fit {}: cannot read it: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("adaqp time-fit {}: not a `halo bench comm` report: {source}", path.display())]
-    Parse { path: PathBuf, source: serde_json::Error },
-    #[error(
-        "adaqp time-fit {}: it has no link fits (they are measured with `halo bench comm --backend mpi`)",
-        path.display()
-    )]
-    NoFits { path: PathBuf },
+    #[error("adaqp time-fit {}: {source}", path.display())]
+    File { path: PathBuf, source: LinkFitError },
     #[error("adaqp time-fit {}: no fit for the pair {src} -> {dst} (measured on another world size?)", path.display())]
     MissingPair { path: PathBuf, src: usize, dst: usize },
-}
-
-/// The part of a `halo bench comm` report read here.
-#[derive(Deserialize)]
-struct BenchReport {
-    link_fits: Option<Vec<PairFit>>,
 }
 
 /// Measured time models by ordered pair.
@@ -39,14 +25,13 @@ pub(super) struct MeasuredFits {
 
 impl MeasuredFits {
     pub(super) fn load(path: &Path) -> Result<Self, FitError> {
-        let text = std::fs::read(path).map_err(|source| FitError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read(path)
+            .map_err(|source| FitError::File { path: path.to_path_buf(), source: LinkFitError::Read(source) })?;
         Self::parse(path, &text)
     }
 
     pub(super) fn parse(path: &Path, text: &[u8]) -> Result<Self, FitError> {
-        let report: BenchReport =
-            serde_json::from_slice(text).map_err(|source| FitError::Parse { path: path.to_path_buf(), source })?;
-        let fits = report.link_fits.filter(|f| !f.is_empty()).ok_or(FitError::NoFits { path: path.to_path_buf() })?;
+        let fits = parse_link_fits(text).map_err(|source| FitError::File { path: path.to_path_buf(), source })?;
         let pairs = fits
             .into_iter()
             .map(|f| ((f.src, f.dst), TimeModel { theta_s_per_mb: f.fit.theta_s_per_mb, gamma_s: f.fit.gamma_s }))
@@ -75,7 +60,7 @@ mod tests {
         let missing = fits.pair(0, 2).unwrap_err().to_string();
         assert!(missing.starts_with("adaqp time-fit b.json: no fit for the pair 0 -> 2"), "{missing}");
         let local = MeasuredFits::parse(Path::new("b.json"), br#"{"backend": "local", "link_fits": null}"#);
-        assert!(matches!(local, Err(FitError::NoFits { .. })));
+        assert!(matches!(local, Err(FitError::File { source: LinkFitError::NoFits, .. })));
         let broken = MeasuredFits::parse(Path::new("b.json"), b"{").unwrap_err().to_string();
         assert!(broken.starts_with("adaqp time-fit b.json: not a `halo bench comm` report"), "{broken}");
         let unread = MeasuredFits::load(Path::new("/nonexistent/b.json")).unwrap_err().to_string();

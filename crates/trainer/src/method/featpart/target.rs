@@ -66,6 +66,7 @@ mod tests {
                 test_acc: acc,
                 wall_s: 1.0,
                 eval_s: 0.1,
+                eval_epoch: None,
                 compute_s: 0.4,
                 bytes_intra: 0,
                 bytes_inter: 0,
