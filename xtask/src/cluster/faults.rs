@@ -24,7 +24,7 @@ use super::{LAUNCHER_DEADLINE_S, Rate, Shape, clear, down, net, start, up, wait_
 /// The cases, in the order they run.
 pub const CASES: [&str; 4] = ["cut", "cut-setup", "kill", "blip"];
 const HOSTS: usize = 4;
-const EPOCHS: &str = "150";
+const EPOCHS: &str = "300";
 /// How long a blip cuts its link.
 const BLIP: Duration = Duration::from_secs(5);
 /// The run's peer deadline (`--peer-timeout`).
@@ -63,8 +63,12 @@ fn all_trials(halo: &Path, shape: &Shape, trials: usize, seed: u64) -> Result<us
     let dir = std::env::temp_dir().join(format!("halo-cluster-faults-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let reference = dir.join("reference.json");
+    let started = Instant::now();
     let finished = trial(halo, shape, &reference, None)?;
     ensure!(finished.status_ok, "cluster faults: the run without a fault failed:\n{}", finished.stderr);
+    // Faults land in the first half of a run as long as the reference (training starts after
+    // about a second), so every trial meets its fault before the run could end.
+    let span = started.elapsed().as_secs_f64();
     let reference = losses(&read(&reference)?);
     let mut rng = seed.max(1);
     let mut failures = 0;
@@ -76,7 +80,7 @@ fn all_trials(halo: &Path, shape: &Shape, trials: usize, seed: u64) -> Result<us
             let host = (next(&mut rng) % (HOSTS as u64 - 1)) as usize + 1;
             let at = match case {
                 "cut-setup" => 0.2 + 1.3 * unit(&mut rng),
-                _ => 3.0 + 5.0 * unit(&mut rng),
+                _ => span * (0.15 + 0.35 * unit(&mut rng)),
             };
             let report = dir.join(format!("{case}-{t}.json"));
             let fault = Fault { case, host, at: Duration::from_secs_f64(at) };
