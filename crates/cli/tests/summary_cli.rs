@@ -61,7 +61,7 @@ fn a_cdfgnn_cache_and_8_bit_summary_states_its_fraction_of_the_exact_exchange() 
 fn a_method_whose_communication_barely_counts_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["--method", "adaqp", "--workers", "4", "--epochs", "2"];
-    let note = "of the modeled epoch, too little for the method's savings to show";
+    let note = "too small a share of the modeled epoch for the method's savings to show";
     let share = |report: &serde_json::Value| {
         let f = &report["final"];
         f["modeled_comm_s_total"].as_f64().unwrap() / f["modeled_train_s"].as_f64().unwrap()

@@ -196,12 +196,12 @@ fn read_labels(dir: &Path, num_nodes: usize, meta: &Meta, progress: bool) -> Res
         // NaN marks an unknown target, so labels accept non-finite values.
         let (values, lines) = read_all(&path, progress, num_nodes * cols, &FloatRows { cols, finite: false })?;
         check_rows(&path, lines, num_nodes as u64, "rows", || per_node(num_nodes))?;
-        meta.check(dir, "num_classes", meta.num_classes, cols as u64)?;
         let not_binary = |v: &f32| !(v.is_nan() || *v == 0.0 || *v == 1.0);
         if let Some(at) = values.iter().position(not_binary).filter(|_| !meta.is_multi_label()) {
             let kind = ParseErrorKind::NotMultiLabel { token: values[at].to_string(), columns: cols };
             return Err(DatasetError::Parse { path, line: (at / cols) as u64 + 1, kind });
         }
+        meta.check(dir, "num_classes", meta.num_classes, cols as u64)?;
         let labels = Array2::from_shape_vec((num_nodes, cols), values).expect("rows and width were checked");
         return Ok((Labels::MultiLabel(labels), cols));
     }

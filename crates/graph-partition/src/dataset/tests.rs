@@ -568,10 +568,12 @@ fn write_ogb_over_another_dataset_leaves_no_old_split() {
 fn several_label_columns_need_zero_one_targets_or_a_multi_label_task() {
     let f = Fixture::new();
     f.write("raw/node-label.csv.gz", "0,0\n1,1\n2,nan\n3,2\n");
+    // Checked before meta.json's class count, which a `node,label` file would contradict.
+    std::fs::write(f.path().join("meta.json"), r#"{"num_classes": 3}"#).unwrap();
     let err = f.expect_error("node-label.csv.gz", Some(3));
     let message = err.to_string();
     assert!(message.contains("`2` is not 0 or 1") && message.contains("multi-label"), "{message}");
-    std::fs::write(f.path().join("meta.json"), r#"{"task": "multi-label classification"}"#).unwrap();
+    std::fs::write(f.path().join("meta.json"), r#"{"task": "multi-label classification", "num_classes": 2}"#).unwrap();
     assert!(matches!(f.load().unwrap().labels, Labels::MultiLabel(_)), "meta.json says multi-label");
 }
 
