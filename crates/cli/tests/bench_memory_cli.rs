@@ -62,6 +62,8 @@ fn flags_the_bench_sets_or_halo_train_refuses_stop_it_before_any_run() {
     for (flags, says) in [
         (vec!["--report=r.json"], "--report"),
         (vec!["--dataset", "x"], "--dataset"),
+        (vec!["--save-model", "m.safetensors"], "--save-model"),
+        (vec!["--checkpoint-dir=ck"], "--checkpoint-dir"),
         (vec!["--epochs", "zero"], "--epochs"),
     ] {
         let run = bench(&[&["--dataset", &cora, "--out", out.to_str().unwrap(), "--"][..], &flags].concat());

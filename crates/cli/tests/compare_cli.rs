@@ -1,6 +1,6 @@
 //! `halo compare` through the binary: it names the settings on which the runs differ above the
 //! table, and an incomplete report, even listed first, shows its epochs so far and leaves the
-//! other rows' ratios intact.
+//! other rows' ratios intact; `halo plot` draws over none of the reports it reads.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -60,4 +60,16 @@ fn compare_names_the_differing_settings_and_an_incomplete_report_spoils_no_ratio
     for label in ["single (gcn)", "single (sage)"] {
         assert_eq!(row(&printed, label), row(&alone, label), "{label}: {printed}\n{alone}");
     }
+
+    // A single-process run's unused distributed settings are no difference from a 2-worker run.
+    train(dir.path(), "vanilla.json", &["--model", "gcn", "--epochs", "4", "--method", "vanilla", "--workers", "2"]);
+    let out = halo(&["compare", "gcn.json", "vanilla.json"], dir.path());
+    let first = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string();
+    assert!(first.contains("method.name (single, vanilla)") && !first.contains("distributed."), "{first}");
+
+    // A picture drawn over a report it reads is refused, naming both.
+    let args = ["plot", "gcn.json", "sage.json", "--out", "./sage.json"];
+    let out = Command::new(env!("CARGO_BIN_EXE_halo")).args(args).current_dir(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--out ./sage.json") && err.contains("report sage.json"), "{err}");
 }

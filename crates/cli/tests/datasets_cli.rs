@@ -252,3 +252,23 @@ fn missing_dataset_says_how_to_download() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("cargo xtask download"), "{}", stderr(&out));
 }
+
+/// From the repository root, `cora` names `datasets/cora`, as it does for `halo train`; a name
+/// found nowhere lists the places tried and how to download.
+#[test]
+fn a_bare_name_is_looked_up_under_datasets() {
+    let root = cora().join("../..");
+    let info = |name: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_halo"))
+            .args(["datasets", "info", name, "--no-cache"])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        (out.status.success(), stdout(&out), stderr(&out))
+    };
+    let (ok, text, err) = info("cora");
+    assert!(ok, "{err}");
+    assert_eq!(line_with(&text, "nodes"), "nodes     2708");
+    let (ok, _, err) = info("absent-name");
+    assert!(!ok && err.contains("datasets/absent-name") && err.contains("cargo xtask download"), "{err}");
+}

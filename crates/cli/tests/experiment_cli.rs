@@ -138,6 +138,12 @@ fn bad_files_and_outputs_are_named_before_any_run() {
     assert!(!out.status.success() && stderr(&out).contains("taken"), "{}", stderr(&out));
     let out = halo(&["missing.toml", "--out", "out"], dir.path());
     assert!(!out.status.success() && stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+    // The experiment file where the experiment writes its table is refused, naming both.
+    std::fs::create_dir_all(dir.path().join("o")).unwrap();
+    std::fs::write(dir.path().join("o/results.csv"), grid).unwrap();
+    let out = halo(&["o/results.csv", "--out", "o"], dir.path());
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("the experiment o/results.csv and --out's results.csv"), "{err}");
 }
 
 #[test]

@@ -37,7 +37,8 @@ fn round_trip(dir: &Path, extra: &[&str], tolerance: f64) {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
     let best = report["final"]["best_epoch"].as_u64().unwrap();
     assert!(trained.contains(&format!("saved the model of epoch {best}")), "{trained}");
-    let sidecar: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("m.json")).unwrap()).unwrap();
+    let sidecar: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("m.safetensors.json")).unwrap()).unwrap();
     assert_eq!(sidecar["epoch"].as_u64(), Some(best));
     assert_eq!(sidecar["model"]["in_dim"], 1433);
 
@@ -110,16 +111,47 @@ fn bad_model_files_are_named() {
     let cora = cora();
     ok(halo(&["train", "--dataset", &cora, "--epochs", "1", "-q", "--save-model", "m.safetensors"], dir.path()));
     // Weights without their sidecar: the sidecar is named.
-    std::fs::rename(dir.path().join("m.json"), dir.path().join("kept.json")).unwrap();
+    std::fs::rename(dir.path().join("m.safetensors.json"), dir.path().join("kept.json")).unwrap();
     let out = halo(&["predict", "--model", "m.safetensors"], dir.path());
     let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && msg.contains("m.json"), "{msg}");
-    std::fs::rename(dir.path().join("kept.json"), dir.path().join("m.json")).unwrap();
+    assert!(!out.status.success() && msg.contains("m.safetensors.json"), "{msg}");
+    std::fs::rename(dir.path().join("kept.json"), dir.path().join("m.safetensors.json")).unwrap();
+    // Predictions written over the weights or their sidecar are refused.
+    for target in ["m.safetensors", "m.safetensors.json"] {
+        let out = halo(&["predict", "--model", "m.safetensors", "--out", target], dir.path());
+        let msg = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && msg.contains("--out") && msg.contains("--model"), "{msg}");
+    }
     std::fs::write(dir.path().join("m.safetensors"), b"not a safetensors file").unwrap();
     let out = halo(&["predict", "--model", "m.safetensors"], dir.path());
     let msg = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && msg.contains("m.safetensors") && msg.contains("not a safetensors file"), "{msg}");
-    let out = halo(&["train", "--epochs", "1", "--save-model", "m.json"], dir.path());
-    let msg = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && msg.contains("--save-model m.json"), "{msg}");
+}
+
+/// A model trained on `--dataset cora` from the repository root predicts from any folder: its
+/// sidecar records the dataset's absolute directory.
+#[test]
+fn a_saved_model_finds_its_dataset_from_another_folder() {
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.safetensors");
+    let model = model.to_str().unwrap();
+    ok(halo(&["train", "--dataset", "cora", "--epochs", "1", "-q", "--save-model", model], &root));
+    let sidecar: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.safetensors.json")).unwrap()).unwrap();
+    let recorded = PathBuf::from(sidecar["dataset_dir"].as_str().unwrap());
+    assert!(recorded.is_absolute() && recorded.ends_with("datasets/cora"), "{sidecar}");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = halo(&["predict", "--model", model], elsewhere.path());
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let predicted = ok(out);
+    assert!(predicted.starts_with("cora: train acc"), "{predicted}");
+    assert!(sidecar["dataset_fingerprint"].is_u64(), "{sidecar}");
+    // A dataset whose files differ from those trained on is named in a warning.
+    let mut changed = sidecar.clone();
+    changed["dataset_fingerprint"] = serde_json::json!(0);
+    std::fs::write(dir.path().join("m.safetensors.json"), changed.to_string()).unwrap();
+    let out = halo(&["predict", "--model", model], elsewhere.path());
+    let warning = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && warning.contains("changed since the model trained on it"), "{warning}");
 }

@@ -177,3 +177,27 @@ fn load_flags_non_finite_features_and_cache_dir() {
     assert_eq!(std::fs::read_dir(&caches).unwrap().count(), 1, "the cache went to --cache-dir");
     assert!(!dir.path().join("d/processed").exists());
 }
+
+/// `--dataset cora` names `datasets/cora` from the repository root, and a report inside the
+/// book's folder is refused before any work.
+#[test]
+fn a_bare_dataset_name_and_a_report_inside_the_book() {
+    let root = cora_dir().join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_halo"))
+        .args(["partition", "--dataset", "cora", "--no-cache", "--algo", "hash", "--parts", "2", "--report"])
+        .arg(&report)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(json["num_nodes"], 2708);
+    let book = dir.path().join("book");
+    let inside = book.join("book.json");
+    let out = halo_partition(&["--algo", "hash", "--parts", "2", "--out", book.to_str().unwrap()], &inside);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--out") && err.contains("--report"), "{err}");
+    assert!(!book.exists(), "refused before any work");
+}

@@ -2,7 +2,8 @@
 //!
 //! Every indented `halo ...` line of `README.md` (with its `\` continuations and `&&` chains)
 //! runs through the built binary in a scratch folder holding copies of what the commands read
-//! from the repository (`datasets/cora`, `experiments/smoke.toml`). Changes, so that the whole
+//! from the repository (`datasets/cora`, `experiments/smoke.toml`); a `mkdir -p DIR` line makes
+//! its folder there. Changes, so that the whole
 //! list runs in about a minute: a training run gets `--epochs 2` (replacing the README's count
 //! or added), `/tmp/` becomes the scratch folder, and an optional `[...]` group runs once
 //! without and once with its flags. Skipped, each for the reason in [`SKIPPED`]: commands that
@@ -13,6 +14,9 @@ use std::process::Command;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
+/// The folder-making line of the README, run here as `create_dir_all`.
+const MKDIR: &str = "mkdir -p ";
+
 /// Commands left out (matched by prefix), with why.
 const SKIPPED: [(&str, &str); 3] = [
     ("mpirun ", "needs mpirun and a build with `--features mpi` (the MPI tests cover it)"),
@@ -20,8 +24,8 @@ const SKIPPED: [(&str, &str); 3] = [
     ("halo bench memory", "trains on that 100,000-vertex graph"),
 ];
 
-/// The commands of the README's indented blocks that start with `halo` or `mpirun`, with
-/// continuation lines joined and comments dropped.
+/// The commands of the README's indented blocks that start with `halo`, `mpirun` or `mkdir -p`,
+/// with continuation lines joined and comments dropped.
 fn readme_commands(readme: &str) -> Vec<String> {
     let mut commands = Vec::new();
     let mut current: Option<String> = None;
@@ -37,7 +41,7 @@ fn readme_commands(readme: &str) -> Vec<String> {
         };
         match current.as_mut() {
             Some(command) => *command = format!("{command} {code}"),
-            None if code.starts_with("halo ") || code.starts_with("mpirun ") => current = Some(code.to_string()),
+            None if ["halo ", "mpirun ", MKDIR].iter().any(|p| code.starts_with(p)) => current = Some(code.to_string()),
             None => continue,
         }
         if !continues && let Some(command) = current.take() {
@@ -106,6 +110,10 @@ fn the_readme_halo_commands_run_in_order() {
             skipped.push(format!("{command}: {why}"));
             continue;
         }
+        if let Some(dir) = command.strip_prefix(MKDIR) {
+            std::fs::create_dir_all(scratch.path().join(dir.trim())).unwrap();
+            continue;
+        }
         for variant in variants(command) {
             for part in variant.split(" && ") {
                 let args = arguments(part.trim(), scratch.path());
@@ -130,10 +138,13 @@ fn the_readme_halo_commands_run_in_order() {
 
 #[test]
 fn commands_are_joined_split_and_rewritten() {
-    let readme = "text halo not code\n\n    halo a --x 1 \\\n        --y 2   # note\n    cargo b\n    \
+    let readme = "text halo not code\n\n    mkdir -p out\n    halo a --x 1 \\\n        --y 2   # note\n    cargo b\n    \
                   mpirun -np 2 halo c\n\n    halo d [--e] && halo f --epochs 9\n";
     let commands = readme_commands(readme);
-    assert_eq!(commands, ["halo a --x 1 --y 2", "mpirun -np 2 halo c", "halo d [--e] && halo f --epochs 9"]);
+    assert_eq!(
+        commands,
+        ["mkdir -p out", "halo a --x 1 --y 2", "mpirun -np 2 halo c", "halo d [--e] && halo f --epochs 9"]
+    );
     assert_eq!(variants("halo d [--e] x [--f g]"), ["halo d  x ", "halo d --e x --f g"]);
     let scratch = PathBuf::from("/s");
     assert_eq!(

@@ -55,6 +55,28 @@ fn a_cdfgnn_cache_and_8_bit_summary_states_its_fraction_of_the_exact_exchange() 
     assert!(exact.contains("1.000x the exact exchange's bytes") && !exact.contains("rows sent"), "{exact}");
 }
 
+/// A method run whose communication is a sliver of the modeled epoch says so, naming the flags
+/// that would show the method's savings; on a slow enough modeled network it does not.
+#[test]
+fn a_method_whose_communication_barely_counts_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--method", "adaqp", "--workers", "4", "--epochs", "2"];
+    let note = "too small a share of the modeled epoch for the method's savings to show";
+    let share = |report: &serde_json::Value| {
+        let f = &report["final"];
+        f["modeled_comm_s_total"].as_f64().unwrap() / f["modeled_train_s"].as_f64().unwrap()
+    };
+    for scale in ["1", "0.0001"] {
+        let (line, report) = train(&[&args[..], &["--bandwidth-scale", scale]].concat(), dir.path());
+        assert_eq!(line.contains(note), share(&report) < 0.05, "--bandwidth-scale {scale}: {line}");
+        if scale != "1" {
+            assert!(!line.contains(note), "a slow network shows the savings: {line}");
+        }
+    }
+    let (vanilla, report) = train(&["--method", "vanilla", "--workers", "4", "--epochs", "2"], dir.path());
+    assert!(share(&report) > 0.0 && !vanilla.contains(note), "exact training has no savings to show: {vanilla}");
+}
+
 #[test]
 fn featpart_and_data_parallel_summaries_state_bytes_and_modeled_time() {
     let dir = tempfile::tempdir().unwrap();

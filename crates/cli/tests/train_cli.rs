@@ -235,7 +235,10 @@ fn an_mpi_launch_without_mpi_in_the_build_says_how_to_build_it() {
     let out = halo_with_env(&["--method", "vanilla", "--epochs", "1"], dir.path(), &vars);
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("OMPI_COMM_WORLD_SIZE=4") && err.contains("cargo build --release --features mpi"), "{err}");
+    assert!(
+        err.contains("OMPI_COMM_WORLD_SIZE=4") && err.contains("cargo install --path crates/cli --features mpi"),
+        "{err}"
+    );
     let out = halo_with_env(&["--epochs", "1"], dir.path(), &[("PMI_SIZE", "2"), ("PMI_RANK", "1")]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--method single trains in one process"), "{}", stderr(&out));
@@ -368,4 +371,41 @@ fn json_logs_are_one_object_per_line() {
         let record: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(record["level"].is_string() && record["fields"]["message"].is_string(), "{line}");
     }
+}
+
+/// The run's outputs (report, saved model, its sidecar, checkpoint folder) and its config file
+/// never share a path: each pair that would is refused before training, naming both.
+#[test]
+fn outputs_that_would_write_over_each_other_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str], names: &[&str]| {
+        let out = halo(&[&["--epochs", "1", "-q"][..], args].concat(), dir.path());
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} is refused");
+        assert!(names.iter().all(|n| err.contains(n)) && err.contains("give them separate paths"), "{args:?}: {err}");
+        assert!(!dir.path().join("x.json").exists(), "{args:?}: refused before training");
+    };
+    refused(&["--report", "m.safetensors", "--save-model", "m.safetensors"], &["--report", "--save-model"]);
+    refused(
+        &["--report", "m.safetensors.json", "--save-model", "m.safetensors"],
+        &["--report", "--save-model's sidecar"],
+    );
+    refused(&["--report", "ck", "--checkpoint-dir", "ck"], &["--report ck", "--checkpoint-dir ck"]);
+    refused(&["--report", "ck/x.json", "--checkpoint-dir", "ck"], &["--report ck/x.json", "--checkpoint-dir ck"]);
+    refused(&["--save-model", "ck/m.safetensors", "--checkpoint-dir", "ck"], &["--save-model", "--checkpoint-dir"]);
+    refused(
+        &["--save-model", "m", "--checkpoint-dir", "m.json"],
+        &["--save-model's sidecar m.json", "--checkpoint-dir"],
+    );
+    std::fs::write(dir.path().join("run.toml"), "epochs = 1\n").unwrap();
+    refused(&["--config", "run.toml", "--report", "./run.toml"], &["--config run.toml", "--report ./run.toml"]);
+    std::fs::write(dir.path().join("out.toml"), "report = \"ck/r.json\"\n").unwrap();
+    refused(&["--config", "out.toml", "--checkpoint-dir", "ck"], &["`report` of out.toml", "--checkpoint-dir"]);
+
+    // The report and the model of one stem both stay: the sidecar is `x.safetensors.json`.
+    let out = halo(&["--epochs", "1", "-q", "--save-model", "x.safetensors", "--report", "x.json"], dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_report(&dir.path().join("x.json"))["epochs"].as_array().unwrap().len(), 1);
+    let sidecar = read_report(&dir.path().join("x.safetensors.json"));
+    assert_eq!(sidecar["epoch"], 1, "{sidecar}");
 }

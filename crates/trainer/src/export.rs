@@ -2,8 +2,9 @@
 //!
 //! The weights go in a safetensors file, one `F32` tensor per parameter under its gnn-core name
 //! (`conv0.weight`, ...) with shape `[rows, cols]`, readable by Python's `safetensors`. Beside it,
-//! `<stem>.json` holds what the weights mean: the model configuration, the training configuration
-//! (which names the dataset and its feature normalisation) and the epoch they come from. The
+//! `<file>.json` (`m.safetensors.json`) holds what the weights mean: the model configuration, the
+//! training configuration (which names the dataset and its feature normalisation), the dataset's
+//! absolute directory and the fingerprint of its files, and the epoch they come from. The
 //! safetensors header's metadata repeats the model configuration, so the file alone still says
 //! what it holds.
 //!
@@ -35,6 +36,14 @@ pub struct Sidecar {
     pub train: TrainConfig,
     /// The dataset trained on.
     pub dataset: String,
+    /// The absolute directory the dataset was loaded from (`None`: the built-in synthetic
+    /// graph), so that the weights find it from any working directory.
+    #[serde(default)]
+    pub dataset_dir: Option<PathBuf>,
+    /// The fingerprint of the dataset's raw files ([`Dataset::source_fingerprint`]), which tells
+    /// whether a dataset found later is the one trained on.
+    #[serde(default)]
+    pub dataset_fingerprint: Option<u64>,
     /// The epoch the weights come from: the best validation epoch.
     pub epoch: usize,
     /// Validation and test accuracy of the weights as the run measured them.
@@ -58,17 +67,29 @@ pub enum ExportError {
     NoModel,
 }
 
-/// The sidecar of the weights at `weights`: the same path ending in `.json`.
+/// The sidecar of the weights at `weights`: the same path with `.json` appended
+/// (`m.safetensors.json`), a name no other output of the run takes by accident.
 pub fn sidecar_path(weights: &Path) -> PathBuf {
-    weights.with_extension("json")
+    let mut name = weights.as_os_str().to_owned();
+    name.push(".json");
+    PathBuf::from(name)
+}
+
+/// The sidecar to read for `weights`: [`sidecar_path`], else the `<stem>.json` that earlier
+/// versions wrote, where only that one exists.
+fn existing_sidecar(weights: &Path) -> PathBuf {
+    let sidecar = sidecar_path(weights);
+    let stem_json = weights.with_extension("json");
+    if !sidecar.exists() && stem_json != weights && stem_json.is_file() { stem_json } else { sidecar }
 }
 
 /// Key of the model configuration in the safetensors header's metadata.
 const META_MODEL: &str = "halo.model";
 
 /// Writes `report`'s best-validation model to `path` (safetensors) and its sidecar, each
-/// through a temporary file and a rename.
-pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
+/// through a temporary file and a rename; `dataset_dir` is the directory the run loaded its
+/// dataset from (made absolute here).
+pub fn save(path: &Path, report: &Report, dataset_dir: Option<&Path>) -> Result<(), ExportError> {
     let trained = report.trained.as_ref().ok_or(ExportError::NoModel)?;
     let invalid = |detail: String| ExportError::Invalid { path: path.to_path_buf(), detail };
     let model = Model::new(trained.config.clone()).map_err(|e| invalid(e.to_string()))?;
@@ -88,6 +109,8 @@ pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
         model: trained.config.clone(),
         train: report.config.clone(),
         dataset: report.dataset.clone(),
+        dataset_dir: dataset_dir.map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
+        dataset_fingerprint: dataset_dir.and_then(|dir| Dataset::source_fingerprint(dir).ok()),
         epoch: trained.epoch,
         val_acc: report.final_.best_val_acc,
         test_acc: report.final_.test_acc_at_best_val,
@@ -104,7 +127,7 @@ pub fn save(path: &Path, report: &Report) -> Result<(), ExportError> {
 /// Reads the weights at `path` and their sidecar into a model. Every tensor the model needs must
 /// be there with its shape and type; errors name the file and the tensor.
 pub fn load(path: &Path) -> Result<(Model, Sidecar), ExportError> {
-    let sidecar_file = sidecar_path(path);
+    let sidecar_file = existing_sidecar(path);
     let read =
         |p: &Path| std::fs::read(p).map_err(|source| ExportError::Io { action: "read", path: p.to_path_buf(), source });
     // The weights first: a wrong path is named as given, not through its sidecar.
@@ -220,12 +243,37 @@ mod tests {
 
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("m.safetensors");
-            save(&path, &report).unwrap();
+            save(&path, &report, Some(Path::new("datasets/toy"))).unwrap();
             let (mut loaded, sidecar) = load(&path).unwrap();
             assert_eq!(loaded.config(), original.config(), "{model}");
             assert_eq!(loaded.params(), distinct.as_slice(), "{model}");
             assert_eq!((sidecar.epoch, sidecar.val_acc), (1, report.final_.best_val_acc), "{model}");
+            let dataset_dir = sidecar.dataset_dir.as_deref().unwrap();
+            assert!(dataset_dir.is_absolute() && dataset_dir.ends_with("datasets/toy"), "{dataset_dir:?}");
             assert_eq!(predict(&mut loaded, &dataset).unwrap(), predict(&mut original, &dataset).unwrap(), "{model}");
         }
+    }
+
+    /// The sidecar is `<weights>.json`; a `<stem>.json` sidecar of an earlier version is read
+    /// where it is the only one.
+    #[test]
+    fn the_sidecar_appends_json_and_an_old_one_is_still_read() {
+        assert_eq!(sidecar_path(Path::new("out/m.safetensors")), Path::new("out/m.safetensors.json"));
+        assert_eq!(sidecar_path(Path::new("m.json")), Path::new("m.json.json"));
+        let dataset = SynthConfig { nodes: 40, avg_degree: 4.0, features: 4, classes: 3, ..Default::default() }
+            .generate()
+            .unwrap();
+        let config = TrainConfig { hidden: 4, epochs: 1, ..TrainConfig::default() };
+        let report = crate::single::run("single", &config, &dataset, &mut ()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        save(&path, &report, None).unwrap();
+        assert!(path.with_extension("safetensors.json").is_file() && !path.with_extension("json").exists());
+        std::fs::rename(sidecar_path(&path), path.with_extension("json")).unwrap();
+        let (_, sidecar) = load(&path).unwrap();
+        assert_eq!(
+            (sidecar.epoch, sidecar.dataset_dir, sidecar.dataset_fingerprint),
+            (report.trained.unwrap().epoch, None, None)
+        );
     }
 }

@@ -113,7 +113,8 @@ pub fn run_method(
             method: name.to_string(),
             detail: format!(
                 "sampled in-edges (fanouts without batch-size) need an edge-cut, where a vertex's in-edges are \
-                 all on its owner; this run is a {cut}-cut"
+                 all on its owner; this run is {}",
+                cut.with_article()
             ),
         }),
         (DataPlan::Replicated, BatchSource::Sampled(sampling)) => {

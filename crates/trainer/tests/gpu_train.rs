@@ -180,7 +180,7 @@ fn saved_device_weights_reproduce_the_best_epoch_on_the_cpu() {
     let report = trainer::single::run("single", &config, &dataset, &mut ()).expect("training runs");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.safetensors");
-    trainer::export::save(&path, &report).expect("the device run kept its best epoch");
+    trainer::export::save(&path, &report, None).expect("the device run kept its best epoch");
     let (mut model, sidecar) = trainer::export::load(&path).expect("the saved weights load");
     let best = report.final_.best_epoch;
     assert_eq!(sidecar.epoch, best);

@@ -169,7 +169,9 @@ fn run_mpi_with(
 
 #[cfg(not(feature = "mpi"))]
 fn run_mpi(_: &CommArgs, _: LinkModel, _: Duration) -> anyhow::Result<()> {
-    anyhow::bail!("--backend mpi: this halo was built without MPI support; rebuild with --features mpi")
+    anyhow::bail!(
+        "--backend mpi: this halo was built without MPI support; install a build with it: cargo install --path crates/cli --features mpi"
+    )
 }
 
 /// What every rank measures. Per-pair link fits are measured under MPI only: between

@@ -24,8 +24,10 @@ enum DatasetsCommand {
 
 #[derive(Debug, clap::Args)]
 struct InfoArgs {
-    /// Dataset directory in the OGB raw layout (raw/, split/, optional meta.json).
-    path: PathBuf,
+    /// Dataset directory in the OGB raw layout (raw/, split/, optional meta.json), or a name
+    /// under `datasets/`.
+    #[arg(value_name = "DATASET")]
+    dataset: String,
     /// Split to report (a directory under split/); default: the only one present.
     #[arg(long, value_name = "NAME")]
     split: Option<String>,
@@ -90,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn run_info(args: InfoArgs) -> anyhow::Result<()> {
-    let dataset = args.load.load(&args.path, "the dataset", args.split, true)?;
+    let dataset = args.load.load(&args.dataset, "the dataset", args.split, true)?;
     let summary = dataset.summary();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

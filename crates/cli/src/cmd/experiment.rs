@@ -14,12 +14,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use trainer::experiment::{
-    self, ExperimentSpec, GridObserver, Metric, Outcome, Plan, RESULTS_CSV, RESULTS_JSON, RunId, RunRow, Table,
+    self, ExperimentSpec, GridObserver, Metric, Outcome, Plan, RESULTS_CSV, RESULTS_JSON, RUNS_DIR, RunId, RunRow,
+    Table,
 };
 use trainer::report::Best;
 use trainer::report::EpochRecord;
 use trainer::train_loop::EpochObserver;
 
+use super::output::{Place, refuse_clashes};
 use super::train::config_from_flags;
 use super::{plot, reports};
 
@@ -41,6 +43,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut places = vec![Place::input("the experiment", &args.file)];
+    places.push(Place::output_folder(format!("--out's {RUNS_DIR}/"), &args.out.join(RUNS_DIR)));
+    places.extend(
+        [RESULTS_JSON, RESULTS_CSV, PLOT_SVG]
+            .map(|name| Place::output(format!("--out's {name}"), &args.out.join(name))),
+    );
+    refuse_clashes(&places)?;
     let spec = ExperimentSpec::from_file(&args.file)?;
     let file = args.file.display().to_string();
     // A flag at fault in `base` fails alone as it fails in every variant: named at its own line.

@@ -1,9 +1,13 @@
-//! Dataset-loading flags shared by the subcommands that read a dataset directory.
+//! Dataset-loading flags shared by the subcommands that read a dataset directory, and the one
+//! resolver of a `--dataset` value: a directory, else a name under [`DATASETS`].
 
 use std::path::{Path, PathBuf};
 
 use graph_partition::dataset::ParseErrorKind;
 use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions};
+
+/// Where a bare dataset name (`cora`) is looked up, relative to the working directory.
+pub const DATASETS: &str = "datasets";
 
 /// How a dataset directory is read: the binary cache and non-finite features.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,10 +39,12 @@ impl LoadArgs {
         LoadOptions { split, cache, cache_dir: self.cache_dir.clone(), allow_nonfinite: self.allow_nonfinite, progress }
     }
 
-    /// Loads `dir`; errors say which argument named it (`what`, e.g. `--dataset`) and, for a
-    /// non-finite feature, how to accept it.
-    pub fn load(&self, dir: &Path, what: &str, split: Option<String>, progress: bool) -> anyhow::Result<Dataset> {
-        Dataset::load(dir, &self.options(split, progress)).map_err(|err| {
+    /// Loads the dataset `spec` names (a directory, or a name under [`DATASETS`]); errors say
+    /// which argument named it (`what`, e.g. `--dataset`) and, for a non-finite feature, how to
+    /// accept it.
+    pub fn load(&self, spec: &str, what: &str, split: Option<String>, progress: bool) -> anyhow::Result<Dataset> {
+        let dir = trainer::data::resolve_dataset_dir(spec, Path::new(DATASETS))?;
+        Dataset::load(&dir, &self.options(split, progress)).map_err(|err| {
             let hint = match &err {
                 DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
                     " (--allow-nonfinite accepts non-finite features)"

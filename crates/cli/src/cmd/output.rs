@@ -3,9 +3,10 @@
 //! A long run that fails at its very end because the report's directory is missing loses
 //! everything, so [`check_writable`] runs before the work. [`write_atomically`] writes through a
 //! file beside the target and a rename, so a reader (a script polling the report, or a run
-//! interrupted mid-write) never sees half a file.
+//! interrupted mid-write) never sees half a file. [`refuse_clashes`] stops a command whose
+//! outputs would write over each other, or over one of its inputs.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
 use graph_partition::fs::{WriteError, write_atomic};
@@ -35,6 +36,88 @@ pub fn write_atomically(path: &Path, text: &str, flag: &str) -> anyhow::Result<(
 /// An atomic write's error as `cannot <action> <flag> <path>: <cause>`.
 pub fn flag_error(e: WriteError, path: &Path, flag: &str) -> anyhow::Error {
     anyhow::Error::new(e.source).context(format!("cannot {} {flag} {}", e.action, path.display()))
+}
+
+/// A path a command reads or writes, named as its user gave it.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// How errors name it: `--report`, `--save-model's sidecar`, ...
+    pub name: String,
+    pub path: PathBuf,
+    /// A folder the command writes files into (`--checkpoint-dir`), rather than one file.
+    pub folder: bool,
+    /// Written by the command; an input is only read.
+    pub written: bool,
+}
+
+impl Place {
+    /// A file the command writes.
+    pub fn output(name: impl Into<String>, path: &Path) -> Self {
+        Self { name: name.into(), path: path.to_path_buf(), folder: false, written: true }
+    }
+
+    /// A folder the command writes into.
+    pub fn output_folder(name: impl Into<String>, path: &Path) -> Self {
+        Self { folder: true, ..Self::output(name, path) }
+    }
+
+    /// A file the command reads.
+    pub fn input(name: impl Into<String>, path: &Path) -> Self {
+        Self { written: false, ..Self::output(name, path) }
+    }
+}
+
+/// Refuses, before any work, two places of which one is written and the other is the same
+/// file, or lies inside (or holds) a folder written into: the later write would replace the
+/// other output, or the input. The error names both.
+pub fn refuse_clashes(places: &[Place]) -> anyhow::Result<()> {
+    let resolved: Vec<PathBuf> = places.iter().map(|p| normalized(&p.path)).collect();
+    for (i, a) in places.iter().enumerate() {
+        for (j, b) in places.iter().enumerate().skip(i + 1) {
+            if !(a.written || b.written) {
+                continue;
+            }
+            let (pa, pb) = (&resolved[i], &resolved[j]);
+            let clash = pa == pb || (a.folder && pb.starts_with(pa)) || (b.folder && pa.starts_with(pb));
+            if clash {
+                let how = if pa == pb {
+                    "the same path"
+                } else if pb.starts_with(pa) {
+                    "a folder and a path inside it"
+                } else {
+                    "a path and the folder that holds it"
+                };
+                bail!(
+                    "{} {} and {} {} are {how}: one would write over the other; give them separate paths",
+                    a.name,
+                    a.path.display(),
+                    b.name,
+                    b.path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path` absolute, without `.` and `..`, through the real location of its directory where it
+/// exists (a symbolic link to a folder names the folder).
+fn normalized(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut lexical = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            other => lexical.push(other),
+        }
+    }
+    match (lexical.parent().and_then(|dir| dir.canonicalize().ok()), lexical.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => lexical,
+    }
 }
 
 /// A byte count in binary units, three significant figures or so.
@@ -86,6 +169,35 @@ mod tests {
         write_atomically(&path, "new", "--report").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left");
+    }
+
+    #[test]
+    fn outputs_on_one_path_or_inside_a_written_folder_clash() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let clash = |places: &[Place]| refuse_clashes(places).unwrap_err().to_string();
+        let err =
+            clash(&[Place::output("--report", &d.join("x.json")), Place::output("--out", &d.join("sub/../x.json"))]);
+        assert!(err.starts_with("--report ") && err.contains("--out ") && err.contains("the same path"), "{err}");
+        let err = clash(&[
+            Place::output_folder("--checkpoint-dir", &d.join("ck")),
+            Place::output("--report", &d.join("ck/r.json")),
+        ]);
+        assert!(err.contains("--checkpoint-dir") && err.contains("a folder and a path inside it"), "{err}");
+        let err = clash(&[Place::output("--report", &d.join("sub")), Place::output_folder("--out", d)]);
+        assert!(err.contains("the folder that holds it"), "{err}");
+        let err =
+            clash(&[Place::input("--config", &d.join("run.toml")), Place::output("--report", &d.join("./run.toml"))]);
+        assert!(err.contains("--config") && err.contains("--report"), "{err}");
+        refuse_clashes(&[Place::input("a", &d.join("r.json")), Place::input("b", &d.join("r.json"))]).unwrap();
+        refuse_clashes(&[Place::output("--report", &d.join("r.json")), Place::output("--out", &d.join("p.csv"))])
+            .unwrap();
+        refuse_clashes(&[
+            Place::output("--report", &d.join("ck.json")),
+            Place::output_folder("--checkpoint-dir", &d.join("ck")),
+        ])
+        .unwrap();
     }
 
     #[test]

@@ -12,12 +12,13 @@ use graph_partition::partition::{
 use serde::Serialize;
 
 use super::load::LoadArgs;
+use super::output::{Place, refuse_clashes};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Dataset directory in the OGB raw layout.
-    #[arg(long)]
-    dataset: PathBuf,
+    /// Dataset directory in the OGB raw layout, or a name under `datasets/`.
+    #[arg(long, value_name = "PATH")]
+    dataset: String,
     /// Partitioner: hash, random, metis, bdg (edge-cut); random-vertex-cut, ebv (vertex-cut).
     #[arg(long)]
     algo: Algorithm,
@@ -173,8 +174,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Fails before any work when an output cannot be written: `--out` must be a directory or not
-/// exist yet, `--report` must not be a directory and its directory must exist.
+/// exist yet, `--report` must not be a directory and its directory must exist, and the report
+/// must not lie in the book's folder.
 fn check_outputs(out: Option<&Path>, report: Option<&Path>) -> anyhow::Result<()> {
+    let places = out.map(|dir| Place::output_folder("--out", dir)).into_iter();
+    refuse_clashes(&places.chain(report.map(|path| Place::output("--report", path))).collect::<Vec<_>>())?;
     if let Some(dir) = out
         && dir.exists()
         && !dir.is_dir()

@@ -2,7 +2,8 @@
 //! per report, so what a method saves and what it costs shows at a glance: loss; train,
 //! validation and test accuracy; bytes per epoch (intra- and inter-host); modeled communication
 //! and epoch time; and every numeric method field (eps, rows sent, bit-widths, tau, ...) that
-//! changes in some run (the fields constant across every run are left out unless asked for).
+//! changes in some run (the fields constant across every run, and the per-worker timings, in
+//! seconds, which change by the noise of the measured compute, are left out unless asked for).
 //! Byte axes start at 0. Each report's line is drawn thinner than the one before it, with markers
 //! at staggered epochs, so that runs whose curves coincide all stay visible.
 
@@ -14,7 +15,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::output::{check_writable, flag_error};
+use super::output::{Place, check_writable, flag_error, refuse_clashes};
 use super::reports::{self, LoadedReport};
 
 #[derive(Debug, clap::Args)]
@@ -33,10 +34,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut places: Vec<Place> = args.reports.iter().map(|path| Place::input("report", path)).collect();
+    places.push(Place::output("--out", &args.out));
+    refuse_clashes(&places)?;
     let reports = reports::load(&args.reports)?;
     let (panels, left_out) = panels(&reports, &args.fields);
     draw(&args.out, &reports, &panels, "--out")?;
     let some = |fields: &[String]| fields.iter().take(5).map(String::as_str).collect::<Vec<_>>().join(", ");
+    if !left_out.timings.is_empty() {
+        let n = left_out.timings.len();
+        eprintln!("{n} method timings (seconds) not drawn (pick them with --field), e.g. {}", some(&left_out.timings));
+    }
     if !left_out.constant.is_empty() {
         let n = left_out.constant.len();
         eprintln!("{n} method fields constant across every run not drawn (pick them with --field), e.g. {}", {
@@ -79,11 +87,18 @@ impl Panel {
     }
 }
 
-/// Method fields not drawn: constant across every run, or past [`MAX_METHOD_PANELS`].
+/// Method fields not drawn: timings, constant across every run, or past [`MAX_METHOD_PANELS`].
 #[derive(Debug, Default)]
 pub struct LeftOut {
+    pub timings: Vec<String>,
     pub constant: Vec<String>,
     pub past_max: Vec<String>,
+}
+
+/// Whether a method field (its key path) holds seconds: a key ending in `_s` or naming `_s_`
+/// (`compute_s_per_worker`).
+fn is_timing(path: &[String]) -> bool {
+    path.iter().any(|key| key.ends_with("_s") || key.contains("_s_"))
 }
 
 /// One report's series on a panel.
@@ -143,7 +158,9 @@ pub fn panels(reports: &[LoadedReport], wanted: &[String]) -> (Vec<Panel>, LeftO
         let pointer: String = path.iter().map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1"))).collect();
         let name = path.join(".");
         let field = panel(reports, &format!("method: {name}"), &format!("/method{pointer}"), None);
-        if wanted.is_empty() && field.constant() {
+        if wanted.is_empty() && is_timing(&path) {
+            left_out.timings.push(name);
+        } else if wanted.is_empty() && field.constant() {
             left_out.constant.push(name);
         } else if out.len() >= FIXED_PANELS + MAX_METHOD_PANELS {
             left_out.past_max.push(name);
@@ -261,6 +278,7 @@ fn chart<DB: DrawingBackend>(
         (true, true) => (y_min - 0.05 * (y_max - y_min), y_max + 0.05 * (y_max - y_min)),
     };
     let (y_min, y_max) = if panel.from_zero { (0.0, y_max.max(1.0)) } else { (y_min, y_max) };
+    let decimals = label_decimals(y_max - y_min);
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FONT, 15))
         .margin(10)
@@ -272,7 +290,7 @@ fn chart<DB: DrawingBackend>(
         .x_desc("epoch")
         .label_style((FONT, 12))
         .x_label_formatter(&|e| format!("{e:.0}"))
-        .y_label_formatter(&|v| short(*v))
+        .y_label_formatter(&|v| short(*v, decimals))
         .light_line_style(WHITE)
         .draw()?;
     let reports = panel.lines.iter().map(|l| l.report + 1).max().unwrap_or(1);
@@ -304,15 +322,26 @@ fn marked(i: usize, n: usize, report: usize, reports: usize) -> bool {
     i % every == (report * every / reports) % every
 }
 
-/// An axis label short enough for the label area: 3 significant digits, thousands as k/M/G.
-fn short(v: f64) -> String {
+/// Ticks an axis has about; the decimals of its labels tell ticks this far apart apart.
+const TICKS: f64 = 10.0;
+
+/// The decimals that tell apart the ticks of an axis `span` wide (none for steps of 1 or more).
+fn label_decimals(span: f64) -> usize {
+    let step = span / TICKS;
+    // Less a rounding error, so that a step of exactly 0.1 takes one decimal, not two.
+    if step.is_finite() && step > 0.0 { (-step.log10() - 1e-9).ceil().clamp(0.0, 9.0) as usize } else { 0 }
+}
+
+/// An axis label short enough for the label area: thousands as k/M/G, smaller values with
+/// `decimals` decimals, and a value that rounds to zero as zero (never `-0.000`).
+fn short(v: f64, decimals: usize) -> String {
     let a = v.abs();
     match a {
         a if a >= 1e9 => format!("{:.2}G", v / 1e9),
         a if a >= 1e6 => format!("{:.2}M", v / 1e6),
         a if a >= 1e4 => format!("{:.1}k", v / 1e3),
-        a if a >= 10.0 || a == 0.0 => format!("{v:.0}"),
-        _ => format!("{v:.3}"),
+        a if a < 0.5 * 10f64.powi(-(decimals as i32)) => format!("{:.decimals$}", 0.0),
+        _ => format!("{v:.decimals$}"),
     }
 }
 
@@ -385,6 +414,24 @@ mod tests {
         assert!(drawn[4].from_zero && !drawn[0].from_zero, "bytes from 0, loss from its range");
     }
 
+    /// A vanilla run's method fields are per-worker timings: none is drawn unless asked for.
+    #[test]
+    fn timings_are_left_out_unless_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut timed = report("vanilla", &[0.5, 0.7, 0.8], 4000);
+        for (i, e) in timed["epochs"].as_array_mut().unwrap().iter_mut().enumerate() {
+            e["method"] = serde_json::json!({"compute_s_max": 0.1 + 0.01 * i as f64,
+                "compute_s_per_worker": [0.1, 0.2 + 0.01 * i as f64], "overlap": {"bound_s": 0.3 * i as f64}});
+        }
+        let reports = reports::load(&[write(dir.path(), "timed.json", &timed)]).unwrap();
+        let (drawn, left_out) = panels(&reports, &[]);
+        assert_eq!(drawn.len(), FIXED_PANELS, "no method panel");
+        let timings = ["compute_s_max", "compute_s_per_worker.0", "compute_s_per_worker.1", "overlap.bound_s"];
+        assert_eq!(left_out.timings, timings);
+        let (asked, _) = panels(&reports, &["bound_s".to_string()]);
+        assert_eq!(asked.last().unwrap().title, "method: overlap.bound_s");
+    }
+
     #[test]
     fn coinciding_lines_keep_every_colour_visible() {
         assert_eq!((line_width(0, 3), line_width(1, 3), line_width(2, 3)), (6, 4, 2));
@@ -396,10 +443,18 @@ mod tests {
     }
 
     #[test]
-    fn axis_labels_stay_short() {
-        assert_eq!(short(2.5e9), "2.50G");
-        assert_eq!(short(12_345.0), "12.3k");
-        assert_eq!(short(0.8123), "0.812");
-        assert_eq!(short(0.0), "0");
+    fn axis_labels_stay_short_and_tell_their_ticks_apart() {
+        assert_eq!(short(2.5e9, 0), "2.50G");
+        assert_eq!(short(12_345.0, 0), "12.3k");
+        assert_eq!(short(0.8123, label_decimals(1.0)), "0.8");
+        assert_eq!(short(0.0, 0), "0");
+        assert_eq!(short(250.0, label_decimals(400.0)), "250");
+        // Ticks 0.00002 apart: five decimals, no two alike.
+        let decimals = label_decimals(0.0002);
+        let ticks: Vec<String> = (0..10).map(|i| short(0.001 + 2e-5 * i as f64, decimals)).collect();
+        assert!(ticks.windows(2).all(|w| w[0] != w[1]), "{ticks:?}");
+        assert_eq!(ticks[1], "0.00102");
+        assert_eq!(short(-1e-9, label_decimals(0.01)), "0.000", "no -0.000");
+        assert_eq!(short(-0.002, label_decimals(0.01)), "-0.002");
     }
 }

@@ -57,8 +57,17 @@ fn final_of(epochs: &[Value]) -> Value {
 }
 
 /// The settings (dotted keys of the reports' `config`, file paths left out) on which the
-/// reports differ, each with every report's value in order (`-` where one lacks it).
+/// reports differ, each with every report's value in order (`-` where one lacks it). A run in
+/// one process has no use for its `distributed` settings: they show as `-` and count as no
+/// difference.
 pub fn differing_settings(reports: &[LoadedReport]) -> Vec<(String, Vec<String>)> {
+    let one_process: Vec<bool> = reports
+        .iter()
+        .map(|r| {
+            let config = serde_json::from_value::<trainer::TrainConfig>(r.json["config"].clone());
+            config.is_ok_and(|c| trainer::method::in_one_process(&c))
+        })
+        .collect();
     let flat: Vec<std::collections::BTreeMap<String, String>> = reports
         .iter()
         .map(|r| {
@@ -73,11 +82,21 @@ pub fn differing_settings(reports: &[LoadedReport]) -> Vec<(String, Vec<String>)
     keys.into_iter()
         .filter(|key| !PATHS.iter().any(|p| key.ends_with(p)))
         .filter_map(|key| {
-            let values: Vec<String> = flat.iter().map(|f| f.get(key).cloned().unwrap_or_else(|| "-".into())).collect();
-            values.iter().any(|v| *v != values[0]).then(|| (key.clone(), values))
+            let unused = |run: usize| one_process[run] && key.starts_with(DISTRIBUTED);
+            let value = |run: usize| match flat[run].get(key) {
+                Some(value) if !unused(run) => value.clone(),
+                _ => "-".to_string(),
+            };
+            let values: Vec<String> = (0..reports.len()).map(value).collect();
+            let used: Vec<&String> =
+                values.iter().enumerate().filter(|(run, _)| !unused(*run)).map(|(_, v)| v).collect();
+            used.iter().any(|v| *v != used[0]).then(|| (key.clone(), values))
         })
         .collect()
 }
+
+/// The prefix of the settings of distributed training.
+const DISTRIBUTED: &str = "distributed.";
 
 /// Settings that name where a run writes or reads its files, not how it trains.
 const PATHS: [&str; 4] = ["report", "save-model", "checkpoint-dir", "resume"];
@@ -206,6 +225,24 @@ pub(crate) mod tests {
         let expected = [("epochs", ["200", "20"]), ("model", ["gcn", "sage"])]
             .map(|(k, v)| (k.to_string(), v.map(String::from).to_vec()));
         assert_eq!(differ, expected);
+    }
+
+    /// A single-process run's `distributed` settings are defaults it never used: they are not
+    /// set against a distributed run's.
+    #[test]
+    fn a_single_process_run_differs_in_no_distributed_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut single = report("single", &[0.5], 10);
+        single["config"] = json!({"method": "single", "distributed": {"workers": 4, "hosts": 1}});
+        let mut vanilla = report("vanilla", &[0.5], 10);
+        vanilla["config"] = json!({"method": "vanilla", "distributed": {"workers": 2, "hosts": 1}});
+        let mut paths = vec![write(dir.path(), "s.json", &single), write(dir.path(), "v.json", &vanilla)];
+        let differ = differing_settings(&load(&paths).unwrap());
+        assert_eq!(differ, [("method".to_string(), vec!["single".to_string(), "vanilla".to_string()])]);
+        vanilla["config"]["distributed"]["workers"] = json!(4);
+        paths.push(write(dir.path(), "v4.json", &vanilla));
+        let differ = differing_settings(&load(&paths).unwrap());
+        assert_eq!(differ[0], ("distributed.workers".to_string(), ["-", "2", "4"].map(String::from).to_vec()));
     }
 
     #[test]

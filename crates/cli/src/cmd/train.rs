@@ -10,7 +10,8 @@
 //! The refusals read the section of each flag's configuration key (`trainer::config::owners`): a
 //! flag of another method's settings names the method it belongs to, and distributed flags under
 //! `--method single` are refused too; config-file keys are not refused, since one file may hold
-//! every method's settings. A `--cut` the method does not train on is an error.
+//! every method's settings. A `--cut` the method does not train on is an error
+//! (`Method::ignores_cut`).
 
 mod device;
 mod keeper;
@@ -25,11 +26,12 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use graph_partition::book::CutKind;
 use trainer::Source;
 use trainer::config::{Method, TrainConfig, heading};
 
-use super::load::LoadArgs;
-use super::output::check_writable;
+use super::load::{self, LoadArgs};
+use super::output::{Place, check_writable, refuse_clashes};
 use keeper::Keeper;
 use keys::Given;
 use launch::MpiLaunch;
@@ -38,10 +40,9 @@ use summary::summary;
 
 /// What `--backend`'s help adds: whether this build can run under mpirun.
 const BACKEND_BUILD: &str = if cfg!(feature = "mpi") {
-    "This build has MPI. (NCCL is in `halo bench comm` only.)"
+    "This build has MPI."
 } else {
-    "This build has no MPI: build it with `cargo build --release --features mpi`. (NCCL is in `halo bench \
-     comm` only.)"
+    "This build has no MPI: `cargo install --path crates/cli --features mpi` installs one."
 };
 
 /// `halo train`'s arguments: every configuration key as a flag ([`keys`]) and the command's own
@@ -103,8 +104,9 @@ struct Flags {
     config: Option<PathBuf>,
     #[command(flatten, next_help_heading = heading::DATA)]
     load: LoadArgs,
-    /// Write the weights of the best validation epoch here (safetensors), and the model and
-    /// training configuration beside it (the same name ending in `.json`), for `halo predict`.
+    /// Write the weights of the best validation epoch here (safetensors), and the model, the
+    /// training configuration and the dataset's directory beside it (the same name with `.json`
+    /// appended), for `halo predict`.
     #[arg(help_heading = heading::OUTPUT, long, value_name = "FILE.safetensors")]
     save_model: Option<PathBuf>,
     /// No progress on stderr (a bar on a terminal, else a log line per epoch, at most one every 5 s).
@@ -127,12 +129,7 @@ impl Args {
         };
         clap::FromArgMatches::update_from_arg_matches(&mut c, &self.matches)?;
         refuse_foreign(&self.given, c.method.name)?;
-        if let Some(own) = c.method.name.cut()
-            && self.gave("cut")
-            && c.distributed.cut != own
-        {
-            bail!("--cut {}: --method {} trains on a {own}-cut", c.distributed.cut, c.method.name.as_str());
-        }
+        let cut = c.distributed.cut;
         let mut c = c.with_method_cut();
         // An MPI launch decides the backend before the checks, so the settings that need MPI
         // are accepted under mpirun without `--backend mpi`.
@@ -142,15 +139,49 @@ impl Args {
             c.distributed.backend = backend;
         }
         c.validate().context("invalid training setting (flag or config key)")?;
+        self.refuse_unread_partition_flags(&c, cut)?;
         Ok(c)
     }
 
-    /// How errors about the report path name it: the flag, or the config file's key.
-    fn report_flag(&self) -> String {
-        match &self.flags.config {
-            Some(file) if !self.gave("report") => format!("`report` of {}", file.display()),
-            _ => "--report".to_string(),
+    /// Refuses the partition's flags that the method of the validated `config` would ignore: a
+    /// `--cut` (given as `cut`) other than its own, a partitioner or book its data plan does not
+    /// read. A method in one process is refused every distributed flag at once ([`checked`]).
+    fn refuse_unread_partition_flags(&self, config: &TrainConfig, cut: CutKind) -> anyhow::Result<()> {
+        if trainer::method::in_one_process(config) {
+            return Ok(());
         }
+        let method = config.method.name;
+        if let Some(why) = method.ignores_cut(cut).filter(|_| self.gave("cut")) {
+            bail!("--cut {cut}: --method {why}, so the flag would be ignored");
+        }
+        let read = trainer::method::partition_keys(config);
+        match ["partitioner", "partition-book"].into_iter().find(|k| self.gave(k) && !read.contains(k)) {
+            Some(key) => bail!("--{key}: --method {} does not read it, so the flag would be ignored", method.as_str()),
+            None => Ok(()),
+        }
+    }
+
+    /// How errors about the path of `key` name it: the flag, or the config file's key.
+    fn path_flag(&self, key: &str) -> String {
+        match &self.flags.config {
+            Some(file) if !self.gave(key) => format!("`{key}` of {}", file.display()),
+            _ => format!("--{key}"),
+        }
+    }
+
+    /// Every file and folder the run of `config` reads its settings from or writes: the config
+    /// file, the report, the saved model and its sidecar, the checkpoints.
+    fn places(&self, config: &TrainConfig) -> Vec<Place> {
+        let mut places: Vec<Place> = self.flags.config.iter().map(|file| Place::input("--config", file)).collect();
+        places.extend(config.report.iter().map(|path| Place::output(self.path_flag("report"), path)));
+        if let Some(path) = &self.flags.save_model {
+            places.push(Place::output("--save-model", path));
+            let sidecar = trainer::export::sidecar_path(path);
+            places.push(Place::output("--save-model's sidecar", &sidecar));
+        }
+        let checkpoints = config.reliability.checkpoint_dir.iter();
+        places.extend(checkpoints.map(|dir| Place::output_folder(self.path_flag("checkpoint-dir"), dir)));
+        places
     }
 }
 
@@ -197,7 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     keeper.keep_on_signals()?;
     let mut progress = Progress::new(config.epochs, args.quiet, std::io::stderr().is_terminal(), keeper.clone());
     let load = args.load.options(None, false);
-    let outcome = trainer::run(&config, Source::Load(Path::new("datasets"), &load), &mut progress);
+    let outcome = trainer::run(&config, Source::Load(Path::new(load::DATASETS), &load), &mut progress);
     progress.finish();
     let Some(report) = outcome.map_err(|err| keeper.fail(err.into()))? else {
         return Ok(()); // an MPI rank other than 0: rank 0 reports for every rank
@@ -205,7 +236,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     keeper.complete(&report)?;
     println!("{}", summary(&report));
     if let Some(path) = &args.save_model {
-        trainer::export::save(path, &report).context("--save-model")?;
+        let datasets = Path::new(load::DATASETS);
+        let dir =
+            config.dataset.as_deref().map(|spec| trainer::data::resolve_dataset_dir(spec, datasets)).transpose()?;
+        trainer::export::save(path, &report, dir.as_deref()).context("--save-model")?;
         println!("saved the model of epoch {} to {}", report.final_.best_epoch, path.display());
     }
     Ok(())
@@ -213,7 +247,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The configuration to run and where its report goes (with the flag that named the path), after
 /// the checks that need no work: distributed flags need a distributed method, an MPI launch the
-/// MPI backend, and the report a writable path (on the rank that writes it).
+/// MPI backend, the outputs paths of their own, and the report a writable path (on the rank that
+/// writes it).
 fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)>)> {
     let launch = MpiLaunch::from_env();
     let config = args.resolve_under(launch.as_ref())?;
@@ -235,19 +270,13 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
             );
         }
     }
+    refuse_clashes(&args.places(&config))?;
     let writes_report = launch.as_ref().is_none_or(MpiLaunch::is_root);
-    let target = config.report.clone().filter(|_| writes_report).map(|path| (path, args.report_flag()));
+    let target = config.report.clone().filter(|_| writes_report).map(|path| (path, args.path_flag("report")));
     if let Some((path, flag)) = &target {
         check_writable(path, flag)?;
     }
     if let Some(path) = args.flags.save_model.as_ref().filter(|_| writes_report) {
-        let sidecar = trainer::export::sidecar_path(path);
-        if sidecar == *path {
-            bail!(
-                "--save-model {}: the weights need a name not ending in .json (their sidecar takes it)",
-                path.display()
-            );
-        }
         check_writable(path, "--save-model")?;
     }
     Ok((config, target))
@@ -265,7 +294,6 @@ fn use_threads(threads: usize) -> anyhow::Result<()> {
 mod tests {
     use clap::Parser;
     use gnn_core::{ConvKind, GcnNorm};
-    use graph_partition::book::CutKind;
     use graph_partition::partition::Algorithm;
     use trainer::config::{Backend, LrScaling};
 
@@ -390,6 +418,13 @@ mod tests {
         assert!(cli.to_string().contains("expected local, mpi, nccl or mpi-nccl"), "{cli}");
     }
 
+    #[test]
+    fn the_backend_help_names_the_build_command() {
+        assert!(cfg!(feature = "mpi") || BACKEND_BUILD.contains(device::MPI_BUILD), "{BACKEND_BUILD}");
+        let help = command().render_long_help().to_string();
+        assert!(help.contains(BACKEND_BUILD) && !help.contains("bench comm` only"), "{help}");
+    }
+
     /// The command's arguments, as `halo train --help` lists them.
     fn command() -> clap::Command {
         <Args as clap::Args>::augment_args(clap::Command::new("train"))
@@ -489,12 +524,90 @@ mod tests {
         );
     }
 
+    /// Every method against every cut, on the command line and in a config file: the cut a
+    /// method trains on is accepted, any other is refused naming the method (never trained on
+    /// another cut than asked), and the configuration holds the cut the run trains on.
     #[test]
     fn a_cut_the_method_does_not_train_on_is_refused() {
-        let err = parse(&["--method", "cdfgnn", "--cut", "edge"]).resolve().unwrap_err().to_string();
-        assert!(err.contains("--cut edge: --method cdfgnn trains on a vertex-cut"), "{err}");
-        let c = parse(&["--method", "cdfgnn", "--partitioner", "ebv"]).resolve().unwrap();
-        assert_eq!(c.distributed.cut, CutKind::VertexCut);
+        use trainer::config::{BatchMode, CutRule};
+        for method in Method::ALL {
+            let rules = method.rules();
+            let name = method.as_str();
+            let batch = if rules.batches.contains(&BatchMode::Full) { &[][..] } else { &["--batch-size", "16"][..] };
+            for cut in [CutKind::EdgeCut, CutKind::VertexCut] {
+                let argv = [&["--method", name, "--cut", cut.as_str()][..], batch].concat();
+                let args = parse(&argv);
+                match rules.cut {
+                    CutRule::Configured => assert_eq!(args.resolve().unwrap().distributed.cut, cut, "{argv:?}"),
+                    CutRule::Fixed(own) if own == cut => {
+                        assert_eq!(args.resolve().unwrap().distributed.cut, cut, "{argv:?}")
+                    }
+                    CutRule::Fixed(own) => {
+                        let err = args.resolve().unwrap_err().to_string();
+                        let want = format!("--cut {cut}: --method {name} trains on {}", own.with_article());
+                        assert!(err.starts_with(&want), "{argv:?}: {err}");
+                        let toml = format!("method = \"{name}\"\n[distributed]\ncut = \"{cut}\"\n");
+                        let toml =
+                            format!("{toml}{}", if batch.is_empty() { "" } else { "[minibatch]\nbatch-size = 16\n" });
+                        let err = TrainConfig::from_toml_str(&toml, "run.toml").unwrap_err().to_string();
+                        assert!(err.starts_with(&format!("run.toml:3: key `cut`: {name} trains on")), "{err}");
+                    }
+                    CutRule::None => {
+                        let err = checked(&args).unwrap_err().to_string();
+                        let want = if trainer::method::in_one_process(
+                            &parse(&[&["--method", name][..], batch].concat()).resolve().unwrap(),
+                        ) {
+                            format!("--cut has no effect with --method {name}")
+                        } else {
+                            format!("--cut {cut}: --method {name} cuts no graph")
+                        };
+                        assert!(err.starts_with(&want), "{argv:?}: {err}");
+                    }
+                }
+            }
+            let c = parse(&[&["--method", name][..], batch].concat()).resolve().unwrap();
+            assert_eq!(c.distributed.cut, method.cut().unwrap_or(CutKind::EdgeCut), "{name}: the cut it trains on");
+        }
+        for (method, read) in [
+            ("vanilla", &["cut", "partitioner", "partition-book"][..]),
+            ("adaqp", &["cut", "partitioner", "partition-book"]),
+            ("adgraph", &["cut", "partitioner"]),
+            ("featpart", &[]),
+        ] {
+            let batch = if method == "adgraph" || method == "featpart" { &["--batch-size", "16"][..] } else { &[] };
+            let c = parse(&[&["--method", method][..], batch].concat()).resolve().unwrap();
+            assert_eq!(trainer::method::partition_keys(&c), read, "{method}");
+        }
+        let err = parse(&["--method", "adaqp", "--cut", "vertex"]).resolve().unwrap_err().to_string();
+        assert!(err.contains("--method adaqp trains on an edge-cut"), "{err}");
+        let err = parse(&["--method", "ecgraph", "--cut", "vertex"]).resolve().unwrap_err().to_string();
+        assert!(err.contains("--method ecgraph trains on an edge-cut"), "{err}");
+    }
+
+    /// Every method against the partition's flags: a flag its data plan does not read is
+    /// refused, naming the method; one it reads is accepted.
+    #[test]
+    fn partition_flags_the_method_does_not_read_are_refused() {
+        use trainer::config::BatchMode;
+        for method in Method::ALL {
+            let name = method.as_str();
+            let full = method.rules().batches.contains(&BatchMode::Full);
+            let batch = if full { &[][..] } else { &["--batch-size", "16"][..] };
+            let config = parse(&[&["--method", name][..], batch].concat()).resolve().unwrap();
+            let partitioner = if method.cut() == Some(CutKind::VertexCut) { "ebv" } else { "random" };
+            for (key, value) in [("partitioner", partitioner), ("partition-book", "book")] {
+                let flag = format!("--{key}");
+                let argv = [&["--method", name, &flag, value][..], batch].concat();
+                let reads = trainer::method::partition_keys(&config).contains(&key);
+                match parse(&argv).resolve() {
+                    Ok(_) => assert!(reads || trainer::method::in_one_process(&config), "{argv:?} is accepted"),
+                    Err(err) => {
+                        let want = format!("{flag}: --method {name} does not read it");
+                        assert!(!reads && err.to_string().starts_with(&want), "{argv:?}: {err}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

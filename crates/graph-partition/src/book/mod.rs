@@ -54,6 +54,15 @@ impl CutKind {
             CutKind::FeatureCut => "feature",
         }
     }
+
+    /// The cut with its article, as messages say it: `an edge-cut`, `a vertex-cut`.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            CutKind::EdgeCut => "an edge-cut",
+            CutKind::VertexCut => "a vertex-cut",
+            CutKind::FeatureCut => "a feature-cut",
+        }
+    }
 }
 
 impl std::fmt::Display for CutKind {

@@ -22,6 +22,15 @@ pub enum ParseErrorKind {
     NotUtf8,
     #[error("column {column}: `{token}` is not a finite 32-bit float (NaN, infinite, or beyond ±3.4e38)")]
     NonFinite { token: String, column: usize },
+    #[error(
+        "`{token}` is not 0 or 1: {columns} label columns are multi-label 0/1 targets (or nan), unless meta.json's \
+         `task` says \"multi-label\"; single-label classes take one column, without the node id"
+    )]
+    NotMultiLabel { token: String, columns: usize },
+    #[error("node {id} has no label (nan in {labels})")]
+    Unlabelled { id: u32, labels: String },
+    #[error("node {id} is already in the {split} split")]
+    InTwoSplits { id: u32, split: &'static str },
 }
 
 impl ParseErrorKind {

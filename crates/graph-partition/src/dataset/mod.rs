@@ -8,9 +8,11 @@
 //!   `raw/edge-feat.csv.gz` exists (ogbn-proteins), a node's features are the mean of the
 //!   feature rows of the edge lines it appears in (zeros for isolated nodes).
 //! - `raw/node-label.csv.gz`: one class per line (`nan` = unlabelled), or several
-//!   comma-separated values per line for multi-label tasks.
+//!   comma-separated 0/1 targets per line (`nan` = unknown) for multi-label tasks; other values
+//!   in several columns are refused unless `meta.json` says the task is multi-label.
 //! - `raw/num-node-list.csv.gz` (required) and `raw/num-edge-list.csv.gz` (checked if present).
 //! - `split/<name>/{train,valid,test}.csv.gz`: node ids, one per line (files may be empty).
+//!   Every node of a split has a label, and lies in one of the three parts only.
 //! - `meta.json` (optional): `name`, `num_classes` (may exceed the largest label), `task`
 //!   (containing "multi-label" forces multi-label parsing), plus descriptive fields.
 //! - `processed/halo-cache-v2.bin`: written by Halo after a CSV load, keyed by a hash of the
@@ -80,6 +82,14 @@ impl Labels {
 
     pub fn is_multi_label(&self) -> bool {
         matches!(self, Self::MultiLabel(_))
+    }
+
+    /// Whether `node` has a label: a class, or at least one known (non-NaN) target.
+    pub fn has_label(&self, node: usize) -> bool {
+        match self {
+            Self::Classes(c) => c[node] != Self::UNLABELLED,
+            Self::MultiLabel(m) => m.row(node).iter().any(|t| !t.is_nan()),
+        }
     }
 }
 
@@ -158,6 +168,7 @@ impl Dataset {
             CacheMode::Use | CacheMode::Refresh => cache::load_or_build(dir, opts, || ogb::read_graph_data(dir, opts))?,
         };
         let splits = ogb::read_split(dir, &split, data.graph.num_nodes(), opts.progress)?;
+        ogb::check_split(dir, &splits, &data.labels)?;
         let GraphData { name, graph, features, labels, num_classes } = data;
         Ok((Self { name, graph: Arc::new(graph), features, labels, splits, num_classes }, source))
     }

@@ -48,6 +48,29 @@ pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize, progress: boo
     Ok(Splits { name: name.to_string(), train: train?, valid: valid?, test: test? })
 }
 
+/// Checks that every node of `splits` has a label and lies in one part of the split; errors
+/// name the part's file and line.
+pub(crate) fn check_split(dir: &Path, splits: &Splits, labels: &Labels) -> Result<(), DatasetError> {
+    const NONE: u8 = u8::MAX;
+    let mut part_of = vec![NONE; labels.len()];
+    let parts = [&splits.train, &splits.valid, &splits.test];
+    for (index, (part, ids)) in layout::SPLIT_PARTS.into_iter().zip(parts).enumerate() {
+        for (line, &id) in ids.iter().enumerate() {
+            let kind = if !labels.has_label(id as usize) {
+                ParseErrorKind::Unlabelled { id, labels: dir.join(layout::NODE_LABEL).display().to_string() }
+            } else if part_of[id as usize] != NONE {
+                ParseErrorKind::InTwoSplits { id, split: layout::SPLIT_PARTS[part_of[id as usize] as usize] }
+            } else {
+                part_of[id as usize] = index as u8;
+                continue;
+            };
+            let path = layout::split_file(dir, &splits.name, part);
+            return Err(DatasetError::Parse { path, line: line as u64 + 1, kind });
+        }
+    }
+    Ok(())
+}
+
 /// The single count in a `num-*-list.csv.gz` file.
 fn read_single_count(dir: &Path, file: &str) -> Result<u64, DatasetError> {
     let path = dir.join(file);
@@ -173,6 +196,11 @@ fn read_labels(dir: &Path, num_nodes: usize, meta: &Meta, progress: bool) -> Res
         // NaN marks an unknown target, so labels accept non-finite values.
         let (values, lines) = read_all(&path, progress, num_nodes * cols, &FloatRows { cols, finite: false })?;
         check_rows(&path, lines, num_nodes as u64, "rows", || per_node(num_nodes))?;
+        let not_binary = |v: &f32| !(v.is_nan() || *v == 0.0 || *v == 1.0);
+        if let Some(at) = values.iter().position(not_binary).filter(|_| !meta.is_multi_label()) {
+            let kind = ParseErrorKind::NotMultiLabel { token: values[at].to_string(), columns: cols };
+            return Err(DatasetError::Parse { path, line: (at / cols) as u64 + 1, kind });
+        }
         meta.check(dir, "num_classes", meta.num_classes, cols as u64)?;
         let labels = Array2::from_shape_vec((num_nodes, cols), values).expect("rows and width were checked");
         return Ok((Labels::MultiLabel(labels), cols));

@@ -25,7 +25,7 @@ impl Fixture {
         f.write("raw/node-label.csv.gz", "0\n1\nnan\n2\n");
         f.write("raw/num-node-list.csv.gz", "4\n");
         f.write("split/main/train.csv.gz", "0\n1\n");
-        f.write("split/main/valid.csv.gz", "2\n");
+        f.write("split/main/valid.csv.gz", "");
         f.write("split/main/test.csv.gz", "3\n");
         f
     }
@@ -80,7 +80,7 @@ fn fixture_loads_cleaned_and_symmetrised() {
     assert_eq!(d.features, array![[0.5, 1.0, 2.0], [1.5, -1.0, 0.0], [0.0, 0.0, 0.0], [3.0, 2.25, 1e-3]]);
     assert_eq!(d.labels, Labels::Classes(vec![0, 1, Labels::UNLABELLED, 2]));
     assert_eq!(d.num_classes, 3);
-    assert_eq!(d.splits, Splits { name: "main".into(), train: vec![0, 1], valid: vec![2], test: vec![3] });
+    assert_eq!(d.splits, Splits { name: "main".into(), train: vec![0, 1], valid: vec![], test: vec![3] });
     let s = d.summary();
     assert_eq!((s.nodes, s.directed_edges, s.undirected_edges, s.labelled_nodes), (4, 6, 3, 3));
     assert_eq!((s.degree.min, s.degree.max, s.degree.median), (1, 2, 1.5));
@@ -167,7 +167,7 @@ fn node_ids_out_of_range() {
     assert!(err.to_string().ends_with("node id 4 is out of range (the graph has 4 nodes)"), "{err}");
 
     let f = Fixture::new();
-    f.write("split/main/valid.csv.gz", "2\n9\n");
+    f.write("split/main/valid.csv.gz", "3\n9\n");
     let err = f.expect_error("split/main/valid.csv.gz", Some(2));
     assert!(matches!(err, DatasetError::Parse { kind: ParseErrorKind::NodeOutOfRange { id: 9, .. }, .. }));
 }
@@ -230,12 +230,12 @@ fn several_splits_need_a_choice() {
     let f = Fixture::new();
     f.write("split/other/train.csv.gz", "3\n");
     f.write("split/other/valid.csv.gz", "");
-    f.write("split/other/test.csv.gz", "0\n1\n2\n");
+    f.write("split/other/test.csv.gz", "0\n1\n");
     let err = f.load().unwrap_err();
     assert!(err.to_string().contains("main, other"), "{err}");
     let opts = LoadOptions { split: Some("other".into()), ..no_cache() };
     let d = Dataset::load(f.path(), &opts).unwrap();
-    assert_eq!(d.splits, Splits { name: "other".into(), train: vec![3], valid: vec![], test: vec![0, 1, 2] });
+    assert_eq!(d.splits, Splits { name: "other".into(), train: vec![3], valid: vec![], test: vec![0, 1] });
 }
 
 #[test]
@@ -286,7 +286,7 @@ fn cache_round_trip_and_split_choice() {
 
     // Splits are read per load, so another split still uses the cache.
     f.write("split/other/train.csv.gz", "3\n");
-    f.write("split/other/valid.csv.gz", "2\n");
+    f.write("split/other/valid.csv.gz", "0\n");
     f.write("split/other/test.csv.gz", "1\n");
     let opts = LoadOptions { split: Some("other".into()), ..cached() };
     let (d, source) = Dataset::load_with_source(f.path(), &opts).unwrap();
@@ -549,7 +549,7 @@ fn write_ogb_over_another_dataset_leaves_no_old_split() {
     let f = Fixture::new();
     assert_eq!(f.load().unwrap().splits.name, "main");
     let mut d = f.load().unwrap();
-    d.splits = Splits { name: "random".into(), train: vec![3], valid: vec![0], test: vec![1, 2] };
+    d.splits = Splits { name: "random".into(), train: vec![3], valid: vec![0], test: vec![1] };
     d.write_ogb(f.path()).unwrap();
     assert!(!f.path().join("split/main").exists());
     assert_eq!(f.load().unwrap(), d, "loads without naming a split");
@@ -560,4 +560,41 @@ fn write_ogb_over_another_dataset_leaves_no_old_split() {
     d.write_ogb(f.path()).unwrap();
     assert!(f.path().join("split/main/notes.txt").is_file());
     assert!(!f.path().join("split/main/train.csv.gz").exists());
+}
+
+/// A label file of several columns is multi-label only with 0/1 targets (or `nan`), or when
+/// meta.json says so; a `node,label` file is refused naming the file and line.
+#[test]
+fn several_label_columns_need_zero_one_targets_or_a_multi_label_task() {
+    let f = Fixture::new();
+    f.write("raw/node-label.csv.gz", "0,0\n1,1\n2,nan\n3,2\n");
+    // Checked before meta.json's class count, which a `node,label` file would contradict.
+    std::fs::write(f.path().join("meta.json"), r#"{"num_classes": 3}"#).unwrap();
+    let err = f.expect_error("node-label.csv.gz", Some(3));
+    let message = err.to_string();
+    assert!(message.contains("`2` is not 0 or 1") && message.contains("multi-label"), "{message}");
+    std::fs::write(f.path().join("meta.json"), r#"{"task": "multi-label classification", "num_classes": 2}"#).unwrap();
+    assert!(matches!(f.load().unwrap().labels, Labels::MultiLabel(_)), "meta.json says multi-label");
+}
+
+/// Every node of every split has a label, and no node sits in two splits; errors name the
+/// split's file and the node.
+#[test]
+fn split_nodes_need_a_label_and_one_split_each() {
+    let f = Fixture::new();
+    f.write("split/main/train.csv.gz", "0\n1\n2\n");
+    let message = f.expect_error("split/main/train.csv.gz", Some(3)).to_string();
+    assert!(message.contains("node 2 has no label") && message.contains("node-label.csv.gz"), "{message}");
+    let f = Fixture::new();
+    f.write("split/main/valid.csv.gz", "3\n");
+    let message = f.expect_error("split/main/test.csv.gz", Some(1)).to_string();
+    assert!(message.contains("node 3 is already in the valid split"), "{message}");
+    f.write("split/main/valid.csv.gz", "");
+    f.write("split/main/train.csv.gz", "0\n1\n0\n");
+    let message = f.expect_error("split/main/train.csv.gz", Some(3)).to_string();
+    assert!(message.contains("node 0 is already in the train split"), "{message}");
+    let f = Fixture::new();
+    f.write("raw/node-label.csv.gz", "0,1\nnan,nan\n1,1\n0,0\n");
+    let message = f.expect_error("split/main/train.csv.gz", Some(2)).to_string();
+    assert!(message.contains("node 1 has no label"), "{message}");
 }

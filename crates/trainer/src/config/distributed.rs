@@ -243,13 +243,16 @@ impl DistributedConfig {
             return invalid("cut", "must be edge or vertex; feature columns are the featpart method's plan".into());
         }
         if self.masters_only && cut != CutKind::VertexCut {
-            return invalid("masters-only", format!("is for cut = \"vertex\"; this run is a {cut}-cut"));
+            return invalid("masters-only", format!("is for cut = \"vertex\"; this run is {}", cut.with_article()));
         }
         let algorithm = self.algorithm_for(cut);
         if algorithm.is_vertex_cut() != (cut == CutKind::VertexCut) {
             let fitting =
                 if cut == CutKind::VertexCut { "random-vertex-cut or ebv" } else { "hash, random, metis or bdg" };
-            return invalid("partitioner", format!("`{algorithm}` does not make a {cut}-cut; use {fitting}"));
+            return invalid(
+                "partitioner",
+                format!("`{algorithm}` does not make {}; use {fitting}", cut.with_article()),
+            );
         }
         Ok(())
     }

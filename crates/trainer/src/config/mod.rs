@@ -274,7 +274,8 @@ impl TrainConfig {
             && key_line(text, "cut").is_some()
         {
             let method = config.method.name.as_str();
-            return Err(at("cut", format!("{method} trains on a {cut}-cut; drop the key or set it to \"{cut}\"")));
+            let a_cut = cut.with_article();
+            return Err(at("cut", format!("{method} trains on {a_cut}; drop the key or set it to \"{cut}\"")));
         }
         let config = config.with_method_cut();
         config.validate().map_err(|err| match err {

@@ -268,7 +268,8 @@ pub(crate) fn prepare(
             let (book, cost) = measure(|| PartitionBook::load_for(dir, &dataset.graph, workers));
             let book = book.map_err(|source| DistError::Book { dir: dir.clone(), source })?;
             if book.meta().cut != cut {
-                let detail = format!("it holds a {}-cut, the run needs a {cut}-cut", book.meta().cut);
+                let detail =
+                    format!("it holds {}, the run needs {}", book.meta().cut.with_article(), cut.with_article());
                 return Err(DistError::BookCut { dir: dir.clone(), detail });
             }
             (book, cost, format!("book {}", dir.display()))

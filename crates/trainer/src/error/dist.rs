@@ -45,6 +45,6 @@ pub enum DistError {
     #[error("distributed run failed: {0}")]
     Worker(#[from] ClusterError),
     /// `--backend mpi` in a build without MPI support.
-    #[error("--backend mpi needs halo built with the `mpi` feature (cargo build --features mpi)")]
+    #[error("--backend mpi needs halo built with the `mpi` feature (cargo install --path crates/cli --features mpi)")]
     NoMpi,
 }

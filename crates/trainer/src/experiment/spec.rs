@@ -41,6 +41,8 @@ pub struct Variant {
 
 /// Flags the runner sets itself for every run; a value in the file would be silently replaced.
 const RUNNER_FLAGS: [&str; 2] = ["--seed", "--report"];
+/// Outputs every run of the grid would write to one path, each over the one before.
+const SHARED_OUTPUTS: [&str; 2] = ["--save-model", "--checkpoint-dir"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,7 +150,8 @@ impl ExperimentSpec {
     }
 }
 
-/// Rejects the flags the runner sets itself (`--seed`, `--report`, also as `--seed=N`).
+/// Rejects the flags the runner sets itself (`--seed`, `--report`, also as `--seed=N`) and the
+/// outputs every run would write alike (`--save-model`, `--checkpoint-dir`).
 fn check_flags(
     flags: &[Spanned<String>],
     key: &str,
@@ -156,10 +159,14 @@ fn check_flags(
 ) -> Result<(), ConfigError> {
     for (i, flag) in flags.iter().enumerate() {
         let name = flag.get_ref().split('=').next().unwrap_or_default();
-        if RUNNER_FLAGS.contains(&name) {
-            let message = format!("`{name}` is set by the runner for every run (seeds come from `seeds`)");
-            return Err(at(flag.span(), format!("{key}[{i}]"), message));
-        }
+        let message = if RUNNER_FLAGS.contains(&name) {
+            format!("`{name}` is set by the runner for every run (seeds come from `seeds`)")
+        } else if SHARED_OUTPUTS.contains(&name) {
+            format!("`{name}` would be written by every run of the grid, each run over the one before")
+        } else {
+            continue;
+        };
+        return Err(at(flag.span(), format!("{key}[{i}]"), message));
     }
     Ok(())
 }
@@ -233,6 +240,14 @@ flags = ["--method", "vanilla", "--workers", "2"]
             (
                 SMOKE.replace("\"--workers\", \"2\"", "\"--report\", \"r.json\""),
                 "e.toml:12: key `variant[1].flags[2]`: `--report`",
+            ),
+            (
+                SMOKE.replace("\"--workers\", \"2\"", "\"--save-model\", \"m.safetensors\""),
+                "e.toml:12: key `variant[1].flags[2]`: `--save-model` would be written by every run",
+            ),
+            (
+                SMOKE.replace("\"--epochs\", \"3\"", "\"--checkpoint-dir=ck\""),
+                "e.toml:4: key `base[0]`: `--checkpoint-dir` would be written by every run",
             ),
             (SMOKE.replace("name = \"t\"", "name = \" \""), "e.toml:2: key `name`: must not be empty"),
         ];

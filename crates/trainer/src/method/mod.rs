@@ -337,3 +337,14 @@ pub fn lookup(method: Method) -> &'static dyn MethodDef {
 pub fn in_one_process(config: &TrainConfig) -> bool {
     lookup(config.method.name).parts(config).data == DataPlan::Whole
 }
+
+/// The `[distributed]` keys of the graph's partition that `config`'s method reads, by its data
+/// plan: a cut graph reads all three, l-hop parts their partitioner (and their fixed cut), and
+/// a whole, replicated or column-split graph none.
+pub fn partition_keys(config: &TrainConfig) -> &'static [&'static str] {
+    match lookup(config.method.name).parts(config).data {
+        DataPlan::Cut(_) => &["cut", "partitioner", "partition-book"],
+        DataPlan::LHop { .. } => &["cut", "partitioner"],
+        DataPlan::Whole | DataPlan::Replicated | DataPlan::Columns(_) => &[],
+    }
+}

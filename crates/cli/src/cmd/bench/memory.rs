@@ -25,13 +25,10 @@ pub(super) struct MemoryArgs {
     #[arg(long, default_value = "bench-memory")]
     out: PathBuf,
     /// `halo train` flags shared by every run, after `--` (all but --dataset and --report,
-    /// which the bench sets).
+    /// which the bench sets, and --save-model and --checkpoint-dir, which every run would share).
     #[arg(last = true)]
     train: Vec<String>,
 }
-
-/// Flags the bench sets on every child itself.
-const RESERVED: [&str; 2] = ["--dataset", "--report"];
 
 /// One run's figures; the memory fields are absent when the run left no complete report.
 #[derive(Debug, Serialize)]
@@ -61,6 +58,9 @@ struct Run {
     error: Option<String>,
 }
 
+/// Flags the bench sets on every child itself, and outputs every child would write alike.
+const RESERVED: [&str; 4] = ["--dataset", "--report", "--save-model", "--checkpoint-dir"];
+
 #[derive(Debug, Serialize)]
 struct Summary<'a> {
     train_flags: &'a [String],
@@ -69,7 +69,10 @@ struct Summary<'a> {
 
 pub(super) fn run(args: MemoryArgs) -> anyhow::Result<()> {
     if let Some(flag) = args.train.iter().find(|f| RESERVED.iter().any(|r| f.split('=').next() == Some(*r))) {
-        bail!("the flags after -- cannot include {flag}: the bench sets --dataset and --report of every run");
+        bail!(
+            "the flags after -- cannot include {flag}: the bench sets --dataset and --report of every run, and every \
+             run would write the same --save-model or --checkpoint-dir"
+        );
     }
     config_from_flags(&args.train).context("the halo train flags after --")?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create --out {}", args.out.display()))?;

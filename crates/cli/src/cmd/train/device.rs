@@ -3,10 +3,12 @@
 
 use trainer::config::{Device, TrainConfig};
 
-/// The build command that makes `--device cuda` available.
-pub const CUDA_BUILD: &str = "cargo build --release -p cli --features cuda";
+/// The build command that makes `--device cuda` available (it installs `halo` on the PATH).
+pub const CUDA_BUILD: &str = "cargo install --path crates/cli --features cuda";
 /// The build command named when `--backend nccl` (or `mpi-nccl`) meets a build without NCCL.
-pub const NCCL_BUILD: &str = "cargo build --release -p cli --features nccl";
+pub const NCCL_BUILD: &str = "cargo install --path crates/cli --features nccl";
+/// The build command that makes `--backend mpi` available.
+pub const MPI_BUILD: &str = "cargo install --path crates/cli --features mpi";
 
 /// What this binary was built with.
 #[derive(Debug, Clone, Copy)]

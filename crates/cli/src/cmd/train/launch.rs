@@ -8,6 +8,8 @@ use anyhow::bail;
 use trainer::config::{Backend, TrainConfig};
 use trainer::method;
 
+use super::device::MPI_BUILD;
+
 /// Variables holding the world size: Open MPI; MPICH, Intel MPI and Slurm's `srun --mpi=pmi2`
 /// (PMI); MPICH's Hydra (ranks on this node, which also tells a launch apart).
 const SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"];
@@ -71,8 +73,8 @@ pub fn backend_for(
     if !mpi_built {
         bail!(
             "{started}, but this halo was built without MPI, so every process would run its own \
-             {}-worker job; build it with `cargo build --release --features mpi` and run that binary \
-             under mpirun",
+             {}-worker job; install a build with MPI (`{MPI_BUILD}`, which replaces the `halo` on the PATH) \
+             and run it under mpirun",
             config.distributed.workers
         );
     }
@@ -134,10 +136,7 @@ mod tests {
         mpi.distributed.backend = Backend::Mpi;
         assert_eq!(backend_for(four, &mpi, Some(Backend::Mpi), true).unwrap(), None);
         let err = backend_for(four, &vanilla(), None, false).unwrap_err().to_string();
-        assert!(
-            err.contains("OMPI_COMM_WORLD_SIZE=4") && err.contains("cargo build --release --features mpi"),
-            "{err}"
-        );
+        assert!(err.contains("OMPI_COMM_WORLD_SIZE=4") && err.contains(MPI_BUILD), "{err}");
         let err = backend_for(four, &vanilla(), Some(Backend::Local), true).unwrap_err().to_string();
         assert!(err.contains("--backend local"), "{err}");
         let err = backend_for(four, &TrainConfig::default(), None, true).unwrap_err().to_string();
@@ -153,7 +152,7 @@ mod tests {
         nccl.distributed.backend = Backend::Nccl;
         assert_eq!(backend_for(four.as_ref(), &nccl, Some(Backend::Nccl), true).unwrap(), Some(Backend::MpiNccl));
         let err = backend_for(four.as_ref(), &nccl, Some(Backend::Nccl), false).unwrap_err().to_string();
-        assert!(err.contains("cargo build --release --features mpi"), "{err}");
+        assert!(err.contains(MPI_BUILD), "{err}");
         nccl.distributed.backend = Backend::MpiNccl;
         assert_eq!(backend_for(four.as_ref(), &nccl, Some(Backend::MpiNccl), true).unwrap(), None);
     }

@@ -13,7 +13,7 @@
 //! Settings of every method can sit in one file; only the named method's are used.
 //!
 //! [`Method::rules`] is the registry of what each method fixes and accepts ([`Rules`]: the cut it
-//! forces, its batch modes, its device, its default layer order); validation, the command line
+//! trains on, its batch modes, its device, its default layer order); validation, the command line
 //! and the docs' method table follow it. Adding a method adds its name, its rules, its settings
 //! module (`<name>.rs` here) and its settings table here, and its [`crate::method::MethodDef`]
 //! (`docs/ARCHITECTURE.md`, "Adding a method", lists every touch; the tidy test
@@ -86,7 +86,8 @@ impl Method {
     pub fn rules(self) -> Rules {
         use BatchMode::{Full, MiniBatch, SampledEdges};
         let distributed = Rules {
-            cut: None,
+            cut: CutRule::Fixed(CutKind::EdgeCut),
+            cuts_traffic: true,
             batches: &[Full],
             cuda: false,
             nccl: true,
@@ -95,17 +96,35 @@ impl Method {
         };
         match self {
             // One process: there is nothing to sum.
-            Method::Single => {
-                Rules { batches: &[Full, SampledEdges, MiniBatch], cuda: true, nccl: false, ..distributed }
-            }
-            Method::Vanilla => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
+            Method::Single => Rules {
+                cut: CutRule::None,
+                cuts_traffic: false,
+                batches: &[Full, SampledEdges, MiniBatch],
+                cuda: true,
+                nccl: false,
+                ..distributed
+            },
+            Method::Vanilla => Rules {
+                cut: CutRule::Configured,
+                cuts_traffic: false,
+                batches: &[Full, SampledEdges],
+                cuda: true,
+                ..distributed
+            },
             // The full-batch methods' workers compute on GPUs with their codecs on the host.
             Method::Ecgraph => Rules { batches: &[Full, SampledEdges], cuda: true, ..distributed },
             Method::Adaqp => Rules { layer_order: LayerOrder::DropoutFirst, cuda: true, ..distributed },
-            Method::Cdfgnn => Rules { cut: Some(CutKind::VertexCut), cuda: true, ..distributed },
+            Method::Cdfgnn => Rules { cut: CutRule::Fixed(CutKind::VertexCut), cuda: true, ..distributed },
             Method::DataParallel => {
                 let lr = LrDefaults { adam: LrScaling::None, sgd: LrScaling::None };
-                Rules { batches: &[MiniBatch], lr_scaling: Some(lr), cuda: true, ..distributed }
+                Rules {
+                    cut: CutRule::None,
+                    cuts_traffic: false,
+                    batches: &[MiniBatch],
+                    lr_scaling: Some(lr),
+                    cuda: true,
+                    ..distributed
+                }
             }
             // The paper derives the linear rule for SGD; under Adam it loses 2.4 points on Cora
             // at 8 workers while the rate as given holds (experiments/adgraph-defaults.toml).
@@ -114,14 +133,30 @@ impl Method {
                 Rules { batches: &[MiniBatch], lr_scaling: Some(lr), cuda: true, ..distributed }
             }
             // Its hooks also sum its own columns' bias gradients and its trials on the host.
-            Method::Featpart => Rules { batches: &[MiniBatch], cuda: true, nccl: false, ..distributed },
+            Method::Featpart => {
+                Rules { cut: CutRule::None, batches: &[MiniBatch], cuda: true, nccl: false, ..distributed }
+            }
         }
     }
 
     /// The cut the method always trains on, whatever `[distributed] cut` says (cdfgnn's replica
-    /// sync is a vertex-cut's); `None` where the configured cut holds.
+    /// sync is a vertex-cut's); `None` where the configured cut holds or no graph is cut.
     pub fn cut(self) -> Option<CutKind> {
-        self.rules().cut
+        match self.rules().cut {
+            CutRule::Fixed(cut) => Some(cut),
+            CutRule::Configured | CutRule::None => None,
+        }
+    }
+
+    /// Why the method would ignore a `cut` given to it, as `--method <name> ...` ends; `None`
+    /// where it trains on that cut.
+    pub fn ignores_cut(self, cut: CutKind) -> Option<String> {
+        let name = self.as_str();
+        match self.rules().cut {
+            CutRule::Fixed(own) if own != cut => Some(format!("{name} trains on {}", own.with_article())),
+            CutRule::None => Some(format!("{name} cuts no graph")),
+            CutRule::Fixed(_) | CutRule::Configured => None,
+        }
     }
 
     /// The name used on the command line, in TOML and in reports.
@@ -176,9 +211,11 @@ impl BatchMode {
 /// of `docs/ARCHITECTURE.md` follow (tested).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
-    /// The cut it always trains on (cdfgnn's vertex-cut); `None`: the configured one, where it
-    /// partitions the graph.
-    pub cut: Option<CutKind>,
+    /// The cut it trains on.
+    pub cut: CutRule,
+    /// Whether it sends less than exact distributed training would (the five papers' methods),
+    /// so that its modeled time shows what it saves.
+    pub cuts_traffic: bool,
     /// The batch modes it trains with.
     pub batches: &'static [BatchMode],
     /// Whether it trains on a CUDA device (`device = "cuda"`); the others train on the CPU.
@@ -192,6 +229,18 @@ pub struct Rules {
     /// How its learning rate follows the number of workers where `lr-scaling` is not set, per
     /// optimizer; `None`: it takes no `lr-scaling`.
     pub lr_scaling: Option<LrDefaults>,
+}
+
+/// What a method does with `[distributed] cut`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutRule {
+    /// It trains on the configured cut (vanilla).
+    Configured,
+    /// It always trains on this cut (adaqp's and ecgraph's halo exchanges, adgraph's parts,
+    /// cdfgnn's replica sync); another `cut` would be ignored, so it is refused.
+    Fixed(CutKind),
+    /// It cuts no graph: one process, a replicated graph, or feature columns.
+    None,
 }
 
 /// A method's learning-rate scaling where `lr-scaling` is not set, under each optimizer.
@@ -377,6 +426,7 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use super::CutRule;
     use crate::config::{LrScaling, Method, TrainConfig, VanillaSettings};
 
     #[test]
@@ -442,8 +492,10 @@ mod tests {
             let batches: Vec<&str> = rules.batches.iter().map(|b| b.as_str()).collect();
             assert_eq!(cells[4], batches.join(", "), "{row}");
             assert_eq!(cells[5].contains("CUDA"), rules.cuda, "{row}");
-            if let Some(cut) = rules.cut {
-                assert!(cells[3].starts_with(cut.as_str()), "{row}");
+            match rules.cut {
+                CutRule::Fixed(cut) => assert!(cells[3].starts_with(cut.as_str()), "{row}"),
+                CutRule::Configured => assert!(cells[3].starts_with("configured"), "{row}"),
+                CutRule::None => assert!(["none", "feature"].contains(&cells[3]), "{row}"),
             }
         }
     }

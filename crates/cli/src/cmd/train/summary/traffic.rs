@@ -53,7 +53,22 @@ pub fn traffic(report: &Report) -> Option<String> {
     if let Some(measure) = &f.compute_measure {
         *clauses.last_mut().expect("the modeled epoch") += &format!(", compute measured as {measure}");
     }
+    clauses.extend(too_small_to_show(share, report.config.method.name.rules().cuts_traffic));
     Some(clauses.join("; "))
+}
+
+/// A modeled communication share under which a method's cut in traffic is lost in the noise of
+/// the measured compute.
+const SMALL_SHARE: f64 = 0.05;
+
+/// For a method that cuts traffic (`cuts_traffic`), a note when communication is too small a
+/// share of the modeled epoch for the cut to show, naming what would show it.
+fn too_small_to_show(share: f64, cuts_traffic: bool) -> Option<String> {
+    (cuts_traffic && share < SMALL_SHARE).then(|| {
+        "communication is too small a share of the modeled epoch for the method's savings to show in its time: \
+         a slower modeled network (--topology, --bandwidth-scale below 1) or a run on a cluster shows them"
+            .to_string()
+    })
 }
 
 /// The layers' exchange per epoch and, when its codecs counted them, the fraction of the exact
@@ -121,6 +136,18 @@ mod tests {
         assert!(line.contains("31.0% of its rows sent") && line.contains("7.00 bits a value"), "{line}");
         // An exact exchange counts no codec stats: bytes only.
         assert_eq!(exchange(2048.0, &Value::Null), "exchange 2.0 KiB per epoch");
+    }
+
+    #[test]
+    fn a_small_communication_share_of_a_method_names_what_would_show_it() {
+        let note = too_small_to_show(0.012, true).unwrap();
+        assert!(note.starts_with("communication is too small a share of the modeled epoch"), "{note}");
+        assert!(
+            note.contains("--topology") && note.contains("--bandwidth-scale") && note.contains("cluster"),
+            "{note}"
+        );
+        assert_eq!(too_small_to_show(0.3, true), None, "a share that shows the savings");
+        assert_eq!(too_small_to_show(0.012, false), None, "exact training saves nothing to show");
     }
 
     #[test]
