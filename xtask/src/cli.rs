@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::cluster::{Action, Rate};
+use crate::cluster::{Action, Rate, TableSpec};
 use crate::datasets::{self, OgbDataset};
 use crate::ptx::{Compiler, DEFAULT_ARCH, Mode};
 
@@ -45,6 +45,10 @@ commands:
   cluster status | down            show the cluster, or remove all it made (also after a crash)
   cluster smoke [--halo PATH]      CI's cluster test with an MPI build of halo (default
                                    target/debug/halo): 2 hosts x 2 ranks, Cora, vanilla and adaqp
+  cluster table --dataset DIR [--halo PATH] [--rates R,R] [--hosts H] [--epochs N]
+                                   vanilla and each full-batch method on H hosts (default 4) at
+                                   each rate (default 100mbit,1gbit,none), links measured first:
+                                   step, bytes, measured comm share, modeled vs measured
   cluster faults [--halo PATH] [--trials N] [--seed S]
                                    fault trials on 4 hosts: a link cut mid-run and at start-up, a
                                    rank killed, a link cut for 5 s; N of each (default 20)
@@ -161,7 +165,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
 /// `cargo xtask cluster ...`.
 fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
     let Some(action) = args.next() else {
-        bail!("cluster: missing the action (up, run, shape, link, status, down, smoke)\n\n{USAGE}")
+        bail!("cluster: missing the action (up, run, shape, link, status, down, smoke, table, faults)\n\n{USAGE}")
     };
     let number = |flag: &str, value: &str| -> Result<usize> {
         value
@@ -250,7 +254,35 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
             }
             Ok(if action == "smoke" { Action::Smoke { halo } } else { Action::Faults { halo, trials, seed } })
         }
-        other => bail!("cluster: unknown action `{other}` (up, run, shape, link, status, down, smoke)"),
+        "table" => {
+            let mut spec = TableSpec {
+                halo: PathBuf::from("target/release/halo"),
+                dataset: PathBuf::new(),
+                rates: ["100mbit", "1gbit", "none"].map(|r| Rate::parse(r)).into_iter().collect::<Result<_>>()?,
+                hosts: 4,
+                epochs: 4,
+            };
+            while let Some(arg) = args.next() {
+                if let Some(value) = flag_value("--halo", &arg, &mut args)? {
+                    spec.halo = PathBuf::from(value);
+                } else if let Some(value) = flag_value("--dataset", &arg, &mut args)? {
+                    spec.dataset = PathBuf::from(value);
+                } else if let Some(value) = flag_value("--rates", &arg, &mut args)? {
+                    spec.rates = value.split(',').map(Rate::parse).collect::<Result<_>>()?;
+                } else if let Some(value) = flag_value("--hosts", &arg, &mut args)? {
+                    spec.hosts = number("--hosts", &value)?;
+                } else if let Some(value) = flag_value("--epochs", &arg, &mut args)? {
+                    spec.epochs = number("--epochs", &value)?;
+                } else {
+                    bail!("cluster table: unexpected argument `{arg}`");
+                }
+            }
+            if spec.dataset.as_os_str().is_empty() {
+                bail!("cluster table: missing --dataset DIR (e.g. a `halo datasets synth` folder)");
+            }
+            Ok(Action::Table(spec))
+        }
+        other => bail!("cluster: unknown action `{other}` (up, run, shape, link, status, down, smoke, table, faults)"),
     }
 }
 

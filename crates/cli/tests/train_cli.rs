@@ -51,6 +51,27 @@ fn short_run_writes_a_report_and_a_summary() {
     assert!(report["final"]["peak_rss_bytes"].as_u64().unwrap() > 0);
 }
 
+/// `--eval-every 2` on a distributed run evaluates after epochs 2, 4 and 5 (the last); the
+/// others carry the last evaluation and say which, and the losses equal an every-epoch run's.
+#[test]
+fn eval_every_skips_evaluations_between_and_keeps_the_losses() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = ["--method", "vanilla", "--workers", "2", "--epochs", "5", "--threads", "1"];
+    let every = halo(&[&common[..], &["--report", "every.json"]].concat(), dir.path());
+    let some = halo(&[&common[..], &["--eval-every", "2", "--report", "some.json"]].concat(), dir.path());
+    assert!(every.status.success() && some.status.success(), "{}", stderr(&some));
+    let (every, some) = (read_report(&dir.path().join("every.json")), read_report(&dir.path().join("some.json")));
+    let field = |r: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
+        r["epochs"].as_array().unwrap().iter().map(|e| e[key].clone()).collect()
+    };
+    assert_eq!(field(&every, "loss"), field(&some, "loss"));
+    let at: Vec<Option<u64>> = field(&some, "eval_epoch").iter().map(|v| v.as_u64()).collect();
+    assert_eq!(at, [Some(0), None, Some(2), None, None]);
+    assert_eq!(field(&some, "val_acc")[3], field(&every, "val_acc")[3]);
+    assert_eq!(field(&some, "val_acc")[2], field(&some, "val_acc")[1]);
+    assert!(stderr(&halo(&["--eval-every", "0"], dir.path())).contains("eval-every"));
+}
+
 #[test]
 fn flags_override_the_config_file() {
     let dir = tempfile::tempdir().unwrap();

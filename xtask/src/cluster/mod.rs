@@ -13,6 +13,7 @@
 mod faults;
 mod net;
 mod smoke;
+mod table;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use serde_json::json;
 pub use faults::faults;
 pub use net::Rate;
 pub use smoke::smoke;
+pub use table::{TableSpec, table};
 
 /// Where `up` writes the cluster's state.
 pub const STATE_DIR: &str = "/run/halo-cluster";
@@ -58,6 +60,8 @@ pub enum Action {
     Smoke {
         halo: PathBuf,
     },
+    /// The methods against vanilla on the wire ([`table`]).
+    Table(TableSpec),
     /// Fault trials on the wire ([`faults`]).
     Faults {
         halo: PathBuf,
@@ -125,6 +129,7 @@ pub fn run(action: Action) -> Result<()> {
         Action::Down => down(),
         Action::Smoke { halo } => smoke(&halo),
         Action::Faults { halo, trials, seed } => faults(&halo, trials, seed),
+        Action::Table(spec) => table(&spec),
     }
 }
 

@@ -65,11 +65,12 @@ impl Progress {
 fn describe(r: &EpochRecord, best: &Best) -> String {
     let traffic = r.bytes_intra + r.bytes_inter;
     format!(
-        "loss {:.4} | train {:.3} val {:.3} test {:.3} | best val {:.3} @ {}{}",
+        "loss {:.4} | train {:.3} val {:.3} test {:.3}{} | best val {:.3} @ {}{}",
         r.loss,
         r.train_acc,
         r.val_acc,
         r.test_acc,
+        r.eval_epoch.map(|at| format!(" (evaluated @ {at})")).unwrap_or_default(),
         best.val_acc,
         best.epoch,
         if traffic > 0 { format!(" | {} sent", bytes(traffic as f64)) } else { String::new() }

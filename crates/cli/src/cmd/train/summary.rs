@@ -29,7 +29,7 @@ pub fn summary(report: &Report) -> String {
         f.best_val_acc,
         f.best_epoch,
         seconds(median(epochs.iter().map(|e| e.wall_s))),
-        seconds(median(epochs.iter().map(|e| e.eval_s))),
+        seconds(median(epochs.iter().filter(|e| e.eval_epoch.is_none()).map(|e| e.eval_s))),
         epochs.len(),
     );
     if let Some(traffic) = traffic(report) {
