@@ -21,6 +21,7 @@ mod error;
 mod layout;
 mod lines;
 mod meta;
+pub mod npy;
 mod numbers;
 mod ogb;
 mod summary;
