@@ -95,10 +95,11 @@ pub enum DatasetError {
     Inconsistent { name: String, message: String },
     /// A NumPy array that cannot be read; `array` names the member of an `.npz`.
     #[error("{}: {error}", located(.path, .array))]
-    Npy { path: PathBuf, array: Option<String>, error: NpyError },
-    /// A bad element of a NumPy array, at its index (`[row, column]`).
-    #[error("{} at {index}: {kind}", located(.path, .array))]
-    Element { path: PathBuf, array: Option<String>, index: String, kind: ParseErrorKind },
+    Npy { path: PathBuf, array: Option<String>, error: Box<NpyError> },
+    /// A bad element of a NumPy array; `place` names the member of an `.npz` and the index,
+    /// e.g. ``array `x` at [3, 1]``.
+    #[error("{path}: {place}: {kind}", path = .path.display())]
+    Element { path: PathBuf, place: String, kind: ParseErrorKind },
     #[error("{path}: cannot import: {message}", path = .path.display())]
     Import { path: PathBuf, message: String },
 }

@@ -496,7 +496,7 @@ fn first_field_fails(path: &Path, ok: impl Fn(&str) -> bool) -> Result<bool, Dat
 
 fn npy_error<'a>(path: &'a Path, key: Option<&str>) -> impl Fn(NpyError) -> DatasetError + 'a {
     let key = key.map(str::to_string);
-    move |error| DatasetError::Npy { path: path.to_path_buf(), array: key.clone(), error }
+    move |error| DatasetError::Npy { path: path.to_path_buf(), array: key.clone(), error: Box::new(error) }
 }
 
 /// `[i, j]` of flat index `k` in an array of `shape`.
@@ -511,12 +511,9 @@ fn index_text(shape: &[u64], k: u64) -> String {
 }
 
 fn element_error(path: &Path, key: Option<&str>, shape: &[u64], k: u64, kind: ParseErrorKind) -> DatasetError {
-    DatasetError::Element {
-        path: path.to_path_buf(),
-        array: key.map(str::to_string),
-        index: index_text(shape, k),
-        kind,
-    }
+    let index = index_text(shape, k);
+    let place = key.map_or_else(|| format!("at {index}"), |key| format!("array `{key}` at {index}"));
+    DatasetError::Element { path: path.to_path_buf(), place, kind }
 }
 
 /// The rows of a 2-D feature array: the node count.
@@ -540,10 +537,10 @@ fn ogb_num_nodes(data: &mut Npz) -> Result<usize, DatasetError> {
         other => Err(DatasetError::Npy {
             path,
             array: Some(key.into()),
-            error: NpyError::Shape {
+            error: Box::new(NpyError::Shape {
                 found: format!("{other:?}"),
                 expected: "one node count between 1 and 2^32 - 2 (a single graph)".into(),
-            },
+            }),
         }),
     }
 }
@@ -590,7 +587,7 @@ fn read_edge_index<R: Read>(
             match (pairs, k < edges) {
                 (false, true) => out.push((id, 0)),
                 (false, false) => out[(k - edges) as usize].1 = id,
-                (true, _) if k % 2 == 0 => out.push((id, 0)),
+                (true, _) if k.is_multiple_of(2) => out.push((id, 0)),
                 (true, _) => out[(k / 2) as usize].1 = id,
             }
         }

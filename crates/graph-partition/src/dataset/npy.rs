@@ -455,9 +455,13 @@ impl Npz {
         let member = self.archive.by_name(&format!("{key}.npy")).map_err(|e| DatasetError::Npy {
             path: path.clone(),
             array: Some(key.to_string()),
-            error: NpyError::Io(io::Error::other(e.to_string())),
+            error: Box::new(NpyError::Io(io::Error::other(e.to_string()))),
         })?;
-        NpyReader::new(member).map_err(|error| DatasetError::Npy { path, array: Some(key.to_string()), error })
+        NpyReader::new(member).map_err(|error| DatasetError::Npy {
+            path,
+            array: Some(key.to_string()),
+            error: Box::new(error),
+        })
     }
 }
 
@@ -470,7 +474,7 @@ pub fn open_npy(path: &Path) -> Result<NpyReader<BufReader<File>>, DatasetError>
     NpyReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|error| DatasetError::Npy {
         path: path.to_path_buf(),
         array: None,
-        error,
+        error: Box::new(error),
     })
 }
 
