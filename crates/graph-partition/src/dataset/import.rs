@@ -18,7 +18,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ndarray::ArrayView2;
-use serde::Serialize;
 
 use super::error::{DatasetError, ParseErrorKind};
 use super::lines::{first_line, line_at, read_all, read_all_after};
@@ -36,8 +35,7 @@ const FEATURE_CHUNK_VALUES: usize = 1 << 22;
 const CHUNK: usize = 1 << 16;
 
 /// The input layouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportFormat {
     Npz,
     OgbBin,
@@ -119,8 +117,7 @@ impl Default for ImportOptions {
 }
 
 /// Where the split came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum SplitOrigin {
     Files { dir: PathBuf },
     Masks { file: PathBuf },
@@ -128,7 +125,7 @@ pub enum SplitOrigin {
 }
 
 /// What an import read and what it changed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ImportReport {
     pub format: ImportFormat,
     pub nodes: usize,

@@ -673,6 +673,27 @@ mod tests {
         assert!(matches!(NpyReader::new(&b"PK\x03\x04 not npy"[..]), Err(NpyError::BadMagic)));
     }
 
+    /// Files NumPy 2.4 wrote (`numpy.savez_compressed` and `numpy.save`), so the reader is
+    /// checked against NumPy's own output and not only against the writer here.
+    #[test]
+    fn files_numpy_wrote_are_read() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src/dataset/testdata"));
+        let mut npz = Npz::open(&dir.join("numpy_savez_compressed.npz")).unwrap();
+        assert_eq!(npz.keys(), ["edge_index", "train_mask", "x", "y"]);
+        {
+            let mut edges = npz.array("edge_index").unwrap();
+            assert_eq!((edges.dtype(), edges.shape()), (Dtype::I64, &[2u64, 3][..]));
+            assert_eq!(edges.read_all_i64().unwrap(), [0, 1, 2, 1, 2, 0]);
+        }
+        let mut values = Vec::new();
+        npz.array("x").unwrap().read_f32(100, &mut values).unwrap();
+        assert_eq!(values, [0.1, -2.5, 3.0, 1e-3, 7.0, 8.5]);
+        assert_eq!(npz.array("train_mask").unwrap().read_all_i64().unwrap(), [1, 0, 0]);
+        let mut r = open_npy(&dir.join("numpy_float64.npy")).unwrap();
+        assert_eq!((r.dtype(), r.shape()), (Dtype::F64, &[2u64, 3][..]));
+        assert_eq!(r.read_all_f64().unwrap(), [0.1, 0.2, 0.3, 1.0, 2.0, 3.0]);
+    }
+
     #[test]
     fn truncated_data_says_how_far_it_got() {
         let bytes = npy(&[4], &[1i32, 2, 3, 4]);
