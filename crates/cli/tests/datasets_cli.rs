@@ -410,6 +410,33 @@ mod import {
         }
     }
 
+    #[test]
+    fn a_killed_import_leaves_no_dataset_or_a_whole_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, f) = (200_000u64, 32u64);
+        let npz = dir.path().join("big.npz");
+        let mut w = NpzWriter::create(&npz, false).unwrap();
+        let index: Vec<i64> = (0..n as i64).chain((0..n as i64).map(|v| (v * 7 + 1) % n as i64)).collect();
+        w.add("edge_index", &[2, n], &index).unwrap();
+        let x: Vec<f32> = (0..n * f).map(|i| (i % 1000) as f32 / 7.0).collect();
+        w.add("x", &[n, f], &x).unwrap();
+        w.add("y", &[n], &(0..n as i64).map(|v| v % 5).collect::<Vec<_>>()).unwrap();
+        w.finish().unwrap();
+        let out_dir = dir.path().join("out");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_halo"))
+            .args(["datasets", "import", npz.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = child.kill();
+        child.wait().unwrap();
+        if out_dir.exists() {
+            let d = Dataset::load(&out_dir, &LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() }).unwrap();
+            assert_eq!((d.num_nodes(), d.num_features()), (n as usize, f as usize));
+        }
+    }
+
     /// An import that must fail naming `expected`, leaving `dir` as it was.
     fn refused(dir: &Path, args: &[&str], expected: &str) {
         let before: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
