@@ -231,12 +231,28 @@ impl Staging {
         Ok(Self { tmp, out: out.to_path_buf(), committed: false })
     }
 
+    /// Makes every file durable, then renames the folder into place.
     fn commit(mut self) -> Result<(), DatasetError> {
+        sync_tree(&self.tmp)?;
         std::fs::rename(&self.tmp, &self.out).map_err(|e| DatasetError::io(&self.out, e))?;
         self.committed = true;
         let parent = self.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         sync_dir(parent).map_err(|e| DatasetError::io(parent, e.source))
     }
+}
+
+/// Syncs every file under `dir`, and the folders themselves, so that a crash after the rename
+/// cannot leave a dataset with files that never reached the disk.
+fn sync_tree(dir: &Path) -> Result<(), DatasetError> {
+    for entry in std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))? {
+        let path = entry.map_err(|e| DatasetError::io(dir, e))?.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(|e| DatasetError::io(&path, e))?;
+        }
+    }
+    sync_dir(dir).map_err(|e| DatasetError::io(dir, e.source))
 }
 
 impl Drop for Staging {
