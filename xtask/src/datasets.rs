@@ -11,7 +11,7 @@ pub const URL_BASE: &str = "https://snap.stanford.edu/ogb/data/nodeproppred/";
 pub enum Payload {
     /// `edge.csv.gz`, `node-label.csv.gz`, the count lists, plus node or edge features.
     Csv { node_feat: bool, edge_feat: bool },
-    /// `data.npz` and `node-label.npz` (NumPy archives): Halo's loader cannot read these yet.
+    /// `data.npz` and `node-label.npz` (NumPy archives): `halo datasets import` converts them.
     Npz,
 }
 

@@ -74,9 +74,10 @@ pub fn install_zip(ds: &OgbDataset, zip: &Path, datasets_dir: &Path) -> Result<P
     eprintln!("{}: ready in {}", ds.name, dest.display());
     if !ds.loadable() {
         eprintln!(
-            "note: Halo's loader reads the CSV layout only; {} ships binary raw/data.npz and raw/node-label.npz \
-             and needs converting first, which is not implemented",
-            ds.name
+            "note: Halo's loader reads the CSV layout only; {} ships binary raw/data.npz and raw/node-label.npz: \
+             convert it with `halo datasets import {} --out DIR`",
+            ds.name,
+            dest.display()
         );
     }
     Ok(dest)

@@ -41,7 +41,7 @@ pub fn write(ds: &OgbDataset, root: &Path) -> Result<()> {
             fields.insert(
                 "layout".into(),
                 "OGB binary layout (raw/data.npz, raw/node-label.npz, split/<name>/*.csv.gz); Halo's loader \
-                 reads the CSV layout only, and conversion is not implemented"
+                 reads the CSV layout only: convert it with `halo datasets import`"
                     .into(),
             );
         }
@@ -104,11 +104,11 @@ mod tests {
     }
 
     #[test]
-    fn binary_meta_says_the_loader_cannot_read_it() {
+    fn binary_meta_says_how_to_convert_it() {
         let tmp = tempfile::tempdir().unwrap();
         write(lookup("ogbn-papers100M").unwrap(), tmp.path()).unwrap();
         let meta: Value = serde_json::from_str(&fs::read_to_string(tmp.path().join("meta.json")).unwrap()).unwrap();
         assert_eq!(meta["num_classes"], 172);
-        assert!(meta["layout"].as_str().unwrap().contains("conversion is not implemented"));
+        assert!(meta["layout"].as_str().unwrap().contains("halo datasets import"));
     }
 }

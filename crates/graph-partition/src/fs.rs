@@ -6,7 +6,8 @@
 //! directory fsynced; on an error the temporary file is removed and the target untouched. The
 //! dataset cache, reports, experiment tables, checkpoints, exported models and plots all write
 //! through it. Partition books (`book::io`) and datasets written in the OGB layout
-//! (`dataset::writer`) are written in place.
+//! (`dataset::writer`) are written in place; an import (`dataset::import`) writes a temporary
+//! folder and renames the folder into place.
 
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -1,7 +1,7 @@
 //! Fuzzing of every file this crate parses, on stable Rust: proptest mutates valid files
 //! (byte overwrites, then a cut) and the loader must answer with the data or an error that
 //! names the file, never a panic or an allocation the file's size does not justify. Targets:
-//! the OGB CSV files, the binary dataset cache and partition-book files. 5k inputs per target
+//! the OGB CSV files, the binary dataset cache, partition-book files and `.npz` imports. 5k inputs per target
 //! by default; `HALO_FUZZ_CASES=100000` is the long run (`docs/RELIABILITY.md`).
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::book::PartitionBook;
-use crate::dataset::{CacheMode, LoadOptions};
+use crate::dataset::npy::NpzWriter;
+use crate::dataset::{CacheMode, ImportOptions, LoadOptions, import};
 use crate::partition::Partition;
 use crate::{Dataset, SynthConfig};
 
@@ -68,6 +69,18 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
+/// A 4-node graph as PyG users export it, stored or deflated.
+fn npz_bytes(compressed: bool) -> Vec<u8> {
+    let mut w = NpzWriter::new(std::io::Cursor::new(Vec::new()), compressed);
+    w.add("edge_index", &[2, 4], &[0i64, 1, 2, 3, 1, 2, 3, 0]).unwrap();
+    w.add("x", &[4, 2], &[0.5f32, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).unwrap();
+    w.add("y", &[4], &[0i64, 1, 0, 1]).unwrap();
+    w.add("train_mask", &[4], &[true, true, false, false]).unwrap();
+    w.add("val_mask", &[4], &[false, false, true, false]).unwrap();
+    w.add("test_mask", &[4], &[false, false, false, true]).unwrap();
+    w.finish().unwrap().into_inner()
+}
+
 /// Writes `contents` to `path` for one load, then puts the original back.
 fn with_file<T>(path: &Path, contents: &[u8], f: impl FnOnce() -> T) -> T {
     let original = std::fs::read(path).unwrap();
@@ -123,6 +136,27 @@ proptest! {
             prop_assert!(loaded == *dataset);
             Ok(())
         })?;
+    }
+
+    /// A mutated `.npz` imports into a dataset that loads, or fails naming the file and leaves
+    /// no dataset.
+    #[test]
+    fn npz_imports_or_names_the_file(compressed in any::<bool>(), (e, cut) in edits()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.npz");
+        std::fs::write(&path, mutate(npz_bytes(compressed), &e, cut)).unwrap();
+        let out = dir.path().join("out");
+        match import(&path, &out, &ImportOptions::default()) {
+            Ok(_) => {
+                let opts = LoadOptions { cache: CacheMode::Off, ..LoadOptions::default() };
+                prop_assert!(Dataset::load(&out, &opts).is_ok());
+            }
+            Err(err) => {
+                let msg = err.to_string();
+                prop_assert!(msg.contains(&path.display().to_string()), "{msg}");
+                prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{}", msg);
+            }
+        }
     }
 
     /// Mutated `book.json` or part files.

@@ -1,10 +1,12 @@
-//! `halo datasets info|synth`.
+//! `halo datasets info|synth|import`.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
+use graph_partition::DatasetError;
 use graph_partition::SynthConfig;
+use graph_partition::dataset::{ImportFormat, ImportOptions, ParseErrorKind, import};
 
 use super::load::LoadArgs;
 
@@ -20,6 +22,59 @@ enum DatasetsCommand {
     Info(InfoArgs),
     /// Generate a synthetic dataset and write it in the OGB raw layout (split `random`).
     Synth(SynthArgs),
+    /// Turn a graph in a common layout (NumPy .npz, OGB's binary folder, an edge list) into a
+    /// Halo dataset folder (docs/GUIDE.md, "Bring your own graph").
+    Import(ImportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ImportArgs {
+    /// The input: an .npz file, an OGB binary folder (with raw/data.npz), or an edge-list file.
+    path: PathBuf,
+    /// The dataset folder to write; it must not exist yet (or be empty).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The input's layout, instead of telling it from PATH.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Edge list: node features, a .npy (N, F) array or a CSV file of rows.
+    #[arg(long, value_name = "FILE")]
+    features: Option<PathBuf>,
+    /// Edge list: node classes, a .npy (N,) array or a CSV file of one class per line.
+    #[arg(long, value_name = "FILE")]
+    labels: Option<PathBuf>,
+    /// A folder with {train,valid,test}.csv[.gz] node-id files (OGB's split folder).
+    #[arg(long, value_name = "DIR", conflicts_with = "masks")]
+    split: Option<PathBuf>,
+    /// An .npz with the bool arrays train_mask, val_mask and test_mask.
+    #[arg(long, value_name = "FILE")]
+    masks: Option<PathBuf>,
+    /// Dataset name; default the --out folder's name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Number of classes; a larger label is an error. Default: the largest label plus one.
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u64).range(1..u32::MAX as u64))]
+    num_classes: Option<u64>,
+    /// Seed of the random split made when the input has none.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    split_seed: u64,
+    /// Fraction of the labelled nodes the random split puts in train.
+    #[arg(long, value_name = "F", default_value_t = ImportOptions::default().train_fraction, value_parser = fraction)]
+    train_fraction: f64,
+    /// Fraction of the labelled nodes the random split puts in valid (the rest is test).
+    #[arg(long, value_name = "F", default_value_t = ImportOptions::default().valid_fraction, value_parser = fraction)]
+    valid_fraction: f64,
+    /// Accept NaN and infinite features; by default the first one is an error naming its
+    /// position.
+    #[arg(long, alias = "allow-non-finite")]
+    allow_nonfinite: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Npz,
+    OgbBin,
+    EdgeList,
 }
 
 #[derive(Debug, clap::Args)]
@@ -88,7 +143,59 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         DatasetsCommand::Info(info) => run_info(info),
         DatasetsCommand::Synth(synth) => run_synth(synth),
+        DatasetsCommand::Import(args) => run_import(args),
     }
+}
+
+fn run_import(args: ImportArgs) -> anyhow::Result<()> {
+    if args.train_fraction + args.valid_fraction > 1.0 {
+        bail!("--train-fraction ({}) plus --valid-fraction ({}) exceeds 1", args.train_fraction, args.valid_fraction);
+    }
+    let opts = ImportOptions {
+        format: args.format.map(|f| match f {
+            Format::Npz => ImportFormat::Npz,
+            Format::OgbBin => ImportFormat::OgbBin,
+            Format::EdgeList => ImportFormat::EdgeList,
+        }),
+        features: args.features,
+        labels: args.labels,
+        split: args.split,
+        masks: args.masks,
+        name: args.name,
+        num_classes: args.num_classes.map(|c| c as usize),
+        split_seed: args.split_seed,
+        train_fraction: args.train_fraction,
+        valid_fraction: args.valid_fraction,
+        allow_nonfinite: args.allow_nonfinite,
+        progress: true,
+    };
+    let report = import(&args.path, &args.out, &opts).map_err(|err| {
+        let non_finite = matches!(
+            &err,
+            DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. }
+                | DatasetError::Element { kind: ParseErrorKind::NonFiniteValue { .. }, .. }
+        );
+        let hint = if non_finite { " (--allow-nonfinite accepts non-finite features)" } else { "" };
+        let (path, out) = (args.path.display(), args.out.display());
+        anyhow::Error::new(err).context(format!("cannot import {path}{hint}; nothing is written to {out}"))
+    })?;
+    for note in report.notes() {
+        eprintln!("note: {note}");
+    }
+    println!(
+        "imported {} ({}) into {}: {} nodes, {} undirected edges, {} features, {} classes, split {}/{}/{}",
+        args.path.display(),
+        report.format.name(),
+        args.out.display(),
+        report.nodes,
+        report.undirected_edges,
+        report.features,
+        report.classes,
+        report.train,
+        report.valid,
+        report.test
+    );
+    Ok(())
 }
 
 fn run_info(args: InfoArgs) -> anyhow::Result<()> {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::npy::NpyError;
 use crate::csr::CsrError;
 
 /// What is wrong with one line of a text file.
@@ -31,6 +32,10 @@ pub enum ParseErrorKind {
     Unlabelled { id: u32, labels: String },
     #[error("node {id} is already in the {split} split")]
     InTwoSplits { id: u32, split: &'static str },
+    #[error("`{value}` is not a finite 32-bit float (NaN, infinite, or beyond ±3.4e38)")]
+    NonFiniteValue { value: String },
+    #[error("class {class} is out of range (--num-classes is {num_classes})")]
+    LabelOutOfRange { class: u64, num_classes: usize },
 }
 
 impl ParseErrorKind {
@@ -97,6 +102,23 @@ pub enum DatasetError {
     Graph { path: PathBuf, error: CsrError },
     #[error("dataset `{name}` is inconsistent: {message}")]
     Inconsistent { name: String, message: String },
+    /// A NumPy array that cannot be read; `array` names the member of an `.npz`.
+    #[error("{}: {error}", located(.path, .array))]
+    Npy { path: PathBuf, array: Option<String>, error: Box<NpyError> },
+    /// A bad element of a NumPy array; `place` names the member of an `.npz` and the index,
+    /// e.g. ``array `x` at [3, 1]``.
+    #[error("{path}: {place}: {kind}", path = .path.display())]
+    Element { path: PathBuf, place: String, kind: ParseErrorKind },
+    #[error("{path}: cannot import: {message}", path = .path.display())]
+    Import { path: PathBuf, message: String },
+}
+
+/// `FILE` or `FILE: array `KEY``.
+fn located(path: &std::path::Path, array: &Option<String>) -> String {
+    match array {
+        Some(key) => format!("{}: array `{key}`", path.display()),
+        None => path.display().to_string(),
+    }
 }
 
 impl DatasetError {
@@ -117,7 +139,10 @@ impl DatasetError {
             | Self::AmbiguousSplit { path, .. }
             | Self::UnknownSplit { path, .. }
             | Self::InvalidMeta { path, .. }
-            | Self::Graph { path, .. } => Some(path),
+            | Self::Graph { path, .. }
+            | Self::Npy { path, .. }
+            | Self::Element { path, .. }
+            | Self::Import { path, .. } => Some(path),
             Self::Inconsistent { .. } => None,
         }
     }

@@ -1,4 +1,4 @@
-//! Streaming, parallel reading of gzip-compressed line files.
+//! Streaming, parallel reading of line files, gzip-compressed (a name ending in `.gz`) or not.
 //!
 //! A reader thread inflates the file into blocks of whole lines while rayon parses the previous
 //! block, so decompression (inherently sequential) overlaps parsing. Memory stays bounded by a
@@ -40,10 +40,22 @@ pub(crate) trait LineParser: Sync {
     fn parse_line(&self, line: &str, out: &mut Vec<Self::Item>) -> Result<(), ParseErrorKind>;
 }
 
-/// Reads a whole gzip line file with `parser`, returning the values and the number of lines.
+/// Reads a whole line file with `parser`, returning the values and the number of lines.
 /// `capacity` is the expected number of values (a hint that saves regrowing large outputs).
 pub(crate) fn read_all<P: LineParser>(
     path: &Path,
+    progress: bool,
+    capacity: usize,
+    parser: &P,
+) -> Result<(Vec<P::Item>, u64), DatasetError> {
+    read_all_after(path, false, progress, capacity, parser)
+}
+
+/// [`read_all`], skipping the first line when `header` says it is one (the count of lines
+/// returned includes it, and error line numbers count it).
+pub(crate) fn read_all_after<P: LineParser>(
+    path: &Path,
+    header: bool,
     progress: bool,
     capacity: usize,
     parser: &P,
@@ -52,23 +64,31 @@ pub(crate) fn read_all<P: LineParser>(
     // cannot force a huge allocation up front; files that compress better just regrow.
     let plausible = std::fs::metadata(path).map_or(0, |m| m.len() as usize).saturating_mul(8);
     let mut all = Vec::with_capacity(capacity.min(plausible));
-    let lines = for_each_chunk(path, progress, parser, |mut values, _| {
+    let lines = for_each_chunk_after(path, header, progress, parser, |mut values, _| {
         all.append(&mut values);
         Ok(())
     })?;
     Ok((all, lines))
 }
 
-/// The first line of a gzip text file (without its terminator), `None` if the file is empty.
+/// The first line of a text file (without its terminator), `None` if the file is empty.
 /// Used to learn the column count before the parallel parse.
 pub(crate) fn first_line(path: &Path) -> Result<Option<String>, DatasetError> {
-    let mut reader = BufReader::new(MultiGzDecoder::new(open(path)?));
+    line_at(path, 0)
+}
+
+/// Line `index` (0-based) of a text file, without its terminator; `None` past the end.
+pub(crate) fn line_at(path: &Path, index: u64) -> Result<Option<String>, DatasetError> {
+    let mut reader = BufReader::new(decoded(path, open(path)?));
     let mut bytes = Vec::new();
-    reader.read_until(b'\n', &mut bytes).map_err(|e| DatasetError::io(path, e))?;
-    if bytes.is_empty() {
-        return Ok(None);
+    for _ in 0..=index {
+        bytes.clear();
+        reader.read_until(b'\n', &mut bytes).map_err(|e| DatasetError::io(path, e))?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
     }
-    let text = String::from_utf8(bytes).map_err(|_| parse_error(path, 1, ParseErrorKind::NotUtf8))?;
+    let text = String::from_utf8(bytes).map_err(|_| parse_error(path, index + 1, ParseErrorKind::NotUtf8))?;
     Ok(Some(trim_line_end(&text).to_string()))
 }
 
@@ -79,10 +99,26 @@ fn open(path: &Path) -> Result<File, DatasetError> {
     })
 }
 
+/// The contents of `raw`, inflated when `path` names a gzip file.
+fn decoded<'a>(path: &Path, raw: impl Read + Send + 'a) -> Box<dyn Read + Send + 'a> {
+    if path.extension().is_some_and(|x| x == "gz") { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) }
+}
+
 /// Like [`read_all`], but hands each parsed block to `sink` with the 0-based index of its
 /// first line instead of collecting everything. Returns the number of lines.
 pub(crate) fn for_each_chunk<P: LineParser>(
     path: &Path,
+    progress: bool,
+    parser: &P,
+    sink: impl FnMut(Vec<P::Item>, u64) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
+    for_each_chunk_after(path, false, progress, parser, sink)
+}
+
+/// [`for_each_chunk`], skipping a first line that is a `header`.
+fn for_each_chunk_after<P: LineParser>(
+    path: &Path,
+    header: bool,
     progress: bool,
     parser: &P,
     mut sink: impl FnMut(Vec<P::Item>, u64) -> Result<(), DatasetError>,
@@ -94,7 +130,12 @@ pub(crate) fn for_each_chunk<P: LineParser>(
         Some(bar) => Box::new(bar.wrap_read(file)),
         None => Box::new(file),
     };
-    let decoder = MultiGzDecoder::new(BufReader::with_capacity(1 << 20, raw));
+    let mut decoder = BufReader::with_capacity(1 << 20, decoded(path, BufReader::with_capacity(1 << 20, raw)));
+    let mut skipped = 0u64;
+    if header {
+        decoder.read_until(b'\n', &mut Vec::new()).map_err(|e| DatasetError::io(path, e))?;
+        skipped = 1;
+    }
 
     let (block_tx, block_rx) = mpsc::sync_channel::<io::Result<Block>>(2);
     let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
@@ -102,7 +143,7 @@ pub(crate) fn for_each_chunk<P: LineParser>(
     // drops `block_rx`, which unblocks and stops the reader thread before the scope joins it.
     let result = std::thread::scope(move |scope| {
         scope.spawn(move || produce_blocks(decoder, &block_tx, &recycle_rx));
-        let mut line = 0u64;
+        let mut line = skipped;
         for block in block_rx.iter() {
             let block = block.map_err(|e| DatasetError::io(path, e))?;
             let values = parse_block(&block.data, parser).map_err(|(at, kind)| parse_error(path, line + at, kind))?;

@@ -20,9 +20,11 @@
 
 mod cache;
 mod error;
+mod import;
 mod layout;
 mod lines;
 mod meta;
+pub mod npy;
 mod numbers;
 mod ogb;
 mod summary;
@@ -38,6 +40,7 @@ use ndarray::Array2;
 use crate::csr::Csr;
 
 pub use error::{DatasetError, ParseErrorKind};
+pub use import::{ImportFormat, ImportOptions, ImportReport, SplitOrigin, import};
 pub use summary::{DatasetSummary, DegreeStats};
 
 /// A graph with node features, labels and one train/valid/test split.

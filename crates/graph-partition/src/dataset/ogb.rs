@@ -246,7 +246,7 @@ fn check_rows(
     Ok(())
 }
 
-fn column_count(line: &str) -> usize {
+pub(crate) fn column_count(line: &str) -> usize {
     line.split(',').count()
 }
 
@@ -269,28 +269,35 @@ fn node_id(token: &str, num_nodes: usize) -> Result<u32, ParseErrorKind> {
     Ok(id as u32)
 }
 
-/// `src,dst` per line.
-struct Edges {
-    num_nodes: usize,
+/// `src,dst` per line; a tab also separates, and so do runs of spaces on a line with neither.
+pub(crate) struct Edges {
+    pub num_nodes: usize,
 }
 
 impl LineParser for Edges {
     type Item = (u32, u32);
     fn parse_line(&self, line: &str, out: &mut Vec<(u32, u32)>) -> Result<(), ParseErrorKind> {
-        let mut fields = line.split(',');
-        match (fields.next(), fields.next(), fields.next()) {
+        let fields = || -> Box<dyn Iterator<Item = &str>> {
+            if line.contains([',', '\t']) {
+                Box::new(line.split([',', '\t']))
+            } else {
+                Box::new(line.split_ascii_whitespace())
+            }
+        };
+        let mut tokens = fields();
+        match (tokens.next(), tokens.next(), tokens.next()) {
             (Some(src), Some(dst), None) => {
                 out.push((node_id(src, self.num_nodes)?, node_id(dst, self.num_nodes)?));
                 Ok(())
             }
-            _ => Err(ParseErrorKind::RaggedRow { expected: 2, found: line.split(',').count() }),
+            _ => Err(ParseErrorKind::RaggedRow { expected: 2, found: fields().count() }),
         }
     }
 }
 
 /// One node id per line.
-struct NodeIds {
-    num_nodes: usize,
+pub(crate) struct NodeIds {
+    pub num_nodes: usize,
 }
 
 impl LineParser for NodeIds {
@@ -303,9 +310,9 @@ impl LineParser for NodeIds {
 
 /// Exactly `cols` comma-separated floats per line; with `finite`, NaN and infinities (also
 /// decimals that overflow `f32`) are errors naming their column.
-struct FloatRows {
-    cols: usize,
-    finite: bool,
+pub(crate) struct FloatRows {
+    pub cols: usize,
+    pub finite: bool,
 }
 
 impl LineParser for FloatRows {
@@ -332,7 +339,7 @@ impl LineParser for FloatRows {
 }
 
 /// One class label per line (`nan` for unlabelled).
-struct Classes;
+pub(crate) struct Classes;
 
 impl LineParser for Classes {
     type Item = u32;

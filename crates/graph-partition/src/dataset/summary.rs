@@ -66,7 +66,7 @@ impl DatasetSummary {
 
 /// Counts unordered pairs: an entry `(v, u)` with `u < v` always, with `u > v` only when the
 /// reverse entry is missing, and every self loop once.
-fn undirected_and_loops(g: &Csr) -> (usize, usize) {
+pub(crate) fn undirected_and_loops(g: &Csr) -> (usize, usize) {
     use rayon::prelude::*;
     (0..g.num_rows())
         .into_par_iter()

@@ -93,15 +93,17 @@ pub(super) fn class_features(cfg: &SynthConfig, classes: &[u32]) -> Array2<f32> 
     features
 }
 
-/// The `random` split: 60% train, 20% valid, the rest test; each list sorted.
-pub(super) fn random_split(n: usize, seed: u64) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+/// A random split of `ids`: a `train` fraction, a `valid` fraction, the rest test; each list
+/// sorted. The synthetic graphs' `random` split is this over every node with 0.6 and 0.2.
+pub(crate) fn random_split(ids: &[u32], train: f64, valid: f64, seed: u64) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let n = ids.len();
     let perm = permutation(n, seed, SPLIT_TAG);
-    let train_len = (n as f64 * 0.6).round() as usize;
-    let valid_len = ((n as f64 * 0.2).round() as usize).min(n - train_len);
-    let sorted = |ids: &[u32]| {
-        let mut ids = ids.to_vec();
-        ids.sort_unstable();
-        ids
+    let train_len = ((n as f64 * train).round() as usize).min(n);
+    let valid_len = ((n as f64 * valid).round() as usize).min(n - train_len);
+    let sorted = |picks: &[u32]| {
+        let mut picked: Vec<u32> = picks.iter().map(|&i| ids[i as usize]).collect();
+        picked.sort_unstable();
+        picked
     };
     (
         sorted(&perm[..train_len]),

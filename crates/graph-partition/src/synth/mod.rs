@@ -34,6 +34,7 @@
 mod alias;
 mod edges;
 mod features;
+pub(crate) use features::random_split;
 #[cfg(test)]
 mod tests;
 
@@ -131,7 +132,8 @@ impl SynthConfig {
             .map(|k| features::balanced_groups(self.nodes, k, self.seed, features::COMMUNITY_TAG));
         let graph = edges::generate(self, &classes, communities.as_deref());
         let features = features::class_features(self, &classes);
-        let (train, valid, test) = features::random_split(self.nodes, self.seed);
+        let all: Vec<u32> = (0..self.nodes as u32).collect();
+        let (train, valid, test) = features::random_split(&all, 0.6, 0.2, self.seed);
         Ok(Dataset {
             name: format!("synth-n{}-d{}-s{}", self.nodes, self.avg_degree, self.seed),
             graph: graph.into(),
