@@ -317,7 +317,8 @@ impl Job<'_> {
             stream_features(&mut npz.array("x")?, input, Some("x"), nodes, self.opts.allow_nonfinite, &mut features)?;
         features.finish()?;
         let labels = classes_from_array(&mut npz.array("y")?, input, Some("y"), nodes, self.opts.num_classes)?;
-        self.finish(graph, cols, labels, plan)
+        let labels_from = input.to_path_buf();
+        self.finish(graph, cols, labels, plan, &labels_from)
     }
 
     fn ogb_bin(&self, input: &Path) -> Result<ImportReport, DatasetError> {
@@ -349,7 +350,8 @@ impl Job<'_> {
         let mut label_npz = Npz::open(&label_path)?;
         let mut reader = label_npz.array("node_label")?;
         let labels = classes_from_array(&mut reader, &label_path, Some("node_label"), nodes, self.opts.num_classes)?;
-        self.finish(graph, cols, labels, plan)
+        let labels_from = label_path.clone();
+        self.finish(graph, cols, labels, plan, &labels_from)
     }
 
     fn edge_list(&self, input: &Path) -> Result<ImportReport, DatasetError> {
@@ -361,6 +363,7 @@ impl Job<'_> {
         };
         let (feature_path, label_path) =
             (need("--features", &self.opts.features)?, need("--labels", &self.opts.labels)?);
+        let labels_from = label_path.clone();
         let plan = self.plan(None)?;
         let allow = self.opts.allow_nonfinite;
         if is_npy(&feature_path) {
@@ -371,7 +374,7 @@ impl Job<'_> {
             let cols = stream_features(&mut reader, &feature_path, None, nodes, allow, &mut features)?;
             features.finish()?;
             let labels = self.labels_file(&label_path, nodes)?;
-            self.finish(graph, cols, labels, plan)
+            self.finish(graph, cols, labels, plan, &labels_from)
         } else {
             let header = first_field_fails(&feature_path, |t| parse_f32(t).is_some())?;
             let cols = match line_at(&feature_path, u64::from(header))? {
@@ -388,7 +391,7 @@ impl Job<'_> {
             features.finish()?;
             drop(values);
             let labels = self.labels_file(&label_path, nodes)?;
-            self.finish(graph, cols, labels, plan)
+            self.finish(graph, cols, labels, plan, &labels_from)
         }
     }
 
@@ -444,6 +447,7 @@ impl Job<'_> {
         cols: usize,
         classes: Vec<u32>,
         plan: SplitPlan,
+        labels_from: &Path,
     ) -> Result<ImportReport, DatasetError> {
         let nodes = graph.csr.num_nodes();
         let num_classes = self.opts.num_classes.unwrap_or_else(|| {
@@ -463,6 +467,16 @@ impl Job<'_> {
             }
         };
         let labels = Labels::Classes(classes);
+        // The loader's checks, so that what is imported loads: each split node labelled, and
+        // in one part only.
+        if let Some((part, _, kind)) = super::ogb::split_fault(&splits, &labels, &labels_from.display().to_string()) {
+            let path = match &origin {
+                SplitOrigin::Files { dir } => dir.clone(),
+                SplitOrigin::Masks { file } => file.clone(),
+                SplitOrigin::Random { .. } => labels_from.to_path_buf(),
+            };
+            return Err(DatasetError::Import { path, message: format!("{part} split: {kind}") });
+        }
         let source = format!("imported by Halo ({})", self.format.name());
         let parts = Parts {
             name: &self.name,

@@ -51,24 +51,40 @@ pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize, progress: boo
 /// Checks that every node of `splits` has a label and lies in one part of the split; errors
 /// name the part's file and line.
 pub(crate) fn check_split(dir: &Path, splits: &Splits, labels: &Labels) -> Result<(), DatasetError> {
+    let labels_file = dir.join(layout::NODE_LABEL).display().to_string();
+    match split_fault(splits, labels, &labels_file) {
+        None => Ok(()),
+        Some((part, position, kind)) => {
+            let path = layout::split_file(dir, &splits.name, part);
+            Err(DatasetError::Parse { path, line: position as u64 + 1, kind })
+        }
+    }
+}
+
+/// The first node of `splits` without a label (in `labels_file`) or in a second part, as its
+/// part, its position in that part, and what is wrong.
+pub(crate) fn split_fault(
+    splits: &Splits,
+    labels: &Labels,
+    labels_file: &str,
+) -> Option<(&'static str, usize, ParseErrorKind)> {
     const NONE: u8 = u8::MAX;
     let mut part_of = vec![NONE; labels.len()];
     let parts = [&splits.train, &splits.valid, &splits.test];
     for (index, (part, ids)) in layout::SPLIT_PARTS.into_iter().zip(parts).enumerate() {
-        for (line, &id) in ids.iter().enumerate() {
+        for (position, &id) in ids.iter().enumerate() {
             let kind = if !labels.has_label(id as usize) {
-                ParseErrorKind::Unlabelled { id, labels: dir.join(layout::NODE_LABEL).display().to_string() }
+                ParseErrorKind::Unlabelled { id, labels: labels_file.to_owned() }
             } else if part_of[id as usize] != NONE {
                 ParseErrorKind::InTwoSplits { id, split: layout::SPLIT_PARTS[part_of[id as usize] as usize] }
             } else {
                 part_of[id as usize] = index as u8;
                 continue;
             };
-            let path = layout::split_file(dir, &splits.name, part);
-            return Err(DatasetError::Parse { path, line: line as u64 + 1, kind });
+            return Some((part, position, kind));
         }
     }
-    Ok(())
+    None
 }
 
 /// The single count in a `num-*-list.csv.gz` file.
