@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use graph_partition::dataset::ParseErrorKind;
-use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions};
+use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions, Structure};
 
 /// How a dataset directory is read: the binary cache and non-finite features.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,13 +39,27 @@ impl LoadArgs {
     /// non-finite feature, how to accept it.
     pub fn load(&self, dir: &Path, what: &str, split: Option<String>, progress: bool) -> anyhow::Result<Dataset> {
         Dataset::load(dir, &self.options(split, progress)).map_err(|err| {
-            let hint = match &err {
-                DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
-                    " (--allow-nonfinite accepts non-finite features)"
-                }
-                _ => "",
-            };
+            let hint = nonfinite_hint(&err);
             anyhow::Error::new(err).context(format!("cannot load {what} {}{hint}", dir.display()))
         })
+    }
+
+    /// Loads `dir` without its node features ([`Dataset::load_structure`]; the cache is not
+    /// used), with progress bars; errors as [`LoadArgs::load`]'s.
+    pub fn load_structure(&self, dir: &Path, what: &str, split: Option<String>) -> anyhow::Result<Structure> {
+        Dataset::load_structure(dir, &self.options(split, true)).map_err(|err| {
+            let hint = nonfinite_hint(&err);
+            anyhow::Error::new(err).context(format!("cannot load {what} {}{hint}", dir.display()))
+        })
+    }
+}
+
+/// How to accept the non-finite feature `err` names, if it names one.
+pub fn nonfinite_hint(err: &DatasetError) -> &'static str {
+    match err {
+        DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
+            " (--allow-nonfinite accepts non-finite features)"
+        }
+        _ => "",
     }
 }
