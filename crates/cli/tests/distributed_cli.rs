@@ -324,13 +324,21 @@ fn workers_reading_their_parts_train_like_the_scatter_of_the_same_book() {
         let (folder, book) = part_folder(dir.path(), algo, 4);
         let mut args = vanilla_args(cut, 3);
         args[4] = method.to_string();
+        let model = |name: &str| dir.path().join(format!("model-{name}-{cut}-{method}.safetensors"));
         let run = |book: &Path, name: &str| {
             let path = dir.path().join(format!("{name}-{cut}-{method}.json"));
-            let extra =
-                ["--workers", "4", "--partition-book", book.to_str().unwrap(), "--report", path.to_str().unwrap()];
-            report_of(&halo(&args, &extra), &path)
+            let (book, report, model) = (book.to_str().unwrap(), path.to_str().unwrap(), model(name));
+            let extra = ["--workers", "4", "--partition-book", book, "--report", report];
+            report_of(&halo(&args, &[&extra[..], &["--save-model", model.to_str().unwrap()]].concat()), &path)
         };
         let (parts, scatter) = (run(&folder, "parts"), run(&book, "scatter"));
+        // The tensors, after the header (whose JSON keys come in no fixed order).
+        let tensors = |name: &str| {
+            let bytes = std::fs::read(model(name)).unwrap();
+            let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            bytes[8 + header..].to_vec()
+        };
+        assert_eq!(tensors("parts"), tensors("scatter"), "{method} {cut}-cut: saved weights");
         assert_eq!(parts["epochs"].as_array().unwrap().len(), 3);
         for key in ["loss", "train_acc", "val_acc", "test_acc"] {
             for (a, b) in parts["epochs"].as_array().unwrap().iter().zip(scatter["epochs"].as_array().unwrap()) {
@@ -347,6 +355,27 @@ fn workers_reading_their_parts_train_like_the_scatter_of_the_same_book() {
     }
 }
 
+/// Workers reading their parts resume from a checkpoint exactly: 3 epochs straight equal 2,
+/// a checkpoint and 1 resumed.
+#[test]
+fn workers_reading_their_parts_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, _) = part_folder(dir.path(), "metis", 4);
+    let ck = dir.path().join("ck").display().to_string();
+    let run = |epochs: usize, extra: &[&str], name: &str| {
+        let path = dir.path().join(format!("{name}.json"));
+        let book = folder.to_str().unwrap();
+        let common = ["--workers", "4", "--partition-book", book, "--report", path.to_str().unwrap()];
+        report_of(&halo(&vanilla_args("edge", epochs), &[&common[..], extra].concat()), &path)
+    };
+    let straight = run(3, &[], "straight");
+    run(2, &["--checkpoint-dir", &ck], "first");
+    let resumed = run(3, &["--resume", &ck], "resumed");
+    let losses = |r: &Value| r["epochs"].as_array().unwrap().iter().map(|e| e["loss"].clone()).collect::<Vec<_>>();
+    assert_eq!(losses(&straight), losses(&resumed));
+    assert_eq!(straight["final"]["test_acc_at_best_val"], resumed["final"]["test_acc_at_best_val"]);
+}
+
 /// A part folder that does not fit the run, or a part that is not its rank's, truncated or
 /// corrupt, is refused before training, naming the file, the rank and the field.
 #[test]
@@ -361,7 +390,8 @@ fn a_part_folder_that_does_not_fit_is_refused_naming_the_mismatch() {
     };
     let args = vanilla_args("edge", 1);
     let err = train(&args, &["--workers", "2"]);
-    assert!(err.contains("rank 0") && err.contains("4 parts, the run has 2 workers"), "{err}");
+    // Each rank refuses it; whichever does first is named.
+    assert!(err.contains("(rank ") && err.contains("4 parts, the run has 2 workers"), "{err}");
     let err = train(&vanilla_args("vertex", 1), &["--workers", "4"]);
     assert!(err.contains("edge-cut, the run needs a vertex-cut"), "{err}");
     // Another dataset: Cora with one file changed.
