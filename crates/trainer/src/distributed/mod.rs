@@ -113,6 +113,10 @@ fn check_workers(config: &TrainConfig, cut: CutKind, dataset: &Dataset) -> Resul
     pconfig.check(dataset.num_nodes()).map(drop).map_err(|source| DistError::Partition { algorithm, source })
 }
 
+/// What rank 0 alone knows after setup: the report's description of the data, and the setup
+/// phase's memory where it held the dataset.
+type RootSetup = (Described, Option<Estimate>);
+
 /// Rank `rank`'s share from a streamed scatter: rank 0 gets the dataset from `data`,
 /// partitions it (or reads a book), hands the shares out and drops the dataset; with the
 /// report's description of the data and its setup memory on rank 0.
@@ -121,7 +125,7 @@ fn scatter(
     job: Job<'_>,
     data: &RankData<'_>,
     observer: &mut dyn EpochObserver,
-) -> Result<(Option<(Described, Option<Estimate>)>, WorkerShare), TrainError> {
+) -> Result<(Option<RootSetup>, WorkerShare), TrainError> {
     let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
     let backend = rank.backend();
     if comm.rank() != 0 {
