@@ -2,10 +2,11 @@
 //! that writes files (the dataset cache); reports, checkpoints, exported models and plots use it.
 //!
 //! [`write_atomic`] and the [`Pending`] file it is built on are the only place under `crates/`
-//! that renames a file into place: the caller fills a temporary file beside the target, which is fsynced, renamed onto the target and its
-//! directory fsynced; on an error the temporary file is removed and the target untouched. The
-//! dataset cache, reports, experiment tables, checkpoints, exported models and plots all write
-//! through it, and part folders' row files through [`Pending`]. Partition books (`book::io`) and datasets written in the OGB layout
+//! that renames a file into place: the caller fills a temporary file beside the target, which
+//! is fsynced, renamed onto the target and its directory fsynced; on an error the temporary
+//! file is removed and the target untouched. The dataset cache, reports, experiment tables,
+//! checkpoints, exported models and plots all write through it, and part folders' row files
+//! through [`Pending`]. Partition books (`book::io`) and datasets written in the OGB layout
 //! (`dataset::writer`) are written in place.
 
 use std::fs::{File, OpenOptions};

@@ -16,7 +16,9 @@ use super::load::{LoadArgs, nonfinite_hint};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Dataset directory in the OGB raw layout.
+    /// Dataset directory in the OGB raw layout. Its graph, labels and split are parsed from the
+    /// raw files, and its features only streamed with --out: the dataset cache, which holds the
+    /// features too, is neither read nor written here.
     #[arg(long)]
     dataset: PathBuf,
     /// Partitioner: hash, random, metis, bdg (edge-cut); random-vertex-cut, ebv (vertex-cut).
