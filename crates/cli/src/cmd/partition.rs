@@ -16,9 +16,9 @@ use super::load::{LoadArgs, nonfinite_hint};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Dataset directory in the OGB raw layout. Its graph, labels and split are parsed from the
-    /// raw files, and its features only streamed with --out: the dataset cache, which holds the
-    /// features too, is neither read nor written here.
+    /// Dataset directory in the OGB raw layout. With --out its graph, labels and split are
+    /// parsed from the raw files and its features only streamed (the dataset cache, which holds
+    /// the features too, is neither read nor written); without, it loads as for `halo train`.
     #[arg(long)]
     dataset: PathBuf,
     /// Partitioner: hash, random, metis, bdg (edge-cut); random-vertex-cut, ebv (vertex-cut).
@@ -80,8 +80,8 @@ struct Report {
     max_outer_connections: u64,
     /// Time of the partitioner alone.
     time_s: f64,
-    /// The process's peak resident memory up to the end of partitioning (loading the graph,
-    /// labels and split included; node features are never loaded).
+    /// The process's peak resident memory up to the end of partitioning (loading included; with
+    /// --out the node features are never loaded).
     peak_rss_bytes: Option<u64>,
     /// With --out: the time of writing the part folder, and the process's peak resident memory
     /// up to its end (the features streamed included).
@@ -110,7 +110,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--hops applies to the edge-cut algorithms (hash, random, metis, bdg), not {}", args.algo);
     }
     check_outputs(args.out.as_deref(), args.report.as_deref())?;
-    let dataset = args.load.load_structure(&args.dataset, "--dataset", args.split.clone())?;
+    let dataset = match &args.out {
+        // The features go straight from their file into the part folder, never held whole.
+        Some(_) => args.load.load_structure(&args.dataset, "--dataset", args.split.clone())?,
+        None => {
+            let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
+            dataset.into_structure(&args.dataset, &args.load.options(args.split.clone(), false))
+        }
+    };
     let graph = &dataset.graph;
     let config = PartitionConfig {
         algorithm: args.algo,

@@ -211,6 +211,22 @@ impl Dataset {
         ogb::read_structure(dir, &split, opts)
     }
 
+    /// This dataset, loaded from directory `dir` with `opts`, without its features (dropped
+    /// here; [`Structure::stream_features`] reads them from `dir` again).
+    pub fn into_structure(self, dir: &Path, opts: &LoadOptions) -> Structure {
+        let num_features = self.num_features();
+        Structure {
+            name: self.name,
+            graph: Arc::unwrap_or_clone(self.graph),
+            labels: self.labels,
+            splits: self.splits,
+            num_classes: self.num_classes,
+            num_features,
+            dir: dir.to_path_buf(),
+            opts: opts.clone(),
+        }
+    }
+
     /// The file the binary cache of dataset directory `dir` lives in: `dir/processed/...`, or
     /// with a `cache_dir` a file there named after `dir` (its name and a hash of its canonical
     /// path, so datasets sharing a cache directory do not collide).
