@@ -160,7 +160,7 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
     };
     // The halo feature cache: one fetch before training (and before the memory check, which
     // counts the fetched rows among the share's), unless the share holds them (a part folder's).
-    let halo_fetch = match cached && share.features.nrows() < share.part.num_local() {
+    let halo_fetch = match cached && matches!(job.input, Input::Scatter(_)) {
         false => None,
         true => {
             let mark = comm.ledger_mark();
