@@ -292,3 +292,177 @@ fn mpirun_halo(np: usize, args: &[String], report: &Path) -> Output {
         .output()
         .expect("mpirun is installed")
 }
+
+/// `halo partition` of Cora into `parts` parts with `algo`, written to `dir` as a part folder;
+/// also returns a copy of the same book without the rows (`book.json` and `part-<i>.bin`),
+/// which a run reads by today's streamed scatter.
+fn part_folder(dir: &Path, algo: &str, parts: usize) -> (PathBuf, PathBuf) {
+    let (folder, book) = (dir.join(format!("parts-{algo}")), dir.join(format!("book-{algo}")));
+    let cora = cora_dir().display().to_string();
+    let args = ["partition", "--dataset", &cora, "--algo", algo, "--parts", &parts.to_string(), "--hosts", "2"];
+    let out = halo(&args.map(String::from), &["--out", folder.to_str().unwrap()]);
+    assert!(out.status.success(), "halo partition failed: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::create_dir_all(&book).unwrap();
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name == "book.json" || name.ends_with(".bin") {
+            std::fs::copy(folder.join(&name), book.join(&name)).unwrap();
+        }
+    }
+    (folder, book)
+}
+
+/// In-process workers, each reading its own part of a part folder, train like today's scatter
+/// of the same book, bit for bit: edge-cut, vertex-cut and EC-Graph's halo feature cache (whose
+/// halo rows come from the part files).
+#[test]
+fn workers_reading_their_parts_train_like_the_scatter_of_the_same_book() {
+    let dir = tempfile::tempdir().unwrap();
+    for (cut, algo, method) in
+        [("edge", "metis", "vanilla"), ("vertex", "ebv", "vanilla"), ("edge", "metis", "ecgraph")]
+    {
+        let (folder, book) = part_folder(dir.path(), algo, 4);
+        let mut args = vanilla_args(cut, 3);
+        args[4] = method.to_string();
+        let model = |name: &str| dir.path().join(format!("model-{name}-{cut}-{method}.safetensors"));
+        let run = |book: &Path, name: &str| {
+            let path = dir.path().join(format!("{name}-{cut}-{method}.json"));
+            let (book, report, model) = (book.to_str().unwrap(), path.to_str().unwrap(), model(name));
+            let extra = ["--workers", "4", "--partition-book", book, "--report", report];
+            report_of(&halo(&args, &[&extra[..], &["--save-model", model.to_str().unwrap()]].concat()), &path)
+        };
+        let (parts, scatter) = (run(&folder, "parts"), run(&book, "scatter"));
+        // The tensors, after the header (whose JSON keys come in no fixed order).
+        let tensors = |name: &str| {
+            let bytes = std::fs::read(model(name)).unwrap();
+            let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            bytes[8 + header..].to_vec()
+        };
+        assert_eq!(tensors("parts"), tensors("scatter"), "{method} {cut}-cut: saved weights");
+        assert_eq!(parts["epochs"].as_array().unwrap().len(), 3);
+        for key in ["loss", "train_acc", "val_acc", "test_acc"] {
+            for (a, b) in parts["epochs"].as_array().unwrap().iter().zip(scatter["epochs"].as_array().unwrap()) {
+                assert_eq!(a[key], b[key], "{method} {cut}-cut: {key}");
+            }
+        }
+        assert_eq!(
+            parts["final"]["test_acc_at_best_val"], scatter["final"]["test_acc_at_best_val"],
+            "{method} {cut}-cut"
+        );
+        assert_eq!(parts["graph"], scatter["graph"]);
+        assert_eq!(parts["split_sizes"], scatter["split_sizes"]);
+        assert_eq!(parts["partition"]["replication_factor"], scatter["partition"]["replication_factor"]);
+    }
+}
+
+/// Workers reading their parts resume from a checkpoint exactly: 3 epochs straight equal 2,
+/// a checkpoint and 1 resumed.
+#[test]
+fn workers_reading_their_parts_resume_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, _) = part_folder(dir.path(), "metis", 4);
+    let ck = dir.path().join("ck").display().to_string();
+    let run = |epochs: usize, extra: &[&str], name: &str| {
+        let path = dir.path().join(format!("{name}.json"));
+        let book = folder.to_str().unwrap();
+        let common = ["--workers", "4", "--partition-book", book, "--report", path.to_str().unwrap()];
+        report_of(&halo(&vanilla_args("edge", epochs), &[&common[..], extra].concat()), &path)
+    };
+    let straight = run(3, &[], "straight");
+    run(2, &["--checkpoint-dir", &ck], "first");
+    let resumed = run(3, &["--resume", &ck], "resumed");
+    let losses = |r: &Value| r["epochs"].as_array().unwrap().iter().map(|e| e["loss"].clone()).collect::<Vec<_>>();
+    assert_eq!(losses(&straight), losses(&resumed));
+    assert_eq!(straight["final"]["test_acc_at_best_val"], resumed["final"]["test_acc_at_best_val"]);
+}
+
+/// A part folder that does not fit the run, or a part that is not its rank's, truncated or
+/// corrupt, is refused before training, naming the file, the rank and the field.
+#[test]
+fn a_part_folder_that_does_not_fit_is_refused_naming_the_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, _) = part_folder(dir.path(), "metis", 4);
+    let train = |args: &[String], extra: &[&str]| {
+        let book = folder.to_str().unwrap();
+        let out = halo(args, &[&["--partition-book", book], extra].concat());
+        assert!(!out.status.success(), "trained on a bad part folder");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let args = vanilla_args("edge", 1);
+    let err = train(&args, &["--workers", "2"]);
+    // Each rank refuses it; whichever does first is named.
+    assert!(err.contains("(rank ") && err.contains("4 parts, the run has 2 workers"), "{err}");
+    let err = train(&vanilla_args("vertex", 1), &["--workers", "4"]);
+    assert!(err.contains("edge-cut, the run needs a vertex-cut"), "{err}");
+    // Another dataset: Cora with one file changed.
+    let other = dir.path().join("cora-copy");
+    std::fs::create_dir_all(other.join("raw")).unwrap();
+    for name in ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/num-node-list.csv.gz"] {
+        std::fs::copy(cora_dir().join(name), other.join(name)).unwrap();
+    }
+    std::fs::write(other.join("meta.json"), "{\"name\": \"other\"}").unwrap();
+    let mut moved = args.clone();
+    moved[2] = other.display().to_string();
+    let err = train(&moved, &["--workers", "4"]);
+    assert!(err.contains("parts.json") && err.contains("dataset fingerprint"), "{err}");
+
+    let rows = |i: usize| folder.join(format!("part-{i}.rows"));
+    let keep: Vec<Vec<u8>> = (0..4).map(|i| std::fs::read(rows(i)).unwrap()).collect();
+    // Rank 1 reads part 2's rows.
+    std::fs::write(rows(1), &keep[2]).unwrap();
+    let err = train(&args, &["--workers", "4"]);
+    assert!(err.contains("part-1.rows") && err.contains("it holds part 2, read by rank 1"), "{err}");
+    // A truncated part.
+    std::fs::write(rows(1), &keep[1][..keep[1].len() - 10]).unwrap();
+    let err = train(&args, &["--workers", "4"]);
+    assert!(err.contains("rank 1") && err.contains("part-1.rows") && err.contains("truncated"), "{err}");
+    // A flipped feature byte.
+    let mut flipped = keep[1].clone();
+    let at = flipped.len() / 4;
+    flipped[at] ^= 0x40;
+    std::fs::write(rows(1), &flipped).unwrap();
+    let err = train(&args, &["--workers", "4"]);
+    assert!(err.contains("part-1.rows") && err.contains("features checksum mismatch"), "{err}");
+    // Another format version.
+    let mut newer = keep[1].clone();
+    newer[8] = 99;
+    std::fs::write(rows(1), &newer).unwrap();
+    let err = train(&args, &["--workers", "4"]);
+    assert!(err.contains("part-1.rows") && err.contains("format version is 99"), "{err}");
+    std::fs::write(rows(1), &keep[1]).unwrap();
+    let path = dir.path().join("ok.json");
+    report_of(
+        &halo(
+            &args,
+            &["--workers", "4", "--partition-book", folder.to_str().unwrap(), "--report", path.to_str().unwrap()],
+        ),
+        &path,
+    );
+}
+
+/// `mpirun -np 4` ranks, each opening only its part of a part folder, give the losses and
+/// accuracies of today's scatter of the same book under `mpirun`, bit for bit.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpirun_job_on_part_folders_trains_like_the_scatter_of_the_same_book() {
+    let dir = tempfile::tempdir().unwrap();
+    for (cut, algo) in [("edge", "metis"), ("vertex", "ebv")] {
+        let (folder, book) = part_folder(dir.path(), algo, 4);
+        let mut args = vanilla_args(cut, 3);
+        let run = |book: &Path, name: &str, args: &mut Vec<String>| {
+            let path = dir.path().join(format!("{name}-{cut}.json"));
+            args.extend(["--partition-book".to_string(), book.display().to_string()]);
+            let report = report_of(&mpirun_halo(4, args, &path), &path);
+            args.truncate(args.len() - 2);
+            report
+        };
+        let (parts, scatter) = (run(&folder, "parts", &mut args), run(&book, "scatter", &mut args));
+        assert_eq!(parts["final"]["method"]["backend"], "mpi");
+        assert_eq!(losses(&parts), losses(&scatter), "{cut}-cut losses");
+        for key in ["train_acc", "val_acc", "test_acc"] {
+            for (a, b) in parts["epochs"].as_array().unwrap().iter().zip(scatter["epochs"].as_array().unwrap()) {
+                assert_eq!(a[key], b[key], "{cut}-cut {key}");
+            }
+        }
+    }
+}

@@ -169,6 +169,13 @@ fn load_flags_non_finite_features_and_cache_dir() {
     let data = data.to_str().unwrap();
     let msg = fail(&["--algo", "hash", "--parts", "2", "--dataset", data]);
     assert!(msg.contains("node-feat.csv.gz:10: column 3") && msg.contains("--allow-nonfinite"), "{msg}");
+    // With --out the features are only streamed into the part files; the error is the same, and
+    // no part folder is left (no parts.json, no part rows).
+    let out = dir.path().join("parts");
+    let msg = fail(&["--algo", "hash", "--parts", "2", "--dataset", data, "--out", out.to_str().unwrap()]);
+    assert!(msg.contains("node-feat.csv.gz:10: column 3") && msg.contains("--allow-nonfinite"), "{msg}");
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.iter().all(|n| n == "book.json" || n.to_str().unwrap().ends_with(".bin")), "{left:?}");
 
     let caches = dir.path().join("caches");
     let report = dir.path().join("r.json");

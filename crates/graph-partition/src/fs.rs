@@ -1,11 +1,12 @@
 //! Files written whole or not at all. Halo's one atomic write lives here, in the lowest crate
 //! that writes files (the dataset cache); reports, checkpoints, exported models and plots use it.
 //!
-//! [`write_atomic`] is the only place under `crates/` that renames a file into place: the caller
-//! fills a temporary file beside the target, which is fsynced, renamed onto the target and its
-//! directory fsynced; on an error the temporary file is removed and the target untouched. The
-//! dataset cache, reports, experiment tables, checkpoints, exported models and plots all write
-//! through it. Partition books (`book::io`) and datasets written in the OGB layout
+//! [`write_atomic`] and the [`Pending`] file it is built on are the only place under `crates/`
+//! that renames a file into place: the caller fills a temporary file beside the target, which
+//! is fsynced, renamed onto the target and its directory fsynced; on an error the temporary
+//! file is removed and the target untouched. The dataset cache, reports, experiment tables,
+//! checkpoints, exported models and plots all write through it, and part folders' row files
+//! through [`Pending`]. Partition books (`book::io`) and datasets written in the OGB layout
 //! (`dataset::writer`) are written in place; an import (`dataset::import`) writes a temporary
 //! folder and renames the folder into place.
 
@@ -40,17 +41,49 @@ impl WriteError {
 /// The temporary file's name ends with `path`'s file name, so its extension is the target's (a
 /// writer that picks a format by extension, like plotters' bitmap backend, sees the real one).
 pub fn write_atomic(path: &Path, fill: impl FnOnce(&Path) -> io::Result<()>) -> Result<(), WriteError> {
-    let tmp = temporary_beside(path);
-    let written = fill(&tmp)
-        .and_then(|()| OpenOptions::new().write(true).open(&tmp)?.sync_all())
-        .map_err(WriteError::new("write", path))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(WriteError::new("rename into place", path)));
-    if written.is_err() {
-        // Best effort: the error is what matters; a leftover would only be clutter.
-        let _ = std::fs::remove_file(&tmp);
+    let pending = Pending::new(path);
+    fill(pending.tmp()).map_err(WriteError::new("write", path))?;
+    pending.commit()
+}
+
+/// A file written beside its target and put in place whole by [`Pending::commit`] (fsynced,
+/// renamed onto the target, the directory fsynced), for writers that fill several files at once;
+/// dropped without a commit, its temporary file is removed and the target left untouched.
+#[derive(Debug)]
+pub struct Pending {
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Pending {
+    /// A pending replacement of `path`; nothing is created until the caller writes [`Pending::tmp`].
+    pub fn new(path: &Path) -> Self {
+        Self { tmp: temporary_beside(path), path: path.to_path_buf() }
     }
-    written?;
-    sync_dir(directory_of(path))
+
+    /// The temporary file to fill.
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Fsyncs the temporary file, renames it onto the target and fsyncs the directory.
+    pub fn commit(self) -> Result<(), WriteError> {
+        OpenOptions::new()
+            .write(true)
+            .open(&self.tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(WriteError::new("write", &self.path))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(WriteError::new("rename into place", &self.path))?;
+        sync_dir(directory_of(&self.path))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // Best effort, and a no-op after a commit (the file was renamed away): a leftover
+        // would only be clutter.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
 }
 
 /// Makes a directory's entries (a rename, a new file or folder) durable. A no-op off Unix,

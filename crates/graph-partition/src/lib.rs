@@ -32,5 +32,7 @@ pub mod sample;
 pub mod synth;
 
 pub use csr::{Csr, CsrError, EdgeListOptions};
-pub use dataset::{CacheMode, Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits};
+pub use dataset::{
+    CacheMode, Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits, Structure,
+};
 pub use synth::{SynthConfig, SynthError};

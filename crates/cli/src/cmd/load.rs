@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use graph_partition::dataset::ParseErrorKind;
-use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions};
+use graph_partition::{CacheMode, Dataset, DatasetError, LoadOptions, Structure};
 
 /// Where a bare dataset name (`cora`) is looked up, relative to the working directory.
 pub const DATASETS: &str = "datasets";
@@ -43,15 +43,34 @@ impl LoadArgs {
     /// which argument named it (`what`, e.g. `--dataset`) and, for a non-finite feature, how to
     /// accept it.
     pub fn load(&self, spec: &str, what: &str, split: Option<String>, progress: bool) -> anyhow::Result<Dataset> {
-        let dir = trainer::data::resolve_dataset_dir(spec, Path::new(DATASETS))?;
+        let dir = resolve(spec)?;
         Dataset::load(&dir, &self.options(split, progress)).map_err(|err| {
-            let hint = match &err {
-                DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
-                    " (--allow-nonfinite accepts non-finite features)"
-                }
-                _ => "",
-            };
+            let hint = nonfinite_hint(&err);
             anyhow::Error::new(err).context(format!("cannot load {what} {}{hint}", dir.display()))
         })
+    }
+
+    /// Loads the directory `dir` without its node features ([`Dataset::load_structure`]; the
+    /// cache is not used), with progress bars; errors as [`LoadArgs::load`]'s.
+    pub fn load_structure(&self, dir: &Path, what: &str, split: Option<String>) -> anyhow::Result<Structure> {
+        Dataset::load_structure(dir, &self.options(split, true)).map_err(|err| {
+            let hint = nonfinite_hint(&err);
+            anyhow::Error::new(err).context(format!("cannot load {what} {}{hint}", dir.display()))
+        })
+    }
+}
+
+/// The directory a dataset `spec` names: a directory, or a name under [`DATASETS`].
+pub fn resolve(spec: &str) -> anyhow::Result<PathBuf> {
+    Ok(trainer::data::resolve_dataset_dir(spec, Path::new(DATASETS))?)
+}
+
+/// How to accept the non-finite feature `err` names, if it names one.
+pub fn nonfinite_hint(err: &DatasetError) -> &'static str {
+    match err {
+        DatasetError::Parse { kind: ParseErrorKind::NonFinite { .. }, .. } => {
+            " (--allow-nonfinite accepts non-finite features)"
+        }
+        _ => "",
     }
 }

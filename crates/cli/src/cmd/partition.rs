@@ -4,19 +4,23 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use graph_partition::book::{LHopSets, PartitionBook};
-use graph_partition::metrics::{PartStats, PartitionMetrics, measure};
+use graph_partition::Dataset;
+use graph_partition::book::{BookError, LHopSets, PartitionBook, PartsManifest, write_part_rows};
+use graph_partition::metrics::{PartStats, PartitionMetrics, measure, peak_rss_bytes};
 use graph_partition::partition::{
     Algorithm, EbvWeights, MasterRule, Partition, PartitionConfig, PartitionError, expand_l_hop, partition_graph,
 };
 use serde::Serialize;
 
-use super::load::LoadArgs;
+use super::load::{LoadArgs, nonfinite_hint, resolve};
 use super::output::{Place, refuse_clashes};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Dataset directory in the OGB raw layout, or a name under `datasets/`.
+    /// Dataset directory in the OGB raw layout, or a name under `datasets/`. With --out its
+    /// graph, labels and split are parsed from the raw files and its features only streamed (the
+    /// dataset cache, which holds the features too, is neither read nor written); without, it
+    /// loads as for `halo train`.
     #[arg(long, value_name = "PATH")]
     dataset: String,
     /// Partitioner: hash, random, metis, bdg (edge-cut); random-vertex-cut, ebv (vertex-cut).
@@ -49,8 +53,11 @@ pub struct Args {
     /// Split whose training nodes --hops expands (default: the dataset's only split).
     #[arg(long)]
     split: Option<String>,
-    /// Write the partition book here (book.json + `part-<i>.bin`; the part files of an earlier
-    /// book there are replaced).
+    /// Write the partition book here as a part folder: book.json and `part-<i>.bin`, plus each
+    /// part's rows (`part-<i>.rows`: features, labels and split ids of its vertices) and
+    /// parts.json; `halo train --partition-book DIR` then has worker i read part i alone. The
+    /// features are streamed from the dataset's feature file, never held whole. The part files
+    /// of an earlier book there are replaced.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Write the JSON partition report here.
@@ -75,8 +82,13 @@ struct Report {
     max_outer_connections: u64,
     /// Time of the partitioner alone.
     time_s: f64,
-    /// The process's peak resident memory up to the end of partitioning (loading included).
+    /// The process's peak resident memory up to the end of partitioning (loading included; with
+    /// --out the node features are never loaded).
     peak_rss_bytes: Option<u64>,
+    /// With --out: the time of writing the part folder, and the process's peak resident memory
+    /// up to its end (the features streamed included).
+    out_time_s: Option<f64>,
+    out_peak_rss_bytes: Option<u64>,
     dataset: String,
     num_nodes: usize,
     num_edges: usize,
@@ -100,7 +112,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--hops applies to the edge-cut algorithms (hash, random, metis, bdg), not {}", args.algo);
     }
     check_outputs(args.out.as_deref(), args.report.as_deref())?;
-    let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
+    let dir = resolve(&args.dataset)?;
+    let dataset = match &args.out {
+        // The features go straight from their file into the part folder, never held whole.
+        Some(_) => args.load.load_structure(&dir, "--dataset", args.split.clone())?,
+        None => {
+            let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
+            dataset.into_structure(&dir, &args.load.options(args.split.clone(), false))
+        }
+    };
     let graph = &dataset.graph;
     let config = PartitionConfig {
         algorithm: args.algo,
@@ -130,8 +150,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let mut out_time_s = None;
     if let Some(dir) = &args.out {
-        book.save(dir).with_context(|| format!("cannot write the partition book to --out {}", dir.display()))?;
+        let context = || format!("cannot write the part folder to --out {}", dir.display());
+        let start = std::time::Instant::now();
+        book.save(dir).with_context(context)?;
+        let fingerprint =
+            Dataset::source_fingerprint(&dir).with_context(|| format!("cannot read --dataset {}", dir.display()))?;
+        let manifest = PartsManifest::new(&dataset, fingerprint, config.algorithm.name(), metrics.clone());
+        write_part_rows(dir, &book, &dataset, &manifest).map_err(|err| {
+            let hint = match &err {
+                BookError::Dataset(e) => nonfinite_hint(e),
+                _ => "",
+            };
+            anyhow::Error::new(err).context(format!("{}{hint}", context()))
+        })?;
+        out_time_s = Some(start.elapsed().as_secs_f64());
     }
     let report = Report {
         algorithm: config.algorithm,
@@ -146,6 +180,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_outer_connections: metrics.max_outer_connections,
         time_s: cost.time_s,
         peak_rss_bytes: cost.peak_rss_bytes,
+        out_time_s,
+        out_peak_rss_bytes: out_time_s.and_then(|_| peak_rss_bytes()),
         dataset: dataset.name.clone(),
         num_nodes: graph.num_nodes(),
         num_edges: graph.num_edges(),

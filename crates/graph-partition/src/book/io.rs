@@ -59,9 +59,16 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BookError + '_ {
 
 impl PartitionBook {
     /// Writes `book.json` and `part-<i>.bin` into `dir` (created if missing), and removes the
-    /// part files of an earlier book there that this one does not have.
+    /// part files (and rows) of an earlier book there that this one does not have, and its
+    /// part folder manifest (`parts.json`).
     pub fn save(&self, dir: &Path) -> Result<(), BookError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // A part folder's rows belong to the book they were written with.
+        let manifest = dir.join(super::MANIFEST);
+        match std::fs::remove_file(&manifest) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&manifest)(e)),
+            _ => {}
+        }
         for (i, lg) in self.parts.iter().enumerate() {
             let path = dir.join(part_file_name(i));
             let l_hop = self.l_hop.as_ref().map(|l| l.nodes[i].as_slice());
@@ -114,28 +121,11 @@ impl PartitionBook {
     /// name the file at fault.
     pub fn load(dir: &Path) -> Result<Self, BookError> {
         let meta_path = dir.join("book.json");
-        let text = std::fs::read(&meta_path).map_err(io_err(&meta_path))?;
-        let file: BookFile =
-            serde_json::from_slice(&text).map_err(|error| BookError::Json { path: meta_path.clone(), error })?;
-        let format_error = |reason: String| BookError::Format { path: meta_path.clone(), reason };
-        if file.format != FORMAT || file.version != VERSION {
-            return Err(format_error(format!(
-                "format {:?} version {}, expected {FORMAT:?} version {VERSION}",
-                file.format, file.version
-            )));
-        }
-        let expected_files = if file.meta.cut == CutKind::FeatureCut { 0 } else { file.meta.parts };
-        if file.part_files.len() != expected_files {
-            return Err(format_error(format!("lists {} part files for {expected_files}", file.part_files.len())));
-        }
+        let file = read_book_file(dir)?;
         let mut parts = Vec::with_capacity(file.part_files.len());
         let mut l_hop_nodes = Vec::new();
-        for (i, summary) in file.part_files.iter().enumerate() {
-            if summary.file != part_file_name(i) {
-                return Err(format_error(format!("part {i} is listed as {:?}", summary.file)));
-            }
-            let path = dir.join(&summary.file);
-            let (lg, l_hop) = read_part(&path, i, &file)?;
+        for i in 0..file.part_files.len() {
+            let (lg, l_hop) = read_part(dir, i, &file)?;
             parts.push(lg);
             l_hop_nodes.extend(l_hop);
         }
@@ -147,10 +137,49 @@ impl PartitionBook {
         })?;
         Ok(book)
     }
+
+    /// Reads `book.json` of `dir` and part `part`'s file alone, for a worker that holds no
+    /// other part (a part folder's rank `part`): the part is checked on its own, not against the
+    /// others ([`PartitionBook::load`] checks the whole book).
+    pub fn load_part(dir: &Path, part: usize) -> Result<(BookMeta, LocalGraph), BookError> {
+        let file = read_book_file(dir)?;
+        if part >= file.part_files.len() {
+            return Err(BookError::Mismatch {
+                path: dir.join("book.json"),
+                reason: format!("it has {} part files, rank {part} has none to read", file.part_files.len()),
+            });
+        }
+        let (lg, _) = read_part(dir, part, &file)?;
+        Ok((file.meta, lg))
+    }
 }
 
-/// Decodes and checks one part file against its summary in `book.json`.
-fn read_part(path: &Path, index: usize, file: &BookFile) -> Result<(LocalGraph, Option<Vec<u32>>), BookError> {
+/// Reads and checks `book.json` of `dir`: format, version, and a part file per part.
+fn read_book_file(dir: &Path) -> Result<BookFile, BookError> {
+    let meta_path = dir.join("book.json");
+    let text = std::fs::read(&meta_path).map_err(io_err(&meta_path))?;
+    let file: BookFile =
+        serde_json::from_slice(&text).map_err(|error| BookError::Json { path: meta_path.clone(), error })?;
+    let format_error = |reason: String| BookError::Format { path: meta_path.clone(), reason };
+    if file.format != FORMAT || file.version != VERSION {
+        return Err(format_error(format!(
+            "format {:?} version {}, expected {FORMAT:?} version {VERSION}",
+            file.format, file.version
+        )));
+    }
+    let expected_files = if file.meta.cut == CutKind::FeatureCut { 0 } else { file.meta.parts };
+    if file.part_files.len() != expected_files {
+        return Err(format_error(format!("lists {} part files for {expected_files}", file.part_files.len())));
+    }
+    if let Some((i, summary)) = file.part_files.iter().enumerate().find(|(i, s)| s.file != part_file_name(*i)) {
+        return Err(format_error(format!("part {i} is listed as {:?}", summary.file)));
+    }
+    Ok(file)
+}
+
+/// Decodes part `index` of `dir` and checks it against its summary in `book.json`.
+fn read_part(dir: &Path, index: usize, file: &BookFile) -> Result<(LocalGraph, Option<Vec<u32>>), BookError> {
+    let path = &dir.join(&file.part_files[index].file);
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     let format_error = |reason: String| BookError::Format { path: path.to_path_buf(), reason };
     let ((magic, lg, l_hop), used): ((u64, LocalGraph, Option<Vec<u32>>), usize) =
@@ -196,13 +225,18 @@ fn decode_bounded<T: bincode::Decode<()>>(bytes: &[u8]) -> Result<(T, usize), bi
     dispatch!(20 22 24 26 28 30 32 34 36 38 40 42 44 46 48)
 }
 
-/// Removes `part-<i>.bin` files with `i >= parts` from `dir`; other files are left alone.
+/// Removes `part-<i>.bin` and `part-<i>.rows` files with `i >= parts` from `dir`; other files
+/// are left alone.
 fn remove_parts_from(dir: &Path, parts: usize) -> Result<(), BookError> {
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name();
-        let index = name.to_str().and_then(|n| n.strip_prefix("part-")?.strip_suffix(".bin")?.parse::<usize>().ok());
-        if index.is_some_and(|i| i >= parts && name.to_str() == Some(part_file_name(i).as_str())) {
+        let index = name.to_str().and_then(|n| {
+            let n = n.strip_prefix("part-")?;
+            n.strip_suffix(".bin").or_else(|| n.strip_suffix(".rows"))?.parse::<usize>().ok()
+        });
+        let ours = |i: usize| [part_file_name(i), format!("part-{i}.rows")].iter().any(|f| name.to_str() == Some(f));
+        if index.is_some_and(|i| i >= parts && ours(i)) {
             let path = entry.path();
             std::fs::remove_file(&path).map_err(io_err(&path))?;
         }

@@ -11,6 +11,9 @@
 mod build;
 mod io;
 mod local;
+mod rows;
+#[cfg(test)]
+mod rows_tests;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -25,6 +28,7 @@ use crate::partition::{Partition, PartitionError};
 
 pub use io::part_path;
 pub use local::LocalGraph;
+pub use rows::{MANIFEST, PartRows, PartsManifest, ROWS_VERSION, rows_path, split_rows, write_part_rows};
 pub use validate::InvalidBook;
 
 /// Which kind of split a book describes. Named `edge`, `vertex` and `feature` on the command
@@ -200,4 +204,7 @@ pub enum BookError {
     Invalid { path: PathBuf, error: InvalidBook },
     #[error("{path}: the partition book does not fit this run: {reason}")]
     Mismatch { path: PathBuf, reason: String },
+    /// The dataset a part folder's rows are read from (it names its file).
+    #[error("{0}")]
+    Dataset(crate::DatasetError),
 }

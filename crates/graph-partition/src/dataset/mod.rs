@@ -96,6 +96,45 @@ impl Labels {
     }
 }
 
+impl Labels {
+    /// The labels of `rows` (node ids), in that order.
+    pub fn select(&self, rows: &[usize]) -> Labels {
+        match self {
+            Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
+            Labels::MultiLabel(t) => Labels::MultiLabel(t.select(ndarray::Axis(0), rows)),
+        }
+    }
+}
+
+/// A dataset without its node features, what partitioning holds ([`Dataset::load_structure`]):
+/// the features are read afterwards in one streaming pass ([`Structure::stream_features`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Structure {
+    pub name: String,
+    /// As [`Dataset::graph`].
+    pub graph: Csr,
+    pub labels: Labels,
+    pub splits: Splits,
+    pub num_classes: usize,
+    /// Width of a feature row.
+    pub num_features: usize,
+    dir: PathBuf,
+    opts: LoadOptions,
+}
+
+impl Structure {
+    /// Parses the node feature file block by block (always the raw file; the cache is neither
+    /// read nor written), handing `sink` the first node id of each block and its rows
+    /// (row-major, [`Structure::num_features`] values a row), holding a few blocks at most.
+    /// Fails unless the file has one row per node of the width read with the structure.
+    pub fn stream_features(
+        &self,
+        sink: impl FnMut(usize, &[f32]) -> Result<(), DatasetError>,
+    ) -> Result<(), DatasetError> {
+        ogb::stream_features(&self.dir, &self.opts, self.graph.num_nodes(), self.num_features, sink)
+    }
+}
+
 /// Node ids of a named train/valid/test split.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Splits {
@@ -174,6 +213,32 @@ impl Dataset {
         ogb::check_split(dir, &splits, &data.labels)?;
         let GraphData { name, graph, features, labels, num_classes } = data;
         Ok((Self { name, graph: Arc::new(graph), features, labels, splits, num_classes }, source))
+    }
+
+    /// Loads everything of dataset directory `dir` but its node features, always from the raw
+    /// files (the cache holds the features too): the graph, labels and split `opts.split`.
+    pub fn load_structure(dir: &Path, opts: &LoadOptions) -> Result<Structure, DatasetError> {
+        if !dir.is_dir() {
+            return Err(DatasetError::NoDataset { path: dir.to_path_buf() });
+        }
+        let split = layout::choose_split(dir, opts.split.as_deref())?;
+        ogb::read_structure(dir, &split, opts)
+    }
+
+    /// This dataset, loaded from directory `dir` with `opts`, without its features (dropped
+    /// here; [`Structure::stream_features`] reads them from `dir` again).
+    pub fn into_structure(self, dir: &Path, opts: &LoadOptions) -> Structure {
+        let num_features = self.num_features();
+        Structure {
+            name: self.name,
+            graph: Arc::unwrap_or_clone(self.graph),
+            labels: self.labels,
+            splits: self.splits,
+            num_classes: self.num_classes,
+            num_features,
+            dir: dir.to_path_buf(),
+            opts: opts.clone(),
+        }
     }
 
     /// The file the binary cache of dataset directory `dir` lives in: `dir/processed/...`, or

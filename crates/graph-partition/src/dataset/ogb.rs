@@ -11,7 +11,7 @@ use super::error::{DatasetError, ParseErrorKind};
 use super::lines::{LineParser, first_line, for_each_chunk, read_all};
 use super::meta::Meta;
 use super::numbers::{parse_class, parse_f32, parse_u64};
-use super::{GraphData, Labels, LoadOptions, Splits, layout};
+use super::{GraphData, Labels, LoadOptions, Splits, Structure, layout};
 use crate::csr::{Csr, EdgeListOptions};
 
 /// Reads the graph, node features and labels (everything but the split).
@@ -25,11 +25,75 @@ pub(crate) fn read_graph_data(dir: &Path, opts: &LoadOptions) -> Result<GraphDat
     let features = read_features(dir, num_nodes, &edges, progress, parser)?;
     meta.check(dir, "num_features", meta.num_features, features.ncols() as u64)?;
     let (labels, num_classes) = read_labels(dir, num_nodes, &meta, progress)?;
-    let graph = Csr::from_edges(num_nodes, &edges, EdgeListOptions::default())
-        .map_err(|error| DatasetError::Graph { path: dir.join(layout::EDGE), error })?;
-    drop(edges);
+    let graph = graph_of(dir, num_nodes, edges)?;
     let name = meta.name.clone().unwrap_or_else(|| default_name(dir));
     Ok(GraphData { name, graph, features, labels, num_classes })
+}
+
+/// Reads everything but the node features: the graph, labels and split `split`, and the width of
+/// the feature rows (from the first line of the feature file, which must exist: features derived
+/// from edge features cannot be streamed).
+pub(crate) fn read_structure(dir: &Path, split: &str, opts: &LoadOptions) -> Result<Structure, DatasetError> {
+    let meta = Meta::read(dir)?;
+    let num_nodes = read_num_nodes(dir)?;
+    meta.check(dir, "num_nodes", meta.num_nodes, num_nodes as u64)?;
+    let num_features = streamable_width(dir)?;
+    meta.check(dir, "num_features", meta.num_features, num_features as u64)?;
+    let edges = read_edges(dir, num_nodes, opts.progress)?;
+    let (labels, num_classes) = read_labels(dir, num_nodes, &meta, opts.progress)?;
+    let graph = graph_of(dir, num_nodes, edges)?;
+    let splits = read_split(dir, split, num_nodes, opts.progress)?;
+    let name = meta.name.clone().unwrap_or_else(|| default_name(dir));
+    Ok(Structure { name, graph, labels, splits, num_classes, num_features, dir: dir.to_path_buf(), opts: opts.clone() })
+}
+
+/// Parses the node feature file of `dir` block by block, handing `sink` each block's first row
+/// and its rows (row-major, `cols` values a row), without holding more than a few blocks.
+/// Fails unless the file has exactly `num_nodes` rows of `cols` values.
+pub(crate) fn stream_features(
+    dir: &Path,
+    opts: &LoadOptions,
+    num_nodes: usize,
+    cols: usize,
+    mut sink: impl FnMut(usize, &[f32]) -> Result<(), DatasetError>,
+) -> Result<(), DatasetError> {
+    let found = streamable_width(dir)?;
+    let path = dir.join(layout::NODE_FEAT);
+    if found != cols {
+        return Err(DatasetError::CountMismatch {
+            path,
+            unit: "columns",
+            found: found as u64,
+            expected: cols as u64,
+            why: "the file changed since its structure was read".into(),
+        });
+    }
+    let parser = FloatRows { cols, finite: !opts.allow_nonfinite };
+    let lines = for_each_chunk(&path, opts.progress, &parser, |values, first| {
+        let rows = values.len() / cols.max(1);
+        if first as usize + rows > num_nodes {
+            let found = first + rows as u64;
+            return check_rows(&path, found, num_nodes as u64, "rows", || per_node(num_nodes));
+        }
+        sink(first as usize, &values)
+    })?;
+    check_rows(&path, lines, num_nodes as u64, "rows", || per_node(num_nodes))
+}
+
+/// The width of the node feature file, which must exist to be streamed.
+fn streamable_width(dir: &Path) -> Result<usize, DatasetError> {
+    let path = dir.join(layout::NODE_FEAT);
+    if !path.exists() {
+        let what = "node features (features derived from edge features cannot be streamed)".to_string();
+        return Err(DatasetError::MissingFile { path, what });
+    }
+    first_width(&path)
+}
+
+/// The symmetric graph of `edges`.
+fn graph_of(dir: &Path, num_nodes: usize, edges: Vec<(u32, u32)>) -> Result<Csr, DatasetError> {
+    Csr::from_edges(num_nodes, &edges, EdgeListOptions::default())
+        .map_err(|error| DatasetError::Graph { path: dir.join(layout::EDGE), error })
 }
 
 /// The directory's own name (after resolving `.` and the like).

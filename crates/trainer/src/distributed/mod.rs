@@ -16,7 +16,8 @@
 //!
 //! Rank 0 loads and partitions the dataset and hands out one share per worker, cutting and
 //! sending one before the next (`setup`), then drops the dataset; a worker then holds only its
-//! part and its copies. Under the halo feature cache ([`crate::method::HaloFeatures::Cached`])
+//! part and its copies. With a part folder (`--partition-book DIR` holding `parts.json`) no rank
+//! loads the dataset: every rank reads its own part (`setup::PartFolder`), the same share. Under the halo feature cache ([`crate::method::HaloFeatures::Cached`])
 //! every worker then fetches its halo rows' input features from their owners once
 //! (`setup/halo-features`, in `final.method.halo_cache`), and layer 0 exchanges nothing. Per epoch the report carries the step's
 //! traffic merged over all ranks (`bytes_intra`, `bytes_inter`, `messages`, `bytes_by_phase`,
@@ -50,12 +51,14 @@ use serde_json::json;
 use crate::checkpoint::fingerprint_part;
 use crate::config::{Device, TrainConfig};
 use crate::error::{DistError, TrainError};
-use crate::harness::{Cluster, Rank, RankData};
+use crate::harness::{Cluster, Described, Rank, RankData};
 use crate::memory::Limit;
+use crate::memory::estimate::Estimate;
 use crate::method::{HaloFeatures, Parts};
 use crate::report::Report;
 use crate::train_loop::{EpochObserver, LoopOptions, train_loop_with};
 use compute::{OnCpu, PartModel};
+use setup::WorkerShare;
 use worker::Worker;
 
 /// Everything a worker needs besides what the harness hands it.
@@ -63,10 +66,18 @@ use worker::Worker;
 struct Job<'a> {
     parts: &'a Parts,
     cut: CutKind,
-    /// Where rank 0 gets the dataset.
-    data: &'a RankData<'a>,
+    /// Where each rank gets its share.
+    input: &'a Input<'a>,
     /// The memory ceiling, read once for every worker.
     limit: Option<Limit>,
+}
+
+/// Where the workers' shares come from.
+enum Input<'a> {
+    /// Rank 0 gets the dataset, partitions it (or reads a book) and hands the shares out.
+    Scatter(RankData<'a>),
+    /// Every rank reads its own part of a part folder.
+    Parts(setup::PartFolder),
 }
 
 /// Trains `parts` (whose data plan is `cut`) on `cluster`, with its configuration's
@@ -80,13 +91,16 @@ pub(crate) fn run(
 ) -> Result<Option<Report>, TrainError> {
     let config = cluster.config();
     let limit = Limit::of(&config.memory);
-    // In-process workers: check the job against the dataset before starting a thread per
-    // worker (too many workers would otherwise all start, and all fail alike).
-    let data = RankData::handed_to_root(cluster, observer.shows_progress(), |dataset| {
-        check_workers(config, cut, dataset)?;
-        budget::before_partitioning(config, cut, dataset, config.distributed.workers, limit)
-    })?;
-    let job = Job { parts, cut, data: &data, limit };
+    let input = match setup::PartFolder::of(config, cluster.source())? {
+        Some(folder) => Input::Parts(folder),
+        // In-process workers: check the job against the dataset before starting a thread per
+        // worker (too many workers would otherwise all start, and all fail alike).
+        None => Input::Scatter(RankData::handed_to_root(cluster, observer.shows_progress(), |dataset| {
+            check_workers(config, cut, dataset)?;
+            budget::before_partitioning(config, cut, dataset, config.distributed.workers, limit)
+        })?),
+    };
+    let job = Job { parts, cut, input: &input, limit };
     cluster.run(observer, |rank, observer| run_worker(rank, job, observer))
 }
 
@@ -99,39 +113,63 @@ fn check_workers(config: &TrainConfig, cut: CutKind, dataset: &Dataset) -> Resul
     pconfig.check(dataset.num_nodes()).map(drop).map_err(|source| DistError::Partition { algorithm, source })
 }
 
+/// What rank 0 alone knows after setup: the report's description of the data, and the setup
+/// phase's memory where it held the dataset.
+type RootSetup = (Described, Option<Estimate>);
+
+/// Rank `rank`'s share from a streamed scatter: rank 0 gets the dataset from `data`,
+/// partitions it (or reads a book), hands the shares out and drops the dataset; with the
+/// report's description of the data and its setup memory on rank 0.
+fn scatter(
+    rank: &Rank<'_>,
+    job: Job<'_>,
+    data: &RankData<'_>,
+    observer: &mut dyn EpochObserver,
+) -> Result<(Option<RootSetup>, WorkerShare), TrainError> {
+    let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
+    let backend = rank.backend();
+    if comm.rank() != 0 {
+        return Ok((None, setup::receive(comm, clock)?));
+    }
+    let dataset = data.get(observer.shows_progress())?;
+    if !backend.in_process() {
+        budget::before_partitioning(config, job.cut, &dataset, 1, job.limit)?;
+    }
+    let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
+    let (share, held) = setup::hand_out(comm, clock, &dataset, prepared.plan)?;
+    // In process every worker keeps its share; an MPI rank 0 keeps its own.
+    let kept = if backend.in_process() { held } else { vec![share.held_bytes()] };
+    let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
+    // An owned dataset is dropped here, before training: rank 0 keeps only its share.
+    drop(dataset);
+    Ok((Some((prepared.described, Some(setup_memory))), share))
+}
+
 /// Everything one rank does: get its share, train in lock step with the others, and (rank 0)
 /// assemble the report.
 fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -> Result<Option<Report>, TrainError> {
     let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());
     let backend = rank.backend();
-    let (root, mut share) = if comm.rank() == 0 {
-        let dataset = job.data.get(observer.shows_progress())?;
-        if !backend.in_process() {
-            budget::before_partitioning(config, job.cut, &dataset, 1, job.limit)?;
+    let cached = job.parts.halo_features == HaloFeatures::Cached;
+    let (root, mut share) = match job.input {
+        Input::Parts(folder) => {
+            let (share, described) = folder.open(comm, job.cut, config, cached)?;
+            ((comm.rank() == 0).then_some((described, None)), share)
         }
-        let prepared = setup::prepare(&dataset, job.cut, &config.distributed, comm.size(), config.seed)?;
-        let (share, held) = setup::hand_out(comm, clock, &dataset, prepared.plan)?;
-        // In process every worker keeps its share; an MPI rank 0 keeps its own.
-        let kept = if backend.in_process() { held } else { vec![share.held_bytes()] };
-        let setup_memory = budget::setup_phase(config, job.cut, &dataset, &kept);
-        // An owned dataset is dropped here, before training: rank 0 keeps only its share.
-        drop(dataset);
-        (Some((prepared.described, setup_memory)), share)
-    } else {
-        (None, setup::receive(comm, clock)?)
+        Input::Scatter(data) => scatter(rank, job, data, observer)?,
     };
     // The halo feature cache: one fetch before training (and before the memory check, which
-    // counts the fetched rows among the share's).
-    let halo_fetch = match job.parts.halo_features {
-        HaloFeatures::Pulled => None,
-        HaloFeatures::Cached => {
+    // counts the fetched rows among the share's), unless the share holds them (a part folder's).
+    let halo_fetch = match cached && matches!(job.input, Input::Scatter(_)) {
+        false => None,
+        true => {
             let mark = comm.ledger_mark();
             share.fetch_halo_features(comm, clock)?;
             clock.call(|| comm.gather_ledger(0, &comm.ledger_since(mark))).map_err(DistError::from)?
         }
     };
     let (root, setup_memory) = match root {
-        Some((described, setup_memory)) => (Some(described), Some(setup_memory)),
+        Some((described, setup_memory)) => (Some(described), setup_memory),
         None => (None, None),
     };
     let in_process = backend.in_process();

@@ -1,5 +1,7 @@
 //! Setting a job up: rank 0 partitions the dataset, then cuts one [`WorkerShare`] per worker
-//! and sends it before cutting the next (a streamed scatter); every worker then holds only its part of the graph (its primaries and
+//! and sends it before cutting the next (a streamed scatter), or every rank reads its own share
+//! from a part folder ([`PartFolder`], written by `halo partition --out`; the same share, bit
+//! for bit); every worker then holds only its part of the graph (its primaries and
 //! their halo vertices or mirrors) and the rows of those vertices. Input features travel only
 //! for the rows a worker computes: an edge-cut worker pulls its halo rows from their owners at
 //! every layer, so it never needs their features, unless the method caches them
@@ -14,7 +16,9 @@
 
 use comm_hierarchy::wire::{self, Element};
 use comm_hierarchy::{CommError, Communicator};
-use graph_partition::book::{LocalGraph, PartitionBook};
+use std::path::PathBuf;
+
+use graph_partition::book::{BookError, LocalGraph, MANIFEST, PartRows, PartitionBook, PartsManifest, split_rows};
 use graph_partition::metrics::{PartitionMetrics, measure};
 use graph_partition::partition::{PartitionConfig, partition_graph};
 use graph_partition::{Dataset, Labels};
@@ -22,11 +26,12 @@ use ndarray::{Array2, Axis, s};
 
 use graph_partition::book::CutKind;
 
-use crate::config::DistributedConfig;
-use crate::error::DistError;
+use crate::config::{DistributedConfig, TrainConfig};
+use crate::data::{DataError, Source, resolve_dataset_dir};
+use crate::error::{DistError, TrainError};
 use crate::harness::CommClock;
 use crate::harness::Described;
-use crate::report::PartitionSummary;
+use crate::report::{GraphSize, PartitionSummary, SplitSizes};
 
 /// Ledger phase of the setup traffic (outside every epoch's counts).
 const PHASE: &str = "setup";
@@ -233,10 +238,7 @@ impl SharePlan {
         })?;
         let rows: Vec<usize> = part.local_to_global().iter().map(|&g| g as usize).collect();
         let computed = if self.primaries { part.num_primary() } else { part.num_local() };
-        let labels = match &dataset.labels {
-            Labels::Classes(c) => Labels::Classes(rows.iter().map(|&g| c[g]).collect()),
-            Labels::MultiLabel(t) => Labels::MultiLabel(t.select(Axis(0), &rows)),
-        };
+        let labels = dataset.labels.select(&rows);
         Ok(WorkerShare {
             features: dataset.features.select(Axis(0), &rows[..computed]),
             part,
@@ -283,44 +285,142 @@ pub(crate) fn prepare(
         }
     };
     let metrics = PartitionMetrics::of(&book, &layout)?;
-    let summary = PartitionSummary {
-        algorithm: name,
-        parts: workers,
-        replication_factor: metrics.replication_factor,
-        edge_imbalance: metrics.edge_imbalance,
-        vertex_imbalance: metrics.vertex_imbalance,
-        edge_cut_fraction: metrics.edge_cut_fraction.unwrap_or(0.0),
-        time_s: cost.time_s,
-    };
+    let summary = summary(name, &metrics, cost.time_s);
     let parts = book.into_parts();
     let s = &dataset.splits;
-    let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])?;
+    let splits = split_rows(&parts, dataset.num_nodes(), [&s.train, &s.valid, &s.test])
+        .map_err(|e| DistError::Setup { rank: 0, detail: e.to_string() })?;
     let plan =
         SharePlan { primaries: config.primaries_only(cut), parts: parts.into_iter().zip(splits).map(Some).collect() };
     let described = Described::of(dataset, cut.as_str(), Some(summary));
     Ok(Prepared { plan, described })
 }
 
-/// For every part, the local ids of its primaries in each of `sets` (global ids below
-/// `num_nodes`), in the order the sets list them.
-fn split_rows(parts: &[LocalGraph], num_nodes: usize, sets: [&[u32]; 3]) -> Result<Vec<[Vec<u32>; 3]>, DistError> {
-    let mut home = vec![None; num_nodes];
-    for p in parts {
-        for l in 0..p.num_primary() {
-            home[p.local_to_global()[l] as usize] = Some((p.part(), l as u32));
-        }
+/// What the report says of a partition `name`d so, of quality `metrics`, made or read in `time_s`.
+fn summary(name: String, metrics: &PartitionMetrics, time_s: f64) -> PartitionSummary {
+    PartitionSummary {
+        algorithm: name,
+        parts: metrics.parts,
+        replication_factor: metrics.replication_factor,
+        edge_imbalance: metrics.edge_imbalance,
+        vertex_imbalance: metrics.vertex_imbalance,
+        edge_cut_fraction: metrics.edge_cut_fraction.unwrap_or(0.0),
+        time_s,
     }
-    let mut out: Vec<[Vec<u32>; 3]> = (0..parts.len()).map(|_| Default::default()).collect();
-    for (k, set) in sets.iter().enumerate() {
-        for &g in set.iter() {
-            let (p, l) = home.get(g as usize).copied().flatten().ok_or_else(|| DistError::Setup {
-                rank: 0,
-                detail: format!("split vertex {g} has no primary in the partition book of {num_nodes} vertices"),
-            })?;
-            out[p][k].push(l);
+}
+
+/// A part folder (`halo partition --out DIR`, see [`graph_partition::book::write_part_rows`]):
+/// every rank reads its own part, and nothing else, instead of a share from rank 0.
+#[derive(Debug)]
+pub(crate) struct PartFolder {
+    pub dir: PathBuf,
+    pub manifest: PartsManifest,
+}
+
+impl PartFolder {
+    /// `Some` when the run's `--partition-book` is a part folder. Checks it against the run: the
+    /// split it names, and the fingerprint of the run's dataset directory where this host has
+    /// one (a host that holds only its part cannot check it; every part's rows are checked
+    /// against the folder's fingerprint in [`PartFolder::open`]).
+    pub(crate) fn of(config: &TrainConfig, source: Source<'_>) -> Result<Option<Self>, TrainError> {
+        let Some(dir) = &config.distributed.partition_book else { return Ok(None) };
+        let book_error = |source| DistError::Book { dir: dir.clone(), source };
+        let Some(manifest) = PartsManifest::read(dir).map_err(book_error)? else { return Ok(None) };
+        let mismatch = |reason: String| book_error(BookError::Mismatch { path: dir.join(MANIFEST), reason });
+        if let Some(split) = config.split.as_ref().filter(|&s| *s != manifest.split) {
+            return Err(
+                mismatch(format!("its rows are of split `{}`, the run asks for `{split}`", manifest.split)).into()
+            );
         }
+        let local = match (source, &config.dataset) {
+            (Source::Load(root, _), Some(spec)) => resolve_dataset_dir(spec, root).ok(),
+            (Source::Load(..), None) => {
+                return Err(mismatch(format!(
+                    "it was made from dataset `{}`; the run names none (--dataset)",
+                    manifest.dataset
+                ))
+                .into());
+            }
+            (Source::Given(_), _) => {
+                return Err(mismatch("an in-memory dataset cannot be checked against a part folder".into()).into());
+            }
+        };
+        match local {
+            Some(data) => {
+                let found =
+                    Dataset::source_fingerprint(&data).map_err(|error| DataError::Load { dir: data.clone(), error })?;
+                if found != manifest.dataset_fingerprint {
+                    return Err(mismatch(format!(
+                        "dataset fingerprint is {:016x}, the run's dataset {} has {found:016x}",
+                        manifest.dataset_fingerprint,
+                        data.display()
+                    ))
+                    .into());
+                }
+            }
+            None => tracing::info!(
+                "the run's dataset is not on this host; its part folder {} is checked against itself",
+                dir.display()
+            ),
+        }
+        Ok(Some(Self { dir: dir.clone(), manifest }))
     }
-    Ok(out)
+
+    /// Rank `comm.rank()`'s share, read from its part alone: its local graph, the features of
+    /// the rows it computes (and of its halo rows under `cached`), normalised as `config` says,
+    /// its labels and split ids. With the report's description of the data on rank 0. Fails,
+    /// naming the file, rank and field, on a part of another rank, book, cut or dataset, or a
+    /// truncated or corrupt one.
+    pub(crate) fn open(
+        &self,
+        comm: &dyn Communicator,
+        cut: CutKind,
+        config: &TrainConfig,
+        cached: bool,
+    ) -> Result<(WorkerShare, Described), DistError> {
+        let (dir, manifest, rank) = (&self.dir, &self.manifest, comm.rank());
+        let part_error = |source| DistError::Part { dir: dir.clone(), rank, source };
+        let mismatch = |reason: String| part_error(BookError::Mismatch { path: dir.join("book.json"), reason });
+        let start = std::time::Instant::now();
+        let (meta, part) = PartitionBook::load_part(dir, rank).map_err(part_error)?;
+        if meta.parts != comm.size() {
+            return Err(mismatch(format!("it has {} parts, the run has {} workers", meta.parts, comm.size())));
+        }
+        if meta.cut != cut {
+            return Err(mismatch(format!("it holds a {}-cut, the run needs a {cut}-cut", meta.cut)));
+        }
+        let computed =
+            if cached || !config.distributed.primaries_only(cut) { part.num_local() } else { part.num_primary() };
+        let rows = PartRows::read(dir, &part, &meta, manifest.dataset_fingerprint, manifest.num_classes, computed)
+            .map_err(part_error)?;
+        let mut features = Array2::from_shape_vec((computed, rows.num_features), rows.features)
+            .map_err(|e| DistError::Setup { rank, detail: format!("features of its part: {e}") })?;
+        crate::features::normalize(&mut features, config.feature_norm);
+        let [train, valid, test] = rows.splits;
+        let share = WorkerShare {
+            part,
+            features,
+            labels: rows.labels,
+            num_classes: manifest.num_classes,
+            train,
+            valid,
+            test,
+            global_train: rows.global_train,
+        };
+        let [train, valid, test] = manifest.split_sizes;
+        let described = Described {
+            dataset: manifest.dataset.clone(),
+            cut: cut.as_str(),
+            partition: Some(summary(
+                format!("book {}", dir.display()),
+                &manifest.metrics,
+                start.elapsed().as_secs_f64(),
+            )),
+            split_sizes: SplitSizes { train, valid, test },
+            graph: GraphSize { vertices: meta.num_nodes, edges: meta.num_edges },
+        };
+        Ok((share, described))
+    }
 }
 
 /// Rank 0 hands every other rank its share, one at a time: share `p` is cut from `dataset`,

@@ -20,6 +20,14 @@ pub enum DistError {
         #[source]
         source: graph_partition::book::BookError,
     },
+    /// A rank's part of a part folder does not load or does not fit the run.
+    #[error("--partition-book {} (rank {rank}): {source}", dir.display())]
+    Part {
+        dir: std::path::PathBuf,
+        rank: usize,
+        #[source]
+        source: graph_partition::book::BookError,
+    },
     /// `--partition-book` names a book of the other cut.
     #[error("--partition-book {}: {detail}", dir.display())]
     BookCut { dir: std::path::PathBuf, detail: String },
