@@ -112,13 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--hops applies to the edge-cut algorithms (hash, random, metis, bdg), not {}", args.algo);
     }
     check_outputs(args.out.as_deref(), args.report.as_deref())?;
-    let dir = resolve(&args.dataset)?;
+    let data_dir = resolve(&args.dataset)?;
     let dataset = match &args.out {
         // The features go straight from their file into the part folder, never held whole.
-        Some(_) => args.load.load_structure(&dir, "--dataset", args.split.clone())?,
+        Some(_) => args.load.load_structure(&data_dir, "--dataset", args.split.clone())?,
         None => {
             let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
-            dataset.into_structure(&dir, &args.load.options(args.split.clone(), false))
+            dataset.into_structure(&data_dir, &args.load.options(args.split.clone(), false))
         }
     };
     let graph = &dataset.graph;
@@ -155,8 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let context = || format!("cannot write the part folder to --out {}", dir.display());
         let start = std::time::Instant::now();
         book.save(dir).with_context(context)?;
-        let fingerprint =
-            Dataset::source_fingerprint(&dir).with_context(|| format!("cannot read --dataset {}", dir.display()))?;
+        let fingerprint = Dataset::source_fingerprint(&data_dir)
+            .with_context(|| format!("cannot read --dataset {}", data_dir.display()))?;
         let manifest = PartsManifest::new(&dataset, fingerprint, config.algorithm.name(), metrics.clone());
         write_part_rows(dir, &book, &dataset, &manifest).map_err(|err| {
             let hint = match &err {
