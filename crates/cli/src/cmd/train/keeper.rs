@@ -127,14 +127,7 @@ impl Keeper {
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
                     let name = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
-                    #[allow(unused_mut)]
-                    let mut reason = format!("interrupted by {name}");
-                    // Under mpirun, a SIGTERM usually means the launcher lost a host: say what
-                    // this rank was waiting for.
-                    #[cfg(feature = "mpi")]
-                    if let Some(wait) = comm_hierarchy::waiting::describe() {
-                        reason += &format!(" ({wait})");
-                    }
+                    let reason = interrupted(name);
                     eprintln!("{reason}");
                     keeper.abandon_and_say(&reason);
                     std::process::exit(128 + signal);
@@ -154,6 +147,17 @@ impl Keeper {
 /// settings, printing `0.01` as `0.009999999776482582`).
 fn json(value: &impl Serialize) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(value)? + "\n")
+}
+
+/// Why a run stopped on signal `name`. Under mpirun a SIGTERM usually means the launcher lost a
+/// host, so the reason also says what this rank was waiting for.
+fn interrupted(name: &str) -> String {
+    let reason = format!("interrupted by {name}");
+    #[cfg(feature = "mpi")]
+    if let Some(wait) = comm_hierarchy::waiting::describe() {
+        return format!("{reason} ({wait})");
+    }
+    reason
 }
 
 #[cfg(test)]
