@@ -258,7 +258,7 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
             let mut spec = TableSpec {
                 halo: PathBuf::from("target/release/halo"),
                 dataset: PathBuf::new(),
-                rates: ["100mbit", "1gbit", "none"].map(|r| Rate::parse(r)).into_iter().collect::<Result<_>>()?,
+                rates: ["100mbit", "1gbit", "none"].map(Rate::parse).into_iter().collect::<Result<_>>()?,
                 hosts: 4,
                 epochs: 4,
             };
