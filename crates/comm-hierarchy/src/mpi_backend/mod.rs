@@ -16,15 +16,14 @@ mod sends;
 
 use std::ffi::c_int;
 use std::fmt::Display;
+use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 use mpi::Threading;
 use mpi::collective::CommunicatorCollectives;
-use mpi::environment::Universe;
-use std::mem::MaybeUninit;
-
 use mpi::datatype::Equivalence;
+use mpi::environment::Universe;
 use mpi::ffi;
 use mpi::point_to_point::{Message, Source};
 use mpi::raw::AsRawMut;
