@@ -60,9 +60,9 @@ pub enum Action {
     Smoke {
         halo: PathBuf,
     },
-    /// The methods against vanilla on the wire ([`table`]).
+    /// The methods against vanilla on the wire ([`mod@table`]).
     Table(TableSpec),
-    /// Fault trials on the wire ([`faults`]).
+    /// Fault trials on the wire ([`mod@faults`]).
     Faults {
         halo: PathBuf,
         trials: usize,
