@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
+use super::reports::{losses, read, scratch};
 use super::{LAUNCHER_DEADLINE_S, Rate, Shape, clear, down, net, start, up, wait_bounded};
 
 /// The cases, in the order they run.
@@ -60,8 +61,7 @@ pub fn faults(halo: &Path, trials: usize, seed: u64) -> Result<()> {
 }
 
 fn all_trials(halo: &Path, shape: &Shape, trials: usize, seed: u64) -> Result<usize> {
-    let dir = std::env::temp_dir().join(format!("halo-cluster-faults-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch("faults")?;
     let reference = dir.join("reference.json");
     let started = Instant::now();
     let finished = trial(halo, shape, &reference, None)?;
@@ -221,15 +221,6 @@ fn inject(fault: Fault, halo: &Path, started: Instant) -> Result<Instant> {
         _ => net::set_link(fault.host, false)?,
     }
     Ok(fired)
-}
-
-fn read(path: &Path) -> Result<Value> {
-    let text = std::fs::read(path).with_context(|| format!("no report at {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))
-}
-
-fn losses(report: &Value) -> Vec<f64> {
-    report["epochs"].as_array().map(|e| e.iter().filter_map(|e| e["loss"].as_f64()).collect()).unwrap_or_default()
 }
 
 /// xorshift64: the trials' moments and hosts, reproducible from `--seed`.

@@ -12,6 +12,7 @@
 
 mod faults;
 mod net;
+mod reports;
 mod smoke;
 mod table;
 

@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use serde_json::Value;
 
+use super::reports::{epochs, losses, read, scratch};
 use super::{Rate, Shape, down, net, run_command, up};
 
 /// Each run's bound: Cora's two epochs take seconds.
@@ -35,7 +35,7 @@ fn cora() -> String {
 }
 
 fn train_both(halo: &Path, shape: &Shape) -> Result<()> {
-    let dir = tempfile_dir()?;
+    let dir = scratch("smoke")?;
     let common = ["train", "--dataset", &cora(), "--epochs", "2", "--hosts", "2", "--quiet"];
     let mut reports = Vec::new();
     for method in ["vanilla", "adaqp"] {
@@ -80,23 +80,4 @@ fn train_both(halo: &Path, shape: &Shape) -> Result<()> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-fn tempfile_dir() -> Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("halo-cluster-smoke-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
-fn read(path: &Path) -> Result<Value> {
-    let text = std::fs::read(path).with_context(|| format!("the run wrote no report at {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))
-}
-
-fn epochs(report: &Value) -> Vec<Value> {
-    report["epochs"].as_array().cloned().unwrap_or_default()
-}
-
-fn losses(report: &Value) -> Vec<f64> {
-    epochs(report).iter().filter_map(|e| e["loss"].as_f64()).collect()
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
+use super::reports::{epochs, read, scratch};
 use super::{Rate, Shape, down, net, run_command, up};
 
 /// The runs of one rate: (label, method, extra flags, the vanilla run it is compared with).
@@ -49,8 +50,7 @@ pub fn table(spec: &TableSpec) -> Result<()> {
 }
 
 fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("halo-cluster-table-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch("table")?;
     println!(
         "| link | run | step (s) | / vanilla, same cut | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
     );
@@ -119,14 +119,9 @@ fn run(shape: &Shape, command: &[String], what: &str) -> Result<()> {
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Value> {
-    let text = std::fs::read(path).with_context(|| format!("no report at {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", path.display()))
-}
-
 /// The median of `field` over the epochs after the first (all of them when there is one).
 fn median(report: &Value, field: impl Fn(&Value) -> Option<f64>) -> f64 {
-    let epochs = report["epochs"].as_array().cloned().unwrap_or_default();
+    let epochs = epochs(report);
     let skip = usize::from(epochs.len() > 1);
     let mut values: Vec<f64> = epochs.iter().skip(skip).filter_map(&field).collect();
     values.sort_by(f64::total_cmp);
