@@ -187,10 +187,12 @@ fn trials(launch: Launch, count: &str) {
             tally.failed_cleanly += 1;
         }
         // A hung rank says nothing: its peers name it, and the point, where they wait on it.
+        // Either way the failure says how far the run got.
+        let stage = log.contains("after epoch ") || log.contains("before any epoch finished");
         let named = if kind == "hang" {
-            log.contains(&format!("waiting for rank {rank}")) && log.contains("(point ")
+            log.contains(&format!("waiting for rank {rank}")) && log.contains("(point ") && stage
         } else {
-            log.contains(&format!("rank {rank}")) && log.contains(point)
+            log.contains(&format!("rank {rank}")) && log.contains(point) && (kind != "error" || stage)
         };
         if !named {
             tally.unnamed.push(format!("{fault}: {log}"));

@@ -4,6 +4,10 @@
 
 use thiserror::Error;
 
+/// Variables holding a rank's index in the whole job: Open MPI, MPICH and Intel MPI (PMI),
+/// PMIx launchers (Slurm's `srun --mpi=pmix`).
+pub const WORLD_RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
+
 /// Variables holding a rank's index among the ranks of its machine: Open MPI's, MPICH's Hydra's.
 pub const LOCAL_RANK_VARIABLES: [&str; 2] = ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"];
 

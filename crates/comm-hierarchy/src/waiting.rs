@@ -1,6 +1,7 @@
 //! What this process's rank is waiting for right now, for a process that is told to stop (the
 //! launcher's SIGTERM after it lost a host) to say where it stood. Set by the MPI transport,
-//! one rank per process; in-process workers leave it empty.
+//! one rank per process; in-process workers leave it empty. The caller adds where its own work
+//! stands ([`set_stage`]: the trainer's epochs), which the transport cannot know.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,6 +17,14 @@ struct Wait {
 }
 
 static CURRENT: Mutex<Option<Wait>> = Mutex::new(None);
+static STAGE: Mutex<String> = Mutex::new(String::new());
+
+/// Records where this process's work stands (`"3 epochs done"`), for [`describe`] to add.
+pub fn set_stage(stage: &str) {
+    let mut current = STAGE.lock().unwrap_or_else(|e| e.into_inner());
+    current.clear();
+    current.push_str(stage);
+}
 
 /// Clears the record when the wait it stands for ends.
 #[must_use]
@@ -34,10 +43,18 @@ pub(crate) fn start(observer: usize, peer: usize, host: &str, phase: &str) -> Wa
     Waiting(())
 }
 
-/// `rank R had waited S s for rank P on host H in `phase``, when a wait is in progress.
+/// Where this process's work stands, if anyone said ([`set_stage`]).
+pub fn stage() -> Option<String> {
+    let stage = STAGE.lock().unwrap_or_else(|e| e.into_inner());
+    (!stage.is_empty()).then(|| stage.clone())
+}
+
+/// `rank R had waited S s for rank P on host H in `phase`, STAGE`, when a wait is in progress.
 pub fn describe() -> Option<String> {
     let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-    Some(describe_wait(&current, current.since.elapsed()))
+    let text = describe_wait(&current, current.since.elapsed());
+    let stage = STAGE.lock().unwrap_or_else(|e| e.into_inner());
+    Some(if stage.is_empty() { text } else { format!("{text}, {stage}") })
 }
 
 fn describe_wait(wait: &Wait, waited: Duration) -> String {
@@ -65,6 +82,11 @@ mod tests {
             text.starts_with("rank 0 had waited ") && text.contains(" s for rank 2 on host halo-h2 in `fwd/0`"),
             "{text}"
         );
+        set_stage("3 epochs done");
+        assert!(describe().unwrap().ends_with(", 3 epochs done"), "{:?}", describe());
+        assert_eq!(stage().as_deref(), Some("3 epochs done"));
+        set_stage("");
+        assert_eq!(stage(), None);
         drop(guard);
         assert_eq!(describe(), None);
         let wait = Wait { observer: 1, peer: 0, host: String::new(), phase: "grads".into(), since: Instant::now() };

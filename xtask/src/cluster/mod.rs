@@ -9,6 +9,9 @@
 //! The cluster's state (its shape, the agent and the hostfile) lives in [`STATE_DIR`]. `down`
 //! removes everything carrying the cluster's names whatever that state says, so it also cleans
 //! up after a crash or Ctrl-C; `up` runs it first. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
+//!
+//! One process at a time works on the cluster: each takes the lock [`LOCK`] and keeps it until
+//! it exits (the kernel lets go of it after a crash too), and another is refused, naming it.
 
 mod faults;
 mod net;
@@ -31,6 +34,40 @@ pub use table::{TableSpec, table};
 
 /// Where `up` writes the cluster's state.
 pub const STATE_DIR: &str = "/run/halo-cluster";
+/// The lock file of the process working on the cluster (outside [`STATE_DIR`], which `down`
+/// removes); it holds that process's id.
+pub const LOCK: &str = "/run/halo-cluster.lock";
+
+/// The lock, once this process holds it.
+static HELD: std::sync::Mutex<Option<fs::File>> = std::sync::Mutex::new(None);
+
+/// Takes the cluster's lock for the rest of this process, or refuses while another process
+/// holds it.
+fn hold() -> Result<()> {
+    let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if held.is_some() {
+        return Ok(());
+    }
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(LOCK)
+        .with_context(|| format!("opening {LOCK}"))?;
+    if let Err(e) = file.try_lock() {
+        let holder = fs::read_to_string(LOCK).unwrap_or_default();
+        bail!(
+            "cluster: another process (pid {}) is working on the cluster ({e}); wait for it to end, or stop it",
+            holder.trim()
+        );
+    }
+    use std::io::Write;
+    file.set_len(0)?;
+    write!(file, "{}", std::process::id())?;
+    *held = Some(file);
+    Ok(())
+}
 
 /// A `cargo xtask cluster` subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +141,9 @@ impl Shape {
 
 /// Runs one action.
 pub fn run(action: Action) -> Result<()> {
+    if action != Action::Status {
+        hold()?;
+    }
     match action {
         Action::Up { hosts, ranks, rate } => up(&Shape { hosts, ranks, rate }),
         Action::Shape { rate } => {
@@ -145,6 +185,7 @@ pub fn check_privileges() -> Result<()> {
 /// Makes the cluster (after removing any left from before) and writes its agent and hostfile.
 pub fn up(shape: &Shape) -> Result<()> {
     check_privileges()?;
+    hold()?;
     ensure!(
         (1..=net::MAX_HOSTS).contains(&shape.hosts),
         "--hosts {}: between 1 and {} hosts",
@@ -176,6 +217,7 @@ pub fn up(shape: &Shape) -> Result<()> {
 /// Removes every namespace, link and process of the cluster, and its state.
 pub fn down() -> Result<()> {
     check_privileges()?;
+    hold()?;
     net::remove()?;
     match fs::remove_dir_all(STATE_DIR) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {STATE_DIR}")),
@@ -266,8 +308,10 @@ pub fn run_command(shape: &Shape, timeout: Duration, command: &[String]) -> Resu
 /// Starts mpirun with `command` on every slot, its stderr to `stderr`.
 pub(crate) fn start(shape: &Shape, command: &[String], stderr: std::process::Stdio) -> Result<Child> {
     ensure!(!command.is_empty(), "cluster run: missing the command (after `--`)");
-    let mut mpirun = Command::new("mpirun");
-    mpirun.args(mpirun_args(shape)).args(command);
+    // mpirun runs on the first host, as it would on a node of a real cluster: its connections
+    // to the daemons then cross the cluster's links and give up as the hosts' do.
+    let mut mpirun = Command::new("ip");
+    mpirun.args(["netns", "exec", &net::host_name(0), "mpirun"]).args(mpirun_args(shape)).args(command);
     if net::missing_privileges().is_none() {
         mpirun.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }

@@ -19,6 +19,9 @@ const BRIDGE: &str = "halo-br";
 const VETH_PREFIX: &str = "halo-v";
 /// Hosts the subnet has room for.
 pub const MAX_HOSTS: usize = 200;
+/// Each host's `net.ipv4.tcp_retries2`: how many times TCP retransmits unacknowledged bytes
+/// before it gives the connection up (about 25 s with 6, 15 minutes with Linux's 15).
+pub const TCP_RETRIES: u32 = 6;
 
 /// Capabilities the cluster needs, as (bit in `CapEff`, name).
 const CAPABILITIES: [(u32, &str); 2] = [(12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")];
@@ -142,6 +145,10 @@ pub fn create(hosts: usize, rate: &Rate) -> Result<()> {
         sh("ip", &["-n", &ns, "addr", "add", &format!("{}/24", host_address(i)), "dev", "eth0"])?;
         sh("ip", &["-n", &ns, "link", "set", "eth0", "up"])?;
         sh("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
+        // A connection with bytes in flight ignores keepalives and retransmits for about 15
+        // minutes by default; 6 retries give up after about 25 s, inside the launcher's deadline.
+        let retries = format!("echo {TCP_RETRIES} > /proc/sys/net/ipv4/tcp_retries2");
+        sh("ip", &["netns", "exec", &ns, "sh", "-c", &retries]).with_context(|| format!("setting {ns}'s TCP retries"))?;
         sh("ip", &["link", "set", &veth, "master", BRIDGE])?;
         sh("ip", &["link", "set", &veth, "up"])?;
         shape(i, rate)?;

@@ -225,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let keeper = Keeper::new(&config, report_target);
     #[cfg(unix)]
-    keeper.keep_on_signals()?;
+    keeper.keep_on_signals(MpiLaunch::from_env().is_some_and(|launch| launch.size > 1))?;
     let mut progress = Progress::new(config.epochs, args.quiet, std::io::stderr().is_terminal(), keeper.clone());
     let load = args.load.options(None, false);
     let outcome = trainer::run(&config, Source::Load(Path::new(load::DATASETS), &load), &mut progress);

@@ -9,10 +9,12 @@
 //! and exits non-zero. A rank that waits for a peer while nothing moves for the timeout (no
 //! message arrives, none of its sends completes) fails with [`CommError::Timeout`] naming the
 //! peer and its host, and aborts the job the same way. A matched message is received without
-//! blocking MPI, so a link cut mid-message is noticed too. A rank that dies outright, or a host
+//! blocking MPI, so a link cut mid-message is noticed too. MPI's own set-up, which blocks inside
+//! MPI, has the same deadline (`watch.rs`). A rank that dies outright, or a host
 //! the launcher loses, ends the job through the launcher (`docs/RELIABILITY.md`).
 
 mod sends;
+mod watch;
 
 use std::ffi::c_int;
 use std::fmt::Display;
@@ -86,6 +88,8 @@ where
     F: FnOnce(MpiCommunicator) -> Result<T, E>,
     E: Display,
 {
+    crate::waiting::set_stage("in MPI set-up");
+    let watch = watch::Watch::start(options.timeout, ABORT_CODE);
     let (universe, provided) = mpi::initialize_with_threading(Threading::Serialized)
         .ok_or_else(|| CommError::Mpi("MPI is already initialised in this process".into()))?;
     if provided < Threading::Serialized {
@@ -96,6 +100,7 @@ where
     let world = universe.world();
     let rank = world.rank() as usize;
     let names = processor_names(&world)?;
+    watch.finish();
     let topology = placed_topology(&names, options.hosts, options.links)?;
     let transport = MpiTransport::new(world, names, options.timeout);
     let comm = Endpoint::new(topology, transport)?.with_fault(options.fault);

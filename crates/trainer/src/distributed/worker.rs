@@ -16,7 +16,7 @@ use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
-use gnn_core::exchange::{Exchange, ExchangeOptions, MessageCap};
+use gnn_core::exchange::{CallKind, Exchange, ExchangeOptions, MessageCap};
 use gnn_core::{AggGraph, Model};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ use crate::error::TrainError;
 use crate::harness::CommClock;
 use crate::harness::GradSum;
 use crate::harness::report::device_epoch_over_workers;
-use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls};
+use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls, played_step_s};
 use crate::method::{ControlCtx, Controller, Parts};
 use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
@@ -192,21 +192,38 @@ impl<'a> Worker<'a> {
         compute_s: f64,
         cpu_s: f64,
     ) -> Result<(CommStats, Value, f64), DistError> {
-        let merged = self.clock.call(|| self.comm.gather_ledger(0, delta))?;
-        // Per worker: compute, CPU time, then the overlap of each of the step's calls (every
-        // rank makes the same calls, so the rows have one length).
-        let calls = delta.collectives().len();
+        // The step's own calls, before the calls that collect its figures.
         let mut overlaps = self.clock.step_overlaps();
+        let events = self.clock.step_events();
+        let merged = self.clock.call(|| self.comm.gather_ledger(0, delta))?;
+        // Per worker: compute, CPU time, its count of events, the overlap of each of the
+        // step's calls, and the compute before each event (a call has at most two: its start
+        // and its wait). Every rank makes the same calls, so the rows have one length.
+        let calls = delta.collectives().len();
         overlaps.resize(calls, 0.0);
-        let row = 2 + calls;
+        let slots = 2 * calls;
+        let row = 3 + calls + slots;
         let mut table = vec![0.0f64; self.comm.size() * row];
         let mine = &mut table[self.comm.rank() * row..][..row];
         (mine[0], mine[1]) = (compute_s, cpu_s);
-        mine[2..].copy_from_slice(&overlaps);
+        mine[2] = if events.len() <= slots { events.len() as f64 } else { f64::NAN };
+        mine[3..3 + calls].copy_from_slice(&overlaps);
+        for (slot, event) in mine[3 + calls..].iter_mut().zip(&events) {
+            *slot = event.lead_s;
+        }
         self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
         let cpu_per_worker: Vec<f64> = table.chunks_exact(row).map(|r| r[1]).collect();
-        let workers: Vec<WorkerStep> =
-            table.chunks_exact(row).map(|r| WorkerStep { compute_s: r[0], overlaps: r[2..].to_vec() }).collect();
+        let workers: Vec<WorkerStep> = table
+            .chunks_exact(row)
+            .map(|r| WorkerStep { compute_s: r[0], overlaps: r[3..3 + calls].to_vec() })
+            .collect();
+        // Each worker's leads, where its count of events is this rank's (whose kinds they take).
+        let leads: Vec<Vec<f64>> = table
+            .chunks_exact(row)
+            .filter(|r| r[2] == events.len() as f64)
+            .map(|r| r[3 + calls..][..events.len()].to_vec())
+            .collect();
+        let kinds: Vec<CallKind> = events.iter().map(|e| e.kind).collect();
         let per_worker: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
         let overlapped: f64 = workers.iter().map(|w| w.overlaps.iter().sum::<f64>()).sum();
         let max = per_worker.iter().copied().fold(0.0, f64::max);
@@ -226,8 +243,15 @@ impl<'a> Worker<'a> {
             let blocking: Vec<WorkerStep> =
                 workers.iter().map(|w| WorkerStep { overlaps: Vec::new(), ..w.clone() }).collect();
             let credited = if seconds.len() == calls { &workers } else { &blocking };
-            stats.modeled_epoch_s = Some(modeled_step_s(&seconds, credited));
-            no_overlap_s = Some(modeled_step_s(&seconds, &blocking));
+            // Played out event by event where every worker's events line up with the ledger's
+            // calls and its compute is host time (a device's compute is timed apart from them).
+            let played = |blocking_calls: bool| {
+                let computes: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
+                let host = self.compute.device_compute_s().is_none();
+                host.then(|| played_step_s(&seconds, &kinds, &leads, &computes, blocking_calls)).flatten()
+            };
+            stats.modeled_epoch_s = Some(played(false).unwrap_or_else(|| modeled_step_s(&seconds, credited)));
+            no_overlap_s = Some(played(true).unwrap_or_else(|| modeled_step_s(&seconds, &blocking)));
             let split = overlapped_calls(&seconds, credited);
             overlap = json!({
                 "comm_s_per_call": split.iter().map(|c| c.0).collect::<Vec<_>>(),

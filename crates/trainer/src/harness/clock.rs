@@ -10,6 +10,8 @@
 //! The clock also numbers the calls of a step (split starts count, their waits do not, so the
 //! numbers match the ledger's records of the step) and credits each split call with the compute
 //! between its start and its wait: the overlap the modeled timeline ([`super::timeline`]) uses.
+//! Within a step it keeps every event (a call's start, a split call's wait) with the compute
+//! since the one before, so the timeline can play the step out call by call.
 
 use std::cell::{Cell, RefCell};
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -53,6 +55,18 @@ pub(crate) struct CommClock<'g> {
     overlaps: RefCell<Vec<f64>>,
     /// The split call in flight: its number, and when it returned with the waiting so far.
     open: Cell<Option<(usize, Instant, Duration)>>,
+    /// The step's events so far; `None` outside a step.
+    events: RefCell<Option<Vec<Event>>>,
+    /// When the last call of the step returned, or the step began.
+    returned: Cell<Option<Instant>>,
+}
+
+/// One event of a step: a call's start (blocking or split) or a split call's wait, with the
+/// compute the worker did since the event before it (or the step's start).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Event {
+    pub kind: CallKind,
+    pub lead_s: f64,
 }
 
 impl<'g> CommClock<'g> {
@@ -68,6 +82,8 @@ impl<'g> CommClock<'g> {
             kind: Cell::new(CallKind::Blocking),
             overlaps: RefCell::new(Vec::new()),
             open: Cell::new(None),
+            events: RefCell::new(None),
+            returned: Cell::new(None),
         }
     }
 
@@ -75,6 +91,13 @@ impl<'g> CommClock<'g> {
     pub(crate) fn begin_step(&self) {
         self.overlaps.borrow_mut().clear();
         self.open.set(None);
+        *self.events.borrow_mut() = Some(Vec::new());
+        self.returned.set(Some(Instant::now()));
+    }
+
+    /// The events of the step so far, in order.
+    pub(crate) fn step_events(&self) -> Vec<Event> {
+        self.events.borrow().clone().unwrap_or_default()
     }
 
     /// Per call of the step so far (in call order), the compute that overlapped it.
@@ -99,6 +122,10 @@ impl<'g> CommClock<'g> {
 impl CommWatch for CommClock<'_> {
     fn call_started(&self, kind: CallKind) {
         let now = Instant::now();
+        if let Some(events) = self.events.borrow_mut().as_mut() {
+            let lead_s = self.returned.get().map_or(0.0, |at| now.duration_since(at).as_secs_f64());
+            events.push(Event { kind, lead_s });
+        }
         match kind {
             CallKind::Blocking | CallKind::Start => self.overlaps.borrow_mut().push(0.0),
             CallKind::Wait => {
@@ -122,6 +149,7 @@ impl CommWatch for CommClock<'_> {
         if let Some(start) = self.call_start.take() {
             self.waited.set(self.waited.get() + start.elapsed());
         }
+        self.returned.set(Some(Instant::now()));
         if self.kind.get() == CallKind::Start {
             let call = self.overlaps.borrow().len() - 1;
             self.open.set(Some((call, Instant::now(), self.waited.get())));
@@ -173,6 +201,29 @@ mod tests {
         assert!(overlaps[1] >= 0.03 && overlaps[1] < 1.0, "{overlaps:?}");
         clock.begin_step();
         assert!(clock.step_overlaps().is_empty());
+    }
+
+    #[test]
+    fn a_step_keeps_each_event_with_the_compute_before_it() {
+        let clock = CommClock::new(None);
+        clock.call(|| ());
+        assert!(clock.step_events().is_empty(), "no events outside a step");
+        clock.begin_step();
+        std::thread::sleep(Duration::from_millis(20));
+        clock.call(|| std::thread::sleep(Duration::from_millis(30)));
+        clock.call_started(CallKind::Start);
+        clock.call_finished();
+        std::thread::sleep(Duration::from_millis(20));
+        clock.call_started(CallKind::Wait);
+        clock.call_finished();
+        let events = clock.step_events();
+        let kinds: Vec<CallKind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [CallKind::Blocking, CallKind::Start, CallKind::Wait]);
+        assert!(events[0].lead_s >= 0.02 && events[0].lead_s < 0.5, "{events:?}");
+        assert!(events[1].lead_s < 0.02, "the blocking call's 30 ms are waiting, not compute: {events:?}");
+        assert!(events[2].lead_s >= 0.02 && events[2].lead_s < 0.5, "{events:?}");
+        clock.begin_step();
+        assert!(clock.step_events().is_empty());
     }
 
     #[test]

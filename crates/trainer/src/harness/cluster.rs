@@ -1,8 +1,8 @@
 //! A run on a cluster of workers: in-process threads (the local backend) or this process's rank
 //! of an MPI job. The harness chooses the backend, holds the [`ComputeGate`] the workers share,
 //! starts them, and hands each a [`Rank`]: its communicator and clock, its checkpoints and the
-//! report. A failing worker ends the whole run with an error naming its rank; no worker waits
-//! forever.
+//! report. A failing worker ends the whole run with an error naming its rank and the last epoch
+//! it finished; no worker waits forever.
 
 use std::sync::mpsc;
 
@@ -165,7 +165,7 @@ where
             LocalCluster::run_with_options(&topology, options, |comm| {
                 let mut forward = Forward(sender.clone());
                 let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
-                work(comm, observer).map_err(WithCauses)
+                tracked(comm, observer, work, None)
             })
         });
         // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
@@ -178,16 +178,71 @@ where
     Ok(reports.into_iter().next().flatten().expect("rank 0 always returns the report"))
 }
 
+/// Runs `work` on the worker of `comm`, counting the epochs it finishes, so that its failure
+/// says how far it got. `publish` is also told each stage (an MPI rank's, for what it says when
+/// it is told to stop while it waits: `comm_hierarchy::waiting`).
+fn tracked<F>(
+    comm: &dyn Communicator,
+    observer: &mut dyn EpochObserver,
+    work: &F,
+    publish: Option<fn(&str)>,
+) -> Result<Option<Report>, WithCauses>
+where
+    F: Fn(&dyn Communicator, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError>,
+{
+    let mut tracked = Tracked { inner: observer, done: 0, publish };
+    tracked.publish();
+    work(comm, &mut tracked).map_err(|error| WithCauses { error, stage: stage(tracked.done) })
+}
+
+/// How far a worker got: `before any epoch finished`, or `after epoch N`.
+fn stage(done: usize) -> String {
+    match done {
+        0 => "before any epoch finished".to_owned(),
+        n => format!("after epoch {n}"),
+    }
+}
+
+/// An observer that counts the epochs it passes on.
+struct Tracked<'o> {
+    inner: &'o mut dyn EpochObserver,
+    done: usize,
+    publish: Option<fn(&str)>,
+}
+
+impl Tracked<'_> {
+    fn publish(&self) {
+        if let Some(publish) = self.publish {
+            publish(&stage(self.done));
+        }
+    }
+}
+
+impl EpochObserver for Tracked<'_> {
+    fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
+        self.done = record.epoch;
+        self.publish();
+        self.inner.on_epoch(record, best);
+    }
+
+    fn shows_progress(&self) -> bool {
+        self.inner.shows_progress()
+    }
+}
+
 /// A worker's error as the run reports it: a failure crosses threads (or processes) as text,
 /// so the text carries every cause the message does not already quote (an exchange's
-/// "communication failed" and the communicator's reason for it).
-struct WithCauses(TrainError);
+/// "communication failed" and the communicator's reason for it), and how far the worker got.
+struct WithCauses {
+    error: TrainError,
+    stage: String,
+}
 
 impl std::fmt::Display for WithCauses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut previous = self.0.to_string();
+        let mut previous = self.error.to_string();
         f.write_str(&previous)?;
-        let mut cause = std::error::Error::source(&self.0);
+        let mut cause = std::error::Error::source(&self.error);
         while let Some(err) = cause {
             let message = err.to_string();
             if !previous.contains(&message) {
@@ -196,7 +251,7 @@ impl std::fmt::Display for WithCauses {
             previous = message;
             cause = err.source();
         }
-        Ok(())
+        write!(f, "; {}", self.stage)
     }
 }
 
@@ -227,7 +282,7 @@ where
     };
     let outcome = run(&options, |comm| {
         let observer: &mut dyn EpochObserver = if comm.rank() == 0 { observer } else { &mut () };
-        work(&comm, observer).map_err(WithCauses)
+        tracked(&comm, observer, &work, Some(comm_hierarchy::waiting::set_stage))
     });
     Ok(outcome.map_err(DistError::from)?)
 }

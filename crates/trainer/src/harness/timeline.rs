@@ -9,6 +9,16 @@
 //!
 //! and the step lasts as long as its slowest worker, `max_w T_w`. With nothing overlapped it is
 //! compute plus communication; overlap never makes it longer.
+//!
+//! That sum lets a worker's fast stretches make up for its slow ones. On a wire they do not:
+//! every call needs every worker's messages, so each call starts when the last worker reaches
+//! it. Where the clock kept the step's events, [`played_step_s`] plays them out: worker `w`
+//! computes `l_we` before event `e`; a blocking call `k` ends for all at
+//! `max_w t_w + c_k`; a split call's start posts at `max_w t_w` and its wait lets a worker go on
+//! at the later of its own time and that post plus `c_k`. The step ends with the slowest
+//! worker's last compute. It is never shorter than `max_w T_w`.
+
+use gnn_core::exchange::CallKind;
 
 /// One worker's share of a step: its compute, and per call of the step the compute that
 /// overlapped it (zero for blocking calls).
@@ -28,6 +38,58 @@ pub(crate) fn modeled_step_s(calls: &[f64], workers: &[WorkerStep]) -> f64 {
             w.compute_s + comm - hidden
         })
         .fold(0.0, f64::max)
+}
+
+/// The step as the workers' events play out on the modeled links (see the module notes):
+/// `kinds` are the events' kinds in order (every worker's), `leads[w][e]` worker `w`'s compute
+/// before event `e`, `computes[w]` its compute in the whole step (the rest comes after its last
+/// event). `blocking` plays every split call as a blocking one at its start. `None` where the
+/// events do not line up with the `calls` (a wait with no split call in flight, another count of
+/// calls, or a worker with another count of events).
+pub(crate) fn played_step_s(
+    calls: &[f64],
+    kinds: &[CallKind],
+    leads: &[Vec<f64>],
+    computes: &[f64],
+    blocking: bool,
+) -> Option<f64> {
+    if leads.iter().any(|l| l.len() != kinds.len()) || leads.len() != computes.len() {
+        return None;
+    }
+    let mut t = vec![0.0f64; leads.len()];
+    let mut next = 0;
+    // The split call in flight: when its messages are all in.
+    let mut in_flight: Option<f64> = None;
+    let latest = |t: &[f64]| t.iter().copied().fold(0.0, f64::max);
+    for (e, kind) in kinds.iter().enumerate() {
+        for (time, lead) in t.iter_mut().zip(leads) {
+            *time += lead[e];
+        }
+        match kind {
+            CallKind::Wait if blocking => {}
+            CallKind::Wait => {
+                let done = in_flight.take()?;
+                t.iter_mut().for_each(|time| *time = time.max(done));
+            }
+            CallKind::Start if !blocking => {
+                in_flight = Some(latest(&t) + calls.get(next)?);
+                next += 1;
+            }
+            CallKind::Blocking | CallKind::Start => {
+                let done = latest(&t) + calls.get(next)?;
+                t.fill(done);
+                next += 1;
+            }
+        }
+    }
+    if next != calls.len() || in_flight.is_some() {
+        return None;
+    }
+    let ends = t.iter().zip(leads).zip(computes).map(|((time, lead), compute)| {
+        let rest = (compute - lead.iter().sum::<f64>()).max(0.0);
+        time + rest
+    });
+    Some(ends.fold(0.0, f64::max))
 }
 
 /// Per call that some worker overlapped, `(c_k, central_k)`: its modeled seconds and the
@@ -59,6 +121,58 @@ mod tests {
         let calls = [0.5, 0.25];
         let step = modeled_step_s(&calls, &[worker(1.0, &[0.0, 0.0]), worker(2.0, &[0.0, 0.0])]);
         assert_eq!(step, 2.75);
+    }
+
+    use CallKind::{Blocking, Start, Wait};
+
+    #[test]
+    fn each_call_waits_for_the_last_worker_to_reach_it() {
+        // Two workers, two blocking calls of 0.5 s; each worker is slow before a different call.
+        let calls = [0.5, 0.5];
+        let leads = [vec![1.0, 0.0], vec![0.0, 1.0]];
+        let played = played_step_s(&calls, &[Blocking, Blocking], &leads, &[1.0, 1.0], false).unwrap();
+        assert_eq!(played, 3.0, "1 + 0.5, then 1 + 0.5");
+        let summed = modeled_step_s(&calls, &[worker(1.0, &[0.0, 0.0]), worker(1.0, &[0.0, 0.0])]);
+        assert_eq!(summed, 2.0, "the sum lets the slow stretches cancel");
+        // Balanced workers play out to the sum: compute plus communication, the tail after.
+        let even = [vec![0.5, 0.25], vec![0.5, 0.25]];
+        assert_eq!(played_step_s(&calls, &[Blocking, Blocking], &even, &[1.0, 1.0], false), Some(2.0));
+    }
+
+    #[test]
+    fn a_split_call_runs_under_the_compute_between_its_start_and_its_wait() {
+        let calls = [0.5];
+        // 0.2 s of compute before the start, 0.3 s in flight, 0.1 s after the wait.
+        let leads = [vec![0.2, 0.3]];
+        let kinds = [Start, Wait];
+        assert_eq!(played_step_s(&calls, &kinds, &leads, &[0.6], false), Some(0.2 + 0.5 + 0.1));
+        assert_eq!(played_step_s(&calls, &kinds, &leads, &[0.6], true), Some(0.2 + 0.5 + 0.3 + 0.1));
+        // Compute longer than the call hides it whole.
+        let long = [vec![0.2, 0.9]];
+        assert_eq!(played_step_s(&calls, &kinds, &long, &[1.2], false), Some(1.2));
+    }
+
+    #[test]
+    fn events_that_do_not_line_up_play_nothing() {
+        let one = [vec![0.1]];
+        assert_eq!(played_step_s(&[0.5], &[Wait], &one, &[0.1], false), None, "a wait with nothing in flight");
+        assert_eq!(played_step_s(&[0.5, 0.5], &[Blocking], &one, &[0.1], false), None, "a call without an event");
+        assert_eq!(played_step_s(&[0.5], &[Blocking], &[vec![0.1, 0.2]], &[0.3], false), None);
+        assert_eq!(played_step_s(&[0.5], &[Start], &one, &[0.1], false), None, "a start never waited for");
+    }
+
+    #[test]
+    fn playing_out_is_never_shorter_than_the_sum() {
+        let calls = [0.3, 0.1, 0.4];
+        let kinds = [Blocking, Start, Wait, Blocking];
+        let leads = [vec![0.2, 0.1, 0.3, 0.0], vec![0.05, 0.4, 0.0, 0.2], vec![0.3, 0.0, 0.1, 0.1]];
+        let computes = [0.7, 0.8, 0.6];
+        let overlaps = [[0.0, 0.3, 0.0], [0.0, 0.0, 0.0], [0.0, 0.1, 0.0]];
+        let workers: Vec<WorkerStep> = computes.iter().zip(&overlaps).map(|(&c, o)| worker(c, o)).collect();
+        let played = played_step_s(&calls, &kinds, &leads, &computes, false).unwrap();
+        assert!(played >= modeled_step_s(&calls, &workers) - 1e-12, "{played}");
+        let blocking = played_step_s(&calls, &kinds, &leads, &computes, true).unwrap();
+        assert!(played <= blocking + 1e-12, "{played} {blocking}");
     }
 
     #[test]

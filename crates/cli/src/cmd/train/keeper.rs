@@ -111,12 +111,13 @@ impl Keeper {
     }
 
     /// From now on SIGINT and SIGTERM keep the report so far and exit (see the module notes).
-    /// Without a report to keep, signals keep their default effect.
+    /// Without a report to keep, signals keep their default effect, except on a rank of an MPI
+    /// job (`ranked`), which says why it stops and what it was waiting for.
     #[cfg(unix)]
-    pub fn keep_on_signals(&self) -> anyhow::Result<()> {
+    pub fn keep_on_signals(&self, ranked: bool) -> anyhow::Result<()> {
         use anyhow::Context;
         use signal_hook::consts::{SIGINT, SIGTERM};
-        if self.lock().target.is_none() {
+        if self.lock().target.is_none() && !ranked {
             return Ok(());
         }
         let mut signals =
@@ -150,12 +151,19 @@ fn json(value: &impl Serialize) -> anyhow::Result<String> {
 }
 
 /// Why a run stopped on signal `name`. Under mpirun a SIGTERM usually means the launcher lost a
-/// host, so the reason also says what this rank was waiting for.
+/// host, so the reason also says what this rank was waiting for, or else how far it got.
 fn interrupted(name: &str) -> String {
     let reason = format!("interrupted by {name}");
     #[cfg(feature = "mpi")]
     if let Some(wait) = comm_hierarchy::waiting::describe() {
-        return format!("{reason} ({wait})");
+        return format!(
+            "{reason} ({wait}); the launcher may have lost that host: check it and its link, then resume \
+             from the last checkpoint with --resume"
+        );
+    }
+    #[cfg(feature = "mpi")]
+    if let Some(stage) = comm_hierarchy::waiting::stage() {
+        return format!("{reason} ({stage})");
     }
     reason
 }

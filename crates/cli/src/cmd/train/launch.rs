@@ -13,8 +13,6 @@ use super::device::MPI_BUILD;
 /// Variables holding the world size: Open MPI; MPICH, Intel MPI and Slurm's `srun --mpi=pmi2`
 /// (PMI); MPICH's Hydra (ranks on this node, which also tells a launch apart).
 const SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"];
-/// Variables holding this process's rank in the world, in the same launchers.
-const RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
 
 /// A process started by an MPI launcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +34,7 @@ impl MpiLaunch {
     fn detect(var: impl Fn(&str) -> Option<String>) -> Option<Self> {
         let number = |name: &str| var(name).and_then(|v| v.trim().parse::<usize>().ok());
         let (variable, size) = SIZE_VARIABLES.into_iter().find_map(|name| Some((name, number(name)?)))?;
-        let rank = RANK_VARIABLES.into_iter().find_map(number);
+        let rank = comm_hierarchy::local_rank::WORLD_RANK_VARIABLES.into_iter().find_map(number);
         Some(Self { variable, size, rank })
     }
 
