@@ -8,9 +8,11 @@
 //! and the line is split at `&&`, `;` and `|` into commands. A command is a `halo` command when
 //! its first word (after `KEY=VALUE` assignments, `env` and `/usr/bin/time -v`) is `halo` or a
 //! path ending in `/halo` (`target/release/halo`), or when it starts with `mpirun` and one of its
-//! words is: the words after that one are the arguments. A `[...]` group is optional: the command
-//! is parsed without it and with it. Left out, as templates rather than commands: a command with a
-//! shell expansion (`$M`), an `<angle placeholder>` or an ellipsis (`...`).
+//! words is: the words after that one are the arguments. `cargo xtask bench-ab REV -- ARGS` runs
+//! `halo ARGS`, so its ARGS are checked too, and so are the `halo train` arguments that `halo bench
+//! memory ... -- ARGS` passes on. A `[...]` group is optional: the command is parsed without it and
+//! with it. Left out, as templates rather than commands: a command with a shell expansion (`$M`),
+//! an `<angle placeholder>` or an ellipsis (`...`).
 
 use clap::Parser;
 
@@ -112,10 +114,25 @@ fn halo_arguments(command: &str) -> Option<Vec<String>> {
         at
     } else if first == "mpirun" {
         at + words[at..].iter().position(|w| is_halo(w))?
+    } else if words[at..].starts_with(&["cargo".to_owned(), "xtask".to_owned(), "bench-ab".to_owned()]) {
+        at + words[at..].iter().position(|w| w == "--")?
     } else {
         return None;
     };
     Some(words[halo + 1..].to_vec())
+}
+
+/// The argument lists `args` asks the parser to accept: `args` itself, and for `bench memory ...
+/// -- ARGS` also `train ARGS`, which the bench passes to every run.
+fn parsed_forms(args: Vec<String>) -> Vec<Vec<String>> {
+    let passes_on = args.starts_with(&["bench".to_owned(), "memory".to_owned()]);
+    let train = match args.iter().position(|a| a == "--") {
+        Some(at) if passes_on => {
+            Some(std::iter::once("train".to_owned()).chain(args[at + 1..].iter().cloned()).collect())
+        }
+        _ => None,
+    };
+    std::iter::once(args).chain(train).collect()
 }
 
 /// `command` split into words, with single and double quotes grouping (and removed).
@@ -194,9 +211,11 @@ fn every_halo_command_in_the_docs_parses() {
             }
             for variant in variants(&command) {
                 let Some(args) = halo_arguments(&variant) else { continue };
-                checked += 1;
-                if let Some(error) = parse_error(&args) {
-                    failures.push(format!("{file}:{line}: `{variant}`: {error}"));
+                for args in parsed_forms(args) {
+                    checked += 1;
+                    if let Some(error) = parse_error(&args) {
+                        failures.push(format!("{file}:{line}: `{variant}`: {error}"));
+                    }
                 }
             }
         }
@@ -237,5 +256,18 @@ mod tests {
         assert!(parse_error(&args("train --help")).is_none());
         assert!(is_template("halo train $M") && is_template("halo <halo-base> train") && !is_template("halo train"));
         assert_eq!(variants("halo a [--b c] d"), ["halo a  d", "halo a --b c d"]);
+    }
+
+    #[test]
+    fn arguments_passed_on_to_halo_are_checked_too() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let ab = halo_arguments("cargo xtask bench-ab abc1234 --rounds 3 -- train --epochs 2");
+        assert_eq!(ab, Some(words("train --epochs 2")));
+        let forms = parsed_forms(words("bench memory --dataset d -- --epochs 2 --no-such-flag"));
+        assert_eq!(
+            forms,
+            [words("bench memory --dataset d -- --epochs 2 --no-such-flag"), words("train --epochs 2 --no-such-flag")]
+        );
+        assert!(parse_error(&forms[0]).is_none() && parse_error(&forms[1]).is_some());
     }
 }
