@@ -17,6 +17,9 @@
 //!   letter and one digit, `` `28f92f2` ``). Usually both sit in the paragraph just above the
 //!   table; a section that holds one sitting states them once, above its first table. Tables of
 //!   flags, mappings or rules have neither units nor numbers and are exempt.
+//!
+//! And one over the links: every `docs/....md` path the docs name, and every relative Markdown
+//! link (`[text](path)`, its `#anchor` cut), names a file that exists.
 
 use super::{assert_clean, workspace_root};
 
@@ -224,6 +227,51 @@ fn undated_figure_tables(file: &str, text: &str) -> Vec<String> {
     violations
 }
 
+/// The doc paths `text` names (`docs/X.md`, relative `[text](path)` links), as `(line, path
+/// from the root)`; `file` is the naming doc, which relative links start from.
+fn named_paths(file: &str, text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let folder = std::path::Path::new(file).parent().unwrap_or(std::path::Path::new(""));
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("docs/") {
+            let path: String =
+                rest[at..].chars().take_while(|&c| c.is_ascii_alphanumeric() || "/._-".contains(c)).collect();
+            if path.ends_with(".md") {
+                found.push((i + 1, path.clone()));
+            }
+            rest = &rest[at + path.len().max(1)..];
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let target: String = rest[at + 2..].chars().take_while(|&c| c != ')').collect();
+            let target = target.split('#').next().unwrap_or_default();
+            if !target.is_empty() && !target.contains("://") && !target.starts_with('/') {
+                found.push((i + 1, folder.join(target).display().to_string()));
+            }
+            rest = &rest[at + 2..];
+        }
+    }
+    found
+}
+
+#[test]
+fn doc_links_name_files_that_exist() {
+    let root = workspace_root();
+    let violations: Vec<String> = markdown_files()
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(root.join(f)).expect("readable doc");
+            named_paths(f, &text)
+                .into_iter()
+                .filter(|(_, path)| !root.join(path).exists())
+                .map(|(n, path)| format!("{f}:{n}: names {path}, which does not exist"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_clean("doc links", &violations);
+}
+
 #[test]
 fn docs_name_no_issue_number() {
     let root = workspace_root();
@@ -274,6 +322,14 @@ mod tests {
         // Mostly numbers with no unit in the header is a figure table too.
         let numbers = "| graph | a | b |\n|---|---|---|\n| x | 1 | 2 |\n";
         assert_eq!(undated_figure_tables("c.md", numbers).len(), 1);
+    }
+
+    #[test]
+    fn doc_paths_and_relative_links_are_found() {
+        let text = "See `docs/CUDA.md`, \"GPU runs\", and [the guide](GUIDE.md#build).\n\
+                    A [site](https://example.org) and docs/methods/<name>.md are no files.\n";
+        let found = named_paths("docs/ARCHITECTURE.md", text);
+        assert_eq!(found, [(1, "docs/CUDA.md".to_owned()), (1, "docs/GUIDE.md".to_owned())]);
     }
 
     #[test]
