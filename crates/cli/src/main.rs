@@ -9,6 +9,8 @@ use std::io::IsTerminal;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+#[cfg(test)]
+mod docs_commands;
 
 #[derive(Debug, Parser)]
 #[command(name = "halo", version, about = "Distributed GNN training that cuts the traffic between workers")]
