@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use comm_hierarchy::Communicator;
-use comm_hierarchy::fault::{Fault, Point};
+use comm_hierarchy::fault::Fault;
+use comm_hierarchy::point::Point;
 use gnn_core::{Model, Optim};
 use graph_partition::fs::write_atomic;
 use serde_json::Value;
