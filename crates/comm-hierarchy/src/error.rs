@@ -12,20 +12,20 @@ use crate::topology::TopologyError;
 
 /// Why a communicator call failed. Every variant that concerns another worker names its rank,
 /// and every variant names the phase label of the call that noticed it; those about another
-/// worker also name the point of the run the call is at ([`crate::fault::Point::during`]).
+/// worker also name the point of the run the call is at ([`crate::point::Point::during`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CommError {
     /// Another worker returned an error or panicked; this call gave up instead of waiting.
-    #[error("rank {rank} failed ({reason}); rank {observer} abandoned `{phase}`{}", crate::fault::point_suffix(.phase))]
+    #[error("rank {rank} failed ({reason}); rank {observer} abandoned `{phase}`{}", crate::point::point_suffix(.phase))]
     PeerFailed { rank: usize, reason: String, observer: usize, phase: String },
     /// A peer finished its work without sending what this call waits for: the workers called
     /// different sequences of collectives.
-    #[error("rank {rank} exited before sending what rank {observer} waits for in `{phase}`{}", crate::fault::point_suffix(.phase))]
+    #[error("rank {rank} exited before sending what rank {observer} waits for in `{phase}`{}", crate::point::point_suffix(.phase))]
     PeerExited { rank: usize, observer: usize, phase: String },
     /// Nothing moved for `timeout` while this rank waited for `peer`: the peer is stuck or cut
     /// off, or the workers called different collectives. `host` is the peer's host where the
     /// backend knows it (MPI's processor name), empty otherwise.
-    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer}{} in `{phase}`{}", host_hint(.host), crate::fault::point_suffix(.phase))]
+    #[error("rank {observer} timed out after {timeout:?} waiting for rank {peer}{} in `{phase}`{}", host_hint(.host), crate::point::point_suffix(.phase))]
     Timeout { observer: usize, peer: usize, host: String, phase: String, timeout: Duration },
     /// `HALO_FAULT` made this rank fail here ([`crate::fault`]).
     #[error("rank {rank}: injected fault at point {point}")]

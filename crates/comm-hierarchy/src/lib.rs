@@ -42,6 +42,7 @@ pub mod local_rank;
 pub mod mpi_backend;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+pub mod point;
 pub mod preset;
 pub mod probe;
 pub mod topology;

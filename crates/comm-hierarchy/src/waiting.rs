@@ -65,7 +65,7 @@ fn describe_wait(wait: &Wait, waited: Duration) -> String {
         waited.as_secs_f64(),
         wait.peer,
         wait.phase,
-        crate::fault::point_suffix(&wait.phase)
+        crate::point::point_suffix(&wait.phase)
     )
 }
 

@@ -35,7 +35,7 @@
 
 use ndarray::Array2;
 
-use staging::{BusBytes, RowStore, StoreError};
+use row_store::{BusBytes, RowStore, StoreError};
 
 pub use cache_quant::{Direction, Mode, Pass, StateError, StatsTable, Step, Tag};
 
@@ -44,11 +44,13 @@ pub mod edge_cut;
 mod landing;
 pub mod part_view;
 mod replica_router;
+pub mod row_store;
 pub mod staging;
 pub mod vertex_cut;
 #[cfg(test)]
 pub(crate) use replica_router::testkit;
 pub use replica_router::{CallKind, CommWatch, ExchangeOptions, MessageCap, ReplicaCacheOptions, SetupError};
+pub use row_store::Put;
 
 /// Why an exchange failed; every variant names the call.
 #[derive(Debug, thiserror::Error)]
@@ -90,15 +92,6 @@ pub enum Call {
     Sum,
     /// [`Exchange::max_replicas`].
     Max,
-}
-
-/// How a call's written rows take their new values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Put {
-    /// The rows' values are replaced.
-    Overwrite,
-    /// What arrived is added to the rows' values.
-    Add,
 }
 
 /// The rows of a block one call reads and writes (local ids, ascending). The call reads no

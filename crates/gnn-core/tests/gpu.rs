@@ -8,7 +8,8 @@ use comm_hierarchy::{Communicator, LinkModel, LocalCluster, Topology};
 use gnn_core::dropout::DropoutSite;
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
-use gnn_core::exchange::staging::{RowStore, Stager};
+use gnn_core::exchange::row_store::RowStore;
+use gnn_core::exchange::staging::Stager;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{Exchange, ExchangeOptions, Put};
 use gnn_core::gpu::{

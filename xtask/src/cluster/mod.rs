@@ -10,8 +10,9 @@
 //! removes everything carrying the cluster's names whatever that state says, so it also cleans
 //! up after a crash or Ctrl-C; `up` runs it first. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 //!
-//! One process at a time works on the cluster: each takes the lock [`LOCK`] and keeps it until
-//! it exits (the kernel lets go of it after a crash too), and another is refused, naming it.
+//! One process at a time works on the cluster: each takes the lock [`LOCK`] (a file naming it)
+//! until it exits; another is refused, naming it, while it runs, and takes the lock over once
+//! it is gone, after a crash too.
 
 mod faults;
 mod net;
@@ -35,38 +36,44 @@ pub use table::{TableSpec, table};
 /// Where `up` writes the cluster's state.
 pub const STATE_DIR: &str = "/run/halo-cluster";
 /// The lock file of the process working on the cluster (outside [`STATE_DIR`], which `down`
-/// removes); it holds that process's id.
+/// removes): that process's id.
 pub const LOCK: &str = "/run/halo-cluster.lock";
 
-/// The lock, once this process holds it.
-static HELD: std::sync::Mutex<Option<fs::File>> = std::sync::Mutex::new(None);
+/// Whether this process holds the lock.
+static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Takes the cluster's lock for the rest of this process, or refuses while another process
-/// holds it.
+/// Takes the cluster's lock for the rest of this process, or refuses while another live process
+/// holds it. A lock left by a process that is gone (a crash) is taken over.
 fn hold() -> Result<()> {
-    let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if held.is_some() {
+    use std::sync::atomic::Ordering;
+    if HELD.load(Ordering::SeqCst) {
         return Ok(());
     }
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(LOCK)
-        .with_context(|| format!("opening {LOCK}"))?;
-    if let Err(e) = file.try_lock() {
-        let holder = fs::read_to_string(LOCK).unwrap_or_default();
-        bail!(
-            "cluster: another process (pid {}) is working on the cluster ({e}); wait for it to end, or stop it",
-            holder.trim()
-        );
+    for _ in 0..2 {
+        match fs::OpenOptions::new().write(true).create_new(true).open(LOCK) {
+            Ok(mut file) => {
+                use std::io::Write;
+                write!(file, "{}", std::process::id()).with_context(|| format!("writing {LOCK}"))?;
+                HELD.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let holder = fs::read_to_string(LOCK).unwrap_or_default();
+                if let Some(pid) = live_holder(&holder, |pid| Path::new(&format!("/proc/{pid}")).exists()) {
+                    bail!("cluster: process {pid} is working on the cluster ({LOCK}); wait for it to end, or stop it");
+                }
+                // Its holder is gone: take it over.
+                let _ = fs::remove_file(LOCK);
+            }
+            Err(e) => return Err(e).with_context(|| format!("creating {LOCK}")),
+        }
     }
-    use std::io::Write;
-    file.set_len(0)?;
-    write!(file, "{}", std::process::id())?;
-    *held = Some(file);
-    Ok(())
+    bail!("cluster: {LOCK} keeps coming back; another process is taking the cluster")
+}
+
+/// The process a lock file's `text` names, when `alive` says it still runs.
+fn live_holder(text: &str, alive: impl Fn(u32) -> bool) -> Option<u32> {
+    text.trim().parse().ok().filter(|&pid| alive(pid))
 }
 
 /// A `cargo xtask cluster` subcommand.
@@ -387,6 +394,14 @@ mod tests {
         assert!(args.contains("--mca btl tcp,vader,self"), "{args}");
         assert!(args.contains("--mca btl_tcp_if_include 10.213.57.0/24"), "{args}");
         assert!(args.contains("--mca oob_tcp_if_include 10.213.57.0/24"), "{args}");
+    }
+
+    #[test]
+    fn a_lock_is_held_while_its_process_runs() {
+        assert_eq!(live_holder("4242\n", |pid| pid == 4242), Some(4242));
+        assert_eq!(live_holder("4242", |_| false), None, "a crashed holder's lock is taken over");
+        assert_eq!(live_holder("", |_| true), None, "an empty lock names nobody");
+        assert_eq!(live_holder("x", |_| true), None);
     }
 
     /// The cluster itself: up with 4 hosts, one process per slot reports its own hostname, and

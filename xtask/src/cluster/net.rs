@@ -148,7 +148,8 @@ pub fn create(hosts: usize, rate: &Rate) -> Result<()> {
         // A connection with bytes in flight ignores keepalives and retransmits for about 15
         // minutes by default; 6 retries give up after about 25 s, inside the launcher's deadline.
         let retries = format!("echo {TCP_RETRIES} > /proc/sys/net/ipv4/tcp_retries2");
-        sh("ip", &["netns", "exec", &ns, "sh", "-c", &retries]).with_context(|| format!("setting {ns}'s TCP retries"))?;
+        sh("ip", &["netns", "exec", &ns, "sh", "-c", &retries])
+            .with_context(|| format!("setting {ns}'s TCP retries"))?;
         sh("ip", &["link", "set", &veth, "master", BRIDGE])?;
         sh("ip", &["link", "set", &veth, "up"])?;
         shape(i, rate)?;

@@ -1,14 +1,16 @@
 //! Repository checks, run as tests so that `cargo test --workspace` enforces them: crate layering
-//! ([`layering`]), workspace manifests ([`manifests`]), source hygiene ([`source`]), unused
-//! dependencies ([`unused_deps`]), what a clone on another machine needs ([`portable`]), the
-//! order of the trainer's modules ([`trainer_modules`]), where a method may be named
-//! ([`method_names`]) and what the docs may say ([`docs`]: no issue numbers, every figure
-//! table dated and tied to a commit).
+//! ([`layering`]), no import circle between a crate's files ([`file_cycles`]), workspace
+//! manifests ([`manifests`]), source hygiene ([`source`]), unused dependencies
+//! ([`unused_deps`]), what a clone on another machine needs ([`portable`]), the order of the
+//! trainer's modules ([`trainer_modules`]), where a method may be named ([`method_names`]) and
+//! what the docs may say ([`docs`]: no issue numbers, every figure table dated and tied to a
+//! commit).
 //!
 //! Each check is a function over parsed data returning its violations, so the unit tests can feed
 //! it small bad inputs and prove it fails; one test per check then runs it on the real workspace.
 
 mod docs;
+mod file_cycles;
 mod layering;
 mod manifests;
 mod method_names;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
+use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::{Codec, CodecError};
 use crate::stream::Pass;
 

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
+use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::{extend_le, read_le};
 use super::pack::{pack, packed_len, unpack};
 use super::{Codec, CodecError, CodecStats};

@@ -15,6 +15,7 @@ mod encoding;
 #[cfg(test)]
 mod fuzz;
 mod identity;
+mod kernel;
 pub(crate) mod le;
 mod linear;
 pub mod mask;
@@ -25,8 +26,8 @@ pub mod stochastic;
 
 pub use bank::{CodecBank, CodecFactory};
 pub use bucket::{BUCKET_BITS, BucketCodec};
-pub use encoding::{Encoding, KernelCodec, Measured};
 pub use identity::IdentityCodec;
+pub use kernel::{Encoding, KernelCodec, Measured};
 pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
 pub use skip_repeats::SkipRepeats;
 pub use stats::{CodecStats, StatsKey, StatsTable};

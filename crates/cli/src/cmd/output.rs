@@ -132,6 +132,13 @@ pub fn bytes(b: f64) -> String {
     if unit == 0 { format!("{value:.0} B") } else { format!("{value:.1} {}", UNITS[unit]) }
 }
 
+/// Seconds to three significant figures: epochs of a small graph take a fraction of a
+/// millisecond of modeled communication, those of a large one minutes.
+pub fn seconds(s: f64) -> String {
+    let decimals = if s > 0.0 { (2.0 - s.log10().floor()).clamp(0.0, 9.0) as usize } else { 0 };
+    format!("{s:.decimals$} s")
+}
+
 /// The directory `path` lies in (`.` for a bare file name).
 fn directory_of(path: &Path) -> &Path {
     match path.parent() {
@@ -206,6 +213,16 @@ mod tests {
         assert_eq!(bytes(1023.0), "1023 B");
         assert_eq!(bytes(1536.0), "1.5 KiB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+    }
+
+    #[test]
+    fn seconds_keep_three_significant_figures() {
+        assert_eq!(seconds(0.0), "0 s");
+        assert_eq!(seconds(0.000_312_34), "0.000312 s");
+        assert_eq!(seconds(0.034_78), "0.0348 s");
+        assert_eq!(seconds(2.5), "2.50 s");
+        assert_eq!(seconds(85.04), "85.0 s");
+        assert_eq!(seconds(1234.5), "1234 s");
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl Watch {
 /// `rank R on host H`, as far as the launcher's variables (read through `var`) and the kernel say
 /// before MPI runs.
 fn whoami(var: impl Fn(&str) -> Option<String>) -> String {
-    let rank = WORLD_RANK_VARIABLES.into_iter().find_map(|name| var(name)).map(|r| r.trim().to_owned());
+    let rank = WORLD_RANK_VARIABLES.into_iter().find_map(&var).map(|r| r.trim().to_owned());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned());
     format!(
         "rank {} on host {}",

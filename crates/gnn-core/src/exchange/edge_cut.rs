@@ -8,8 +8,9 @@ use ndarray::Array2;
 
 use cache_quant::{Pass, Route, StateError, StatsTable};
 
-use super::replica_router::{Apply, ExchangeOptions, ReplicaRouter, SetupError};
-use super::staging::{BusBytes, RowStore};
+use super::landing::Apply;
+use super::replica_router::{ExchangeOptions, ReplicaRouter, SetupError};
+use super::row_store::{BusBytes, RowStore};
 use super::{Call, Exchange, ExchangeError, Footprint, Half, Put, Tag};
 use crate::dense::release_rows_from;
 

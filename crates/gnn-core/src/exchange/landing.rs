@@ -7,8 +7,26 @@
 
 use rayon::prelude::*;
 
-use super::replica_router::Apply;
 use crate::dense::MIN_PAR_ROWS;
+
+/// How received rows land in the local block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Apply {
+    Overwrite,
+    Add,
+    Max,
+}
+
+impl Apply {
+    /// Lands the row `src` on `dst`.
+    pub(crate) fn combine(self, dst: &mut [f32], src: &[f32]) {
+        match self {
+            Apply::Overwrite => dst.copy_from_slice(src),
+            Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
+            Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
+        }
+    }
+}
 
 /// Copies rows `rows` of the row-major `data` (`width` columns) into `out[..rows.len() * width]`,
 /// growing `out` if needed (never shrinking it, so alternating widths do not refill it).

@@ -20,26 +20,24 @@
 //! round's. A `CommWatch` is told of every call, split starts and waits included.
 //!
 //! A training call whose codecs are [`cache_quant::KernelCodec`]s can run on a
-//! [`super::staging::RowStore`] instead of a host block (`on_store`: `route_on_store`,
+//! [`super::row_store::RowStore`] instead of a host block (`on_store`: `route_on_store`,
 //! `start_on_store`, `finish_on_store`), its messages through the host or store to store.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use cache_quant::{
-    Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, IdentityCodec, Knob, Mode, Pass, Route, Side,
-    StateError, StatsKey, StatsTable, StreamId,
+    Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, Encoding, IdentityCodec, Knob, Mode, Pass,
+    Route, Side, StateError, StatsKey, StatsTable, StreamId,
 };
 use comm_hierarchy::{Communicator, PendingAllToAll};
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use super::landing::{Landing, gather_rows};
+use super::landing::{Apply, Landing, gather_rows};
 use super::{ExchangeError, Put, Tag};
 
 mod on_store;
-
-use on_store::Messages;
 
 /// Why an exchange could not be set up for a worker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,25 +51,6 @@ pub struct SetupError {
     pub rank: usize,
     /// The communicator's size.
     pub size: usize,
-}
-
-/// How received rows land in the local block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Apply {
-    Overwrite,
-    Add,
-    Max,
-}
-
-impl Apply {
-    /// Lands the row `src` on `dst`.
-    pub(crate) fn combine(self, dst: &mut [f32], src: &[f32]) {
-        match self {
-            Apply::Overwrite => dst.copy_from_slice(src),
-            Apply::Add => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
-            Apply::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
-        }
-    }
 }
 
 /// The local ids a part exchanges with one peer ([`LocalGraph::send`] or [`LocalGraph::recv`]).
@@ -238,6 +217,15 @@ enum Pending<'a> {
     Host(PendingAllToAll<'a>),
     /// Store to store, already posted.
     Kept(Messages),
+}
+
+/// A call's messages between their encoding and their landing.
+enum Messages {
+    /// On the host, one per peer (empty for this rank).
+    Host(Vec<Vec<u8>>),
+    /// In the stores: the bytes sent to each peer, and the rows and encoding of each peer's
+    /// message here (`None` for this rank).
+    Kept { sent: Vec<usize>, receiving: Vec<Option<(usize, Encoding)>> },
 }
 
 /// Routes rows of one worker's local blocks to and from its peers.

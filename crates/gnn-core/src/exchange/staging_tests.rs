@@ -5,7 +5,8 @@ use std::time::Duration;
 use cache_quant::codec::BucketCodec;
 use cache_quant::codec::ecgraph::{ReqEc, ResEc};
 use cache_quant::{
-    BitTable, Codec, CodecFactory, Encoding, Knob, LinearQuant, Pass, QuantProbe, StatsTable, StochasticCodec, Stream,
+    BitTable, Codec, CodecFactory, Encoding, Knob, LinearQuant, Measured, Pass, QuantProbe, StatsTable,
+    StochasticCodec, Stream,
 };
 use comm_hierarchy::Communicator;
 use comm_hierarchy::ledger::{CollectiveRecord, TrafficEntry};
@@ -15,6 +16,7 @@ use ndarray::Array2;
 
 use super::super::edge_cut::EdgeCutExchange;
 use super::super::replica_router::{ExchangeOptions, MessageCap, ReplicaCacheOptions, testkit};
+use super::super::row_store::StoreError;
 use super::super::vertex_cut::VertexCutExchange;
 use super::super::{Direction, Footprint, Step};
 use super::*;

@@ -15,8 +15,9 @@ use cache_quant::state::{put_bytes, put_optional, restore_optional};
 use cache_quant::{IdentityCodec, Pass, Route, StateError, StateReader, StatsTable, Stream};
 
 use super::cached_sync::CachedSync;
-use super::replica_router::{Apply, ExchangeOptions, ReplicaCacheOptions, ReplicaRouter, SetupError};
-use super::staging::{BusBytes, RowStore};
+use super::landing::Apply;
+use super::replica_router::{ExchangeOptions, ReplicaCacheOptions, ReplicaRouter, SetupError};
+use super::row_store::{BusBytes, RowStore};
 use super::{Call, Exchange, ExchangeError, Footprint, Half, Put, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to

@@ -1,10 +1,35 @@
 //! Errors from reading, caching and writing datasets. Every message names the file at fault
 //! and, for content errors, the 1-based line.
 
+use std::io;
 use std::path::PathBuf;
 
-use super::npy::NpyError;
 use crate::csr::CsrError;
+
+/// What is wrong with a NumPy array ([`super::npy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NpyError {
+    #[error("not a .npy array (no \\x93NUMPY magic)")]
+    BadMagic,
+    #[error(".npy format version {0}.{1} is not supported (1.0, 2.0 and 3.0 are)")]
+    Version(u8, u8),
+    #[error("malformed .npy header: {0}")]
+    Header(String),
+    #[error("unsupported dtype `{0}` (supported, little-endian: bool, uint8, int32, int64, float32, float64)")]
+    Dtype(String),
+    #[error("Fortran-order arrays are not supported; save a C-order copy (numpy.ascontiguousarray)")]
+    FortranOrder,
+    #[error("shape {0} holds more elements than this machine can address")]
+    TooLarge(String),
+    #[error("ends after {read} of its {expected} elements (truncated)")]
+    Truncated { read: u64, expected: u64 },
+    #[error("has shape {found}, expected {expected}")]
+    Shape { found: String, expected: String },
+    #[error("has dtype {found}; node ids need an integer dtype")]
+    NotInteger { found: &'static str },
+    #[error("read failed: {0}")]
+    Io(#[from] io::Error),
+}
 
 /// What is wrong with one line of a text file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use ndarray::ArrayView2;
 
-use super::error::{DatasetError, ParseErrorKind};
+use super::error::{DatasetError, NpyError, ParseErrorKind};
 use super::lines::{first_line, line_at, read_all, read_all_after};
-use super::npy::{NpyError, NpyReader, Npz, open_npy, shape_text};
+use super::npy::{NpyReader, Npz, open_npy, shape_text};
 use super::numbers::{parse_class, parse_f32, parse_u64};
 use super::ogb::{Classes, Edges, FloatRows, NodeIds, column_count};
 use super::writer::{GzLines, Parts, prepare, write_parts};

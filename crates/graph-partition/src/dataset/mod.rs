@@ -39,7 +39,7 @@ use ndarray::Array2;
 
 use crate::csr::Csr;
 
-pub use error::{DatasetError, ParseErrorKind};
+pub use error::{DatasetError, NpyError, ParseErrorKind};
 pub use import::{ImportFormat, ImportOptions, ImportReport, SplitOrigin, import};
 pub use summary::{DatasetSummary, DegreeStats};
 

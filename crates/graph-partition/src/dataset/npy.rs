@@ -15,7 +15,7 @@ use zip::ZipArchive;
 use zip::read::ZipFile;
 use zip::write::SimpleFileOptions;
 
-use super::error::DatasetError;
+use super::error::{DatasetError, NpyError};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// Longest header accepted (NumPy itself writes a few hundred bytes at most).
@@ -83,31 +83,6 @@ impl Dtype {
     pub fn is_float(self) -> bool {
         matches!(self, Self::F32 | Self::F64)
     }
-}
-
-/// What is wrong with an array.
-#[derive(Debug, thiserror::Error)]
-pub enum NpyError {
-    #[error("not a .npy array (no \\x93NUMPY magic)")]
-    BadMagic,
-    #[error(".npy format version {0}.{1} is not supported (1.0, 2.0 and 3.0 are)")]
-    Version(u8, u8),
-    #[error("malformed .npy header: {0}")]
-    Header(String),
-    #[error("unsupported dtype `{0}` (supported, little-endian: bool, uint8, int32, int64, float32, float64)")]
-    Dtype(String),
-    #[error("Fortran-order arrays are not supported; save a C-order copy (numpy.ascontiguousarray)")]
-    FortranOrder,
-    #[error("shape {0} holds more elements than this machine can address")]
-    TooLarge(String),
-    #[error("ends after {read} of its {expected} elements (truncated)")]
-    Truncated { read: u64, expected: u64 },
-    #[error("has shape {found}, expected {expected}")]
-    Shape { found: String, expected: String },
-    #[error("has dtype {found}; node ids need an integer dtype")]
-    NotInteger { found: &'static str },
-    #[error("read failed: {0}")]
-    Io(#[from] io::Error),
 }
 
 /// A NumPy shape as Python prints it: `(2708, 1433)`, `(2708,)`.

@@ -27,11 +27,14 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use shard::Moments;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use comm_hierarchy::Communicator;
-use comm_hierarchy::fault::{Fault, Point};
+use comm_hierarchy::fault::Fault;
+use comm_hierarchy::point::Point;
 use gnn_core::{Model, Optim};
 use graph_partition::fs::write_atomic;
 use serde_json::Value;
@@ -41,22 +44,6 @@ use crate::error::CheckpointError;
 use crate::report::{Best, EpochRecord};
 use shard::Shard;
 use store::Manifest;
-
-/// The optimizer's state besides its settings ([`Optim::state`]): Adam's first and second
-/// moments, or SGD's momentum buffer in `m` with `v` empty; and the steps taken.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Moments {
-    pub m: Vec<f32>,
-    pub v: Vec<f32>,
-    pub t: u64,
-}
-
-impl Moments {
-    pub fn of(optimizer: &Optim) -> Self {
-        let (m, v, t) = optimizer.state();
-        Self { m: m.to_vec(), v: v.to_vec(), t }
-    }
-}
 
 /// One worker's state in a checkpoint.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,13 +9,30 @@
 
 use std::path::Path;
 
-use super::Moments;
+use gnn_core::Optim;
+
 use crate::error::CheckpointError;
 
 const MAGIC: &[u8; 8] = b"HALOCKPT";
 /// The format version this build writes and reads (2: the method blob holds the exchange's and
 /// the controller's state, each with its length).
 pub const VERSION: u32 = 2;
+
+/// The optimizer's state besides its settings ([`Optim::state`]): Adam's first and second
+/// moments, or SGD's momentum buffer in `m` with `v` empty; and the steps taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moments {
+    pub m: Vec<f32>,
+    pub v: Vec<f32>,
+    pub t: u64,
+}
+
+impl Moments {
+    pub fn of(optimizer: &Optim) -> Self {
+        let (m, v, t) = optimizer.state();
+        Self { m: m.to_vec(), v: v.to_vec(), t }
+    }
+}
 
 /// What a shard holds.
 #[derive(Debug, Clone, PartialEq)]

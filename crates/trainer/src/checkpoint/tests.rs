@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use comm_hierarchy::fault::{Fault, Kind, Point};
+use comm_hierarchy::fault::{Fault, Kind};
+use comm_hierarchy::point::Point;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
 use graph_partition::{Dataset, SynthConfig};

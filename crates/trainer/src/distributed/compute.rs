@@ -11,14 +11,24 @@ use graph_partition::sample::Fanouts;
 
 use super::param_server::ParamServers;
 use super::setup::WorkerShare;
-use super::worker::PartJob;
 use crate::checkpoint::WorkerState;
+use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::guard;
 use crate::harness::{CommClock, GradSum};
-use crate::method::{GradSync, HaloFeatures, sampled_layers};
+use crate::method::{GradSync, HaloFeatures, Parts, sampled_layers};
 use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
+
+/// What a worker's model needs from the worker: its share, the view of its part it runs on
+/// (every layer's, before the halo feature cache), and the run's parts and configuration.
+pub(crate) struct PartJob<'a, 'c> {
+    pub share: &'a WorkerShare,
+    pub graph: AggGraph,
+    pub parts: &'c Parts,
+    pub config: &'c TrainConfig,
+    pub rank: usize,
+}
 
 /// What a training pass leaves for the update.
 #[derive(Debug, Clone, Copy)]

@@ -17,9 +17,8 @@
 //!
 //! Without the `cuda` feature a device worker is refused ([`TrainError::NoCuda`]).
 
-use super::compute::PartModel;
+use super::compute::{PartJob, PartModel};
 use super::setup::WorkerShare;
-use super::worker::PartJob;
 use crate::error::TrainError;
 use crate::harness::Rank;
 use crate::harness::gpu::{self, Gpu};

@@ -13,15 +13,15 @@ use std::time::Instant;
 use cache_quant::state::put_bytes;
 use cache_quant::{StateError, StateReader, StatsTable};
 use comm_hierarchy::{Communicator, LedgerSnapshot, cost};
+use gnn_core::Model;
 use gnn_core::exchange::edge_cut::EdgeCutExchange;
 use gnn_core::exchange::part_view::agg_graph_of;
 use gnn_core::exchange::vertex_cut::VertexCutExchange;
 use gnn_core::exchange::{CallKind, Exchange, ExchangeOptions, MessageCap};
-use gnn_core::{AggGraph, Model};
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
 
-use super::compute::PartModel;
+use super::compute::{PartJob, PartModel};
 use super::setup::WorkerShare;
 use crate::checkpoint::WorkerState;
 use crate::config::TrainConfig;
@@ -64,16 +64,6 @@ pub(crate) struct Worker<'a> {
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
     layers: usize,
-}
-
-/// What a worker's model needs from the worker: its share, the view of its part it runs on
-/// (every layer's, before the halo feature cache), and the run's parts and configuration.
-pub(crate) struct PartJob<'a, 'c> {
-    pub share: &'a WorkerShare,
-    pub graph: AggGraph,
-    pub parts: &'c Parts,
-    pub config: &'c TrainConfig,
-    pub rank: usize,
 }
 
 /// The most rows any worker exchanges with one peer, by one all-reduce: every worker derives

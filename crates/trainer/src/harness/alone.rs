@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use comm_hierarchy::fault::{Fault, Point};
+use comm_hierarchy::fault::Fault;
+use comm_hierarchy::point::Point;
 use graph_partition::Dataset;
 
 use super::placement::{self, Runner};

@@ -192,7 +192,7 @@ where
 {
     let mut tracked = Tracked { inner: observer, done: 0, publish };
     tracked.publish();
-    work(comm, &mut tracked).map_err(|error| WithCauses { error, stage: stage(tracked.done) })
+    work(comm, &mut tracked).map_err(|error| WithCauses { error: Box::new(error), stage: stage(tracked.done) })
 }
 
 /// How far a worker got: `before any epoch finished`, or `after epoch N`.
@@ -234,7 +234,7 @@ impl EpochObserver for Tracked<'_> {
 /// so the text carries every cause the message does not already quote (an exchange's
 /// "communication failed" and the communicator's reason for it), and how far the worker got.
 struct WithCauses {
-    error: TrainError,
+    error: Box<TrainError>,
     stage: String,
 }
 
@@ -242,7 +242,7 @@ impl std::fmt::Display for WithCauses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut previous = self.error.to_string();
         f.write_str(&previous)?;
-        let mut cause = std::error::Error::source(&self.error);
+        let mut cause = std::error::Error::source(&*self.error);
         while let Some(err) = cause {
             let message = err.to_string();
             if !previous.contains(&message) {

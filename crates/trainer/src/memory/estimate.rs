@@ -16,6 +16,7 @@ use graph_partition::book::{CutKind, LocalGraph};
 use graph_partition::{Dataset, Labels};
 use serde::{Deserialize, Serialize};
 
+use super::format_bytes;
 use crate::config::TrainConfig;
 
 /// One named part of an estimate.
@@ -92,18 +93,6 @@ impl MemoryReport {
             ..Self::single(Estimate::default(), limit)
         }
     }
-}
-
-/// `bytes` in binary units with three significant digits (`1.23 GiB`).
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.2} {}", UNITS[unit]) }
 }
 
 /// What a model's per-vertex buffers depend on.

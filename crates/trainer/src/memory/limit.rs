@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::estimate::format_bytes;
+use super::format_bytes;
 use crate::config::MemoryConfig;
 use crate::error::MemoryError;
 

@@ -10,8 +10,20 @@ pub mod device;
 pub mod estimate;
 pub mod limit;
 
-pub use estimate::{Estimate, MemoryReport, Phases, format_bytes};
+pub use estimate::{Estimate, MemoryReport, Phases};
 pub use limit::Limit;
+
+/// `bytes` in binary units with three significant digits (`1.23 GiB`).
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.2} {}", UNITS[unit]) }
+}
 
 /// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), or `None` where the
 /// platform does not have that clock. Unlike wall time it does not grow while the thread waits

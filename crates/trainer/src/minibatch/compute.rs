@@ -8,7 +8,7 @@ use graph_partition::Labels;
 use graph_partition::sample::StepKey;
 use ndarray::Array2;
 
-use super::trainer::FullGraph;
+use super::full_graph::FullGraph;
 use crate::checkpoint::WorkerState;
 use crate::error::TrainError;
 use crate::guard;

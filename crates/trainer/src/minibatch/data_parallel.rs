@@ -24,9 +24,10 @@ use graph_partition::sample::Share;
 use ndarray::Array2;
 use serde_json::{Value, json};
 
+use super::full_graph::FullGraph;
 use super::on_device;
 use super::stats::{EpochTotals, epoch_json, mean_loss};
-use super::trainer::{BatchTrainer, FullGraph, StepHooks, StepSeeds, shared_steps};
+use super::trainer::{BatchTrainer, StepHooks, StepSeeds, shared_steps};
 use crate::checkpoint::WorkerState;
 use crate::error::{DistError, TrainError};
 use crate::harness::report::device_epoch_over_workers;

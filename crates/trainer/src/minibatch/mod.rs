@@ -25,6 +25,7 @@ pub(crate) mod adgraph;
 pub(crate) mod columns;
 pub(crate) mod compute;
 pub(crate) mod data_parallel;
+mod full_graph;
 mod lr_schedule;
 pub(crate) mod on_device;
 pub mod single;

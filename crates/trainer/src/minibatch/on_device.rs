@@ -137,7 +137,7 @@ mod cuda {
     use crate::guard;
     use crate::harness::GradSum;
     use crate::minibatch::compute::{BatchPass, Inputs};
-    use crate::minibatch::trainer::FullGraph;
+    use crate::minibatch::full_graph::FullGraph;
     use crate::report::{DeviceEpoch, TrainedModel, phase_s};
     use crate::train_loop::EvalStats;
 

@@ -197,7 +197,7 @@ impl super::compute::BatchModel for Ahead {
 
     fn evaluate(
         &mut self,
-        graph: &super::trainer::FullGraph<'_>,
+        graph: &super::full_graph::FullGraph<'_>,
         eval_batch_size: usize,
     ) -> Result<crate::train_loop::EvalStats, crate::TrainError> {
         self.cpu.evaluate(graph, eval_batch_size)

@@ -21,6 +21,7 @@ use graph_partition::sample::{
 use ndarray::Array2;
 
 use super::compute::{BatchModel, BatchPass, Columns, Inputs, OnCpu};
+use super::full_graph::FullGraph;
 use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
 use crate::checkpoint::WorkerState;
@@ -28,7 +29,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::harness::GradSum;
 use crate::method::Sampling;
-use crate::objective::{Hits, Objective};
+use crate::objective::Objective;
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
 
@@ -508,30 +509,4 @@ pub(crate) fn shared_steps(
             StepSeeds { seeds: share.of(batch).to_vec(), global_rows: batch.len() }
         })
         .collect())
-}
-
-/// A whole dataset with its degrees, for evaluation.
-#[derive(Debug)]
-pub(crate) struct FullGraph<'a> {
-    pub(crate) dataset: &'a Dataset,
-    degrees: GraphDegrees,
-}
-
-impl<'a> FullGraph<'a> {
-    pub(crate) fn of(dataset: &'a Dataset) -> Self {
-        Self { dataset, degrees: GraphDegrees::of(&dataset.graph) }
-    }
-
-    /// Accuracies of `model` from layer-wise full-neighbour inference over every vertex.
-    pub(crate) fn evaluate(&self, model: &mut Model, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
-        let dataset = self.dataset;
-        let logits = model.infer_layerwise(&dataset.graph, &self.degrees, &dataset.features, eval_batch_size)?;
-        let objective = Objective::new(&dataset.labels);
-        let acc = |rows: &[u32]| objective.hits(&logits, rows).map(Hits::fraction);
-        Ok(EvalStats {
-            train_acc: acc(&dataset.splits.train)?,
-            val_acc: acc(&dataset.splits.valid)?,
-            test_acc: acc(&dataset.splits.test)?,
-        })
-    }
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
-use super::encoding::{Encoding, KernelCodec, Measured, decode_through, encode_through};
+use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::read_le;
 use super::pack::{pack, packed_len, unpack};
 use super::{Codec, CodecError, CodecFactory, CodecStats};

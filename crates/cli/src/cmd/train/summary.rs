@@ -10,7 +10,7 @@ mod traffic;
 use graph_partition::book::CutKind;
 use trainer::report::Report;
 
-use crate::cmd::output::bytes;
+use crate::cmd::output::{bytes, seconds};
 use traffic::traffic;
 
 /// The summary line of `report`.
@@ -66,13 +66,6 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-/// Seconds to three significant figures: epochs of a small graph take a fraction of a
-/// millisecond of modeled communication, those of a large one minutes.
-fn seconds(s: f64) -> String {
-    let decimals = if s > 0.0 { (2.0 - s.log10().floor()).clamp(0.0, 9.0) as usize } else { 0 };
-    format!("{s:.decimals$} s")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,15 +87,5 @@ mod tests {
         assert_eq!(median([].into_iter()), 0.0);
         assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
         assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
-    }
-
-    #[test]
-    fn seconds_keep_three_significant_figures() {
-        assert_eq!(seconds(0.0), "0 s");
-        assert_eq!(seconds(0.000_312_34), "0.000312 s");
-        assert_eq!(seconds(0.034_78), "0.0348 s");
-        assert_eq!(seconds(2.5), "2.50 s");
-        assert_eq!(seconds(85.04), "85.0 s");
-        assert_eq!(seconds(1234.5), "1234 s");
     }
 }

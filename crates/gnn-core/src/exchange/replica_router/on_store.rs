@@ -23,19 +23,11 @@ use std::time::Instant;
 use cache_quant::{CodecError, Encoding, IdentityCodec, Measured, Route, Side, StreamId};
 
 use super::{
-    Apply, CallKind, ExchangeError, InFlight, Pending, Put, ReplicaRouter, Round, Tag, globals, lists, not_a_kernel,
+    CallKind, ExchangeError, InFlight, Messages, Pending, Put, ReplicaRouter, Round, Tag, globals, lists, not_a_kernel,
     pick, protocol,
 };
-use crate::exchange::staging::{BusBytes, RowStore, StoreError};
-
-/// A call's messages between their encoding and their landing.
-pub(super) enum Messages {
-    /// On the host, one per peer (empty for this rank).
-    Host(Vec<Vec<u8>>),
-    /// In the stores: the bytes sent to each peer, and the rows and encoding of each peer's
-    /// message here (`None` for this rank).
-    Kept { sent: Vec<usize>, receiving: Vec<Option<(usize, Encoding)>> },
-}
+use crate::exchange::landing::Apply;
+use crate::exchange::row_store::{BusBytes, RowStore, StoreError};
 
 impl ReplicaRouter<'_> {
     /// Whether the call of `tag` along `route` in this pass may run on a store: a training pass

@@ -18,7 +18,7 @@ use cudarc::driver::CudaSlice;
 
 use super::{BucketCodes, BucketMessage, Device, DeviceIndex, DeviceWidths, GpuError};
 use crate::exchange::Put;
-use crate::exchange::staging::{RowStore, StoreError};
+use crate::exchange::row_store::{RowStore, StoreError};
 
 /// Width tables a [`RowLists`] keeps at most; the oldest goes first. A worker's streams, both
 /// sides, fit several times over (AdaQP on 8 workers with 3 layers: 84).

@@ -22,8 +22,9 @@ use graph_partition::partition::PartitionConfig;
 use serde_json::{Value, json};
 
 use super::data_parallel::{AllReduce, Worker};
+use super::full_graph::FullGraph;
 use super::on_device;
-use super::trainer::{BatchTrainer, FullGraph, Subgraph};
+use super::trainer::{BatchTrainer, Subgraph};
 use crate::checkpoint::fingerprint_ids;
 use crate::error::{DistError, TrainError};
 use crate::harness::{Cluster, Described, RankData};

@@ -7,9 +7,7 @@
 use serde_json::Value;
 use trainer::report::Report;
 
-use crate::cmd::output::bytes;
-
-use super::seconds;
+use crate::cmd::output::{bytes, seconds};
 
 /// The traffic and modeled-time clauses of `report`'s summary, `None` for a single-process run.
 pub fn traffic(report: &Report) -> Option<String> {
