@@ -19,7 +19,7 @@ struct Wait {
 static CURRENT: Mutex<Option<Wait>> = Mutex::new(None);
 static STAGE: Mutex<String> = Mutex::new(String::new());
 
-/// Records where this process's work stands (`"3 epochs done"`), for [`describe`] to add.
+/// Records where this process's work stands (`"after epoch 3"`), for [`describe`] to add.
 pub fn set_stage(stage: &str) {
     let mut current = STAGE.lock().unwrap_or_else(|e| e.into_inner());
     current.clear();
@@ -82,9 +82,9 @@ mod tests {
             text.starts_with("rank 0 had waited ") && text.contains(" s for rank 2 on host halo-h2 in `fwd/0`"),
             "{text}"
         );
-        set_stage("3 epochs done");
-        assert!(describe().unwrap().ends_with(", 3 epochs done"), "{:?}", describe());
-        assert_eq!(stage().as_deref(), Some("3 epochs done"));
+        set_stage("after epoch 3");
+        assert!(describe().unwrap().ends_with(", after epoch 3"), "{:?}", describe());
+        assert_eq!(stage().as_deref(), Some("after epoch 3"));
         set_stage("");
         assert_eq!(stage(), None);
         drop(guard);
