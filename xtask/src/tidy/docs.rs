@@ -21,30 +21,11 @@
 //! And one over the links: every `docs/....md` path the docs name, and every relative Markdown
 //! link (`[text](path)`, its `#anchor` cut), names a file that exists.
 
-use super::{assert_clean, workspace_root};
+use super::{assert_clean, markdown_files, workspace_root};
 
 /// Header words that make a table a figure table (compared case-insensitively, as whole words).
 const UNIT_WORDS: &str = "s ms us x ratio acc accuracy mib gib gb mb kb speed-up epoch step peak rss wall bytes gb/s \
                           time throughput";
-
-/// Every Markdown file the checks read, relative to the root: `README.md` and `docs/**/*.md`.
-fn markdown_files() -> Vec<String> {
-    let root = workspace_root();
-    let mut files = vec!["README.md".to_owned()];
-    let mut stack = vec![root.join("docs")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())) {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                files.push(path.strip_prefix(&root).expect("under the root").display().to_string());
-            }
-        }
-    }
-    files.sort();
-    files
-}
 
 /// The prose lines of `text` (1-based numbers), code blocks left out and code spans blanked.
 fn prose_lines(text: &str) -> Vec<(usize, String)> {

@@ -29,6 +29,25 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent folder").to_owned()
 }
 
+/// Every Markdown file the checks read, relative to the root: `README.md` and `docs/**/*.md`.
+fn markdown_files() -> Vec<String> {
+    let root = workspace_root();
+    let mut files = vec!["README.md".to_owned()];
+    let mut stack = vec![root.join("docs")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path.strip_prefix(&root).expect("under the root").display().to_string());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Reads and parses a TOML file, panicking with the path on failure (these run only in tests).
 fn read_toml(path: &Path) -> Table {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -5,7 +5,7 @@
 use std::path::{Component, Path};
 use std::process::Command;
 
-use super::{assert_clean, workspace_root};
+use super::{assert_clean, markdown_files, workspace_root};
 
 /// Top-level folders whose absolute paths belong to one machine; `/tmp` is everywhere, and
 /// system tools (`/usr/bin/time`) are fine.
@@ -83,18 +83,8 @@ fn no_tracked_symlink_points_outside_the_repository() {
 #[test]
 fn docs_name_no_absolute_machine_path() {
     let root = workspace_root();
-    let mut docs = vec!["README.md".to_owned(), "datasets/README.md".to_owned()];
-    let mut stack = vec![root.join("docs")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display())) {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                docs.push(path.strip_prefix(&root).expect("under the root").display().to_string());
-            }
-        }
-    }
+    let mut docs = markdown_files();
+    docs.push("datasets/README.md".to_owned());
     let violations: Vec<String> = docs
         .iter()
         .flat_map(|doc| {
