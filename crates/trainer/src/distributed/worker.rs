@@ -235,10 +235,9 @@ impl<'a> Worker<'a> {
             let credited = if seconds.len() == calls { &workers } else { &blocking };
             // Played out event by event where every worker's events line up with the ledger's
             // calls and its compute is host time (a device's compute is timed apart from them).
+            let host = self.compute.device_compute_s().is_none();
             let played = |blocking_calls: bool| {
-                let computes: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
-                let host = self.compute.device_compute_s().is_none();
-                host.then(|| played_step_s(&seconds, &kinds, &leads, &computes, blocking_calls)).flatten()
+                host.then(|| played_step_s(&seconds, &kinds, &leads, &per_worker, blocking_calls)).flatten()
             };
             stats.modeled_epoch_s = Some(played(false).unwrap_or_else(|| modeled_step_s(&seconds, credited)));
             no_overlap_s = Some(played(true).unwrap_or_else(|| modeled_step_s(&seconds, &blocking)));

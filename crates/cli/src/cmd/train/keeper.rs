@@ -155,15 +155,17 @@ fn json(value: &impl Serialize) -> anyhow::Result<String> {
 fn interrupted(name: &str) -> String {
     let reason = format!("interrupted by {name}");
     #[cfg(feature = "mpi")]
-    if let Some(wait) = comm_hierarchy::waiting::describe() {
-        return format!(
-            "{reason} ({wait}); the launcher may have lost that host: check it and its link, then resume \
-             from the last checkpoint with --resume"
-        );
-    }
-    #[cfg(feature = "mpi")]
-    if let Some(stage) = comm_hierarchy::waiting::stage() {
-        return format!("{reason} ({stage})");
+    {
+        use comm_hierarchy::waiting;
+        if let Some(wait) = waiting::describe() {
+            return format!(
+                "{reason} ({wait}); the launcher may have lost that host: check it and its link, then \
+                 resume from the last checkpoint with --resume"
+            );
+        }
+        if let Some(stage) = waiting::stage() {
+            return format!("{reason} ({stage})");
+        }
     }
     reason
 }
