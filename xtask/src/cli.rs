@@ -49,6 +49,7 @@ commands:
                                    vanilla and each full-batch method on H hosts (default 4) at
                                    each rate (default 100mbit,1gbit,none), links measured first:
                                    step, bytes, measured comm share, modeled vs measured
+                                   (default 8 epochs)
   cluster faults [--halo PATH] [--trials N] [--seed S]
                                    fault trials on 4 hosts: a link cut mid-run and at start-up, a
                                    rank killed, a link cut for 5 s; N of each (default 20)
@@ -260,7 +261,7 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
                 dataset: PathBuf::new(),
                 rates: ["100mbit", "1gbit", "none"].map(Rate::parse).into_iter().collect::<Result<_>>()?,
                 hosts: 4,
-                epochs: 4,
+                epochs: 8,
             };
             while let Some(arg) = args.next() {
                 if let Some(value) = flag_value("--halo", &arg, &mut args)? {

@@ -59,6 +59,6 @@ pub use ledger::{CollectiveKind, LedgerMark, LedgerSnapshot, Totals};
 pub use local::{ClusterOptions, LocalCluster, LocalCommunicator};
 pub use local_rank::{LOCAL_RANK_VARIABLES, LocalRankError, launcher_local_rank};
 pub use preset::{Preset, UnknownPreset};
-pub use probe::{LinkFitError, PairFit, measured_links, parse_link_fits, probe_links, read_link_fits};
+pub use probe::{LinkFitError, LinkReport, PairFit, measured_links, parse_link_fits, probe_links};
 pub use topology::{LinkClass, LinkModel, LinkSpec, Topology, TopologyError};
 pub use transport::Transport;

@@ -3,8 +3,15 @@
 //! links, then vanilla (edge- and vertex-cut) and each full-batch method train on the same cut
 //! with `--links` set to that measurement, and one markdown table row per run is printed.
 //!
-//! Columns (medians of the epochs after the first): the step's wall clock and its ratio to
-//! vanilla's on the same cut, bytes sent, the measured communication share (`1 - compute_s /
+//! Each row is the median of the run's steady epochs ([`steady`]): after the first, and for
+//! AdaQP after its first bit-width assignment and without one. AdaQP assigns every
+//! [`ADAQP_PERIOD`] epochs here; a line under each rate gives what an assignment adds to its
+//! epoch, and that cost spread over the default period of 50 epochs.
+//!
+//! Columns: the step's wall clock and its ratio to
+//! vanilla's on the same cut; the CPU floor (the ranks' CPU seconds of the step over this
+//! machine's cores: no schedule of the step on this machine is faster) over vanilla's step;
+//! bytes sent, the measured communication share (`1 - compute_s /
 //! wall_s`: the time the step spent waiting on the wire), the modeled epoch and its ratio to
 //! the measured step, the evaluation's time, and the best validation accuracy.
 
@@ -17,10 +24,17 @@ use serde_json::Value;
 use super::reports::{epochs, read, scratch};
 use super::{Rate, Shape, down, net, run_command, up};
 
+/// Epochs between AdaQP's bit-width assignments in the table: the first comes after epoch 3,
+/// so that a run of 8 epochs has steady epochs at the assigned widths.
+const ADAQP_PERIOD: &str = "3";
+
+/// AdaQP's default assignment period, over which the line under each rate spreads the cost.
+const ADAQP_DEFAULT_PERIOD: f64 = 50.0;
+
 /// The runs of one rate: (label, method, extra flags, the vanilla run it is compared with).
 const RUNS: [(&str, &str, &[&str], &str); 5] = [
     ("vanilla, edge-cut (METIS)", "vanilla", &[], "vanilla, edge-cut (METIS)"),
-    ("adaqp", "adaqp", &[], "vanilla, edge-cut (METIS)"),
+    ("adaqp", "adaqp", &["--assign-period", ADAQP_PERIOD], "vanilla, edge-cut (METIS)"),
     ("ecgraph", "ecgraph", &[], "vanilla, edge-cut (METIS)"),
     ("vanilla, vertex-cut (EBV)", "vanilla", &["--cut", "vertex"], "vanilla, vertex-cut (EBV)"),
     ("cdfgnn", "cdfgnn", &[], "vanilla, vertex-cut (EBV)"),
@@ -52,9 +66,11 @@ pub fn table(spec: &TableSpec) -> Result<()> {
 fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<()> {
     let dir = scratch("table")?;
     println!(
-        "| link | run | step (s) | / vanilla, same cut | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
+        "| link | run | step (s) | / vanilla, same cut | CPU floor / vanilla | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let mut notes = Vec::new();
     for rate in &spec.rates {
         for i in 0..shape.hosts {
             net::shape(i, rate)?;
@@ -96,18 +112,34 @@ fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<
             let base = vanilla.iter().find(|(l, _)| *l == baseline).map_or(f64::NAN, |(_, s)| *s);
             let bytes = median(&r, |e| Some((e["bytes_intra"].as_u64()? + e["bytes_inter"].as_u64()?) as f64));
             let share = median(&r, |e| Some(1.0 - e["compute_s"].as_f64()? / e["wall_s"].as_f64()?));
+            let floor = median(&r, |e| {
+                let cpu = e["method"]["cpu_s_per_worker"].as_array()?;
+                Some(cpu.iter().filter_map(Value::as_f64).sum::<f64>() / cores)
+            });
             let modeled = median(&r, |e| e["modeled_epoch_s"].as_f64());
             let eval = median(&r, |e| e["eval_s"].as_f64());
+            if let Some(cost) = assignment_cost(&r, step) {
+                notes.push(format!(
+                    "{}: an adaqp epoch that assigns bit-widths takes {cost:.3} s more than a steady one (every {} epochs: {:.4} s an epoch)",
+                    rate.label(),
+                    ADAQP_DEFAULT_PERIOD,
+                    cost / ADAQP_DEFAULT_PERIOD
+                ));
+            }
             println!(
-                "| {} | {label} | {step:.3} | {:.2} | {:.1} MiB | {:.0}% | {modeled:.3} | {:.2} | {eval:.3} | {:.4} |",
+                "| {} | {label} | {step:.3} | {:.2} | {:.2} | {:.1} MiB | {:.0}% | {modeled:.3} | {:.2} | {eval:.3} | {:.4} |",
                 rate.label(),
                 step / base,
+                floor / base,
                 bytes / (1 << 20) as f64,
                 100.0 * share,
                 modeled / step,
                 r["final"]["best_val_acc"].as_f64().unwrap_or(f64::NAN),
             );
         }
+    }
+    for note in notes {
+        println!("\n{note}");
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
@@ -119,11 +151,60 @@ fn run(shape: &Shape, command: &[String], what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The median of `field` over the epochs after the first (all of them when there is one).
-fn median(report: &Value, field: impl Fn(&Value) -> Option<f64>) -> f64 {
+/// Whether an epoch record carries a bit-width assignment.
+fn assigns(epoch: &Value) -> bool {
+    !epoch["method"]["controller"]["assignment"].is_null()
+}
+
+/// The epochs a row is the median of: after the first (all of them when there is one), and in a
+/// run that assigns bit-widths, after the first assignment and without one.
+fn steady(report: &Value) -> Vec<Value> {
     let epochs = epochs(report);
-    let skip = usize::from(epochs.len() > 1);
-    let mut values: Vec<f64> = epochs.iter().skip(skip).filter_map(&field).collect();
+    let first = epochs.iter().position(assigns).map_or(usize::from(epochs.len() > 1), |i| i + 1);
+    let kept: Vec<Value> = epochs.iter().skip(first).filter(|e| !assigns(e)).cloned().collect();
+    if kept.is_empty() { epochs } else { kept }
+}
+
+/// How much longer the median epoch that assigns takes than the steady `step`; `None` when no
+/// epoch assigns.
+fn assignment_cost(report: &Value, step: f64) -> Option<f64> {
+    let mut walls: Vec<f64> =
+        epochs(report).iter().filter(|e| assigns(e)).filter_map(|e| e["wall_s"].as_f64()).collect();
+    walls.sort_by(f64::total_cmp);
+    walls.get(walls.len() / 2).map(|wall| wall - step)
+}
+
+/// The median of `field` over the [`steady`] epochs.
+fn median(report: &Value, field: impl Fn(&Value) -> Option<f64>) -> f64 {
+    let mut values: Vec<f64> = steady(report).iter().filter_map(&field).collect();
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rows_are_the_median_of_the_steady_epochs() {
+        let epoch = |wall: f64, assign: bool| {
+            let controller = if assign { json!({"assignment": {"objective": 0.5}}) } else { json!({}) };
+            json!({"wall_s": wall, "method": {"controller": controller}})
+        };
+        // No assignment: every epoch after the first.
+        let plain = json!({"epochs": [epoch(9.0, false), epoch(1.0, false), epoch(3.0, false), epoch(2.0, false)]});
+        assert_eq!(median(&plain, |e| e["wall_s"].as_f64()), 2.0);
+        assert_eq!(assignment_cost(&plain, 2.0), None);
+        // Assignments after epochs 3 and 6: epochs 4, 5, 7 and 8 count.
+        let walls = [9.0, 8.0, 5.0, 1.0, 2.0, 6.0, 3.0, 4.0];
+        let assigned =
+            json!({"epochs": walls.iter().enumerate().map(|(i, &w)| epoch(w, i == 2 || i == 5)).collect::<Vec<_>>()});
+        assert_eq!(median(&assigned, |e| e["wall_s"].as_f64()), 3.0);
+        assert_eq!(assignment_cost(&assigned, 3.0), Some(3.0));
+        // One epoch: itself.
+        let one = json!({"epochs": [epoch(7.0, false)]});
+        assert_eq!(median(&one, |e| e["wall_s"].as_f64()), 7.0);
+    }
 }

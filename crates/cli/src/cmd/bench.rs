@@ -221,6 +221,10 @@ struct AllToAllReport {
     #[serde(flatten)]
     figures: CallFigures,
     measured: Timing,
+    /// The same call modeled on the links the probe fitted (MPI only): the measured time over
+    /// it is the links' loss when every rank sends at once, which `--links` prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    modeled_on_fits_s: Option<f64>,
     /// Bytes moved between distinct workers per second, all workers together (GB/s).
     throughput_gb_s: f64,
 }
@@ -297,6 +301,7 @@ fn measure_with(
 ) -> Result<Option<Report>, CommError> {
     let size = comm.size();
     let a2a_figures = figures_of(comm, target, |t| t.all_to_all())?;
+    let a2a_merged = a2a_figures.as_ref().map(|(_, merged)| merged.clone());
     let a2a_times = time_call(comm, plan.iterations, target, |t| t.all_to_all())?;
     let reduce_figures = figures_of(comm, target, |t| t.all_reduce())?;
     let reduce_times = time_call(comm, plan.iterations, target, |t| t.all_reduce())?;
@@ -306,13 +311,23 @@ fn measure_with(
     } else {
         None
     };
-    let (Some(a2a_figures), Some(a2a_times), Some(reduce_figures), Some(reduce_times)) =
+    let (Some((a2a_figures, _)), Some(a2a_times), Some((reduce_figures, _)), Some(reduce_times)) =
         (a2a_figures, a2a_times, reduce_figures, reduce_times)
     else {
         return Ok(None);
     };
 
     let t = comm.topology();
+    // Fits whose links a topology refuses (a zero bandwidth) give no figure, and `--links`
+    // then prices no loss.
+    let modeled_on_fits_s = match (&link_fits, &a2a_merged) {
+        (Some(fits), Some(merged)) => {
+            let links = comm_hierarchy::measured_links(*t.links(), fits);
+            let fitted = Topology::new(t.hosts(), t.devices_per_host(), links).ok();
+            fitted.map(|fitted| cost::model(&fitted, merged).total_s)
+        }
+        _ => None,
+    };
     let pair_bytes = (size * size.saturating_sub(1) * plan.bytes) as f64;
     let payload_bytes = target.payload_bytes();
     let algbw = payload_bytes as f64 / reduce_times.mean_s / 1e9;
@@ -327,6 +342,7 @@ fn measure_with(
         cost_model: cost::MODEL,
         all_to_all: AllToAllReport {
             figures: a2a_figures,
+            modeled_on_fits_s,
             throughput_gb_s: pair_bytes / a2a_times.mean_s / 1e9,
             measured: a2a_times,
         },
@@ -341,23 +357,25 @@ fn measure_with(
     }))
 }
 
-/// Runs `call` once and returns, on rank 0, the merged ledger figures of that one call.
+/// Runs `call` once and returns, on rank 0, the merged ledger figures of that one call and the
+/// merged ledger itself.
 fn figures_of(
     comm: &dyn Communicator,
     target: &mut dyn Collectives,
     call: impl FnOnce(&mut dyn Collectives) -> Result<(), CommError>,
-) -> Result<Option<CallFigures>, CommError> {
+) -> Result<Option<(CallFigures, LedgerSnapshot)>, CommError> {
     let before = target.ledger();
     call(target)?;
     let delta = target.ledger().delta_since(&before)?;
     Ok(comm.gather_ledger(0, &delta)?.map(|merged| {
         let totals = merged.totals();
-        CallFigures {
+        let figures = CallFigures {
             bytes_intra: totals.bytes_intra,
             bytes_inter: totals.bytes_inter,
             messages: totals.messages(),
             modeled_s: cost::model(comm.topology(), &merged).total_s,
-        }
+        };
+        (figures, merged)
     }))
 }
 
@@ -425,6 +443,13 @@ fn finish(report: &Report, path: Option<&Path>) -> anyhow::Result<()> {
         r.measured.mean_s * 1e3,
         r.algbw_gb_s
     );
+    if let Some(fitted) = a.modeled_on_fits_s {
+        println!(
+            "all-to-all on the fitted links: modeled {:.3} ms; measured / modeled {:.2} (the inter-host links' loss when every rank sends at once; `--links` prices it)",
+            fitted * 1e3,
+            a.measured.mean_s / fitted
+        );
+    }
     if let Some(fits) = &report.link_fits {
         for f in fits {
             println!(

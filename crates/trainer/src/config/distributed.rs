@@ -259,12 +259,12 @@ impl DistributedConfig {
 }
 
 /// The links of a `--links` file: a `halo bench comm` report (`.json`) measured over `base`'s
-/// classes, or a TOML link file.
+/// classes, inter-host bandwidth derated by its all-to-all's sharing loss, or a TOML link file.
 fn read_links(path: &Path, base: LinkModel) -> Result<LinkModel, String> {
     let shown = path.display();
     if path.extension().is_some_and(|e| e == "json") {
-        let fits = comm_hierarchy::read_link_fits(path).map_err(|e| format!("{shown}: {e}"))?;
-        Ok(comm_hierarchy::measured_links(base, &fits))
+        let report = comm_hierarchy::LinkReport::read(path).map_err(|e| format!("{shown}: {e}"))?;
+        Ok(report.links(base))
     } else {
         LinkModel::from_toml_file(path).map_err(|e| e.to_string())
     }
