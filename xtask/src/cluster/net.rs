@@ -82,6 +82,19 @@ pub fn sh(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// How long the rate's worth of bytes `tbf` lets through at once ([`Rate::burst_bytes`]).
+const BURST_WINDOW_S: f64 = 1e-3;
+
+/// Two full Ethernet frames: `tbf` needs at least one frame of tokens to send at all.
+const MIN_BURST_BYTES: u64 = 2 * 1514;
+
+/// The bits per second of a positive number followed by `kbit`, `mbit` or `gbit`.
+fn bits_per_s(text: &str) -> Option<f64> {
+    let (unit, scale) = [("kbit", 1e3), ("mbit", 1e6), ("gbit", 1e9)].into_iter().find(|(u, _)| text.ends_with(u))?;
+    let number = text[..text.len() - unit.len()].parse::<f64>().ok()?;
+    (number.is_finite() && number > 0.0).then_some(number * scale)
+}
+
 /// A link rate `tc` understands (`1gbit`, `100mbit`, `500kbit`), or `None` for unshaped links.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rate(pub Option<String>);
@@ -92,12 +105,18 @@ impl Rate {
         if text == "none" {
             return Ok(Self(None));
         }
-        let unit = ["kbit", "mbit", "gbit"].into_iter().find(|unit| text.ends_with(unit));
-        let number = unit.map(|unit| &text[..text.len() - unit.len()]);
-        match number.map(str::parse::<f64>) {
-            Some(Ok(n)) if n.is_finite() && n > 0.0 => Ok(Self(Some(text.to_owned()))),
-            _ => bail!("--rate `{text}`: expected `none` or a rate such as 100mbit, 1gbit or 500kbit"),
+        match bits_per_s(text) {
+            Some(_) => Ok(Self(Some(text.to_owned()))),
+            None => bail!("--rate `{text}`: expected `none` or a rate such as 100mbit, 1gbit or 500kbit"),
         }
+    }
+
+    /// The bytes `tbf` may send at once above the rate: what the rate moves in
+    /// [`BURST_WINDOW_S`], and never less than two full Ethernet frames. A wire never sends
+    /// above its rate; a larger burst lets a small message through at the veth's own speed.
+    pub fn burst_bytes(&self) -> Option<u64> {
+        let bits_per_s = bits_per_s(self.0.as_deref()?)?;
+        Some(((bits_per_s / 8.0 * BURST_WINDOW_S) as u64).max(MIN_BURST_BYTES))
     }
 
     /// The rate as written, or `none`.
@@ -118,8 +137,9 @@ pub fn shape(i: usize, rate: &Rate) -> Result<()> {
         };
         // Removing a qdisc that is not there fails; that is the state wanted.
         let _ = tc(&["qdisc", "del", "dev", dev, "root"]);
-        if let Some(rate) = &rate.0 {
-            tc(&["qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "100ms"])
+        if let (Some(text), Some(burst)) = (&rate.0, rate.burst_bytes()) {
+            let burst = format!("{burst}b");
+            tc(&["qdisc", "add", "dev", dev, "root", "tbf", "rate", text, "burst", &burst, "latency", "100ms"])
                 .with_context(|| format!("shaping {dev} of host {ns}"))?;
         }
     }
@@ -223,6 +243,11 @@ mod tests {
         assert_eq!(Rate::parse("1gbit").unwrap(), Rate(Some("1gbit".into())));
         assert_eq!(Rate::parse("100mbit").unwrap().label(), "100mbit");
         assert_eq!(Rate::parse("none").unwrap(), Rate(None));
+        // A millisecond of the rate, at least two frames.
+        assert_eq!(Rate::parse("100mbit").unwrap().burst_bytes(), Some(12_500));
+        assert_eq!(Rate::parse("1gbit").unwrap().burst_bytes(), Some(125_000));
+        assert_eq!(Rate::parse("500kbit").unwrap().burst_bytes(), Some(3028));
+        assert_eq!(Rate::parse("none").unwrap().burst_bytes(), None);
         for bad in ["", "fast", "1gb", "-1mbit", "0gbit", "mbit"] {
             let err = Rate::parse(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("--rate `{bad}`")), "{err}");
