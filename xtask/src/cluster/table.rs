@@ -9,8 +9,9 @@
 //! epoch, and that cost spread over the default period of 50 epochs.
 //!
 //! Columns: the step's wall clock and its ratio to
-//! vanilla's on the same cut; the CPU floor (the ranks' CPU seconds of the step over this
-//! machine's cores: no schedule of the step on this machine is faster) over vanilla's step;
+//! vanilla's on the same cut; the CPU floor (the report's `cpu_floor_s`: the CPU seconds the
+//! ranks' processes used in the step over the cores of the machine they share) over vanilla's
+//! step;
 //! bytes sent, the measured communication share (`1 - compute_s /
 //! wall_s`: the time the step spent waiting on the wire), the modeled epoch and its ratio to
 //! the measured step, the evaluation's time, and the best validation accuracy.
@@ -69,7 +70,6 @@ fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<
         "| link | run | step (s) | / vanilla, same cut | CPU floor / vanilla | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let mut notes = Vec::new();
     for rate in &spec.rates {
         for i in 0..shape.hosts {
@@ -112,10 +112,7 @@ fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<
             let base = vanilla.iter().find(|(l, _)| *l == baseline).map_or(f64::NAN, |(_, s)| *s);
             let bytes = median(&r, |e| Some((e["bytes_intra"].as_u64()? + e["bytes_inter"].as_u64()?) as f64));
             let share = median(&r, |e| Some(1.0 - e["compute_s"].as_f64()? / e["wall_s"].as_f64()?));
-            let floor = median(&r, |e| {
-                let cpu = e["method"]["cpu_s_per_worker"].as_array()?;
-                Some(cpu.iter().filter_map(Value::as_f64).sum::<f64>() / cores)
-            });
+            let floor = median(&r, |e| e["method"]["cpu_floor_s"].as_f64());
             let modeled = median(&r, |e| e["modeled_epoch_s"].as_f64());
             let eval = median(&r, |e| e["eval_s"].as_f64());
             if let Some(cost) = assignment_cost(&r, step) {

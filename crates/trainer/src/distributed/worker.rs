@@ -30,7 +30,9 @@ use crate::error::TrainError;
 use crate::harness::CommClock;
 use crate::harness::GradSum;
 use crate::harness::report::device_epoch_over_workers;
-use crate::harness::timeline::{WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls, played_step_s};
+use crate::harness::timeline::{
+    Machines, WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls, played_step_s,
+};
 use crate::method::{ControlCtx, Controller, Parts};
 use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
@@ -45,6 +47,8 @@ const EVAL: &str = "eval";
 const STATS: &str = "stats";
 /// The phase of the collective that agrees on the exchange's [`MessageCap`], before training.
 const MESSAGES: &str = "messages";
+/// The phase of the collective that tells which ranks share a machine, before training.
+const MACHINES: &str = "machines";
 
 /// The most bytes an exact exchange message carries ([`MessageCap`]): calls of Cora's size run
 /// in one round, while at ogbn-products scale a worker holds a few hundred MiB of messages
@@ -64,6 +68,8 @@ pub(crate) struct Worker<'a> {
     /// Loss terms over the whole training set (the mean's denominator).
     global_terms: f64,
     layers: usize,
+    /// Which ranks share a machine's cores (MPI jobs; `None` in one process).
+    machines: Option<Machines>,
 }
 
 /// The most rows any worker exchanges with one peer, by one all-reduce: every worker derives
@@ -74,6 +80,29 @@ fn agreed_pair_rows(comm: &dyn Communicator, clock: &CommClock<'_>, share: &Work
     table[comm.rank()] = mine as f64;
     clock.call(|| comm.all_reduce_sum_f64(MESSAGES, &mut table))?;
     Ok(table.into_iter().fold(0.0, f64::max) as usize)
+}
+
+/// The machines of an MPI job's ranks and their cores, by one all-reduce; `None` for workers
+/// in one process (its CPU is all of theirs) or where a rank cannot tell its machine.
+fn agreed_machines(
+    comm: &dyn Communicator,
+    clock: &CommClock<'_>,
+    config: &TrainConfig,
+) -> Result<Option<Machines>, DistError> {
+    if config.distributed.backend.in_process() {
+        return Ok(None);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut table = vec![0.0f64; 2 * comm.size()];
+    let mine = &mut table[2 * comm.rank()..][..2];
+    (mine[0], mine[1]) = (crate::memory::machine_id().map_or(-1.0, |id| id as f64), cores as f64);
+    clock.call(|| comm.all_reduce_sum_f64(MACHINES, &mut table))?;
+    if table.chunks_exact(2).any(|r| r[0] < 0.0) {
+        return Ok(None);
+    }
+    let ids: Vec<u64> = table.chunks_exact(2).map(|r| r[0] as u64).collect();
+    let cores: Vec<usize> = table.chunks_exact(2).map(|r| r[1] as usize).collect();
+    Ok(Some(Machines::new(&ids, &cores)))
 }
 
 impl<'a> Worker<'a> {
@@ -124,6 +153,7 @@ impl<'a> Worker<'a> {
             codec_totals: StatsTable::default(),
             global_terms,
             layers: config.layers,
+            machines: agreed_machines(comm, clock, config)?,
         })
     }
 
@@ -180,38 +210,44 @@ impl<'a> Worker<'a> {
         &self,
         delta: &LedgerSnapshot,
         compute_s: f64,
-        cpu_s: f64,
+        cpu_s: [f64; 2],
     ) -> Result<(CommStats, Value, f64), DistError> {
         // The step's own calls, before the calls that collect its figures.
         let mut overlaps = self.clock.step_overlaps();
         let events = self.clock.step_events();
         let merged = self.clock.call(|| self.comm.gather_ledger(0, delta))?;
-        // Per worker: compute, CPU time, its count of events, the overlap of each of the
-        // step's calls, and the compute before each event (a call has at most two: its start
-        // and its wait). Every rank makes the same calls, so the rows have one length.
+        // Per worker: compute, the thread's and the process's CPU time, its count of events, the
+        // overlap of each of the step's calls, and the compute before each event (a call has at
+        // most two: its start and its wait). Every rank makes the same calls, so the rows have
+        // one length.
+        const HEAD: usize = 4;
         let calls = delta.collectives().len();
         overlaps.resize(calls, 0.0);
         let slots = 2 * calls;
-        let row = 3 + calls + slots;
+        let row = HEAD + calls + slots;
         let mut table = vec![0.0f64; self.comm.size() * row];
         let mine = &mut table[self.comm.rank() * row..][..row];
-        (mine[0], mine[1]) = (compute_s, cpu_s);
-        mine[2] = if events.len() <= slots { events.len() as f64 } else { f64::NAN };
-        mine[3..3 + calls].copy_from_slice(&overlaps);
-        for (slot, event) in mine[3 + calls..].iter_mut().zip(&events) {
+        (mine[0], mine[1], mine[2]) = (compute_s, cpu_s[0], cpu_s[1]);
+        mine[3] = if events.len() <= slots { events.len() as f64 } else { f64::NAN };
+        mine[HEAD..HEAD + calls].copy_from_slice(&overlaps);
+        for (slot, event) in mine[HEAD + calls..].iter_mut().zip(&events) {
             *slot = event.lead_s;
         }
         self.clock.call(|| self.comm.all_reduce_sum_f64(STATS, &mut table))?;
         let cpu_per_worker: Vec<f64> = table.chunks_exact(row).map(|r| r[1]).collect();
+        let process_cpu_per_worker: Vec<f64> = table.chunks_exact(row).map(|r| r[2]).collect();
+        // Host compute only: a device's compute is not its process's CPU.
+        let host = self.compute.device_compute_s().is_none();
+        let floor = self.machines.as_ref().filter(|_| host).map(|m| m.floor_s(&process_cpu_per_worker));
         let workers: Vec<WorkerStep> = table
             .chunks_exact(row)
-            .map(|r| WorkerStep { compute_s: r[0], overlaps: r[3..3 + calls].to_vec() })
+            .map(|r| WorkerStep { compute_s: r[0], overlaps: r[HEAD..HEAD + calls].to_vec() })
             .collect();
         // Each worker's leads, where its count of events is this rank's (whose kinds they take).
         let leads: Vec<Vec<f64>> = table
             .chunks_exact(row)
-            .filter(|r| r[2] == events.len() as f64)
-            .map(|r| r[3 + calls..][..events.len()].to_vec())
+            .filter(|r| r[3] == events.len() as f64)
+            .map(|r| r[HEAD + calls..][..events.len()].to_vec())
             .collect();
         let kinds: Vec<CallKind> = events.iter().map(|e| e.kind).collect();
         let per_worker: Vec<f64> = workers.iter().map(|w| w.compute_s).collect();
@@ -235,11 +271,11 @@ impl<'a> Worker<'a> {
             let credited = if seconds.len() == calls { &workers } else { &blocking };
             // Played out event by event where every worker's events line up with the ledger's
             // calls and its compute is host time (a device's compute is timed apart from them).
-            let host = self.compute.device_compute_s().is_none();
             let played = |blocking_calls: bool| {
                 host.then(|| played_step_s(&seconds, &kinds, &leads, &per_worker, blocking_calls)).flatten()
             };
-            stats.modeled_epoch_s = Some(played(false).unwrap_or_else(|| modeled_step_s(&seconds, credited)));
+            let step = played(false).unwrap_or_else(|| modeled_step_s(&seconds, credited));
+            stats.modeled_epoch_s = Some(floor.map_or(step, |floor| step.max(floor)));
             no_overlap_s = Some(played(true).unwrap_or_else(|| modeled_step_s(&seconds, &blocking)));
             let split = overlapped_calls(&seconds, credited);
             overlap = json!({
@@ -259,6 +295,8 @@ impl<'a> Worker<'a> {
             "compute_s_sum": per_worker.iter().sum::<f64>(),
             "compute_s_per_worker": per_worker,
             "cpu_s_per_worker": cpu_per_worker,
+            "process_cpu_s_per_worker": process_cpu_per_worker,
+            "cpu_floor_s": floor,
         });
         Ok((stats, method, max))
     }
@@ -293,11 +331,13 @@ impl Strategy for Worker<'_> {
         let mark = self.comm.ledger_mark();
         let waited_before = self.clock.waited();
         let start = Instant::now();
-        let cpu_start = crate::memory::thread_cpu_s();
+        let cpu_start = (crate::memory::thread_cpu_s(), crate::memory::process_cpu_s());
         let loss = self.step(epoch)?;
         let wall_s = start.elapsed().saturating_sub(self.clock.waited() - waited_before).as_secs_f64();
         let compute_s = self.compute.device_compute_s().unwrap_or(wall_s);
-        let cpu_s = crate::memory::thread_cpu_s().zip(cpu_start).map_or(0.0, |(end, start)| end - start);
+        let since = |end: Option<f64>, start: Option<f64>| end.zip(start).map_or(0.0, |(end, start)| end - start);
+        let cpu_s =
+            [since(crate::memory::thread_cpu_s(), cpu_start.0), since(crate::memory::process_cpu_s(), cpu_start.1)];
         let delta = self.comm.ledger_since(mark);
         let (mut comm, mut method, slowest) = self.step_stats(&delta, compute_s, cpu_s)?;
         let codec_stats = self.global_codec_stats()?;

@@ -17,6 +17,10 @@
 //! `max_w t_w + c_k`; a split call's start posts at `max_w t_w` and its wait lets a worker go on
 //! at the later of its own time and that post plus `c_k`. The step ends with the slowest
 //! worker's last compute. It is never shorter than `max_w T_w`.
+//!
+//! Ranks that share a machine share its cores. A step cannot end before each machine has run
+//! the CPU its ranks used in it ([`Machines::floor_s`]): four ranks on two cores wait for a core
+//! as well as for the wire. Under MPI the modeled step is at least that floor.
 
 use gnn_core::exchange::CallKind;
 
@@ -26,6 +30,44 @@ use gnn_core::exchange::CallKind;
 pub(crate) struct WorkerStep {
     pub compute_s: f64,
     pub overlaps: Vec<f64>,
+}
+
+/// Which machine each rank runs on and how many cores each machine has (ranks in network
+/// namespaces of one machine share its cores whatever their host names).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Machines {
+    of_rank: Vec<usize>,
+    cores: Vec<f64>,
+}
+
+impl Machines {
+    /// Groups ranks by machine id (`ids[r]`, equal ids one machine), each machine with the
+    /// cores its ranks report (`cores[r]`, the largest where they differ).
+    pub(crate) fn new(ids: &[u64], cores: &[usize]) -> Self {
+        let mut seen: Vec<u64> = Vec::new();
+        let mut of_rank = Vec::with_capacity(ids.len());
+        let mut machine_cores: Vec<f64> = Vec::new();
+        for (&id, &c) in ids.iter().zip(cores) {
+            let m = seen.iter().position(|&s| s == id).unwrap_or_else(|| {
+                seen.push(id);
+                machine_cores.push(0.0);
+                seen.len() - 1
+            });
+            machine_cores[m] = machine_cores[m].max(c.max(1) as f64);
+            of_rank.push(m);
+        }
+        Self { of_rank, cores: machine_cores }
+    }
+
+    /// The shortest the step can be on these machines: the most CPU seconds any machine's ranks
+    /// used (`cpu_s[r]`, each rank's process) over its cores.
+    pub(crate) fn floor_s(&self, cpu_s: &[f64]) -> f64 {
+        let mut used = vec![0.0f64; self.cores.len()];
+        for (&m, cpu) in self.of_rank.iter().zip(cpu_s) {
+            used[m] += cpu;
+        }
+        used.iter().zip(&self.cores).map(|(u, c)| u / c).fold(0.0, f64::max)
+    }
 }
 
 /// The modeled step: `calls` holds each call's modeled seconds, in call order.
@@ -111,6 +153,20 @@ pub(crate) fn overlap_bound_s(calls: &[f64], workers: &[WorkerStep]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_sharing_a_machine_share_its_cores() {
+        // Four ranks in namespaces of one 2-core machine: 4 x 0.1 s of CPU takes 0.2 s.
+        let one = Machines::new(&[7, 7, 7, 7], &[2, 2, 2, 2]);
+        assert!((one.floor_s(&[0.1, 0.1, 0.1, 0.1]) - 0.2).abs() < 1e-12);
+        // Two machines of 2 cores, two ranks each: the busier machine sets the floor.
+        let two = Machines::new(&[1, 1, 2, 2], &[2, 2, 2, 2]);
+        assert!((two.floor_s(&[0.1, 0.3, 0.1, 0.1]) - 0.2).abs() < 1e-12);
+        // A machine's cores are the most its ranks report; zero counts as one.
+        let odd = Machines::new(&[3, 3], &[0, 4]);
+        assert!((odd.floor_s(&[0.4, 0.4]) - 0.2).abs() < 1e-12);
+        assert_eq!(Machines::new(&[], &[]).floor_s(&[]), 0.0);
+    }
 
     fn worker(compute_s: f64, overlaps: &[f64]) -> WorkerStep {
         WorkerStep { compute_s, overlaps: overlaps.to_vec() }

@@ -32,14 +32,52 @@ pub fn format_bytes(bytes: u64) -> String {
 pub fn thread_cpu_s() -> Option<f64> {
     #[cfg(unix)]
     {
-        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `now` is a valid, writable `timespec` for the duration of the call, and
-        // `clock_gettime` writes nothing else; a clock the platform lacks makes it return -1
-        // without writing.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-        (rc == 0).then_some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+        clock_s(libc::CLOCK_THREAD_CPUTIME_ID)
     }
     #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// CPU seconds every thread of this process has used (`CLOCK_PROCESS_CPUTIME_ID`), or `None`
+/// where the platform does not have that clock. Under MPI, one worker per process, it is the
+/// worker's whole CPU: its compute pool's threads and MPI's included.
+pub fn process_cpu_s() -> Option<f64> {
+    #[cfg(unix)]
+    {
+        clock_s(libc::CLOCK_PROCESS_CPUTIME_ID)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Seconds on `clock`, or `None` where the platform lacks it.
+#[cfg(unix)]
+fn clock_s(clock: libc::clockid_t) -> Option<f64> {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid, writable `timespec` for the duration of the call, and
+    // `clock_gettime` writes nothing else; a clock the platform lacks makes it return -1
+    // without writing.
+    let rc = unsafe { libc::clock_gettime(clock, &mut now) };
+    (rc == 0).then_some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+}
+
+/// This machine's identity: a hash of the kernel's boot id (`/proc/sys/kernel/random/boot_id`),
+/// the same in every network or UTS namespace of one machine and different on another, kept to
+/// 52 bits so that it travels exactly in an `f64`. `None` where the platform does not expose it.
+pub fn machine_id() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        // FNV-1a over the id's text.
+        let hash =
+            text.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        Some(hash & ((1 << 52) - 1))
+    }
+    #[cfg(not(target_os = "linux"))]
     {
         None
     }
@@ -91,6 +129,31 @@ mod tests {
         std::hint::black_box(x);
         assert!(slept < 0.02, "sleeping used {slept} s of CPU");
         assert!(thread_cpu_s().unwrap() - busy_start >= 0.02);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn process_cpu_time_counts_other_threads_work() {
+        let (process, thread) = (process_cpu_s().unwrap(), thread_cpu_s().unwrap());
+        std::thread::spawn(|| {
+            let (start, mut x) = (thread_cpu_s().unwrap(), 1u64);
+            while thread_cpu_s().unwrap() - start < 0.03 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+        })
+        .join()
+        .unwrap();
+        assert!(process_cpu_s().unwrap() - process >= 0.03);
+        assert!(thread_cpu_s().unwrap() - thread < 0.02, "the spawning thread only waited");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_machine_has_one_id_below_2_pow_52() {
+        let id = machine_id().expect("Linux has a boot id");
+        assert_eq!(machine_id(), Some(id));
+        assert!(id < 1 << 52 && (id as f64) as u64 == id);
     }
 
     #[test]
