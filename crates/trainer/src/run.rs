@@ -6,7 +6,7 @@
 //! parts' data plan and batch source, never from the method's name: the whole graph
 //! (`crate::single`, or `crate::minibatch::single`), a cut graph (`crate::distributed`), a
 //! replicated graph or feature columns (`crate::minibatch::data_parallel`), or l-hop parts
-//! (`crate::minibatch::adgraph`). A combination no runner implements is refused naming the method.
+//! (`crate::method::adgraph::runner`). A combination no runner implements is refused naming the method.
 
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
@@ -122,10 +122,10 @@ pub fn run_method(
             minibatch::data_parallel::run(&cluster(Runner::Replicated)?, sampling, observer, &hooks)
         }
         (DataPlan::LHop { hops }, BatchSource::Sampled(sampling)) => {
-            minibatch::adgraph::run(&cluster(Runner::LHop)?, hops, sampling, observer)
+            method::adgraph::runner::run(&cluster(Runner::LHop)?, hops, sampling, observer)
         }
         (DataPlan::Columns(spec), BatchSource::Sampled(sampling)) => {
-            let hooks = minibatch::columns::ColumnFactory::new(spec, config);
+            let hooks = method::featpart::runner::ColumnFactory::new(spec, config);
             minibatch::data_parallel::run(&cluster(Runner::Columns)?, sampling, observer, &hooks)
         }
         (DataPlan::Columns(_), BatchSource::FullBatch | BatchSource::SampledEdges(_)) => Err(TrainError::Parts {

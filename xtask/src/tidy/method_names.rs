@@ -1,7 +1,7 @@
 //! Where a method is named: a `Method::<Variant>` in the code of trainer and cli (test code
-//! exempt) sits only in the registry (`config/method/mod.rs`: the variant, its name, its `Rules`
-//! and its settings table), the lookup (`method/mod.rs`) and the method's own files
-//! (`config/method/<name>.rs`, `method/<name>.rs` or `method/<name>/`). Everything else reads a
+//! exempt) sits only in the registry (`config/method.rs`: the variant, its name, its `Rules`
+//! and its settings table), the lookup (`method/mod.rs`) and the method's own folder
+//! (`method/<name>/`). Everything else reads a
 //! property of the registry, so adding a method edits those two shared files and the method
 //! table of `docs/ARCHITECTURE.md` (its "Adding a method" section).
 
@@ -10,7 +10,7 @@ use super::trainer_modules::{is_ident, production_code, sources};
 use super::workspace_root;
 
 /// The shared files of trainer that may name any method.
-const SHARED: [&str; 2] = ["config/method/mod.rs", "method/mod.rs"];
+const SHARED: [&str; 2] = ["config/method.rs", "method/mod.rs"];
 
 /// `DataParallel` -> `data_parallel`.
 fn snake(variant: &str) -> String {
@@ -48,14 +48,11 @@ fn check(files: &[(&str, Vec<(String, String)>)]) -> Vec<String> {
             for variant in named(&code) {
                 let own = snake(&variant);
                 let allowed = *krate == "trainer"
-                    && (SHARED.contains(&file.as_str())
-                        || *file == format!("config/method/{own}.rs")
-                        || *file == format!("method/{own}.rs")
-                        || file.starts_with(&format!("method/{own}/")));
+                    && (SHARED.contains(&file.as_str()) || file.starts_with(&format!("method/{own}/")));
                 if !allowed {
                     violations.push(format!(
                         "crates/{krate}/src/{file}: names `Method::{variant}` outside the registry \
-                         (trainer's config/method/mod.rs), the lookup (method/mod.rs) and the method's own files; \
+                         (trainer's config/method.rs), the lookup (method/mod.rs) and the method's own files; \
                          read a property of `Method::rules` or `method::lookup` instead"
                     ));
                 }
@@ -80,9 +77,9 @@ fn methods_are_named_only_by_the_registry_the_lookup_and_their_own_files() {
 fn a_method_named_elsewhere_is_a_violation() {
     let file = |path: &str, text: &str| (path.to_string(), text.to_string());
     let trainer = vec![
-        file("config/method/mod.rs", "fn rules() { Method::Ecgraph }"),
-        file("config/method/ecgraph.rs", "const M: Method = Method::Ecgraph;"),
-        file("method/data_parallel.rs", "Method::DataParallel"),
+        file("config/method.rs", "fn rules() { Method::Ecgraph }"),
+        file("method/ecgraph/settings.rs", "const M: Method = Method::Ecgraph;"),
+        file("method/data_parallel/mod.rs", "Method::DataParallel"),
         file("run.rs", "if m == Method::Ecgraph {}\n#[cfg(test)]\nmod tests { fn t() { Method::Single; } }"),
         file("lib.rs", "x == Method::ALL[0]; MyMethod::Foo;"),
     ];

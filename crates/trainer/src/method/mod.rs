@@ -22,11 +22,11 @@
 //! (it gets a [`ControlCtx`]: communicator, `AggGraph`); one that follows the global accuracies
 //! implements `after_eval`.
 
-mod adaqp;
-mod adgraph;
-mod cdfgnn;
+pub(crate) mod adaqp;
+pub(crate) mod adgraph;
+pub(crate) mod cdfgnn;
 mod data_parallel;
-mod ecgraph;
+pub(crate) mod ecgraph;
 pub(crate) mod featpart;
 mod single;
 mod vanilla;

@@ -6,6 +6,7 @@
 
 mod controller;
 mod fit;
+pub(crate) mod settings;
 mod weights;
 
 use std::sync::Arc;

@@ -13,6 +13,7 @@
 //! training.
 
 mod controller;
+pub(crate) mod settings;
 
 use std::sync::Arc;
 

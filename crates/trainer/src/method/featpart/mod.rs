@@ -1,7 +1,7 @@
 //! `featpart`: feature-only partition with the optimal fetch plan (seeds/001).
 //!
 //! Every worker holds the whole structure and a block of about d/K feature columns of every
-//! vertex (`crate::minibatch::columns`, the runner of this data plan); the training vertices of each global batch are split disjointly over
+//! vertex (`runner`, the runner of this data plan); the training vertices of each global batch are split disjointly over
 //! the workers (data-parallel shares). A *fetch iteration* rebuilds the full rows of the
 //! worker's sampled vertices from every worker (eq. 3: ids out, column blocks back); a *local
 //! iteration* computes on its own columns with the others at zero (eq. 4). Gradients are
@@ -17,6 +17,8 @@
 
 pub(crate) mod plan;
 pub(crate) mod readings;
+pub(crate) mod runner;
+pub(crate) mod settings;
 pub(crate) mod target;
 
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};

@@ -26,17 +26,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, MiniBatchConfig, OptimizerKind};
 
-mod adaqp;
-mod adgraph;
-mod cdfgnn;
-mod ecgraph;
-mod featpart;
-
-pub use adaqp::{AdaqpSettings, Beta, Bits};
-pub use adgraph::AdgraphSettings;
-pub use cdfgnn::{CdfgnnSettings, EpsRule, FirstLayerCache, QUANT_BITS};
-pub use ecgraph::{ECGRAPH_BITS, EcgraphSettings};
-pub use featpart::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
+pub use crate::method::adaqp::settings::{AdaqpSettings, Beta, Bits};
+pub use crate::method::adgraph::settings::AdgraphSettings;
+pub use crate::method::cdfgnn::settings::{CdfgnnSettings, EpsRule, FirstLayerCache, QUANT_BITS};
+pub use crate::method::ecgraph::settings::{ECGRAPH_BITS, EcgraphSettings};
+pub use crate::method::featpart::settings::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauError, TauRule};
 
 /// The training methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

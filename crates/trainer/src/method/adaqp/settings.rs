@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use crate::config::ConfigError;
 
 /// How wide the quantized rows are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -21,14 +21,14 @@ use graph_partition::book::CutKind;
 use graph_partition::partition::PartitionConfig;
 use serde_json::{Value, json};
 
-use super::data_parallel::{AllReduce, Worker};
-use super::full_graph::FullGraph;
-use super::on_device;
-use super::trainer::{BatchTrainer, Subgraph};
 use crate::checkpoint::fingerprint_ids;
 use crate::error::{DistError, TrainError};
 use crate::harness::{Cluster, Described, RankData};
 use crate::method::Sampling;
+use crate::minibatch::data_parallel::{AllReduce, Worker};
+use crate::minibatch::full_graph::FullGraph;
+use crate::minibatch::on_device;
+use crate::minibatch::trainer::{BatchTrainer, Subgraph};
 use crate::report::Report;
 use crate::train_loop::EpochObserver;
 

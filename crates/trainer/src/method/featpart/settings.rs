@@ -19,7 +19,7 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::ConfigError;
+use crate::config::ConfigError;
 
 /// Local iterations (own columns only) between two fetch iterations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use crate::config::ConfigError;
 
 /// How the cache threshold eps changes between epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -23,8 +23,6 @@ use serde_json::{Value, json};
 
 use self::shard::ColumnShard;
 use self::trials::{TrialCost, Trials};
-use super::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
-use super::trainer::{BatchTrainer, OwnColumns, StepHooks, StepRows};
 use crate::config::{BiasEstimate, Eq20Step, Tau, TrainConfig};
 use crate::error::{DistError, TrainError};
 use crate::harness::CommClock;
@@ -32,6 +30,8 @@ use crate::method::FetchSpec;
 use crate::method::featpart::plan::{Eq20Inputs, Estimates, FetchPlan, median, put_usize, usize_of};
 use crate::method::featpart::readings::{EffectiveStep, RunningBias};
 use crate::method::featpart::target;
+use crate::minibatch::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
+use crate::minibatch::trainer::{BatchTrainer, OwnColumns, StepHooks, StepRows};
 use crate::report::EpochRecord;
 
 /// Ledger phase of the loss all-reduced at fetch iterations of `tau = auto` (eq. 20 reads it).

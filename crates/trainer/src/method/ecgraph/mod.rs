@@ -5,6 +5,8 @@
 //! halo rows' input features once at setup (the halo feature cache, [`HaloFeatures::Cached`]),
 //! so that layer 0 exchanges nothing.
 
+pub(crate) mod settings;
+
 use std::sync::Arc;
 
 use cache_quant::codec::ecgraph::{Compression, EcGraphCodecs, SelectorTally};

@@ -6,6 +6,9 @@
 //! `[minibatch] lr-scaling` (linear by default for adgraph, as in the paper) scales the learning
 //! rate with the number of workers.
 
+pub(crate) mod runner;
+pub(crate) mod settings;
+
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
 
