@@ -16,7 +16,7 @@ use super::source::code_lines;
 use super::{assert_clean, rust_files, workspace_root};
 
 /// The trainer's top-level modules, bottom to top.
-const ORDER: [&str; 21] = [
+const ORDER: [&str; 22] = [
     "config",      // every setting, TOML loading and validation
     "features",    // feature preprocessing
     "objective",   // losses and accuracy as sums and counts
@@ -30,12 +30,13 @@ const ORDER: [&str; 21] = [
     "train_loop",  // the epoch loop every strategy runs in
     "harness",     // under every runner: cluster, gate, clock, per-rank data, the one report
     "export",      // trained weights as safetensors, and prediction
-    "method",      // the methods: their parts and the registry
+    "method",      // what every method is made of: its parts
     "distributed", // the runner of a cut graph
     "device",      // the whole graph on a CUDA device
     "single",      // the whole graph in one process
     "minibatch",   // the runners of sampled mini-batches
     "methods",     // each method's folder `method/<name>/` but its rules and settings
+    "plan",        // one checked plan per run, and the built-in methods' lookup
     "run",         // `run`, `run_on`, `run_method`: a method's runner chosen
     "experiment",  // grids of variants x seeds over `run`
 ];
@@ -381,7 +382,7 @@ mod tests {
         assert!(v[0].contains("train_loop.rs: `crate::export::TrainedModel` reaches up from `train_loop` (layer 10)"));
         assert!(v[1].contains("checkpoint/store.rs: `crate::train_loop::Best` reaches up"), "{v:#?}");
         assert!(v[2].contains("error/mod.rs: `crate::distributed::DistError` reaches up"));
-        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 17) to `run` (layer 19)"));
+        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 17) to `run` (layer 20)"));
         assert!(v[4].contains("config/memory.rs: `crate::method::HaloFeatures` reaches up from `config`"));
     }
 

@@ -15,9 +15,8 @@
 //!   gradient-sync time, sampled edges per second of sampling, and the label entropy of the
 //!   batches (mean and minimum, bits).
 //!
-//! The runners of the methods' own data plans build on these: adgraph's l-hop parts
-//! ([`crate::method::DataPlan::LHop`]) and featpart's feature columns
-//! ([`crate::method::DataPlan::Columns`]), each under `method/<name>/runner/`.
+//! The methods' own runners ([`crate::method::OwnRunner`]) build on these: adgraph's l-hop
+//! parts and featpart's feature columns, each under `method/<name>/runner/`.
 
 pub(crate) mod compute;
 pub(crate) mod data_parallel;

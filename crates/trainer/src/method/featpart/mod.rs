@@ -17,12 +17,13 @@
 
 pub(crate) mod plan;
 pub(crate) mod readings;
+pub(crate) mod rules;
 pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod target;
 
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
-use crate::config::{BiasEstimate, Eq20Step, Tau, TauRule, TrainConfig};
+use crate::config::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauRule, TrainConfig};
 
 /// How the columns are fetched: the fixed part of `[method.featpart]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,25 +37,32 @@ pub struct FetchSpec {
     pub trials: usize,
 }
 
-pub(super) struct Featpart;
+impl FetchSpec {
+    /// The spec `[method.featpart]` sets.
+    pub(crate) fn of(s: &FeatpartSettings) -> Self {
+        Self {
+            tau: s.tau,
+            tau_max: s.tau_max,
+            tau_rule: s.tau_rule,
+            bias_estimate: s.bias_estimate,
+            eq20_step: s.eq20_step,
+            trials: s.trials,
+        }
+    }
+}
 
-impl MethodDef for Featpart {
+/// The `featpart` method.
+pub(crate) struct Def;
+
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "featpart"
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
         let sampling = Sampling::from_config(config).expect("validated: featpart has a batch size");
-        let s = &config.method.featpart;
         Parts {
-            data: DataPlan::Columns(FetchSpec {
-                tau: s.tau,
-                tau_max: s.tau_max,
-                tau_rule: s.tau_rule,
-                bias_estimate: s.bias_estimate,
-                eq20_step: s.eq20_step,
-                trials: s.trials,
-            }),
+            data: DataPlan::Own(runner::RUNNER),
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,
