@@ -3,7 +3,9 @@
 //!
 //! - [`config`]: every setting of `halo train`, TOML loading and validation, once, into a typed
 //!   value.
-//! - [`method`]: the parts, the [`method::MethodDef`] of every method and the registry.
+//! - [`method`]: the parts every method is made of, and each method's folder.
+//! - [`plan`]: one checked plan per run (the configuration, the method's parts, the runner, the
+//!   backend), and the built-in methods' lookup.
 //! - [`train_loop`]: the epoch loop shared by all methods, generic over a [`train_loop::Strategy`].
 //! - [`single`]: the single-process strategy; [`distributed`]: the runner of every method
 //!   that splits the graph across workers; [`minibatch`]: the runners of sampled mini-batches
@@ -46,6 +48,7 @@ pub mod memory;
 pub mod method;
 pub mod minibatch;
 pub mod objective;
+pub mod plan;
 pub mod report;
 mod run;
 pub mod single;

@@ -15,7 +15,7 @@ use crate::checkpoint::WorkerState;
 use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
 use crate::guard;
-use crate::harness::{Alone, Runner};
+use crate::harness::Alone;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
 use crate::objective::Objective;
@@ -109,11 +109,7 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    let runner = match BatchSource::from_config(config).edge_fanouts() {
-        Some(_) => Runner::SampledEdges,
-        None => Runner::WholeGraph,
-    };
-    let alone = Alone::start(runner, method, config, dataset)?;
+    let alone = Alone::start(method, config, dataset)?;
     if let Device::Cuda(ordinal) = alone.device() {
         return crate::device::train(&alone, config, dataset, ordinal, observer);
     }

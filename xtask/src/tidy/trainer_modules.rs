@@ -3,6 +3,11 @@
 //! root) only modules below it. No import cycle can then form between them. Test code (a
 //! `#[cfg(test)]` item, and the files of a `#[cfg(test)] mod`) is exempt: tests drive a module
 //! through the whole run. `lib.rs` declares the modules and re-exports; it is the top.
+//!
+//! A method's folder (`method/<name>/`) is a vertical slice ([`slice`]): its `rules.rs` and
+//! `settings.rs` are part of `config` (the configuration holds every method's rules and
+//! settings), and the rest (its parts, controllers and own runner) is the `methods` layer above
+//! the shared runners. `method/mod.rs`, what every method is made of, is the `method` layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -11,7 +16,7 @@ use super::source::code_lines;
 use super::{assert_clean, rust_files, workspace_root};
 
 /// The trainer's top-level modules, bottom to top.
-const ORDER: [&str; 20] = [
+const ORDER: [&str; 22] = [
     "config",      // every setting, TOML loading and validation
     "features",    // feature preprocessing
     "objective",   // losses and accuracy as sums and counts
@@ -25,11 +30,13 @@ const ORDER: [&str; 20] = [
     "train_loop",  // the epoch loop every strategy runs in
     "harness",     // under every runner: cluster, gate, clock, per-rank data, the one report
     "export",      // trained weights as safetensors, and prediction
-    "method",      // the methods: their parts and the registry
+    "method",      // what every method is made of: its parts
     "distributed", // the runner of a cut graph
     "device",      // the whole graph on a CUDA device
     "single",      // the whole graph in one process
     "minibatch",   // the runners of sampled mini-batches
+    "methods",     // each method's folder `method/<name>/` but its rules and settings
+    "plan",        // one checked plan per run, and the built-in methods' lookup
     "run",         // `run`, `run_on`, `run_method`: a method's runner chosen
     "experiment",  // grids of variants x seeds over `run`
 ];
@@ -175,7 +182,8 @@ fn root_paths(code: &str, depth: usize) -> Vec<(String, String)> {
             }
             i = start + 1 + end;
         } else {
-            let path: String = after.chars().take_while(|&c| is_ident(c) || c == ':').collect();
+            // A macro's metavariable (`$folder`) is a segment too: its path lands in a slice.
+            let path: String = after.chars().take_while(|&c| is_ident(c) || c == ':' || c == '$').collect();
             let path = path.trim_end_matches(':').to_owned();
             let name: String = path.chars().take_while(|&c| is_ident(c)).collect();
             if !name.is_empty() {
@@ -187,12 +195,34 @@ fn root_paths(code: &str, depth: usize) -> Vec<(String, String)> {
     found
 }
 
-/// The module a file belongs to and its depth below the crate root: `a.rs` and `a/mod.rs` are
-/// `a` at depth 1, `a/b.rs` is `a` at depth 2.
-fn owner(file: &str) -> (String, usize) {
-    let parts: Vec<&str> = file.split('/').collect();
-    let depth = if parts.last() == Some(&"mod.rs") { parts.len() - 1 } else { parts.len() };
-    (parts[0].trim_end_matches(".rs").to_owned(), depth)
+/// The layer that the module path `segments` (below the crate root) lands in where it is in a
+/// method's folder (one of `folders`, or a macro's metavariable such as `$folder`): its rules and
+/// settings are `config`'s, the rest is `methods`.
+fn slice(segments: &[&str], folders: &BTreeSet<String>) -> Option<&'static str> {
+    match segments {
+        ["method", folder, rest @ ..] if folder.starts_with('$') || folders.contains(*folder) => match rest {
+            ["rules" | "settings", ..] => Some("config"),
+            _ => Some("methods"),
+        },
+        _ => None,
+    }
+}
+
+/// The method folders among `files`: the folders under `method/`.
+fn method_folders(files: &[(String, String)]) -> BTreeSet<String> {
+    files
+        .iter()
+        .filter_map(|(f, _)| f.strip_prefix("method/")?.split_once('/').map(|(folder, _)| folder.to_owned()))
+        .collect()
+}
+
+/// The module a file belongs to (its top-level module, or its method slice's layer) and its depth
+/// below the crate root: `a.rs` and `a/mod.rs` are `a` at depth 1, `a/b.rs` is `a` at depth 2.
+fn owner(file: &str, folders: &BTreeSet<String>) -> (String, usize) {
+    let parts: Vec<&str> = file.split('/').map(|p| p.trim_end_matches(".rs")).collect();
+    let depth = if parts.last() == Some(&"mod") { parts.len() - 1 } else { parts.len() };
+    let module = slice(&parts, folders).unwrap_or(parts[0]);
+    (module.to_owned(), depth)
 }
 
 /// Violations among `files` (path under `src/` with `/` separators, text): a top-level module
@@ -202,19 +232,25 @@ fn owner(file: &str) -> (String, usize) {
 fn check_order(files: &[(String, String)], allowed: &[(&str, &str)]) -> Vec<String> {
     let lib = files.iter().find(|(f, _)| f == "lib.rs").map_or("", |(_, s)| s.as_str());
     let names = reexports(lib);
+    let folders = method_folders(files);
     let mut violations = Vec::new();
     let mut used = BTreeSet::new();
     for (file, code) in production_code(files) {
         if file == "lib.rs" {
             continue;
         }
-        let (own, depth) = owner(file);
+        let (own, depth) = owner(file, &folders);
         let Some(own_layer) = layer(&own) else {
             violations.push(format!("{file}: module `{own}` is not in ORDER in xtask/src/tidy/trainer_modules.rs"));
             continue;
         };
         for (name, path) in root_paths(&code, depth) {
-            let target = if layer(&name).is_some() { Some(name.clone()) } else { names.get(&name).cloned() };
+            let segments: Vec<&str> = path.trim_start_matches("crate::").split("::").map(str::trim).collect();
+            let target = match slice(&segments, &folders) {
+                Some(module) => Some(module.to_owned()),
+                None if layer(&name).is_some() => Some(name.clone()),
+                None => names.get(&name).cloned(),
+            };
             let Some(target) = target else {
                 violations.push(format!("{file}: `{path}` names neither a module in ORDER nor a re-export of lib.rs"));
                 continue;
@@ -307,6 +343,29 @@ mod tests {
         assert_eq!(v, Vec::<String>::new());
     }
 
+    /// A method's settings are `config`'s and may be read by it; the rest of its folder stands on
+    /// the shared runners; its settings reach up to neither.
+    #[test]
+    fn a_method_folder_is_a_vertical_slice() {
+        let v = check_order(
+            &files(&[
+                ("config/method.rs", "pub use crate::method::adaqp::settings::AdaqpSettings;\n"),
+                ("method/adaqp/settings.rs", "use crate::config::ConfigError;\n"),
+                ("method/featpart/runner/mod.rs", "use crate::minibatch::trainer::T;\nuse crate::method::Parts;\n"),
+                ("run.rs", "fn f() { crate::method::featpart::runner::run(); }\n"),
+                ("method/featpart/mod.rs", "use crate::method::featpart::runner::ColumnFactory;\n"),
+                ("method/ecgraph/settings.rs", "use crate::method::Parts;\n"),
+                ("method/mod.rs", "pub use crate::method::featpart::FetchSpec;\n"),
+                ("distributed/mod.rs", "use crate::method::Parts;\nuse crate::method::adaqp::Controller;\n"),
+            ]),
+            &[],
+        );
+        assert_eq!(v.len(), 3, "{v:#?}");
+        assert!(v[0].contains("method/ecgraph/settings.rs: `crate::method::Parts` reaches up from `config`"));
+        assert!(v[1].contains("method/mod.rs: `crate::method::featpart::FetchSpec` reaches up from `method`"));
+        assert!(v[2].contains("distributed/mod.rs: `crate::method::adaqp::Controller` reaches up"), "{v:#?}");
+    }
+
     #[test]
     fn an_upward_import_fails_in_every_spelling() {
         let v = check_order(
@@ -323,7 +382,7 @@ mod tests {
         assert!(v[0].contains("train_loop.rs: `crate::export::TrainedModel` reaches up from `train_loop` (layer 10)"));
         assert!(v[1].contains("checkpoint/store.rs: `crate::train_loop::Best` reaches up"), "{v:#?}");
         assert!(v[2].contains("error/mod.rs: `crate::distributed::DistError` reaches up"));
-        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 17) to `run` (layer 18)"));
+        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 17) to `run` (layer 20)"));
         assert!(v[4].contains("config/memory.rs: `crate::method::HaloFeatures` reaches up from `config`"));
     }
 
@@ -343,9 +402,9 @@ mod tests {
 
     #[test]
     fn allowed_entries_pass_and_stale_ones_fail() {
-        let list = [("method/featpart/mod.rs", "use crate::minibatch::trainer::BatchTrainer;\n")];
-        assert_eq!(check_order(&files(&list), &[("method/featpart/mod.rs", "minibatch")]), Vec::<String>::new());
-        let v = check_order(&files(&list), &[("method/featpart/mod.rs", "minibatch"), ("single.rs", "device")]);
+        let list = [("method/mod.rs", "use crate::minibatch::trainer::BatchTrainer;\n")];
+        assert_eq!(check_order(&files(&list), &[("method/mod.rs", "minibatch")]), Vec::<String>::new());
+        let v = check_order(&files(&list), &[("method/mod.rs", "minibatch"), ("single.rs", "device")]);
         assert_eq!(v, ["ALLOWED entry (single.rs, device) matches no import any more: remove it"]);
     }
 

@@ -65,7 +65,7 @@ pub fn differing_settings(reports: &[LoadedReport]) -> Vec<(String, Vec<String>)
         .iter()
         .map(|r| {
             let config = serde_json::from_value::<trainer::TrainConfig>(r.json["config"].clone());
-            config.is_ok_and(|c| trainer::method::in_one_process(&c))
+            config.is_ok_and(|c| trainer::plan::in_one_process(&c))
         })
         .collect();
     let flat: Vec<std::collections::BTreeMap<String, String>> = reports

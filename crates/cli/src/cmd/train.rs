@@ -147,14 +147,14 @@ impl Args {
     /// `--cut` (given as `cut`) other than its own, a partitioner or book its data plan does not
     /// read. A method in one process is refused every distributed flag at once ([`checked`]).
     fn refuse_unread_partition_flags(&self, config: &TrainConfig, cut: CutKind) -> anyhow::Result<()> {
-        if trainer::method::in_one_process(config) {
+        if trainer::plan::in_one_process(config) {
             return Ok(());
         }
         let method = config.method.name;
         if let Some(why) = method.ignores_cut(cut).filter(|_| self.gave("cut")) {
             bail!("--cut {cut}: --method {why}, so the flag would be ignored");
         }
-        let read = trainer::method::partition_keys(config);
+        let read = trainer::plan::partition_keys(config);
         match ["partitioner", "partition-book"].into_iter().find(|k| self.gave(k) && !read.contains(k)) {
             Some(key) => bail!("--{key}: --method {} does not read it, so the flag would be ignored", method.as_str()),
             None => Ok(()),
@@ -253,7 +253,7 @@ fn checked(args: &Args) -> anyhow::Result<(TrainConfig, Option<(PathBuf, String)
     let launch = MpiLaunch::from_env();
     let config = args.resolve_under(launch.as_ref())?;
     device::check_build(&config, device::Built::THIS)?;
-    if trainer::method::in_one_process(&config) {
+    if trainer::plan::in_one_process(&config) {
         let ignored: Vec<String> = args
             .given
             .iter()
@@ -554,7 +554,7 @@ mod tests {
                     }
                     CutRule::None => {
                         let err = checked(&args).unwrap_err().to_string();
-                        let want = if trainer::method::in_one_process(
+                        let want = if trainer::plan::in_one_process(
                             &parse(&[&["--method", name][..], batch].concat()).resolve().unwrap(),
                         ) {
                             format!("--cut has no effect with --method {name}")
@@ -576,7 +576,7 @@ mod tests {
         ] {
             let batch = if method == "adgraph" || method == "featpart" { &["--batch-size", "16"][..] } else { &[] };
             let c = parse(&[&["--method", method][..], batch].concat()).resolve().unwrap();
-            assert_eq!(trainer::method::partition_keys(&c), read, "{method}");
+            assert_eq!(trainer::plan::partition_keys(&c), read, "{method}");
         }
         let err = parse(&["--method", "adaqp", "--cut", "vertex"]).resolve().unwrap_err().to_string();
         assert!(err.contains("--method adaqp trains on an edge-cut"), "{err}");
@@ -598,9 +598,9 @@ mod tests {
             for (key, value) in [("partitioner", partitioner), ("partition-book", "book")] {
                 let flag = format!("--{key}");
                 let argv = [&["--method", name, &flag, value][..], batch].concat();
-                let reads = trainer::method::partition_keys(&config).contains(&key);
+                let reads = trainer::plan::partition_keys(&config).contains(&key);
                 match parse(&argv).resolve() {
-                    Ok(_) => assert!(reads || trainer::method::in_one_process(&config), "{argv:?} is accepted"),
+                    Ok(_) => assert!(reads || trainer::plan::in_one_process(&config), "{argv:?} is accepted"),
                     Err(err) => {
                         let want = format!("{flag}: --method {name} does not read it");
                         assert!(!reads && err.to_string().starts_with(&want), "{argv:?}: {err}");

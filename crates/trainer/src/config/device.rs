@@ -1,11 +1,11 @@
 //! `device`: where a run computes, `cpu` or `cuda[:N]` (GPU N, default 0).
 //!
-//! A GPU needs a method whose `Rules` allow CUDA (today every one: `single`, the full-batch
-//! methods on the cut-graph runner's workers, the mini-batch methods on theirs), and full batches on
-//! every edge or sampled mini-batches (not in-edges sampled without a batch size). Every model
-//! trains on every cut, as on the CPU. `backend = "nccl"` (the gradients summed by NCCL on the
-//! workers' GPUs) needs a GPU, a method whose workers' sync is the gradient all-reduce alone
-//! (not `single` nor featpart), and the all-reduce rather than parameter servers.
+//! A GPU trains every method: `single`, the full-batch methods on the cut-graph runner's
+//! workers, the mini-batch methods on theirs. It needs full batches on every edge or sampled
+//! mini-batches (not in-edges sampled without a batch size). Every model trains on every cut,
+//! as on the CPU. `backend = "nccl"` (the gradients summed by NCCL on the workers' GPUs) needs a
+//! GPU, a method whose workers' sync is the gradient all-reduce alone ([`super::Rules::nccl`]: not
+//! `single` nor featpart), and the all-reduce rather than parameter servers.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -63,8 +63,8 @@ impl<'de> Deserialize<'de> for Device {
 }
 
 impl Device {
-    /// A GPU trains the methods whose `Rules` allow CUDA (see the module docs). The error names
-    /// the key at fault.
+    /// Refuses what a GPU or NCCL cannot train (see the module docs); the error names the key at
+    /// fault.
     pub(super) fn validate(self, config: &TrainConfig) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
         let (method, minibatch) = (config.method.name, &config.minibatch);
@@ -81,14 +81,6 @@ impl Device {
                 ),
             ),
             Device::Cpu => Ok(()),
-            Device::Cuda(_) if !method.rules().cuda => invalid(
-                "device",
-                format!(
-                    "{self} trains the methods {} only for now; method {} needs --device cpu",
-                    cuda_methods(),
-                    method.as_str()
-                ),
-            ),
             Device::Cuda(_) if minibatch.batch_size.is_none() && minibatch.fanouts.is_some() => invalid(
                 "device",
                 format!(
@@ -96,13 +88,13 @@ impl Device {
                      batch size (fanouts) need --device cpu"
                 ),
             ),
-            Device::Cuda(_) if nccl && !sums_on_gpus(method) => invalid(
+            Device::Cuda(_) if nccl && !method.rules().nccl => invalid(
                 "backend",
                 format!(
                     "{} sums the workers' gradients on their GPUs (methods {}); method {} needs {host_sum} \
                      (single trains one process; featpart's workers sum more than the gradients on the host)",
                     backend.as_str(),
-                    nccl_methods(),
+                    Method::names_where(|rules| rules.nccl, ", "),
                     method.as_str()
                 ),
             ),
@@ -117,24 +109,6 @@ impl Device {
             Device::Cuda(_) => Ok(()),
         }
     }
-}
-
-/// Whether `method`'s GPU workers can sum their gradients by NCCL ([`super::Rules::nccl`]).
-fn sums_on_gpus(method: Method) -> bool {
-    let rules = method.rules();
-    rules.cuda && rules.nccl
-}
-
-/// The methods [`sums_on_gpus`] holds for, by name.
-fn nccl_methods() -> String {
-    let names: Vec<&str> = Method::ALL.iter().filter(|m| sums_on_gpus(**m)).map(|m| m.as_str()).collect();
-    names.join(", ")
-}
-
-/// The methods whose rules allow CUDA, by name.
-fn cuda_methods() -> String {
-    let names: Vec<&str> = Method::ALL.iter().filter(|m| m.rules().cuda).map(|m| m.as_str()).collect();
-    names.join(", ")
 }
 
 #[cfg(test)]

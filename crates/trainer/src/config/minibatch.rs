@@ -14,7 +14,7 @@ use gnn_core::GcnNorm;
 use graph_partition::sample::Fanouts;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, LrScaling};
+use super::ConfigError;
 
 /// Settings of mini-batch training (unused without `batch_size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,6 +123,37 @@ mod fanouts_text {
         match Option::<String>::deserialize(deserializer)? {
             Some(text) => text.parse().map(Some).map_err(de::Error::custom),
             None => Ok(None),
+        }
+    }
+}
+
+/// How the learning rate follows the global batch of data-parallel training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum LrScaling {
+    /// `lr` as given, whatever the number of workers.
+    #[default]
+    None,
+    /// `lr` times the number of workers (Goyal et al.'s linear scaling rule: K workers take a
+    /// K times larger global batch).
+    Linear,
+}
+
+impl LrScaling {
+    /// The name in TOML and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LrScaling::None => "none",
+            LrScaling::Linear => "linear",
+        }
+    }
+
+    /// The factor applied to `lr` with `workers` data-parallel workers.
+    pub fn factor(self, workers: usize) -> f32 {
+        match self {
+            LrScaling::None => 1.0,
+            LrScaling::Linear => workers as f32,
         }
     }
 }

@@ -8,7 +8,7 @@
 //! `halo train` flag (the sections derive `clap::Args`); its doc comment is the help, and its
 //! `Default` the default the help shows. `keys.rs` reads keys, sections, owners and defaults off the
 //! serialized defaults, [`heading`] names the help sections, and no key sits in two sections. A
-//! method's settings are one `[method.<name>]` table each (`method.rs`).
+//! method's settings are one `[method.<name>]` table each, in its folder (`method.rs` lists them).
 
 mod device;
 mod distributed;
@@ -20,6 +20,7 @@ mod memory;
 mod method;
 mod minibatch;
 mod reliability;
+mod rules;
 
 use std::path::{Path, PathBuf};
 
@@ -31,10 +32,11 @@ pub use device::{Device, UnknownDevice};
 pub use distributed::{Backend, DistributedConfig, ParamSync, UnknownBackend};
 pub use keys::{default_text, is_distributed, owners, sections_of};
 pub use memory::{MemoryConfig, parse_size};
-// The registry and every method's settings: adding a method edits `method/`, not this file.
+// The registry and every method's settings: adding a method edits its registry line, not this file.
 pub use method::*;
-pub use minibatch::MiniBatchConfig;
+pub use minibatch::{LrScaling, MiniBatchConfig};
 pub use reliability::ReliabilityConfig;
+pub use rules::{BatchMode, CutRule, LrDefaults, MethodSettings, Rules};
 
 /// How input features are normalised before training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -273,9 +275,8 @@ impl TrainConfig {
         if let Some(cut) = config.method.name.cut().filter(|&cut| cut != config.distributed.cut)
             && key_line(text, "cut").is_some()
         {
-            let method = config.method.name.as_str();
-            let a_cut = cut.with_article();
-            return Err(at("cut", format!("{method} trains on {a_cut}; drop the key or set it to \"{cut}\"")));
+            let why = config.method.name.ignores_cut(config.distributed.cut).unwrap_or_default();
+            return Err(at("cut", format!("{why}; drop the key or set it to \"{cut}\"")));
         }
         let config = config.with_method_cut();
         config.validate().map_err(|err| match err {
@@ -350,17 +351,9 @@ impl TrainConfig {
             return invalid("dataset", "must not be empty".to_string());
         }
         self.distributed.validate(self.cut())?;
-        if self.method.adaqp.time_fit.is_some() && self.distributed.backend.in_process() {
-            return invalid(
-                "time-fit",
-                "needs backend mpi or mpi-nccl (a fit measured on the in-memory backend means nothing; the local backend's \
-                 time model comes from the topology)"
-                    .to_string(),
-            );
-        }
         self.reliability.validate()?;
         self.minibatch.validate(self.layers)?;
-        self.method.validate(&self.minibatch)?;
+        self.method.validate(self)?;
         self.device.validate(self)
     }
 }

@@ -38,9 +38,6 @@ pub enum TrainError {
     /// moves it there once, from the host).
     #[error("device: the model already lives on the device; it is moved there once, from the host")]
     NoHostModel,
-    /// The runner a method needs has no worker on the device the configuration asks for yet.
-    #[error("device: the {runner} runner has no worker on {device} yet; train it with --device cpu")]
-    NoDeviceWorker { runner: &'static str, device: Device },
     /// A device run on a machine whose driver lists no GPU.
     #[error("device: {device} asks for a GPU, and no CUDA GPU is visible here (check CUDA_VISIBLE_DEVICES)")]
     NoVisibleGpu { device: Device },

@@ -10,7 +10,6 @@ use comm_hierarchy::fault::Fault;
 use comm_hierarchy::point::Point;
 use graph_partition::Dataset;
 
-use super::placement::{self, Runner};
 use super::report::{self, Described, Workers};
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity};
 use crate::config::{Device, TrainConfig};
@@ -31,15 +30,10 @@ pub(crate) struct Alone<'a> {
 }
 
 impl<'a> Alone<'a> {
-    /// Starts a run of `method` on `dataset` with `runner`, placed where the harness says
-    /// ([`placement::place`]); the `setup` fault, if any, fires here.
-    pub(crate) fn start(
-        runner: Runner,
-        method: &'a str,
-        config: &'a TrainConfig,
-        dataset: &'a Dataset,
-    ) -> Result<Self, TrainError> {
-        let device = placement::place(config, runner)?;
+    /// Starts a run of `method` on `dataset`, on the configured device; the `setup` fault, if
+    /// any, fires here.
+    pub(crate) fn start(method: &'a str, config: &'a TrainConfig, dataset: &'a Dataset) -> Result<Self, TrainError> {
+        let device = config.device;
         let fault = Fault::from_env()?;
         let hang_for = config.reliability.timeout();
         if let Some(fault) = fault {

@@ -11,7 +11,6 @@ use comm_hierarchy::{ClusterOptions, Communicator, LocalCluster, Topology};
 use serde_json::json;
 
 use super::clock::{CommClock, ComputeGate};
-use super::placement::{self, Runner};
 use super::report::{self, Described, Workers};
 use crate::checkpoint::{Agreement, Checkpoints, RunIdentity};
 use crate::config::{Backend, TrainConfig};
@@ -52,19 +51,17 @@ pub(crate) struct Cluster<'a> {
 }
 
 impl<'a> Cluster<'a> {
-    /// A run of `method` with `runner` on `source` (in-process workers for a `Source::Given`
-    /// dataset). A device the runner has no worker for is refused here, naming the runner
-    /// ([`placement::place`]).
+    /// A run of `method` on `source`, its workers on `backend` ([`backend_of`]), taking turns to
+    /// compute where `serialize` says so.
     pub(crate) fn new(
-        runner: Runner,
         method: &'a str,
         config: &'a TrainConfig,
         source: Source<'a>,
-        options: LocalOptions,
-    ) -> Result<Self, TrainError> {
-        placement::place(config, runner)?;
-        let gate = options.serialize_compute.then(ComputeGate::default);
-        Ok(Self { method, config, source, backend: backend_of(source, config), gate })
+        backend: Backend,
+        serialize: bool,
+    ) -> Self {
+        let gate = serialize.then(ComputeGate::default);
+        Self { method, config, source, backend, gate }
     }
 
     pub(crate) fn config(&self) -> &'a TrainConfig {

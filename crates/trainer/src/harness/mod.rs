@@ -10,8 +10,7 @@
 //! - [`clock`]: a worker's compute told from its waits on the others; [`timeline`]: the modeled
 //!   step those measurements give; [`grads`]: the gradient all-reduce, on the host or on the
 //!   GPUs (NCCL).
-//! - [`placement`]: where a runner's workers compute (the CPU, or a CUDA device where the
-//!   runner has a worker for it), chosen once.
+//! - [`placement`]: which GPU a worker of a device run computes on.
 //! - [`report`]: the one place a [`crate::report::Report`] is put together, from what the run
 //!   trained on and the epoch loop's outcome.
 
@@ -31,5 +30,4 @@ pub use cluster::LocalOptions;
 pub(crate) use cluster::{Cluster, Rank, backend_of};
 pub(crate) use dataset::RankData;
 pub(crate) use grads::GradSum;
-pub(crate) use placement::Runner;
 pub(crate) use report::Described;

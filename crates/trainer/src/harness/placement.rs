@@ -1,8 +1,5 @@
-//! Where a worker computes, chosen once for every runner: on the configured device where the
-//! runner has a worker for it, else a refusal that names the runner and the device. Today the
-//! whole-graph full-batch runner (`crate::device`) and the cut-graph runner (its workers'
-//! `distributed::on_device`) have device workers; every other runner's workers compute on the
-//! CPU.
+//! Which GPU a worker of a device run computes on. The plan decided that the run computes on a
+//! device (`crate::plan`); this only spreads the workers over the visible GPUs.
 //!
 //! A cut graph's workers share the visible GPUs: with `cuda:N`, worker `i` computes on GPU
 //! `(N + i) mod G` (`i mod G` for plain `cuda`), each with a device (stream) of its own, so one
@@ -12,56 +9,8 @@
 
 use comm_hierarchy::{LocalRankError, Topology, launcher_local_rank};
 
-use crate::config::{Backend, Device, TrainConfig};
+use crate::config::{Backend, Device};
 use crate::error::TrainError;
-
-/// The runners, by data plan and batch source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Runner {
-    /// The whole graph in one process, full-batch.
-    WholeGraph,
-    /// The whole graph in one process, on in-edges sampled every epoch.
-    SampledEdges,
-    /// The whole graph in one process, on sampled mini-batches.
-    MiniBatch,
-    /// A partitioned graph, full-batch (edge- or vertex-cut).
-    CutGraph,
-    /// The whole graph on every worker, data-parallel mini-batches.
-    Replicated,
-    /// Each worker's part extended by its l-hop neighbourhood.
-    LHop,
-    /// The structure on every worker, feature columns split.
-    Columns,
-}
-
-impl Runner {
-    fn name(self) -> &'static str {
-        match self {
-            Runner::WholeGraph => "whole-graph",
-            Runner::SampledEdges => "sampled-edge whole-graph",
-            Runner::MiniBatch => "single-process mini-batch",
-            Runner::CutGraph => "cut-graph",
-            Runner::Replicated => "data-parallel mini-batch",
-            Runner::LHop => "l-hop",
-            Runner::Columns => "feature-column",
-        }
-    }
-
-    /// Whether this runner has a worker that computes on `device`.
-    fn has_worker_on(self, device: Device) -> bool {
-        device == Device::Cpu || self != Runner::SampledEdges
-    }
-}
-
-/// Where `runner`'s workers compute for `config`: its `device`, where the runner has a worker
-/// for it.
-pub(crate) fn place(config: &TrainConfig, runner: Runner) -> Result<Device, TrainError> {
-    let device = config.device;
-    match runner.has_worker_on(device) {
-        true => Ok(device),
-        false => Err(TrainError::NoDeviceWorker { runner: runner.name(), device }),
-    }
-}
 
 /// The index of worker `rank` among the workers on its machine: `rank` itself in process,
 /// else the launcher's local rank (read through `var`), else its place in its host's block of
@@ -86,46 +35,15 @@ pub(crate) fn local_index(
 /// under `device` (`cuda:N`: `(N + index) mod gpus`).
 pub(crate) fn worker_gpu(device: Device, index: usize, gpus: usize) -> Result<usize, TrainError> {
     match device {
-        Device::Cuda(_) if gpus == 0 => Err(TrainError::NoVisibleGpu { device }),
-        Device::Cuda(base) => Ok((base + index) % gpus),
-        Device::Cpu => Err(TrainError::NoDeviceWorker { runner: Runner::CutGraph.name(), device }),
+        Device::Cuda(base) if gpus > 0 => Ok((base + index) % gpus),
+        // No GPU is visible, or (never, a device run's configuration names one) none is asked for.
+        Device::Cuda(_) | Device::Cpu => Err(TrainError::NoVisibleGpu { device }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn on(device: Device) -> TrainConfig {
-        TrainConfig { device, ..TrainConfig::default() }
-    }
-
-    #[test]
-    fn every_runner_computes_on_the_cpu() {
-        let runners = [
-            Runner::WholeGraph,
-            Runner::SampledEdges,
-            Runner::MiniBatch,
-            Runner::CutGraph,
-            Runner::Replicated,
-            Runner::LHop,
-            Runner::Columns,
-        ];
-        for runner in runners {
-            assert_eq!(place(&on(Device::Cpu), runner).unwrap(), Device::Cpu, "{runner:?}");
-        }
-    }
-
-    #[test]
-    fn a_runner_without_a_device_worker_is_refused_by_name() {
-        assert_eq!(place(&on(Device::Cuda(1)), Runner::WholeGraph).unwrap(), Device::Cuda(1));
-        for runner in [Runner::MiniBatch, Runner::Replicated, Runner::LHop, Runner::Columns] {
-            assert_eq!(place(&on(Device::Cuda(1)), runner).unwrap(), Device::Cuda(1), "{runner:?}");
-        }
-        let err = place(&on(Device::Cuda(0)), Runner::SampledEdges).unwrap_err().to_string();
-        assert!(err.contains("sampled-edge whole-graph runner") && err.contains("cuda:0"), "{err}");
-        assert_eq!(place(&on(Device::Cuda(0)), Runner::CutGraph).unwrap(), Device::Cuda(0));
-    }
 
     /// Worker `i` of `P` on `G` GPUs computes on GPU `i mod G`, shifted by `cuda:N`.
     #[test]

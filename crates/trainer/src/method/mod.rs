@@ -6,12 +6,14 @@
 //! - a **gradient sync**: how workers agree on the update ([`GradSync`]).
 //!
 //! A method implements [`MethodDef`]: from the validated configuration (its `[method.<name>]`
-//! table among it) it returns its [`Parts`]. The trainer runs any parts through one path
-//! ([`crate::run_method`]), so a method is its parts, never a fork of the worker. Adding a
-//! method: its name, rules and settings in `config/method/`, its module here, one line in
-//! [`lookup`], and `docs/methods/<name>.md` (`docs/ARCHITECTURE.md`, "Adding a method").
+//! table among it) it returns its [`Parts`]. The trainer runs any parts through one checked plan
+//! ([`crate::plan`]), so a method is its parts, never a fork of the worker. Each method is a
+//! folder here, `<name>/`: its rules, settings, definition (`Def`) and, where its data plan is
+//! its own, its runner ([`OwnRunner`]). Adding a method adds its folder, its line in the
+//! registry (`crate::config`'s `methods!`) and its `mod` line here (`docs/ARCHITECTURE.md`,
+//! "Adding a method").
 //!
-//! Parts in detail: a [`DataPlan`] (whole graph, a cut, replicated, l-hop parts, feature columns;
+//! Parts in detail: a [`DataPlan`] (whole graph, a cut, replicated, or the method's own;
 //! for an edge-cut, [`HaloFeatures`]: layer 0 pulls its halo rows every pass, or their input
 //! features are fetched once at setup); a [`BatchSource`] (every training vertex on every edge,
 //! on in-edges sampled anew every epoch, or sampled mini-batches); a [`StackFactory`] giving each worker
@@ -22,14 +24,14 @@
 //! (it gets a [`ControlCtx`]: communicator, `AggGraph`); one that follows the global accuracies
 //! implements `after_eval`.
 
-mod adaqp;
-mod adgraph;
-mod cdfgnn;
-mod data_parallel;
-mod ecgraph;
+pub(crate) mod adaqp;
+pub(crate) mod adgraph;
+pub(crate) mod cdfgnn;
+pub(crate) mod data_parallel;
+pub(crate) mod ecgraph;
 pub(crate) mod featpart;
-mod single;
-mod vanilla;
+pub(crate) mod single;
+pub(crate) mod vanilla;
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -42,10 +44,11 @@ use graph_partition::book::CutKind;
 use graph_partition::sample::{Fanout, Fanouts, sample_in_edges};
 use serde_json::Value;
 
-pub use self::featpart::FetchSpec;
-use crate::config::{LrScaling, Method, TrainConfig};
+use crate::config::{LrScaling, TrainConfig};
 use crate::error::TrainError;
-use crate::train_loop::EvalStats;
+use crate::harness::Cluster;
+use crate::report::Report;
+use crate::train_loop::{EpochObserver, EvalStats};
 
 /// How the dataset reaches the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +60,38 @@ pub enum DataPlan {
     Cut(CutKind),
     /// Every worker holds the whole dataset (data-parallel training).
     Replicated,
-    /// Edge-cut parts, one per worker, each extended by the `hops`-hop in-neighbourhood of its
-    /// training vertices; a worker holds the subgraph induced on its extended part and those
-    /// vertices' features, and trains on its own training vertices (ADGraph).
-    LHop { hops: usize },
-    /// Every worker holds the whole structure and a block of the feature columns of every
-    /// vertex, and fetches the other columns of the vertices it samples as the spec says.
-    Columns(FetchSpec),
+    /// A plan of the method's own, which its own runner trains on sampled mini-batches
+    /// (adgraph's l-hop parts, featpart's feature columns).
+    Own(OwnRunner),
+}
+
+/// A method's own runner, for a data plan the shared runners do not implement; it trains on
+/// sampled mini-batches. Two are the same when they hold the same.
+#[derive(Clone, Copy)]
+pub struct OwnRunner {
+    /// What its workers hold (`l-hop parts`), as errors name it.
+    pub holds: &'static str,
+    /// The `[distributed]` keys of the graph's partition it reads.
+    pub partition_keys: &'static [&'static str],
+    /// Trains the run of `cluster` on `sampling`'s mini-batches.
+    pub(crate) run: RunOwn,
+}
+
+/// How an [`OwnRunner`] trains.
+pub(crate) type RunOwn = fn(&Cluster<'_>, &Sampling, &mut dyn EpochObserver) -> Result<Option<Report>, TrainError>;
+
+impl PartialEq for OwnRunner {
+    fn eq(&self, other: &Self) -> bool {
+        self.holds == other.holds
+    }
+}
+
+impl Eq for OwnRunner {}
+
+impl std::fmt::Debug for OwnRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnRunner").field("holds", &self.holds).finish_non_exhaustive()
+    }
 }
 
 /// Where an edge-cut worker gets the input features of its halo rows (the remote 1-hop
@@ -182,11 +210,9 @@ impl Sampling {
 /// The machine's cores shared among the workers of this process (one under MPI), at least one.
 fn default_sampler_threads(config: &TrainConfig) -> NonZeroUsize {
     let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    let in_process = config.distributed.backend.in_process();
-    let here = match config.method.name {
-        Method::Single => 1,
-        _ if !in_process => 1,
-        _ => config.distributed.workers.max(1),
+    let here = match config.distributed.backend.in_process() {
+        true => config.distributed.workers.max(1),
+        false => 1,
     };
     NonZeroUsize::new(cores / here).unwrap_or(NonZeroUsize::MIN)
 }
@@ -316,35 +342,4 @@ pub trait MethodDef: Send + Sync {
 
     /// The parts for `config` (already validated, so its settings are in range).
     fn parts(&self, config: &TrainConfig) -> Parts;
-}
-
-/// The built-in definition of `method`.
-pub fn lookup(method: Method) -> &'static dyn MethodDef {
-    match method {
-        Method::Single => &single::Single,
-        Method::Vanilla => &vanilla::Vanilla,
-        Method::DataParallel => &data_parallel::DataParallel,
-        Method::Adaqp => &adaqp::Adaqp,
-        Method::Adgraph => &adgraph::Adgraph,
-        Method::Cdfgnn => &cdfgnn::Cdfgnn,
-        Method::Featpart => &featpart::Featpart,
-        Method::Ecgraph => &ecgraph::Ecgraph,
-    }
-}
-
-/// Whether `config`'s method trains in one process on the whole graph (its data plan is
-/// [`DataPlan::Whole`]): distributed settings mean nothing to it.
-pub fn in_one_process(config: &TrainConfig) -> bool {
-    lookup(config.method.name).parts(config).data == DataPlan::Whole
-}
-
-/// The `[distributed]` keys of the graph's partition that `config`'s method reads, by its data
-/// plan: a cut graph reads all three, l-hop parts their partitioner (and their fixed cut), and
-/// a whole, replicated or column-split graph none.
-pub fn partition_keys(config: &TrainConfig) -> &'static [&'static str] {
-    match lookup(config.method.name).parts(config).data {
-        DataPlan::Cut(_) => &["cut", "partitioner", "partition-book"],
-        DataPlan::LHop { .. } => &["cut", "partitioner"],
-        DataPlan::Whole | DataPlan::Replicated | DataPlan::Columns(_) => &[],
-    }
 }

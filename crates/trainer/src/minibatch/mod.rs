@@ -10,22 +10,17 @@
 //! - [`single`]: one process takes every step ([`crate::method::DataPlan::Whole`]).
 //! - `data_parallel`: `K` workers take disjoint shares of every global batch and all-reduce
 //!   gradients every step ([`crate::method::DataPlan::Replicated`]).
-//! - `adgraph`: `K` workers, each holding its part extended by the l-hop neighbourhood of its
-//!   training vertices, sample inside it and all-reduce gradients every step
-//!   ([`crate::method::DataPlan::LHop`]).
-//! - `columns`: data-parallel workers that each hold the whole structure and one block of the
-//!   feature columns, fetching the others as featpart's plan says
-//!   ([`crate::method::DataPlan::Columns`]).
 //! - `stats`: the epoch record's `method` fields: steps, seeds, sampled vertices and edges
 //!   per step (and per block), sampling time, the time training waited for batches, compute and
 //!   gradient-sync time, sampled edges per second of sampling, and the label entropy of the
 //!   batches (mean and minimum, bits).
+//!
+//! The methods' own runners ([`crate::method::OwnRunner`]) build on these: adgraph's l-hop
+//! parts and featpart's feature columns, each under `method/<name>/runner/`.
 
-pub(crate) mod adgraph;
-pub(crate) mod columns;
 pub(crate) mod compute;
 pub(crate) mod data_parallel;
-mod full_graph;
+pub(crate) mod full_graph;
 mod lr_schedule;
 pub(crate) mod on_device;
 pub mod single;

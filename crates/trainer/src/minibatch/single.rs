@@ -11,8 +11,8 @@ use super::trainer::{BatchTrainer, NoSync};
 use crate::checkpoint::WorkerState;
 use crate::config::{Device, TrainConfig};
 use crate::error::TrainError;
+use crate::harness::Alone;
 use crate::harness::gpu::Gpu;
-use crate::harness::{Alone, Runner};
 use crate::method::Sampling;
 use crate::report::{DeviceEpoch, Report, TrainedModel};
 use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy};
@@ -79,7 +79,7 @@ pub fn run(
     dataset: &Dataset,
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
-    let alone = Alone::start(Runner::MiniBatch, method, config, dataset)?;
+    let alone = Alone::start(method, config, dataset)?;
     let gpu = match alone.device() {
         Device::Cpu => None,
         Device::Cuda(ordinal) => Some(Gpu::alone(ordinal, on_device::footprint(config, dataset, None, false)?)?),

@@ -6,7 +6,7 @@
 
 use anyhow::bail;
 use trainer::config::{Backend, TrainConfig};
-use trainer::method;
+use trainer::plan;
 
 use super::device::MPI_BUILD;
 
@@ -61,7 +61,7 @@ pub fn backend_for(
     let started =
         format!("started by an MPI launcher as {} processes ({}={})", launch.size, launch.variable, launch.size);
     let method = config.method.name;
-    if method::in_one_process(config) {
+    if plan::in_one_process(config) {
         bail!(
             "{started}, but --method {} trains in one process: every process would run the same job and \
              write the same report; use a distributed method (e.g. --method vanilla) or run halo without mpirun",

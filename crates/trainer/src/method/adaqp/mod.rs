@@ -6,6 +6,8 @@
 
 mod controller;
 mod fit;
+pub(crate) mod rules;
+pub(crate) mod settings;
 mod weights;
 
 use std::sync::Arc;
@@ -17,9 +19,10 @@ use super::{DataPlan, ExchangeStack, MethodDef, Parts};
 use crate::config::TrainConfig;
 use controller::AdaqpController;
 
-pub(super) struct Adaqp;
+/// The `adaqp` method.
+pub(crate) struct Def;
 
-impl MethodDef for Adaqp {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "adaqp"
     }

@@ -13,6 +13,8 @@
 //! training.
 
 mod controller;
+pub(crate) mod rules;
+pub(crate) mod settings;
 
 use std::sync::Arc;
 
@@ -24,9 +26,10 @@ use super::{DataPlan, ExchangeStack, MethodDef, Parts};
 use crate::config::{FirstLayerCache, TrainConfig};
 use controller::EpsController;
 
-pub(super) struct Cdfgnn;
+/// The `cdfgnn` method.
+pub(crate) struct Def;
 
-impl MethodDef for Cdfgnn {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "cdfgnn"
     }

@@ -8,7 +8,7 @@ fn parts_of(cache: bool, quant_bits: u8) -> Parts {
     config.method.cdfgnn.replica_cache = cache;
     config.method.cdfgnn.quant_bits = quant_bits;
     config.validate().unwrap();
-    crate::method::lookup(Method::Cdfgnn).parts(&config)
+    crate::plan::lookup(Method::Cdfgnn).parts(&config)
 }
 
 #[test]
@@ -65,7 +65,7 @@ fn the_first_layer_skips_the_cache_when_input_dropout_masks_it() {
         };
         config.method.cdfgnn.cache_first_layer = first;
         config.validate().unwrap();
-        let stack = (crate::method::lookup(Method::Cdfgnn).parts(&config).exchange.expect("a cached stack"))();
+        let stack = (crate::plan::lookup(Method::Cdfgnn).parts(&config).exchange.expect("a cached stack"))();
         stack.replica_cache.expect("the cache").uncached_forward_layers
     };
     assert_eq!(uncached(FirstLayerCache::Auto, 0.5, None), 1);

@@ -1,7 +1,7 @@
 //! `featpart`: feature-only partition with the optimal fetch plan (seeds/001).
 //!
 //! Every worker holds the whole structure and a block of about d/K feature columns of every
-//! vertex (`crate::minibatch::columns`, the runner of this data plan); the training vertices of each global batch are split disjointly over
+//! vertex (`runner`, the runner of this data plan); the training vertices of each global batch are split disjointly over
 //! the workers (data-parallel shares). A *fetch iteration* rebuilds the full rows of the
 //! worker's sampled vertices from every worker (eq. 3: ids out, column blocks back); a *local
 //! iteration* computes on its own columns with the others at zero (eq. 4). Gradients are
@@ -17,10 +17,13 @@
 
 pub(crate) mod plan;
 pub(crate) mod readings;
+pub(crate) mod rules;
+pub(crate) mod runner;
+pub(crate) mod settings;
 pub(crate) mod target;
 
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
-use crate::config::{BiasEstimate, Eq20Step, Tau, TauRule, TrainConfig};
+use crate::config::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauRule, TrainConfig};
 
 /// How the columns are fetched: the fixed part of `[method.featpart]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,25 +37,32 @@ pub struct FetchSpec {
     pub trials: usize,
 }
 
-pub(super) struct Featpart;
+impl FetchSpec {
+    /// The spec `[method.featpart]` sets.
+    pub(crate) fn of(s: &FeatpartSettings) -> Self {
+        Self {
+            tau: s.tau,
+            tau_max: s.tau_max,
+            tau_rule: s.tau_rule,
+            bias_estimate: s.bias_estimate,
+            eq20_step: s.eq20_step,
+            trials: s.trials,
+        }
+    }
+}
 
-impl MethodDef for Featpart {
+/// The `featpart` method.
+pub(crate) struct Def;
+
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "featpart"
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
         let sampling = Sampling::from_config(config).expect("validated: featpart has a batch size");
-        let s = &config.method.featpart;
         Parts {
-            data: DataPlan::Columns(FetchSpec {
-                tau: s.tau,
-                tau_max: s.tau_max,
-                tau_rule: s.tau_rule,
-                bias_estimate: s.bias_estimate,
-                eq20_step: s.eq20_step,
-                trials: s.trials,
-            }),
+            data: DataPlan::Own(runner::RUNNER),
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,

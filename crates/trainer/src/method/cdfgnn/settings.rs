@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use crate::config::{ConfigError, MethodSettings, TrainConfig};
 
 /// How the cache threshold eps changes between epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -197,6 +197,21 @@ impl CdfgnnSettings {
             return invalid("error-target", format!("must be a finite number > 0, got {}", self.error_target));
         }
         Ok(())
+    }
+}
+
+impl MethodSettings for CdfgnnSettings {
+    fn check(&self, _config: &TrainConfig) -> Result<(), ConfigError> {
+        self.validate()
+    }
+
+    /// No input dropout with `cache-first-layer = "on"`: a new mask every epoch would defeat the
+    /// first layer's cache.
+    fn input_dropout(&self, dropout: f32) -> f32 {
+        match self.cache_first_layer {
+            FirstLayerCache::On => 0.0,
+            FirstLayerCache::Auto | FirstLayerCache::Off => dropout,
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! `[method.adgraph]`: ADGraph's settings. The partitioner and the number of workers come from
 //! `[distributed]`; the batch size, fanouts and learning-rate scaling from `[minibatch]` (adgraph
-//! scales the rate linearly unless `lr-scaling` says otherwise: [`super::Rules::lr_scaling`]).
+//! scales the rate linearly unless `lr-scaling` says otherwise: [`crate::config::Rules::lr_scaling`]).
 
 use serde::{Deserialize, Serialize};
+
+use crate::config::MethodSettings;
 
 /// ADGraph: each worker holds its part extended by the `hops`-hop in-neighbourhood of its
 /// training vertices and samples its mini-batches there.
@@ -21,3 +23,5 @@ impl Default for AdgraphSettings {
         Self { hops: 1 }
     }
 }
+
+impl MethodSettings for AdgraphSettings {}

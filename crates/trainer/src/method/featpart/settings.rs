@@ -19,7 +19,7 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::ConfigError;
+use crate::config::{ConfigError, MethodSettings, TrainConfig};
 
 /// Local iterations (own columns only) between two fetch iterations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -202,6 +202,12 @@ impl FeatpartSettings {
             return invalid("trials", format!("needs at least 2 trial iterations (a variance), got {}", self.trials));
         }
         Ok(())
+    }
+}
+
+impl MethodSettings for FeatpartSettings {
+    fn check(&self, _config: &TrainConfig) -> Result<(), ConfigError> {
+        self.validate()
     }
 }
 

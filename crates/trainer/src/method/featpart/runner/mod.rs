@@ -1,4 +1,4 @@
-//! The runner of feature columns ([`crate::method::DataPlan::Columns`], featpart): data-parallel
+//! The runner of feature columns (featpart's [`crate::method::OwnRunner`]): data-parallel
 //! mini-batch training whose workers each hold the whole structure and one block of feature
 //! columns ([`shard`]), and build a batch's input rows from their own columns or fetch the
 //! others as the method's [`FetchSpec`] plans it. Before training, `tau = auto` runs trial
@@ -23,16 +23,18 @@ use serde_json::{Value, json};
 
 use self::shard::ColumnShard;
 use self::trials::{TrialCost, Trials};
-use super::data_parallel::{AllReduce, HooksFactory, WorkerHooks};
-use super::trainer::{BatchTrainer, OwnColumns, StepHooks, StepRows};
+use super::FetchSpec;
 use crate::config::{BiasEstimate, Eq20Step, Tau, TrainConfig};
 use crate::error::{DistError, TrainError};
-use crate::harness::CommClock;
-use crate::method::FetchSpec;
+use crate::harness::{Cluster, CommClock};
 use crate::method::featpart::plan::{Eq20Inputs, Estimates, FetchPlan, median, put_usize, usize_of};
 use crate::method::featpart::readings::{EffectiveStep, RunningBias};
 use crate::method::featpart::target;
-use crate::report::EpochRecord;
+use crate::method::{OwnRunner, Sampling};
+use crate::minibatch::data_parallel::{self, AllReduce, HooksFactory, WorkerHooks};
+use crate::minibatch::trainer::{BatchTrainer, OwnColumns, StepHooks, StepRows};
+use crate::report::{EpochRecord, Report};
+use crate::train_loop::EpochObserver;
 
 /// Ledger phase of the loss all-reduced at fetch iterations of `tau = auto` (eq. 20 reads it).
 const FETCH_LOSS: &str = "fetch/loss";
@@ -44,6 +46,21 @@ const BIAS_GRADS: &str = "bias/grads";
 pub(crate) struct ColumnFactory {
     spec: FetchSpec,
     target_acc: Option<f64>,
+}
+
+/// Feature columns and their runner: the data-parallel runner with the columns' hooks.
+pub(crate) const RUNNER: OwnRunner = OwnRunner { holds: "feature columns", partition_keys: &[], run };
+
+/// Trains featpart's run of `cluster` on `sampling`'s batches, as `[method.featpart]` plans its
+/// fetches.
+fn run(
+    cluster: &Cluster<'_>,
+    sampling: &Sampling,
+    observer: &mut dyn EpochObserver,
+) -> Result<Option<Report>, TrainError> {
+    let config = cluster.config();
+    let hooks = ColumnFactory::new(FetchSpec::of(&config.method.featpart), config);
+    data_parallel::run(cluster, sampling, observer, &hooks)
 }
 
 impl ColumnFactory {

@@ -5,6 +5,9 @@
 //! halo rows' input features once at setup (the halo feature cache, [`HaloFeatures::Cached`]),
 //! so that layer 0 exchanges nothing.
 
+pub(crate) mod rules;
+pub(crate) mod settings;
+
 use std::sync::Arc;
 
 use cache_quant::codec::ecgraph::{Compression, EcGraphCodecs, SelectorTally};
@@ -22,9 +25,10 @@ const PHASE: &str = "ecgraph/tune";
 /// Selector counts per layer: full, compressed, predicted, average.
 const WAYS: [&str; 4] = ["full", "compressed", "predicted", "average"];
 
-pub(super) struct Ecgraph;
+/// The `ecgraph` method.
+pub(crate) struct Def;
 
-impl MethodDef for Ecgraph {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "ecgraph"
     }

@@ -2,17 +2,24 @@
 //! method is compared with); full-batch, or on sampled mini-batches with `[minibatch]
 //! batch-size`.
 
+pub(crate) mod rules;
+
 use super::{BatchSource, DataPlan, MethodDef, Parts};
 use crate::config::TrainConfig;
 
-pub(super) struct Single;
+/// The `single` method.
+pub(crate) struct Def;
 
-impl MethodDef for Single {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "single"
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        Parts { batches: BatchSource::from_config(config), ..Parts::exact(DataPlan::Whole) }
+        // One process: its sampler threads share the machine with no worker, whatever
+        // `[distributed] workers` says.
+        let mut alone = config.clone();
+        alone.distributed.workers = 1;
+        Parts { batches: BatchSource::from_config(&alone), ..Parts::exact(DataPlan::Whole) }
     }
 }

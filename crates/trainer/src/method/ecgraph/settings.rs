@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use crate::config::{ConfigError, MethodSettings, TrainConfig};
 
 /// Bucket widths a direction may use; 32 sends the rows exactly (no compression).
 pub const ECGRAPH_BITS: [u8; 6] = [1, 2, 4, 8, 16, 32];
@@ -99,6 +99,12 @@ impl EcgraphSettings {
             );
         }
         Ok(())
+    }
+}
+
+impl MethodSettings for EcgraphSettings {
+    fn check(&self, _config: &TrainConfig) -> Result<(), ConfigError> {
+        self.validate()
     }
 }
 

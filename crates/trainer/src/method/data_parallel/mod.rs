@@ -3,12 +3,15 @@
 //! every step, so every worker applies the same update. `[minibatch] lr-scaling` scales the
 //! learning rate with the number of workers.
 
+pub(crate) mod rules;
+
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
 
-pub(super) struct DataParallel;
+/// The `data-parallel` method.
+pub(crate) struct Def;
 
-impl MethodDef for DataParallel {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "data-parallel"
     }

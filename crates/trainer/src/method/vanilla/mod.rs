@@ -3,6 +3,9 @@
 //! that sends only rows the receiver does not hold yet. With fanouts (and no batch size) every
 //! layer runs on in-edges sampled per epoch, as single-process training on the same draws.
 
+pub(crate) mod rules;
+pub(crate) mod settings;
+
 use std::sync::Arc;
 
 use cache_quant::{IdentityCodec, SkipRepeats, Stream};
@@ -10,9 +13,10 @@ use cache_quant::{IdentityCodec, SkipRepeats, Stream};
 use super::{BatchSource, DataPlan, ExchangeStack, MethodDef, Parts};
 use crate::config::TrainConfig;
 
-pub(super) struct Vanilla;
+/// The `vanilla` method.
+pub(crate) struct Def;
 
-impl MethodDef for Vanilla {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "vanilla"
     }

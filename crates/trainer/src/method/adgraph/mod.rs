@@ -6,21 +6,25 @@
 //! `[minibatch] lr-scaling` (linear by default for adgraph, as in the paper) scales the learning
 //! rate with the number of workers.
 
+pub(crate) mod rules;
+pub(crate) mod runner;
+pub(crate) mod settings;
+
 use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
 use crate::config::TrainConfig;
 
-pub(super) struct Adgraph;
+/// The `adgraph` method.
+pub(crate) struct Def;
 
-impl MethodDef for Adgraph {
+impl MethodDef for Def {
     fn name(&self) -> &str {
         "adgraph"
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let settings = &config.method.adgraph;
         let sampling = Sampling::from_config(config).expect("validated: adgraph has a batch size");
         Parts {
-            data: DataPlan::LHop { hops: settings.hops },
+            data: DataPlan::Own(runner::RUNNER),
             batches: BatchSource::Sampled(sampling),
             exchange: None,
             sync: GradSync::AllReduce,

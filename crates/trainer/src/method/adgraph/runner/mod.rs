@@ -21,25 +21,28 @@ use graph_partition::book::CutKind;
 use graph_partition::partition::PartitionConfig;
 use serde_json::{Value, json};
 
-use super::data_parallel::{AllReduce, Worker};
-use super::full_graph::FullGraph;
-use super::on_device;
-use super::trainer::{BatchTrainer, Subgraph};
 use crate::checkpoint::fingerprint_ids;
 use crate::error::{DistError, TrainError};
 use crate::harness::{Cluster, Described, RankData};
-use crate::method::Sampling;
+use crate::method::{OwnRunner, Sampling};
+use crate::minibatch::data_parallel::{AllReduce, Worker};
+use crate::minibatch::full_graph::FullGraph;
+use crate::minibatch::on_device;
+use crate::minibatch::trainer::{BatchTrainer, Subgraph};
 use crate::report::Report;
 use crate::train_loop::EpochObserver;
 
-/// Trains with ADGraph's plan at `hops` hops on `cluster`, on `sampling`'s batches. Returns the
-/// report on rank 0, `None` on the other ranks of an MPI job.
-pub(crate) fn run(
+/// ADGraph's l-hop parts and their runner.
+pub(crate) const RUNNER: OwnRunner = OwnRunner { holds: "l-hop parts", partition_keys: &["cut", "partitioner"], run };
+
+/// Trains with ADGraph's plan at `[method.adgraph] hops` hops on `cluster`, on `sampling`'s
+/// batches. Returns the report on rank 0, `None` on the other ranks of an MPI job.
+fn run(
     cluster: &Cluster<'_>,
-    hops: usize,
     sampling: &Sampling,
     observer: &mut dyn EpochObserver,
 ) -> Result<Option<Report>, TrainError> {
+    let hops = cluster.config().method.adgraph.hops;
     let data = RankData::shared(cluster, observer.shows_progress())?;
     cluster.run(observer, |rank, observer| {
         let (comm, clock, config) = (rank.comm, &rank.clock, rank.config());

@@ -15,9 +15,9 @@ use graph_partition::{Csr, Dataset, Labels, Splits};
 use ndarray::{Array2, Axis};
 use serde_json::{Value, json};
 
-use super::super::trainer::StepSeeds;
 use crate::error::DistError;
 use crate::harness::CommClock;
+use crate::minibatch::trainer::StepSeeds;
 use crate::report::PartitionSummary;
 
 /// Ledger phase of the parts' shipping (outside every epoch's counts).

@@ -7,11 +7,11 @@ use gnn_core::ConvKind;
 use graph_partition::Dataset;
 use graph_partition::sample::Share;
 
+use super::super::FetchSpec;
 use super::ColumnFactory;
 use super::shard::{FETCH_COLUMNS, FETCH_IDS};
 use crate::config::{BiasEstimate, Eq20Step, LrScaling, Tau, TauRule, TrainConfig};
 use crate::harness::CommClock;
-use crate::method::FetchSpec;
 use crate::minibatch::data_parallel::HooksFactory;
 use crate::minibatch::tests::{BATCH, EPOCHS, WORKERS, assert_close, config, dataset, sampling, single_process};
 use crate::minibatch::trainer::BatchTrainer;

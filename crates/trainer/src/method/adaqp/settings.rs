@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use crate::config::{ConfigError, MethodSettings, TrainConfig};
 
 /// How wide the quantized rows are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -156,6 +156,19 @@ impl AdaqpSettings {
                 "solver-time-limit",
                 format!("must be a number of seconds > 0, got {}", self.solver_time_limit),
             );
+        }
+        Ok(())
+    }
+}
+
+impl MethodSettings for AdaqpSettings {
+    /// The ranges, and a time fit only where it can be measured: across MPI processes.
+    fn check(&self, config: &TrainConfig) -> Result<(), ConfigError> {
+        self.validate()?;
+        if self.time_fit.is_some() && config.distributed.backend.in_process() {
+            let message = "needs backend mpi or mpi-nccl (a fit measured on the in-memory backend means nothing; the \
+                           local backend's time model comes from the topology)";
+            return Err(ConfigError::Invalid { key: "time-fit", message: message.to_string() });
         }
         Ok(())
     }
