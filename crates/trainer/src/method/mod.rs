@@ -333,6 +333,13 @@ impl Parts {
             halo_features: HaloFeatures::Pulled,
         }
     }
+
+    /// A method that trains on sampled batches with its own `runner`, no exchange and
+    /// gradients all-reduced.
+    pub(crate) fn own_sampled(config: &TrainConfig, runner: OwnRunner) -> Self {
+        let sampling = Sampling::from_config(config).expect("validated: a method with its own runner has a batch size");
+        Self { batches: BatchSource::Sampled(sampling), ..Self::exact(DataPlan::Own(runner)) }
+    }
 }
 
 /// A training method: a name and the parts it composes.

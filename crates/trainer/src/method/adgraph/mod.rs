@@ -10,7 +10,7 @@ pub(crate) mod rules;
 pub(crate) mod runner;
 pub(crate) mod settings;
 
-use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
+use super::{MethodDef, Parts};
 use crate::config::TrainConfig;
 
 /// The `adgraph` method.
@@ -22,13 +22,6 @@ impl MethodDef for Def {
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let sampling = Sampling::from_config(config).expect("validated: adgraph has a batch size");
-        Parts {
-            data: DataPlan::Own(runner::RUNNER),
-            batches: BatchSource::Sampled(sampling),
-            exchange: None,
-            sync: GradSync::AllReduce,
-            halo_features: HaloFeatures::Pulled,
-        }
+        Parts::own_sampled(config, runner::RUNNER)
     }
 }

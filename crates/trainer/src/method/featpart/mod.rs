@@ -22,7 +22,7 @@ pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod target;
 
-use super::{BatchSource, DataPlan, GradSync, HaloFeatures, MethodDef, Parts, Sampling};
+use super::{MethodDef, Parts};
 use crate::config::{BiasEstimate, Eq20Step, FeatpartSettings, Tau, TauRule, TrainConfig};
 
 /// How the columns are fetched: the fixed part of `[method.featpart]`.
@@ -60,13 +60,6 @@ impl MethodDef for Def {
     }
 
     fn parts(&self, config: &TrainConfig) -> Parts {
-        let sampling = Sampling::from_config(config).expect("validated: featpart has a batch size");
-        Parts {
-            data: DataPlan::Own(runner::RUNNER),
-            batches: BatchSource::Sampled(sampling),
-            exchange: None,
-            sync: GradSync::AllReduce,
-            halo_features: HaloFeatures::Pulled,
-        }
+        Parts::own_sampled(config, runner::RUNNER)
     }
 }
