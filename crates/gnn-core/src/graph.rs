@@ -182,7 +182,19 @@ impl AggGraph {
         in_degree: Vec<f32>,
         out_degree: Vec<f32>,
     ) -> Result<Self, GraphError> {
-        Self::assemble(Arc::new(csr), num_primary, global_ids, in_degree, out_degree, DegreeNorms::of)
+        Self::new_shared(Arc::new(csr), num_primary, global_ids, in_degree, out_degree)
+    }
+
+    /// [`AggGraph::new`] over an adjacency it shares with its owner (a worker's part), so that
+    /// the part's edges exist once.
+    pub fn new_shared(
+        csr: Arc<Csr>,
+        num_primary: usize,
+        global_ids: Vec<u32>,
+        in_degree: Vec<f32>,
+        out_degree: Vec<f32>,
+    ) -> Result<Self, GraphError> {
+        Self::assemble(csr, num_primary, global_ids, in_degree, out_degree, DegreeNorms::of)
     }
 
     /// Checks the parts of a view and derives its coefficients with `norms(in, out)`,

@@ -33,6 +33,6 @@ pub mod synth;
 
 pub use csr::{Csr, CsrError, EdgeListOptions};
 pub use dataset::{
-    CacheMode, Dataset, DatasetError, DatasetSummary, Labels, LoadOptions, LoadSource, Splits, Structure,
+    CacheMode, Dataset, DatasetError, DatasetSummary, FeatureFile, Labels, LoadOptions, LoadSource, Splits, Structure,
 };
 pub use synth::{SynthConfig, SynthError};

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::book::{CutKind, LocalGraph, PartitionBook};
+use crate::book::{BookMeta, CutKind, LocalGraph, PartitionBook};
 use crate::partition::HostLayout;
 
 /// One part's share, as counted by the metrics.
@@ -71,7 +71,15 @@ impl PartitionMetrics {
         if layout.parts() != meta.parts {
             return Err(MetricsError::Layout { layout: layout.parts(), book: meta.parts });
         }
-        let per_part: Vec<PartStats> = book.parts().iter().map(|lg| part_stats(lg, meta.cut, layout)).collect();
+        let per_part = book.parts().iter().map(|lg| part_stats(lg, meta.cut, layout)).collect();
+        let cut = book.parts().iter().map(remote_in_edges).sum();
+        Ok(Self::from_parts(meta, layout, per_part, cut))
+    }
+
+    /// The metrics of a book whose parts were counted one at a time ([`PartStats::of`],
+    /// [`remote_in_edges`]), as [`PartitionMetrics::of`] computes them from the whole book:
+    /// `cut` is the sum of the parts' remote in-edges (edge-cut).
+    pub(crate) fn from_parts(meta: &BookMeta, layout: &HostLayout, per_part: Vec<PartStats>, cut: usize) -> Self {
         let p = meta.parts as f64;
         let (n, e) = (meta.num_nodes.max(1) as f64, meta.num_edges.max(1) as f64);
         let local: Vec<usize> = per_part.iter().map(|s| s.primaries + s.copies).collect();
@@ -82,11 +90,8 @@ impl PartitionMetrics {
             CutKind::VertexCut => max_of(|s| s.primaries + s.copies) / (total_local as f64 / p),
             _ => max_of(|s| s.primaries) / (n / p),
         };
-        let edge_cut_fraction = (meta.cut == CutKind::EdgeCut).then(|| {
-            let cut: usize = book.parts().iter().map(remote_in_edges).sum();
-            cut as f64 / e
-        });
-        Ok(Self {
+        let edge_cut_fraction = (meta.cut == CutKind::EdgeCut).then(|| cut as f64 / e);
+        Self {
             parts: meta.parts,
             hosts: layout.hosts(),
             replication_factor: total_local as f64 / n,
@@ -97,7 +102,14 @@ impl PartitionMetrics {
             max_inner_connections: per_part.iter().map(|s| s.inner_connections).max().unwrap_or(0),
             max_outer_connections: per_part.iter().map(|s| s.outer_connections).max().unwrap_or(0),
             per_part,
-        })
+        }
+    }
+}
+
+impl PartStats {
+    /// Part `lg`'s counts in a book of `cut` on `layout`'s hosts.
+    pub(crate) fn of(lg: &LocalGraph, cut: CutKind, layout: &HostLayout) -> Self {
+        part_stats(lg, cut, layout)
     }
 }
 
@@ -127,7 +139,8 @@ fn part_stats(lg: &LocalGraph, cut: CutKind, layout: &HostLayout) -> PartStats {
 }
 
 /// Stored edges of a part whose source is a copy.
-fn remote_in_edges(lg: &LocalGraph) -> usize {
+/// Stored edges of `lg` whose source is a copy.
+pub(crate) fn remote_in_edges(lg: &LocalGraph) -> usize {
     lg.csr().indices().iter().filter(|&&u| !lg.is_primary(u as usize)).count()
 }
 

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use graph_partition::Dataset;
-use graph_partition::book::{BookError, LHopSets, PartitionBook, PartsManifest, write_part_rows};
-use graph_partition::metrics::{PartStats, PartitionMetrics, measure, peak_rss_bytes};
+use graph_partition::book::{BookError, FolderError, LHopSets, PartitionBook, write_part_folder};
+use graph_partition::metrics::{PartStats, PartitionCost, PartitionMetrics, measure, peak_rss_bytes};
 use graph_partition::partition::{
     Algorithm, EbvWeights, MasterRule, Partition, PartitionConfig, PartitionError, expand_l_hop, partition_graph,
 };
+use graph_partition::{Csr, Dataset, Structure};
 use serde::Serialize;
 
 use super::load::{LoadArgs, nonfinite_hint, resolve};
@@ -113,15 +113,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     check_outputs(args.out.as_deref(), args.report.as_deref())?;
     let data_dir = resolve(&args.dataset)?;
-    let dataset = match &args.out {
-        // The features go straight from their file into the part folder, never held whole.
-        Some(_) => args.load.load_structure(&data_dir, "--dataset", args.split.clone())?,
-        None => {
-            let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
-            dataset.into_structure(&data_dir, &args.load.options(args.split.clone(), false))
-        }
-    };
-    let graph = &dataset.graph;
     let config = PartitionConfig {
         algorithm: args.algo,
         parts: args.parts,
@@ -130,43 +121,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         master: args.master,
         seed: args.seed,
     };
-    let (partition, cost) = measure(|| partition_graph(graph, &config));
-    let partition = partition.map_err(flag_error)?;
-    let (book, book_cost) = measure(|| PartitionBook::build(graph, &partition));
-    let mut book = book.context("building the partition book")?;
-    let layout = config.layout().map_err(flag_error)?;
-    let metrics = PartitionMetrics::of(&book, &layout)?;
-
-    let l_hop = match (args.hops, &partition) {
-        (Some(hops), Partition::EdgeCut { parts, owner }) => {
-            let nodes = expand_l_hop(graph, *parts, owner, &dataset.splits.train, hops)?;
-            let report = LHopReport {
-                hops,
-                nodes_per_part: nodes.iter().map(Vec::len).collect(),
-                replication_factor: nodes.iter().map(Vec::len).sum::<usize>() as f64 / graph.num_nodes() as f64,
-            };
-            book = book.with_l_hop(LHopSets { hops, nodes })?;
-            Some(report)
+    let built = match &args.out {
+        // The features go straight from their file into the part folder, never held whole.
+        Some(dir) => write_folder(
+            dir,
+            args.load.load_structure(&data_dir, "--dataset", args.split.clone())?,
+            &args,
+            &config,
+            &data_dir,
+        )?,
+        None => {
+            let dataset = args.load.load(&args.dataset, "--dataset", args.split.clone(), false)?;
+            in_memory(dataset.into_structure(&data_dir, &args.load.options(args.split.clone(), false)), &args, &config)?
         }
-        _ => None,
     };
-    let mut out_time_s = None;
-    if let Some(dir) = &args.out {
-        let context = || format!("cannot write the part folder to --out {}", dir.display());
-        let start = std::time::Instant::now();
-        book.save(dir).with_context(context)?;
-        let fingerprint = Dataset::source_fingerprint(&data_dir)
-            .with_context(|| format!("cannot read --dataset {}", data_dir.display()))?;
-        let manifest = PartsManifest::new(&dataset, fingerprint, config.algorithm.name(), metrics.clone());
-        write_part_rows(dir, &book, &dataset, &manifest).map_err(|err| {
-            let hint = match &err {
-                BookError::Dataset(e) => nonfinite_hint(e),
-                _ => "",
-            };
-            anyhow::Error::new(err).context(format!("{}{hint}", context()))
-        })?;
-        out_time_s = Some(start.elapsed().as_secs_f64());
-    }
+    let Built { dataset, num_nodes, num_edges, cost, metrics, book_time_s, l_hop, out_time_s } = built;
     let report = Report {
         algorithm: config.algorithm,
         parts: metrics.parts,
@@ -182,12 +151,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         peak_rss_bytes: cost.peak_rss_bytes,
         out_time_s,
         out_peak_rss_bytes: out_time_s.and_then(|_| peak_rss_bytes()),
-        dataset: dataset.name.clone(),
-        num_nodes: graph.num_nodes(),
-        num_edges: graph.num_edges(),
+        dataset,
+        num_nodes,
+        num_edges,
         seed: config.seed,
         config: config.clone(),
-        book_time_s: book_cost.time_s,
+        book_time_s,
         l_hop,
         per_part: metrics.per_part,
     };
@@ -207,6 +176,112 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report.max_outer_connections
     );
     Ok(())
+}
+
+/// What partitioning made, for the report.
+struct Built {
+    /// The dataset's name.
+    dataset: String,
+    num_nodes: usize,
+    num_edges: usize,
+    /// The partitioner's cost, loading included in its peak memory.
+    cost: PartitionCost,
+    metrics: PartitionMetrics,
+    book_time_s: f64,
+    l_hop: Option<LHopReport>,
+    /// With --out: the time of writing the part folder.
+    out_time_s: Option<f64>,
+}
+
+/// Partitions `dataset` and builds the whole book in memory, for its metrics.
+fn in_memory(dataset: Structure, args: &Args, config: &PartitionConfig) -> anyhow::Result<Built> {
+    let graph = &dataset.graph;
+    let (partition, cost) = measure(|| partition_graph(graph, config));
+    let partition = partition.map_err(flag_error)?;
+    let (book, book_cost) = measure(|| PartitionBook::build(graph, &partition));
+    let book = book.context("building the partition book")?;
+    let metrics = PartitionMetrics::of(&book, &config.layout().map_err(flag_error)?)?;
+    let l_hop = match (args.hops, &partition) {
+        (Some(hops), Partition::EdgeCut { parts, owner }) => {
+            Some(l_hop_sets(graph, *parts, owner, &dataset.splits.train, hops)?.0)
+        }
+        _ => None,
+    };
+    let (num_nodes, num_edges) = (graph.num_nodes(), graph.num_edges());
+    Ok(Built {
+        dataset: dataset.name,
+        num_nodes,
+        num_edges,
+        cost,
+        metrics,
+        book_time_s: book_cost.time_s,
+        l_hop,
+        out_time_s: None,
+    })
+}
+
+/// Partitions `dataset` and writes its part folder to `dir` one part at a time
+/// ([`write_part_folder`]): the whole book is never held, and the graph is dropped before
+/// the features are streamed.
+fn write_folder(
+    dir: &Path,
+    dataset: Structure,
+    args: &Args,
+    config: &PartitionConfig,
+    data_dir: &Path,
+) -> anyhow::Result<Built> {
+    let (partition, cost) = measure(|| partition_graph(&dataset.graph, config));
+    let partition = partition.map_err(flag_error)?;
+    let layout = config.layout().map_err(flag_error)?;
+    let (l_hop, sets) = match (args.hops, &partition) {
+        (Some(hops), Partition::EdgeCut { parts, owner }) => {
+            let (report, sets) = l_hop_sets(&dataset.graph, *parts, owner, &dataset.splits.train, hops)?;
+            (Some(report), Some(sets))
+        }
+        _ => (None, None),
+    };
+    let context = || format!("cannot write the part folder to --out {}", dir.display());
+    let fingerprint = Dataset::source_fingerprint(data_dir)
+        .with_context(|| format!("cannot read --dataset {}", data_dir.display()))?;
+    let (name, num_nodes, num_edges) = (dataset.name.clone(), dataset.graph.num_nodes(), dataset.graph.num_edges());
+    let start = std::time::Instant::now();
+    let written =
+        write_part_folder(dir, dataset, &partition, &layout, sets.as_ref(), fingerprint, config.algorithm.name())
+            .map_err(|err| match err {
+                FolderError::Partition(e) => anyhow::Error::new(e).context("building the partition book"),
+                FolderError::Book(BookError::Dataset(e)) => {
+                    let hint = nonfinite_hint(&e);
+                    anyhow::Error::new(e).context(format!("{}{hint}", context()))
+                }
+                err => anyhow::Error::new(err).context(context()),
+            })?;
+    Ok(Built {
+        dataset: name,
+        num_nodes,
+        num_edges,
+        cost,
+        metrics: written.metrics,
+        book_time_s: written.build_time_s,
+        l_hop,
+        out_time_s: Some(start.elapsed().as_secs_f64()),
+    })
+}
+
+/// ADGraph's l-hop sets of an edge-cut, and what the report says of them.
+fn l_hop_sets(
+    graph: &Csr,
+    parts: usize,
+    owner: &[u32],
+    train: &[u32],
+    hops: usize,
+) -> anyhow::Result<(LHopReport, LHopSets)> {
+    let nodes = expand_l_hop(graph, parts, owner, train, hops)?;
+    let report = LHopReport {
+        hops,
+        nodes_per_part: nodes.iter().map(Vec::len).collect(),
+        replication_factor: nodes.iter().map(Vec::len).sum::<usize>() as f64 / graph.num_nodes() as f64,
+    };
+    Ok((report, LHopSets { hops, nodes }))
 }
 
 /// Fails before any work when an output cannot be written: `--out` must be a directory or not

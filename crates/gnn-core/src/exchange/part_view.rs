@@ -10,8 +10,9 @@ use crate::graph::{AggGraph, GraphError};
 /// ([`AggGraph::with_pulled_halo`]); vertex-cut mirrors are computed like their masters.
 pub fn agg_graph_of(part: &LocalGraph, cut: CutKind) -> Result<AggGraph, GraphError> {
     let degrees = |d: &[u32]| d.iter().map(|&d| d as f32).collect();
-    let graph = AggGraph::new(
-        part.csr().clone(),
+    // The part's adjacency is shared, not copied: a worker holds its edges once.
+    let graph = AggGraph::new_shared(
+        part.shared_csr(),
         part.num_primary(),
         part.local_to_global().to_vec(),
         degrees(part.global_in_degree()),
@@ -164,6 +165,19 @@ mod tests {
             &Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] },
             Run::EdgeCut,
         );
+    }
+
+    /// A worker's view holds its part's adjacency, not a copy of it.
+    #[test]
+    fn the_view_shares_the_parts_edges() {
+        let partition = Partition::EdgeCut { parts: 4, owner: vec![0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1, 0] };
+        let book = testkit::book(&partition);
+        for part in book.parts() {
+            for cut in [CutKind::EdgeCut, CutKind::VertexCut] {
+                let graph = agg_graph_of(part, cut).unwrap();
+                assert!(std::ptr::eq(graph.fwd(), part.csr()), "part {} holds its edges twice", part.part());
+            }
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ struct BookFile {
 
 /// What `book.json` promises about a part file, checked against its contents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct PartSummary {
+pub(super) struct PartSummary {
     file: String,
     num_local: usize,
     num_primary: usize,
@@ -62,32 +62,12 @@ impl PartitionBook {
     /// part files (and rows) of an earlier book there that this one does not have, and its
     /// part folder manifest (`parts.json`).
     pub fn save(&self, dir: &Path) -> Result<(), BookError> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        // A part folder's rows belong to the book they were written with.
-        let manifest = dir.join(super::MANIFEST);
-        match std::fs::remove_file(&manifest) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&manifest)(e)),
-            _ => {}
-        }
+        prepare_dir(dir)?;
+        let mut summaries = Vec::with_capacity(self.parts.len());
         for (i, lg) in self.parts.iter().enumerate() {
-            let path = dir.join(part_file_name(i));
-            let l_hop = self.l_hop.as_ref().map(|l| l.nodes[i].as_slice());
-            let mut out = BufWriter::new(File::create(&path).map_err(io_err(&path))?);
-            bincode::encode_into_std_write((PART_MAGIC, lg, l_hop), &mut out, bincode::config::standard())
-                .map_err(|error| BookError::Encode { path: path.clone(), error })?;
-            out.flush().map_err(io_err(&path))?;
+            summaries.push(write_part(dir, lg, self.l_hop.as_ref().map(|l| l.nodes[i].as_slice()))?);
         }
-        let file = BookFile {
-            format: FORMAT.into(),
-            version: VERSION,
-            meta: self.meta.clone(),
-            l_hop: self.l_hop.as_ref().map(|l| l.hops),
-            part_files: self.parts.iter().map(PartSummary::of).collect(),
-        };
-        let path = dir.join("book.json");
-        let json = serde_json::to_vec_pretty(&file).map_err(|error| BookError::Json { path: path.clone(), error })?;
-        std::fs::write(&path, json).map_err(io_err(&path))?;
-        remove_parts_from(dir, self.parts.len())
+        finish_book(dir, &self.meta, self.l_hop.as_ref().map(|l| l.hops), summaries)
     }
 
     /// [`PartitionBook::load`], then checks that the book was made for `graph` (vertex and
@@ -152,6 +132,41 @@ impl PartitionBook {
         let (lg, _) = read_part(dir, part, &file)?;
         Ok((file.meta, lg))
     }
+}
+
+/// Creates `dir` if missing and removes its part folder manifest (`parts.json`): a part
+/// folder's rows belong to the book they were written with.
+pub(super) fn prepare_dir(dir: &Path) -> Result<(), BookError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    super::rows::remove_manifest(dir)
+}
+
+/// Writes `part-<i>.bin` of part `lg` (with its l-hop set, if any) into `dir`; returns what
+/// `book.json` says of it.
+pub(super) fn write_part(dir: &Path, lg: &LocalGraph, l_hop: Option<&[u32]>) -> Result<PartSummary, BookError> {
+    let path = dir.join(part_file_name(lg.part()));
+    let mut out = BufWriter::new(File::create(&path).map_err(io_err(&path))?);
+    bincode::encode_into_std_write((PART_MAGIC, lg, l_hop), &mut out, bincode::config::standard())
+        .map_err(|error| BookError::Encode { path: path.clone(), error })?;
+    out.flush().map_err(io_err(&path))?;
+    Ok(PartSummary::of(lg))
+}
+
+/// Writes `book.json` (the book's `meta`, the `hops` of its l-hop sets, and the summaries of
+/// its part files, in part order) into `dir`, then removes the part files of an earlier book
+/// there that this one does not have.
+pub(super) fn finish_book(
+    dir: &Path,
+    meta: &BookMeta,
+    hops: Option<usize>,
+    part_files: Vec<PartSummary>,
+) -> Result<(), BookError> {
+    let parts = part_files.len();
+    let file = BookFile { format: FORMAT.into(), version: VERSION, meta: meta.clone(), l_hop: hops, part_files };
+    let path = dir.join("book.json");
+    let json = serde_json::to_vec_pretty(&file).map_err(|error| BookError::Json { path: path.clone(), error })?;
+    std::fs::write(&path, json).map_err(io_err(&path))?;
+    remove_parts_from(dir, parts)
 }
 
 /// Reads and checks `book.json` of `dir`: format, version, and a part file per part.

@@ -1,5 +1,7 @@
 //! One worker's share of a partitioned graph.
 
+use std::sync::Arc;
+
 use crate::Csr;
 
 /// One part of a partition book: the vertices a worker holds, its edges in local ids, and the
@@ -34,7 +36,8 @@ pub struct LocalGraph {
     pub(super) local_to_global: Vec<u32>,
     /// Local ids sorted by global id, for [`LocalGraph::local_of`].
     pub(super) by_global: Vec<u32>,
-    pub(super) csr: Csr,
+    /// Shared with the worker's aggregation view ([`LocalGraph::shared_csr`]): held once.
+    pub(super) csr: Arc<Csr>,
     pub(super) global_in_degree: Vec<u32>,
     pub(super) global_out_degree: Vec<u32>,
     pub(super) send: Vec<Vec<u32>>,
@@ -93,6 +96,12 @@ impl LocalGraph {
     /// The part's edges in local ids (see the type documentation for which edges).
     pub fn csr(&self) -> &Csr {
         &self.csr
+    }
+
+    /// The part's edges, shared rather than copied: a view built on them (a worker's
+    /// aggregation graph) holds the same adjacency as this part.
+    pub fn shared_csr(&self) -> Arc<Csr> {
+        Arc::clone(&self.csr)
     }
 
     /// In-degree of every local vertex in the whole graph (row length of the global CSR).

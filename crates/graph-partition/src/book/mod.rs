@@ -9,6 +9,7 @@
 //! graph (vertex and edge counts, `Csr::fingerprint`) and the worker count.
 
 mod build;
+mod folder;
 mod io;
 mod local;
 mod rows;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::Csr;
 use crate::partition::{Partition, PartitionError};
 
+pub use folder::{FolderError, WrittenFolder, write_part_folder};
 pub use io::part_path;
 pub use local::LocalGraph;
 pub use rows::{MANIFEST, PartRows, PartsManifest, ROWS_VERSION, rows_path, split_rows, write_part_rows};
@@ -135,11 +137,12 @@ impl PartitionBook {
         let parts = match partition {
             Partition::EdgeCut { parts, owner } => {
                 meta.cut = CutKind::EdgeCut;
-                build::edge_cut_parts(graph, &build::Homes::new(*parts, owner.clone()))
+                build::Plan::new(graph, build::Cut::Edge, build::Homes::new(*parts, owner.clone())).all_parts()
             }
             Partition::VertexCut { parts, edge_part, master } => {
                 meta.cut = CutKind::VertexCut;
-                build::vertex_cut_parts(graph, &build::Homes::new(*parts, master.clone()), edge_part)
+                let homes = build::Homes::new(*parts, master.clone());
+                build::Plan::new(graph, build::Cut::Vertex { edge_part }, homes).all_parts()
             }
             Partition::FeatureCut { columns } => {
                 meta.feature_columns = columns.clone();

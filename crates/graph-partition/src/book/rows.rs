@@ -27,7 +27,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use super::local::LocalGraph;
 use super::{BookError, BookMeta, CutKind, InvalidBook, PartitionBook};
-use crate::dataset::{Labels, Structure};
+use crate::dataset::{FeatureFile, Labels, Splits, Structure};
 use crate::fs::Pending;
 use crate::metrics::PartitionMetrics;
 
@@ -74,16 +74,28 @@ impl PartsManifest {
     /// The manifest of a part folder made from `structure` (whose raw files have fingerprint
     /// `dataset_fingerprint`) by `algorithm`.
     pub fn new(structure: &Structure, dataset_fingerprint: u64, algorithm: &str, metrics: PartitionMetrics) -> Self {
-        let s = &structure.splits;
+        let source = Source { name: &structure.name, splits: &structure.splits, num_classes: structure.num_classes };
+        Self::of(source, structure.num_features, dataset_fingerprint, algorithm, metrics)
+    }
+
+    /// [`PartsManifest::new`] from the parts of a structure.
+    pub(super) fn of(
+        source: Source<'_>,
+        num_features: usize,
+        dataset_fingerprint: u64,
+        algorithm: &str,
+        metrics: PartitionMetrics,
+    ) -> Self {
+        let s = source.splits;
         Self {
             format: MANIFEST_FORMAT.into(),
             version: ROWS_VERSION,
-            dataset: structure.name.clone(),
+            dataset: source.name.to_string(),
             dataset_fingerprint,
             split: s.name.clone(),
             split_sizes: [s.train.len(), s.valid.len(), s.test.len()],
-            num_classes: structure.num_classes,
-            num_features: structure.num_features,
+            num_classes: source.num_classes,
+            num_features,
             algorithm: algorithm.into(),
             metrics,
         }
@@ -110,6 +122,13 @@ impl PartsManifest {
         }
         Ok(Some(manifest))
     }
+}
+
+/// What a manifest says of the dataset besides its features.
+pub(super) struct Source<'a> {
+    pub name: &'a str,
+    pub splits: &'a Splits,
+    pub num_classes: usize,
 }
 
 /// The header of `part-<i>.rows`: which part of which book and dataset it is, the array sizes
@@ -198,7 +217,7 @@ pub fn split_rows(
 }
 
 /// One part's rows file while it is written.
-struct Writer {
+pub(super) struct Writer {
     path: PathBuf,
     pending: Pending,
     file: File,
@@ -207,47 +226,68 @@ struct Writer {
     sections: [(u64, u64); 5],
 }
 
-/// Writes `part-<i>.rows` of every part of `book` (saved in `dir` already) from `structure`,
-/// its features in one streaming pass, then `manifest` as `parts.json`. An earlier
-/// `parts.json` is removed first, and each rows file is put in place whole, so an interrupted
-/// write leaves no part folder (the book stays usable for a streamed scatter).
-pub fn write_part_rows(
+/// A part's local vertices in ascending global id: the order in which the feature stream
+/// reaches its rows.
+pub(super) trait RowOrder {
+    /// The `i`-th local vertex by global id, as (global id, local id).
+    fn nth(&self, i: usize) -> Option<(u32, u32)>;
+}
+
+impl RowOrder for LocalGraph {
+    fn nth(&self, i: usize) -> Option<(u32, u32)> {
+        self.by_global.get(i).map(|&l| (self.local_to_global[l as usize], l))
+    }
+}
+
+impl RowOrder for Vec<(u32, u32)> {
+    fn nth(&self, i: usize) -> Option<(u32, u32)> {
+        self.get(i).copied()
+    }
+}
+
+/// Part `lg`'s (global id, local id) pairs in ascending global id: what the feature stream
+/// needs of a part that is no longer held (8 bytes per local vertex).
+pub(super) fn row_order(lg: &LocalGraph) -> Vec<(u32, u32)> {
+    (0..lg.num_local()).map_while(|i| lg.nth(i)).collect()
+}
+
+/// Removes `parts.json` from `dir`: a folder without it is no part folder.
+pub(super) fn remove_manifest(dir: &Path) -> Result<(), BookError> {
+    let path = dir.join(MANIFEST);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(BookError::Io { path, error: e }),
+        _ => Ok(()),
+    }
+}
+
+/// The refusal to write rows for a feature-cut book.
+pub(super) fn no_rows_for_a_feature_cut(dir: &Path) -> BookError {
+    BookError::Format {
+        path: dir.join("book.json"),
+        reason: "a feature-cut book has no parts to write rows for".into(),
+    }
+}
+
+/// Writes every part's features in one streaming pass over `features` (rows of `cols`
+/// values), each row into the writer of every part holding it, at its local id (`orders[i]`
+/// is part `i`'s); then finishes the writers and writes `manifest` as `parts.json`, last.
+pub(super) fn stream_rows<O: RowOrder>(
     dir: &Path,
-    book: &PartitionBook,
-    structure: &Structure,
+    features: &FeatureFile,
+    cols: usize,
+    writers: Vec<Writer>,
+    orders: &[O],
     manifest: &PartsManifest,
 ) -> Result<(), BookError> {
-    let manifest_path = dir.join(MANIFEST);
-    match std::fs::remove_file(&manifest_path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(BookError::Io { path: manifest_path, error: e }),
-        _ => {}
-    }
-    let meta = book.meta();
-    if meta.cut == CutKind::FeatureCut {
-        return Err(BookError::Format {
-            path: dir.join("book.json"),
-            reason: "a feature-cut book has no parts to write rows for".into(),
-        });
-    }
-    let s = &structure.splits;
-    let splits = split_rows(book.parts(), meta.num_nodes, [&s.train, &s.valid, &s.test])
-        .map_err(|error| BookError::Invalid { path: dir.join("book.json"), error })?;
-    let cols = structure.num_features;
-    let mut writers = Vec::with_capacity(book.parts().len());
-    for (lg, split) in book.parts().iter().zip(splits) {
-        let rows: Vec<usize> = lg.local_to_global().iter().map(|&g| g as usize).collect();
-        let labels = structure.labels.select(&rows);
-        writers.push(Writer::create(dir, lg, meta, manifest.dataset_fingerprint, cols, labels, split, s.train.len())?);
-    }
     // Each part's local ids in ascending global id, walked along the feature file.
     let mut cursors = vec![0usize; writers.len()];
     let mut row_bytes = vec![0u8; cols * 4];
-    structure
-        .stream_features(|first, values| {
+    features
+        .stream(|first, values| {
             let end = first + values.len() / cols.max(1);
-            for ((lg, w), at) in book.parts().iter().zip(&writers).zip(&mut cursors) {
-                while let Some(&l) = lg.by_global.get(*at) {
-                    let g = lg.local_to_global[l as usize] as usize;
+            for ((order, w), at) in orders.iter().zip(&writers).zip(&mut cursors) {
+                while let Some((g, l)) = order.nth(*at) {
+                    let g = g as usize;
                     if g >= end {
                         break;
                     }
@@ -264,15 +304,45 @@ pub fn write_part_rows(
     for w in writers {
         w.finish()?;
     }
+    let manifest_path = dir.join(MANIFEST);
     let json =
         serde_json::to_vec_pretty(manifest).map_err(|error| BookError::Json { path: manifest_path.clone(), error })?;
     crate::fs::write_atomic(&manifest_path, |tmp| std::fs::write(tmp, &json))
         .map_err(|e| BookError::Io { path: manifest_path, error: e.source })
 }
 
+/// Writes `part-<i>.rows` of every part of `book` (saved in `dir` already) from `structure`,
+/// its features in one streaming pass, then `manifest` as `parts.json`. An earlier
+/// `parts.json` is removed first, and each rows file is put in place whole, so an interrupted
+/// write leaves no part folder (the book stays usable for a streamed scatter).
+/// [`super::write_part_folder`] writes the same files without holding the whole book.
+pub fn write_part_rows(
+    dir: &Path,
+    book: &PartitionBook,
+    structure: &Structure,
+    manifest: &PartsManifest,
+) -> Result<(), BookError> {
+    remove_manifest(dir)?;
+    let meta = book.meta();
+    if meta.cut == CutKind::FeatureCut {
+        return Err(no_rows_for_a_feature_cut(dir));
+    }
+    let s = &structure.splits;
+    let splits = split_rows(book.parts(), meta.num_nodes, [&s.train, &s.valid, &s.test])
+        .map_err(|error| BookError::Invalid { path: dir.join("book.json"), error })?;
+    let cols = structure.num_features;
+    let mut writers = Vec::with_capacity(book.parts().len());
+    for (lg, split) in book.parts().iter().zip(splits) {
+        let rows: Vec<usize> = lg.local_to_global().iter().map(|&g| g as usize).collect();
+        let labels = structure.labels.select(&rows);
+        writers.push(Writer::create(dir, lg, meta, manifest.dataset_fingerprint, cols, labels, split, s.train.len())?);
+    }
+    stream_rows(dir, &structure.feature_file(), cols, writers, book.parts(), manifest)
+}
+
 impl Writer {
     #[allow(clippy::too_many_arguments)]
-    fn create(
+    pub(super) fn create(
         dir: &Path,
         lg: &LocalGraph,
         meta: &BookMeta,

@@ -138,3 +138,63 @@ fn a_feature_file_that_changed_since_the_structure_was_read_fails_the_write() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Writing a part folder one part at a time gives the files of the whole book saved and its
+/// rows written, byte for byte: edge-cut with l-hop sets, and vertex-cut.
+#[test]
+fn a_folder_written_part_by_part_equals_the_whole_book_written() {
+    let f = folder();
+    let opts = LoadOptions { cache: crate::CacheMode::Off, ..Default::default() };
+    let structure = Dataset::load_structure(f.data.path(), &opts).unwrap();
+    let owner: Vec<u32> = (0..300u32).map(|v| (v * 7 + v / 11) % 3).collect();
+    let nodes = crate::partition::expand_l_hop(&structure.graph, 3, &owner, &structure.splits.train, 2).unwrap();
+    let l_hop = LHopSets { hops: 2, nodes };
+    let vertex_cut = PartitionConfig { hosts: 1, ..PartitionConfig::new(Algorithm::Ebv, 3) };
+    let vertex_cut = crate::partition::partition_graph(&structure.graph, &vertex_cut).unwrap();
+    for (partition, l_hop) in [(Partition::EdgeCut { parts: 3, owner }, Some(l_hop)), (vertex_cut, None)] {
+        let layout = PartitionConfig::new(Algorithm::Hash, 3).layout().unwrap();
+        let mut book = PartitionBook::build(&structure.graph, &partition).unwrap();
+        if let Some(l_hop) = &l_hop {
+            book = book.with_l_hop(l_hop.clone()).unwrap();
+        }
+        let metrics = crate::metrics::PartitionMetrics::of(&book, &layout).unwrap();
+        let manifest = PartsManifest::new(&structure, f.manifest.dataset_fingerprint, "x", metrics.clone());
+        let (whole, by_part) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        book.save(whole.path()).unwrap();
+        write_part_rows(whole.path(), &book, &structure, &manifest).unwrap();
+        let fingerprint = f.manifest.dataset_fingerprint;
+        let written =
+            write_part_folder(by_part.path(), structure.clone(), &partition, &layout, l_hop.as_ref(), fingerprint, "x")
+                .unwrap();
+        assert_eq!(written.metrics, metrics);
+        let names = |dir: &std::path::Path| {
+            let mut names: Vec<_> =
+                std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(whole.path()), names(by_part.path()));
+        for name in names(whole.path()) {
+            let read = |dir: &std::path::Path| std::fs::read(dir.join(&name)).unwrap();
+            assert!(read(whole.path()) == read(by_part.path()), "{name} differs");
+        }
+    }
+}
+
+/// A partition that does not fit the graph, or a layout that does not fit the partition, is
+/// refused before anything is written.
+#[test]
+fn a_folder_of_a_misfit_partition_is_refused_before_writing() {
+    let f = folder();
+    let structure = Dataset::load_structure(f.data.path(), &LoadOptions::default()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("folder");
+    let layout = PartitionConfig::new(Algorithm::Hash, 2).layout().unwrap();
+    let short = Partition::EdgeCut { parts: 2, owner: vec![0; 10] };
+    let err = write_part_folder(&dir, structure.clone(), &short, &layout, None, 1, "x").unwrap_err();
+    assert!(matches!(err, FolderError::Partition(_)), "{err}");
+    let three = Partition::EdgeCut { parts: 3, owner: (0..300u32).map(|v| v % 3).collect() };
+    let err = write_part_folder(&dir, structure, &three, &layout, None, 1, "x").unwrap_err();
+    assert!(matches!(err, FolderError::Metrics(_)), "{err}");
+    assert!(!dir.exists());
+}

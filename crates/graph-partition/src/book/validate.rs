@@ -253,19 +253,31 @@ fn check_exchange_lists(book: &PartitionBook) -> Result<(), InvalidBook> {
 
 /// l-hop sets: edge-cut only, one per part, ascending, in range, covering the owned vertices.
 pub(super) fn check_l_hop(book: &PartitionBook, l_hop: &LHopSets) -> Result<(), InvalidBook> {
-    if book.meta.cut != CutKind::EdgeCut {
-        return fail(None, format!("l-hop sets need an edge-cut book, this is a {:?}", book.meta.cut));
-    }
-    if l_hop.nodes.len() != book.parts.len() {
-        return fail(None, format!("{} l-hop sets for {} parts", l_hop.nodes.len(), book.parts.len()));
-    }
+    check_l_hop_sets(book.meta.cut, book.parts.len(), l_hop)?;
     for (lg, set) in book.parts.iter().zip(&l_hop.nodes) {
-        let ascending = set.windows(2).all(|w| w[0] < w[1]);
-        let in_range = set.last().is_none_or(|&g| (g as usize) < book.meta.num_nodes);
-        let owned = &lg.local_to_global[..lg.num_primary];
-        if !ascending || !in_range || !owned.iter().all(|g| set.binary_search(g).is_ok()) {
-            return fail(Some(lg.part()), "l-hop set is unsorted, out of range, or misses owned vertices".into());
-        }
+        check_l_hop_of(lg, set, book.meta.num_nodes)?;
+    }
+    Ok(())
+}
+
+/// The l-hop sets as a whole: for an edge-cut, one per part.
+pub(super) fn check_l_hop_sets(cut: CutKind, parts: usize, l_hop: &LHopSets) -> Result<(), InvalidBook> {
+    if cut != CutKind::EdgeCut {
+        return fail(None, format!("l-hop sets need an edge-cut book, this is a {cut:?}"));
+    }
+    if l_hop.nodes.len() != parts {
+        return fail(None, format!("{} l-hop sets for {parts} parts", l_hop.nodes.len()));
+    }
+    Ok(())
+}
+
+/// Part `lg`'s l-hop set: ascending, below `num_nodes`, covering its owned vertices.
+pub(super) fn check_l_hop_of(lg: &LocalGraph, set: &[u32], num_nodes: usize) -> Result<(), InvalidBook> {
+    let ascending = set.windows(2).all(|w| w[0] < w[1]);
+    let in_range = set.last().is_none_or(|&g| (g as usize) < num_nodes);
+    let owned = &lg.local_to_global[..lg.num_primary];
+    if !ascending || !in_range || !owned.iter().all(|g| set.binary_search(g).is_ok()) {
+        return fail(Some(lg.part()), "l-hop set is unsorted, out of range, or misses owned vertices".into());
     }
     Ok(())
 }

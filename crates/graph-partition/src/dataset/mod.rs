@@ -131,7 +131,34 @@ impl Structure {
         &self,
         sink: impl FnMut(usize, &[f32]) -> Result<(), DatasetError>,
     ) -> Result<(), DatasetError> {
-        ogb::stream_features(&self.dir, &self.opts, self.graph.num_nodes(), self.num_features, sink)
+        self.feature_file().stream(sink)
+    }
+
+    /// The node feature file, to be streamed without this structure (its graph dropped).
+    pub fn feature_file(&self) -> FeatureFile {
+        FeatureFile {
+            dir: self.dir.clone(),
+            opts: self.opts.clone(),
+            num_nodes: self.graph.num_nodes(),
+            num_features: self.num_features,
+        }
+    }
+}
+
+/// A dataset's node feature file as [`Structure::feature_file`] found it: what
+/// [`Structure::stream_features`] reads, without the graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureFile {
+    dir: PathBuf,
+    opts: LoadOptions,
+    num_nodes: usize,
+    num_features: usize,
+}
+
+impl FeatureFile {
+    /// As [`Structure::stream_features`].
+    pub fn stream(&self, sink: impl FnMut(usize, &[f32]) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+        ogb::stream_features(&self.dir, &self.opts, self.num_nodes, self.num_features, sink)
     }
 }
 

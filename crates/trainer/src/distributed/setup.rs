@@ -309,7 +309,7 @@ fn summary(name: String, metrics: &PartitionMetrics, time_s: f64) -> PartitionSu
     }
 }
 
-/// A part folder (`halo partition --out DIR`, see [`graph_partition::book::write_part_rows`]):
+/// A part folder (`halo partition --out DIR`, see [`graph_partition::book::write_part_folder`]):
 /// every rank reads its own part, and nothing else, instead of a share from rank 0.
 #[derive(Debug)]
 pub(crate) struct PartFolder {

@@ -240,9 +240,9 @@ fn csr_bytes(rows: usize, edges: usize) -> usize {
 enum Trainer {
     /// The single process: its `AggGraph` shares the dataset's CSR (`AggGraph::single_shared`).
     Single,
-    /// A distributed worker: its `AggGraph` keeps a copy of its share's CSR, its exchange
-    /// holds `exchange` bytes of buffers, and `halo` bytes of halo rows are written at a time
-    /// ([`halo_in_flight`]).
+    /// A distributed worker: its `AggGraph` shares its part's CSR (`LocalGraph::shared_csr`),
+    /// its exchange holds `exchange` bytes of buffers, and `halo` bytes of halo rows are
+    /// written at a time ([`halo_in_flight`]).
     Worker { exchange: usize, halo: usize },
 }
 
@@ -251,12 +251,12 @@ enum Trainer {
 /// `Model::take_logits`).
 fn training_terms(est: &mut Estimate, model: &ModelConfig, rows: Rows, trainer: Trainer) -> Result<(), ModelError> {
     let Rows { local: n, edges, symmetric, .. } = rows;
-    // Unless the graph is its own transpose `AggGraph` holds the transpose; GAT's backward
-    // builds the transpose's entry permutation (usize per edge).
-    let copies = usize::from(matches!(trainer, Trainer::Worker { .. }));
-    let adjacencies = copies + usize::from(!symmetric);
+    // The adjacency itself is the dataset's or the share's (counted there). Unless the graph
+    // is its own transpose `AggGraph` holds the transpose; GAT's backward builds the
+    // transpose's entry permutation (usize per edge).
+    let transposes = usize::from(!symmetric);
     let perm = if model.kind == ConvKind::Gat { edges * 8 } else { 0 };
-    est.add("aggregation graph (CSR copy, transpose, permutation)", adjacencies * csr_bytes(n, edges) + perm);
+    est.add("aggregation graph (transpose, permutation)", transposes * csr_bytes(n, edges) + perm);
     est.add("aggregation ids, degrees, norms", n * ROW_TABLES);
     // Parameters, gradients, Adam's two moments and the best epoch's copy.
     let params = Model::new(model.clone())?.num_params();
@@ -543,10 +543,11 @@ mod tests {
         }
     }
 
-    /// The aggregation-graph term counts a transpose exactly when `AggGraph` holds one, and a
-    /// copy of the CSR for a worker only: the single process's graph is the dataset's.
+    /// The aggregation-graph term counts a transpose exactly when `AggGraph` holds one, and
+    /// never a copy of the CSR: the single process's graph is the dataset's, a worker's its
+    /// part's (`agg_graph_of` shares it).
     #[test]
-    fn the_graph_term_follows_whether_a_transpose_or_a_copy_is_held() {
+    fn the_graph_term_follows_whether_a_transpose_is_held() {
         let one_way = Csr::from_edges(
             6,
             &[(0, 1), (1, 2), (2, 0), (3, 4)],
@@ -562,10 +563,10 @@ mod tests {
             let rows = Rows::every_row(csr.num_rows(), csr.num_edges(), symmetric);
             let adjacency = csr_bytes(csr.num_rows(), csr.num_edges()) as u64;
             let transposes = u64::from(!symmetric);
-            for (trainer, copies) in [(Trainer::Single, 0), (Trainer::Worker { exchange: 0, halo: 0 }, 1)] {
+            for trainer in [Trainer::Single, Trainer::Worker { exchange: 0, halo: 0 }] {
                 let mut est = Estimate::default();
                 training_terms(&mut est, &ModelConfig::gcn(3, 4, 2), rows, trainer).unwrap();
-                assert_eq!(est.terms[0].bytes, (copies + transposes) * adjacency, "{trainer:?}, symmetric {symmetric}");
+                assert_eq!(est.terms[0].bytes, transposes * adjacency, "{trainer:?}, symmetric {symmetric}");
             }
         }
     }
