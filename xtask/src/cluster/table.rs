@@ -165,17 +165,19 @@ fn steady(report: &Value) -> Vec<Value> {
 /// How much longer the median epoch that assigns takes than the steady `step`; `None` when no
 /// epoch assigns.
 fn assignment_cost(report: &Value, step: f64) -> Option<f64> {
-    let mut walls: Vec<f64> =
-        epochs(report).iter().filter(|e| assigns(e)).filter_map(|e| e["wall_s"].as_f64()).collect();
-    walls.sort_by(f64::total_cmp);
-    walls.get(walls.len() / 2).map(|wall| wall - step)
+    middle(epochs(report).iter().filter(|e| assigns(e)).filter_map(|e| e["wall_s"].as_f64()).collect())
+        .map(|wall| wall - step)
+}
+
+/// The median of `values` (the upper one of an even count); `None` when there are none.
+fn middle(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// The median of `field` over the [`steady`] epochs.
 fn median(report: &Value, field: impl Fn(&Value) -> Option<f64>) -> f64 {
-    let mut values: Vec<f64> = steady(report).iter().filter_map(&field).collect();
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    middle(steady(report).iter().filter_map(&field).collect()).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

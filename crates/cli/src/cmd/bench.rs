@@ -301,7 +301,6 @@ fn measure_with(
 ) -> Result<Option<Report>, CommError> {
     let size = comm.size();
     let a2a_figures = figures_of(comm, target, |t| t.all_to_all())?;
-    let a2a_merged = a2a_figures.as_ref().map(|(_, merged)| merged.clone());
     let a2a_times = time_call(comm, plan.iterations, target, |t| t.all_to_all())?;
     let reduce_figures = figures_of(comm, target, |t| t.all_reduce())?;
     let reduce_times = time_call(comm, plan.iterations, target, |t| t.all_reduce())?;
@@ -311,7 +310,7 @@ fn measure_with(
     } else {
         None
     };
-    let (Some((a2a_figures, _)), Some(a2a_times), Some((reduce_figures, _)), Some(reduce_times)) =
+    let (Some((a2a_figures, a2a_merged)), Some(a2a_times), Some((reduce_figures, _)), Some(reduce_times)) =
         (a2a_figures, a2a_times, reduce_figures, reduce_times)
     else {
         return Ok(None);
@@ -320,14 +319,11 @@ fn measure_with(
     let t = comm.topology();
     // Fits whose links a topology refuses (a zero bandwidth) give no figure, and `--links`
     // then prices no loss.
-    let modeled_on_fits_s = match (&link_fits, &a2a_merged) {
-        (Some(fits), Some(merged)) => {
-            let links = comm_hierarchy::measured_links(*t.links(), fits);
-            let fitted = Topology::new(t.hosts(), t.devices_per_host(), links).ok();
-            fitted.map(|fitted| cost::model(&fitted, merged).total_s)
-        }
-        _ => None,
-    };
+    let modeled_on_fits_s = link_fits.as_ref().and_then(|fits| {
+        let links = comm_hierarchy::measured_links(*t.links(), fits);
+        let fitted = Topology::new(t.hosts(), t.devices_per_host(), links).ok()?;
+        Some(cost::model(&fitted, &a2a_merged).total_s)
+    });
     let pair_bytes = (size * size.saturating_sub(1) * plan.bytes) as f64;
     let payload_bytes = target.payload_bytes();
     let algbw = payload_bytes as f64 / reduce_times.mean_s / 1e9;
@@ -445,7 +441,7 @@ fn finish(report: &Report, path: Option<&Path>) -> anyhow::Result<()> {
     );
     if let Some(fitted) = a.modeled_on_fits_s {
         println!(
-            "all-to-all on the fitted links: modeled {:.3} ms; measured / modeled {:.2} (the inter-host links' loss when every rank sends at once; `--links` prices it)",
+            "all-to-all on the fitted links: modeled {:.3} ms; measured / modeled {:.2} (the links' loss when every rank sends at once; `--links` prices it on inter-host links)",
             fitted * 1e3,
             a.measured.mean_s / fitted
         );

@@ -65,17 +65,18 @@ fn clock_s(clock: libc::clockid_t) -> Option<f64> {
     (rc == 0).then_some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
 }
 
-/// This machine's identity: a hash of the kernel's boot id (`/proc/sys/kernel/random/boot_id`),
-/// the same in every network or UTS namespace of one machine and different on another, kept to
-/// 52 bits so that it travels exactly in an `f64`. `None` where the platform does not expose it.
+/// This machine's identity: a hash of the kernel's boot id (`/proc/sys/kernel/random/boot_id`,
+/// a UUID), the same in every network or UTS namespace of one machine and different on
+/// another, kept to 52 bits so that it travels exactly in an `f64`. `None` where the platform
+/// does not expose it.
 pub fn machine_id() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-        // FNV-1a over the id's text.
-        let hash =
-            text.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-        Some(hash & ((1 << 52) - 1))
+        let hex: String = text.trim().chars().filter(|&c| c != '-').collect();
+        let half = |range: std::ops::Range<usize>| u64::from_str_radix(hex.get(range)?, 16).ok();
+        let words = [half(0..16)?, half(16..32)?];
+        Some(graph_partition::rng::hash_key(&words) & ((1 << 52) - 1))
     }
     #[cfg(not(target_os = "linux"))]
     {
