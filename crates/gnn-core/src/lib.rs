@@ -39,9 +39,11 @@ pub mod gpu;
 pub mod graph;
 mod inference;
 pub mod layers;
+pub mod learner;
 pub mod loss;
 pub mod model;
 pub mod norm;
+pub mod objective;
 pub mod optim;
 mod pages;
 pub mod params;
@@ -54,11 +56,13 @@ pub use block::{BlockGraphs, GcnNorm, UnknownGcnNorm};
 pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
 pub use graph::{AggGraph, GraphDegrees, GraphError};
 pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
+pub use learner::{HostTargets, LearnError, Learner, Phase, PhaseTimes, State, Traffic, Views};
 pub use loss::{
     LossError, MultiLabelCounts, bce_with_logits, bce_with_logits_in_place, count_correct, multilabel_counts,
     softmax_cross_entropy, softmax_cross_entropy_in_place,
 };
 pub use model::{BufferBytes, ConvKind, LayerOrder, Model, ModelConfig, ModelError};
 pub use norm::LayerNorm;
+pub use objective::{Hits, Objective};
 pub use optim::{Adam, AdamScalars, Optim, OptimError, Optimizer, Sgd};
 pub use params::{Init, ParamInfo, ParamLayout, ParamSlot};

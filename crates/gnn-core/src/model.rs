@@ -610,6 +610,11 @@ impl Model {
         Ok(&self.acts[self.cfg.layers])
     }
 
+    /// The logits of the last forward pass (empty before one, and while the loss holds them).
+    pub fn logits(&self) -> &Array2<f32> {
+        &self.acts[self.cfg.layers]
+    }
+
     /// Hands over the logits of the last forward pass, for the objective to turn into their
     /// gradient in place ([`crate::softmax_cross_entropy_in_place`]) and hand to backward, which
     /// never reads the logits: one buffer instead of two. Backward hands the buffer back, and

@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::objective::Objective;
 use crate::report::Report;
 use crate::train_loop::{EvalStats, accuracies};
+use gnn_core::objective::Objective;
 
 /// The JSON file beside the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,7 +13,6 @@
 //! - `harness` (internal): what every runner stands on, written once: the cluster of workers
 //!   (backend, compute gate, starting them), each rank's dataset, clock and checkpoints, and the
 //!   one place a report is put together.
-//! - [`objective`]: loss and accuracy as sums and counts (they add up across workers).
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory;
 //!   [`measure`]: how workers' compute is measured.
@@ -35,7 +34,6 @@
 pub mod checkpoint;
 pub mod config;
 pub mod data;
-pub mod device;
 pub mod distributed;
 pub mod error;
 pub mod experiment;
@@ -47,7 +45,6 @@ pub mod measure;
 pub mod memory;
 pub mod method;
 pub mod minibatch;
-pub mod objective;
 pub mod plan;
 pub mod report;
 mod run;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use gnn_core::{Model, ModelConfig};
+use gnn_core::{LearnError, Learner, Model, ModelConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
@@ -274,8 +274,13 @@ pub struct TrainedModel {
 }
 
 impl TrainedModel {
-    /// A copy of `model`'s parameters after `epoch`.
-    pub fn of(model: &Model, epoch: usize) -> Self {
+    /// A copy of `model`'s parameters after `epoch` (a device model's downloaded).
+    pub fn of<L: Learner>(model: &L, epoch: usize) -> Result<Self, LearnError> {
+        Ok(Self { config: model.config().clone(), params: model.params()?.into_owned(), epoch })
+    }
+
+    /// [`TrainedModel::of`] a model on the host, which cannot fail.
+    pub fn of_host(model: &Model, epoch: usize) -> Self {
         Self { config: model.config().clone(), params: model.params().to_vec(), epoch }
     }
 }

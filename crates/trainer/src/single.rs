@@ -1,15 +1,21 @@
-//! The single-process strategy: one model over the whole graph, no communication.
+//! The single-process strategy: one model over the whole graph, no communication, on any
+//! [`Learner`] backend: the CPU [`Model`], or with `device = "cuda[:N]"` the model, its
+//! gradients, Adam's moments, the graph, features and labelled rows resident on one GPU
+//! (`gnn_core::gpu::DeviceModel`, initialised on the CPU from the same seed and uploaded, so a
+//! run starts where the CPU's starts). With fanouts and no batch size every layer runs on
+//! in-edges sampled anew each epoch (on the CPU).
 //!
-//! A run the harness places on a CUDA device (`device = "cuda[:N]"`, full-batch on every edge)
-//! goes to `crate::device` instead; with fanouts and no batch size every layer runs on in-edges
-//! sampled anew each epoch.
+//! On a device each epoch carries a `device` record (GPU time per phase, bytes over the bus),
+//! the memory check of `memory/device.rs` runs before any upload, `--save-model` and
+//! checkpoints download the parameters and moments into the CPU model's flat layout, and the
+//! CPU's non-finite guards (which read the host model) do not run. `tests/gpu_train.rs`
+//! (`#[ignore]`d; `cargo xtask gpu-test`) holds the loss curves against the CPU's.
 
 use std::sync::Arc;
 
-use gnn_core::{AggGraph, ForwardCtx, Model, NoExchange, Optim};
+use gnn_core::{AggGraph, ForwardCtx, Learner, Model, NoExchange, Optim, Phase, PhaseTimes, Views};
+use graph_partition::Dataset;
 use graph_partition::sample::Fanouts;
-use graph_partition::{Dataset, Splits};
-use ndarray::Array2;
 
 use crate::checkpoint::WorkerState;
 use crate::config::{Device, TrainConfig};
@@ -18,86 +24,151 @@ use crate::guard;
 use crate::harness::Alone;
 use crate::memory::{Limit, MemoryReport, estimate};
 use crate::method::{BatchSource, sampled_layers};
-use crate::objective::Objective;
-use crate::report::Report;
-use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy, accuracies};
+use crate::report::{DeviceEpoch, Report, TrainedModel};
+use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy};
 
 /// Full-batch training of one model on the whole graph.
-#[derive(Debug)]
-pub struct SingleProcess<'a> {
-    model: Model,
+pub struct SingleProcess<'a, L: Learner> {
+    learner: L,
+    /// The whole graph on the host (what the guard and the sampler read).
     graph: AggGraph,
-    features: &'a Array2<f32>,
-    objective: Objective<'a>,
-    splits: &'a Splits,
+    /// Its views where the model computes.
+    views: L::Graph,
+    features: L::Features<'a>,
+    /// Train, validation and test rows with their labels.
+    splits: [L::Targets<'a>; 3],
+    /// The training set's loss terms (rows times terms per row).
+    terms: f64,
     optimizer: Optim,
     lr: f32,
     seed: u64,
     /// Per-layer fanouts of training on in-edges sampled every epoch; `None`: every edge.
     fanouts: Option<Fanouts>,
+    /// A backend that times itself (a device): the epoch's phases.
+    phases: Option<PhaseTimes>,
 }
 
-impl<'a> SingleProcess<'a> {
-    /// Builds the model and optimizer `config` describes for `dataset` (whose features are used
-    /// as they are: normalise them first).
+impl<L: Learner> std::fmt::Debug for SingleProcess<'_, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SingleProcess").field("config", self.learner.config()).finish_non_exhaustive()
+    }
+}
+
+impl<'a> SingleProcess<'a, Model> {
+    /// The model and optimizer `config` describes for `dataset` on the CPU (whose features are
+    /// used as they are: normalise them first).
     pub fn new(config: &TrainConfig, dataset: &'a Dataset) -> Result<Self, TrainError> {
-        if dataset.splits.train.is_empty() {
-            return Err(TrainError::NoTrainingNodes { split: dataset.splits.name.clone() });
+        let host = Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?;
+        Self::on(host, config, dataset)
+    }
+}
+
+impl<'a, L: Learner> SingleProcess<'a, L> {
+    /// `learner` trained as `config` describes on `dataset`.
+    pub fn on(learner: L, config: &TrainConfig, dataset: &'a Dataset) -> Result<Self, TrainError> {
+        let splits = &dataset.splits;
+        if splits.train.is_empty() {
+            return Err(TrainError::NoTrainingNodes { split: splits.name.clone() });
         }
-        let model = Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?;
+        let graph = AggGraph::single_shared(Arc::clone(&dataset.graph))?;
+        let n = graph.num_local();
+        let target = |rows: &'a [u32]| learner.targets(&dataset.labels, rows, n);
+        let train = target(&splits.train)?;
+        let rows_terms = gnn_core::Objective::new(&dataset.labels).terms_per_row();
         Ok(Self {
-            model,
-            graph: AggGraph::single_shared(Arc::clone(&dataset.graph))?,
-            features: &dataset.features,
-            objective: Objective::new(&dataset.labels),
-            splits: &dataset.splits,
+            views: learner.graph(Views::Whole(&graph))?,
+            features: learner.features(&dataset.features, n)?,
+            splits: [train, target(&splits.valid)?, target(&splits.test)?],
+            terms: (splits.train.len() * rows_terms) as f64,
+            graph,
             optimizer: config.optimizer(),
             lr: config.lr,
             seed: config.seed,
             fanouts: BatchSource::from_config(config).edge_fanouts().cloned(),
+            phases: None,
+            learner,
         })
     }
 }
 
-impl Strategy for SingleProcess<'_> {
+impl<L: Learner> Strategy for SingleProcess<'_, L> {
     type Error = TrainError;
 
     fn train_step(&mut self, epoch: usize) -> Result<StepStats, TrainError> {
-        self.model.zero_grad();
+        let learner = &mut self.learner;
+        learner.begin()?;
+        learner.zero_grad()?;
         let ctx = ForwardCtx::train(self.seed, epoch as u64);
-        let layers = self.model.config().layers;
-        let graphs = match &self.fanouts {
-            Some(fanouts) => sampled_layers(&vec![&self.graph; layers], fanouts, self.seed, ctx.epoch)?,
-            None => vec![self.graph.clone(); layers],
+        let mut sampled = match &self.fanouts {
+            Some(fanouts) => {
+                let layers =
+                    sampled_layers(&vec![&self.graph; learner.config().layers], fanouts, self.seed, ctx.epoch)?;
+                Some(learner.graph(Views::Layers(&layers))?)
+            }
+            None => None,
         };
-        self.model.forward_layers(&graphs, self.features, &mut NoExchange, ctx)?;
-        let mut dlogits = self.model.take_logits();
-        let loss_sum = self.objective.loss_sum(&mut dlogits, &self.splits.train)?;
-        let layer = guard::bad_layer(loss_sum, &self.model, &self.graph);
-        let terms = (self.splits.train.len() * self.objective.terms_per_row()) as f64;
-        dlogits /= terms as f32;
-        self.model.backward_layers(&graphs, dlogits, &mut NoExchange)?;
-        guard::check_loss_and_grads(epoch, loss_sum / terms, layer, &self.model, self.lr)?;
-        self.model.step(&mut self.optimizer)?;
-        guard::check_params(epoch, &self.model, self.lr)?;
-        Ok(StepStats { loss: loss_sum / terms, ..StepStats::default() })
+        let views = sampled.as_mut().unwrap_or(&mut self.views);
+        learner.forward(views, &self.features, &mut NoExchange, ctx)?;
+        learner.mark(Phase::Forward)?;
+        let (loss_sum, grad) = learner.loss(&mut self.splits[0], self.terms)?;
+        learner.mark(Phase::Loss)?;
+        let layer = learner.host().and_then(|model| guard::bad_layer(loss_sum, model, &self.graph));
+        learner.backward(views, grad, &mut NoExchange)?;
+        learner.mark(Phase::Backward)?;
+        let loss = loss_sum / self.terms;
+        if let Some(model) = learner.host() {
+            guard::check_loss_and_grads(epoch, loss, layer, model, self.lr)?;
+        }
+        learner.step(&mut self.optimizer)?;
+        learner.mark(Phase::Optimizer)?;
+        if let Some(model) = learner.host() {
+            guard::check_params(epoch, model, self.lr)?;
+        }
+        self.phases = learner.read_phases()?;
+        Ok(StepStats { loss, ..StepStats::default() })
     }
 
     fn evaluate(&mut self) -> Result<EvalStats, TrainError> {
-        let logits = self.model.forward(&self.graph, self.features, &mut NoExchange, ForwardCtx::eval())?;
-        accuracies(&self.objective, logits, self.splits)
+        let learner = &mut self.learner;
+        learner.begin()?;
+        learner.forward(&mut self.views, &self.features, &mut NoExchange, ForwardCtx::eval())?;
+        let hits = learner.hits(&mut self.splits)?;
+        learner.mark(Phase::Eval)?;
+        if let (Some(phases), Some(read)) = (self.phases.as_mut(), learner.read_phases()?) {
+            phases.eval_s = read.eval_s;
+        }
+        Ok(EvalStats::of(&hits))
+    }
+
+    fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
+        let Some(phases) = self.phases else { return Ok(None) };
+        let Some(moved) = self.learner.traffic(&mut self.views) else { return Ok(None) };
+        Ok(Some(DeviceEpoch {
+            forward_s: phases.forward_s,
+            loss_s: phases.loss_s,
+            backward_s: phases.backward_s,
+            optimizer_s: phases.optimizer_s,
+            eval_s: phases.eval_s,
+            h2d_bytes: moved.host_to_device,
+            d2h_bytes: moved.device_to_host,
+            ..DeviceEpoch::default()
+        }))
     }
 
     fn model(&self) -> Option<&Model> {
-        Some(&self.model)
+        self.learner.host()
+    }
+
+    fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError> {
+        Ok(Some(TrainedModel::of(&self.learner, epoch)?))
     }
 
     fn checkpoint_state(&self) -> Result<WorkerState, String> {
-        Ok(WorkerState::of(&self.model, &self.optimizer, Vec::new()))
+        WorkerState::of(&self.learner, &self.optimizer, Vec::new())
     }
 
     fn restore_state(&mut self, state: WorkerState) -> Result<(), String> {
-        state.restore(&mut self.model, &mut self.optimizer).map(drop)
+        state.restore(&mut self.learner, &mut self.optimizer).map(drop)
     }
 }
 
@@ -110,14 +181,48 @@ pub fn run(
     observer: &mut dyn EpochObserver,
 ) -> Result<Report, TrainError> {
     let alone = Alone::start(method, config, dataset)?;
-    if let Device::Cuda(ordinal) = alone.device() {
-        return crate::device::train(&alone, config, dataset, ordinal, observer);
+    let host = Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?;
+    match alone.device() {
+        Device::Cpu => {
+            let memory = check_memory(config, dataset)?;
+            let mut strategy = SingleProcess::on(host, config, dataset)?;
+            let mut outcome = alone.train(&mut strategy, observer)?;
+            outcome.final_.memory = Some(memory);
+            Ok(alone.report(outcome))
+        }
+        Device::Cuda(ordinal) => on_gpu(&alone, host, config, dataset, ordinal, observer),
     }
-    let memory = check_memory(config, dataset)?;
-    let mut strategy = SingleProcess::new(config, dataset)?;
+}
+
+/// Trains `host`'s parameters on GPU `ordinal`, after the device memory check.
+#[cfg(feature = "cuda")]
+fn on_gpu(
+    alone: &Alone<'_>,
+    host: Model,
+    config: &TrainConfig,
+    dataset: &Dataset,
+    ordinal: usize,
+    observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
+    let gpu = crate::harness::gpu::Gpu::alone(ordinal, crate::memory::device::estimate(config, dataset)?)?;
+    let learner = gnn_core::gpu::DeviceModel::from_model(&gpu.dev, &host)?;
+    let mut strategy = SingleProcess::on(learner, config, dataset)?;
     let mut outcome = alone.train(&mut strategy, observer)?;
-    outcome.final_.memory = Some(memory);
+    outcome.final_.device = Some(gpu.summary()?);
     Ok(alone.report(outcome))
+}
+
+/// Without the `cuda` feature the device path is not in this build.
+#[cfg(not(feature = "cuda"))]
+fn on_gpu(
+    _alone: &Alone<'_>,
+    _host: Model,
+    _config: &TrainConfig,
+    _dataset: &Dataset,
+    _ordinal: usize,
+    _observer: &mut dyn EpochObserver,
+) -> Result<Report, TrainError> {
+    Err(TrainError::NoCuda)
 }
 
 /// Estimates the run's peak, logs the breakdown and checks it against the ceiling.

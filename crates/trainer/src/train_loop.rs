@@ -22,8 +22,8 @@ use crate::checkpoint::{Checkpoints, WorkerState};
 use crate::config::TrainConfig;
 use crate::error::CheckpointError;
 use crate::error::TrainError;
-use crate::objective::{Hits, Objective};
 use crate::report::{Best, DeviceEpoch, EpochRecord, FinalRecord, GRAD_SYNC_PHASES, TrainedModel, is_exchange_phase};
+use gnn_core::objective::{Hits, Objective};
 
 /// Communication of one training step (all zero for single-process runs).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,6 +66,14 @@ pub struct EvalStats {
     pub test_acc: f64,
 }
 
+impl EvalStats {
+    /// The accuracies of the train, validation and test splits' `hits`, in that order.
+    pub fn of(hits: &[Hits]) -> Self {
+        let acc = |i: usize| hits.get(i).copied().unwrap_or_default().fraction();
+        Self { train_acc: acc(0), val_acc: acc(1), test_acc: acc(2) }
+    }
+}
+
 /// One training method, seen by the loop as "a step" and "an evaluation".
 pub trait Strategy {
     /// The error a step can fail with.
@@ -93,7 +101,7 @@ pub trait Strategy {
     /// [`Strategy::model`]'s by default; a strategy whose parameters live elsewhere (on a
     /// device) fetches them here.
     fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, Self::Error> {
-        Ok(self.model().map(|m| TrainedModel::of(m, epoch)))
+        Ok(self.model().map(|m| TrainedModel::of_host(m, epoch)))
     }
     /// This worker's state for a checkpoint: parameters, optimizer and the method's own state
     /// (its controller's settings, caches, ...); an error says why the strategy cannot be

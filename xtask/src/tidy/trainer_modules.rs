@@ -19,7 +19,6 @@ use super::{assert_clean, rust_files, workspace_root};
 const ORDER: [&str; 22] = [
     "config",      // every setting, TOML loading and validation
     "features",    // feature preprocessing
-    "objective",   // losses and accuracy as sums and counts
     "data",        // the dataset a run trains on, and where it comes from (`Source`)
     "error",       // `TrainError` and every error type it wraps
     "guard",       // non-finite checks
@@ -32,7 +31,6 @@ const ORDER: [&str; 22] = [
     "export",      // trained weights as safetensors, and prediction
     "method",      // what every method is made of: its parts
     "distributed", // the runner of a cut graph
-    "device",      // the whole graph on a CUDA device
     "single",      // the whole graph in one process
     "minibatch",   // the runners of sampled mini-batches
     "methods",     // each method's folder `method/<name>/` but its rules and settings
@@ -404,8 +402,8 @@ mod tests {
     fn allowed_entries_pass_and_stale_ones_fail() {
         let list = [("method/mod.rs", "use crate::minibatch::trainer::BatchTrainer;\n")];
         assert_eq!(check_order(&files(&list), &[("method/mod.rs", "minibatch")]), Vec::<String>::new());
-        let v = check_order(&files(&list), &[("method/mod.rs", "minibatch"), ("single.rs", "device")]);
-        assert_eq!(v, ["ALLOWED entry (single.rs, device) matches no import any more: remove it"]);
+        let v = check_order(&files(&list), &[("method/mod.rs", "minibatch"), ("single.rs", "harness")]);
+        assert_eq!(v, ["ALLOWED entry (single.rs, harness) matches no import any more: remove it"]);
     }
 
     #[test]

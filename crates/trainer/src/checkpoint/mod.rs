@@ -35,7 +35,7 @@ use std::time::Duration;
 use comm_hierarchy::Communicator;
 use comm_hierarchy::fault::Fault;
 use comm_hierarchy::point::Point;
-use gnn_core::{Model, Optim};
+use gnn_core::{Learner, Optim, State};
 use graph_partition::fs::write_atomic;
 use serde_json::Value;
 
@@ -55,53 +55,19 @@ pub struct WorkerState {
 }
 
 impl WorkerState {
-    /// The state of a worker that trains `model` with `optimizer` and keeps `method` besides.
-    pub fn of(model: &Model, optimizer: &Optim, method: Vec<u8>) -> Self {
-        Self { params: model.params().to_vec(), optimizer: Moments::of(optimizer), method }
+    /// The state of a worker that trains `model` with `optimizer` and keeps `method` besides
+    /// (a device model's downloaded into the CPU model's flat layout).
+    pub fn of<L: Learner>(model: &L, optimizer: &Optim, method: Vec<u8>) -> Result<Self, String> {
+        let State { params, m, v, t } =
+            model.state(optimizer).map_err(|e| format!("reading the model's state: {e}"))?;
+        Ok(Self { params, optimizer: Moments { m, v, t }, method })
     }
 
     /// Puts the parameters and the optimizer's state back into `model` and `optimizer`;
     /// returns the method blob.
-    pub fn restore(self, model: &mut Model, optimizer: &mut Optim) -> Result<Vec<u8>, String> {
-        let n = model.num_params();
-        if self.params.len() != n || self.optimizer.m.len() > n || self.optimizer.v.len() > n {
-            return Err(format!(
-                "{} parameters and {}/{} moments for a model of {n} parameters",
-                self.params.len(),
-                self.optimizer.m.len(),
-                self.optimizer.v.len()
-            ));
-        }
-        model.set_params(&self.params).map_err(|e| e.to_string())?;
-        optimizer.set_state(self.optimizer.m, self.optimizer.v, self.optimizer.t).map_err(|e| e.to_string())?;
-        Ok(self.method)
-    }
-
-    /// The state of a worker whose `model` lives on a device and steps with `optimizer`,
-    /// downloaded into the CPU model's flat layout, with `method` besides: what a CPU worker's
-    /// checkpoint holds (SGD: its momentum buffer in `m`, `v` empty).
-    #[cfg(feature = "cuda")]
-    pub(crate) fn of_device(
-        model: &gnn_core::gpu::DeviceModel<'_>,
-        optimizer: &Optim,
-        method: Vec<u8>,
-    ) -> Result<Self, String> {
-        let download = || -> Result<Self, gnn_core::gpu::GpuError> {
-            let (m, mut v, t) = model.moments()?;
-            if matches!(optimizer, Optim::Sgd(_)) {
-                v.clear();
-            }
-            Ok(Self { params: model.params()?, optimizer: Moments { m, v, t }, method })
-        };
-        download().map_err(|e| format!("downloading the device state: {e}"))
-    }
-
-    /// Uploads the parameters and the optimizer's state into the device `model`, bit for bit;
-    /// returns the method blob.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn restore_device(self, model: &mut gnn_core::gpu::DeviceModel<'_>) -> Result<Vec<u8>, String> {
-        let Moments { m, v, t } = &self.optimizer;
-        model.set_state(&self.params, m, v, *t).map_err(|e| format!("uploading the device state: {e}"))?;
+    pub fn restore<L: Learner>(self, model: &mut L, optimizer: &mut Optim) -> Result<Vec<u8>, String> {
+        let Moments { m, v, t } = self.optimizer;
+        model.restore(optimizer, State { params: self.params, m, v, t }).map_err(|e| e.to_string())?;
         Ok(self.method)
     }
 }

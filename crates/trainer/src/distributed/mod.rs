@@ -43,6 +43,7 @@ mod param_server;
 mod setup;
 mod worker;
 
+use gnn_core::Model;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::PartitionConfig;
@@ -57,7 +58,7 @@ use crate::memory::estimate::Estimate;
 use crate::method::{HaloFeatures, Parts};
 use crate::report::Report;
 use crate::train_loop::{EpochObserver, LoopOptions, train_loop_with};
-use compute::{OnCpu, PartModel};
+use compute::{OnPart, PartModel};
 use setup::WorkerShare;
 use worker::Worker;
 
@@ -180,9 +181,13 @@ fn run_worker(rank: &Rank<'_>, job: Job<'_>, observer: &mut dyn EpochObserver) -
         Device::Cpu => None,
         Device::Cuda(_) => Some(on_device::open(rank, &share, job.parts.halo_features)?),
     };
-    let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| match &gpu {
-        None => Ok(Box::new(OnCpu::new(part)?) as Box<dyn PartModel + '_>),
-        Some(gpu) => on_device::model(gpu, part),
+    let mut worker = Worker::new(comm, clock, &share, job.parts, job.cut, config, |part| {
+        // Every worker's model starts from the seed's parameters, on whichever backend.
+        let host = Model::new(config.model_config(share.features.ncols(), share.num_classes))?;
+        match &gpu {
+            None => Ok(Box::new(OnPart::new(host, part)?) as Box<dyn PartModel + '_>),
+            Some(gpu) => on_device::model(gpu, &host, part),
+        }
     })?;
     let checkpoints = rank.checkpoints(fingerprint_part(&share.part))?;
     let mut outcome = train_loop_with(&mut worker, LoopOptions::of(config), observer, checkpoints)?;

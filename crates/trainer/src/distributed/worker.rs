@@ -34,9 +34,9 @@ use crate::harness::timeline::{
     Machines, WorkerStep, modeled_step_s, overlap_bound_s, overlapped_calls, played_step_s,
 };
 use crate::method::{ControlCtx, Controller, Parts};
-use crate::objective::{Hits, Objective};
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::{CommStats, EvalStats, StepStats, Strategy};
+use gnn_core::objective::{Hits, Objective};
 
 /// Ledger phases of the worker's own collectives (the exchange's are `fwd/<layer>` and
 /// `bwd/<layer>`). Only `grads` and `loss` run inside a step; the others run after it and are

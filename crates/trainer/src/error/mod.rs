@@ -6,7 +6,7 @@ mod checkpoint;
 mod dist;
 mod memory;
 
-use gnn_core::{GraphError, LossError, ModelError, OptimError};
+use gnn_core::{GraphError, LearnError, LossError, ModelError, OptimError};
 use graph_partition::sample::{PlanError, SampleError};
 
 pub use self::checkpoint::CheckpointError;
@@ -113,6 +113,23 @@ pub enum TrainError {
         /// Which parts clash.
         detail: String,
     },
+    /// The model's backend cannot run what was asked.
+    #[error("model: {0}")]
+    Backend(LearnError),
+}
+
+impl From<LearnError> for TrainError {
+    /// Each backend failure as the error of the part that failed.
+    fn from(e: LearnError) -> Self {
+        match e {
+            LearnError::Model(e) => Self::Model(e),
+            LearnError::Loss(e) => Self::Loss(e),
+            LearnError::Optim(e) => Self::Optim(e),
+            LearnError::Graph(e) => Self::Graph(e),
+            LearnError::Device(e) => Self::Device(e),
+            e @ (LearnError::Unsupported { .. } | LearnError::State(_)) => Self::Backend(e),
+        }
+    }
 }
 
 /// Where a non-finite value was found.

@@ -3,9 +3,7 @@
 use comm_hierarchy::Communicator;
 
 use super::CommClock;
-use crate::error::DistError;
-#[cfg(feature = "cuda")]
-use crate::error::TrainError;
+use crate::error::{DistError, TrainError};
 
 /// The gradient all-reduce a worker's model hands its gradient share to: the worker's
 /// communicator on the host, or a device collective (NCCL) which the communicator's ledger
@@ -27,16 +25,11 @@ impl<'s> GradSum<'s> {
         Ok(self.clock.call(|| self.comm.all_reduce_sum_f32(self.phase, grads))?)
     }
 
-    /// Runs `sum`, a device collective that sums `len` gradients over the workers (given the
-    /// ledger phase), as a communication call, and records it in the ledger as
-    /// [`GradSum::on_host`] would.
-    #[cfg(feature = "cuda")]
-    pub(crate) fn on_device(
-        &mut self,
-        len: usize,
-        sum: impl FnOnce(&str) -> Result<(), TrainError>,
-    ) -> Result<(), TrainError> {
-        self.clock.call(|| sum(self.phase))?;
+    /// Runs `sum`, a device collective that sums the gradients over the workers (given the
+    /// ledger phase) and returns their length, as a communication call, and records it in the
+    /// ledger as [`GradSum::on_host`] would.
+    pub(crate) fn on_device(&mut self, sum: impl FnOnce(&str) -> Result<usize, TrainError>) -> Result<(), TrainError> {
+        let len = self.clock.call(|| sum(self.phase))?;
         self.clock.call(|| self.comm.record_all_reduce_f32(self.phase, len)).map_err(DistError::from)?;
         Ok(())
     }

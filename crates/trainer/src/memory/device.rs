@@ -11,7 +11,7 @@ use graph_partition::book::LocalGraph;
 use super::{Limit, format_bytes};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::objective::Objective;
+use gnn_core::objective::Objective;
 
 /// The device memory `config` needs to train on the whole of `dataset` on one GPU.
 pub fn estimate(config: &TrainConfig, dataset: &Dataset) -> Result<Footprint, TrainError> {

@@ -13,9 +13,9 @@ use crate::checkpoint::WorkerState;
 use crate::error::TrainError;
 use crate::guard;
 use crate::harness::GradSum;
-use crate::objective::Objective;
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
+use gnn_core::objective::Objective;
 
 /// Where a batch's input rows come from.
 #[derive(Debug, Clone, Copy)]
@@ -208,11 +208,11 @@ impl BatchModel for OnCpu {
     }
 
     fn snapshot(&mut self, epoch: usize) -> Result<TrainedModel, TrainError> {
-        Ok(TrainedModel::of(&self.0, epoch))
+        Ok(TrainedModel::of_host(&self.0, epoch))
     }
 
     fn state(&self, optimizer: &Optim, method: Vec<u8>) -> Result<WorkerState, String> {
-        Ok(WorkerState::of(&self.0, optimizer, method))
+        WorkerState::of(&self.0, optimizer, method)
     }
 
     fn restore(&mut self, state: WorkerState, optimizer: &mut Optim) -> Result<Vec<u8>, String> {

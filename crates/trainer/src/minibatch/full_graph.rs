@@ -5,8 +5,8 @@ use gnn_core::{GraphDegrees, Model};
 use graph_partition::Dataset;
 
 use crate::error::TrainError;
-use crate::objective::{Hits, Objective};
 use crate::train_loop::EvalStats;
+use gnn_core::objective::{Hits, Objective};
 
 /// A whole dataset with its degrees, for evaluation.
 #[derive(Debug)]

@@ -127,13 +127,12 @@ mod cuda {
     use gnn_core::gpu::{
         CudaSlice, Device, DeviceBlocks, DeviceGraph, DeviceIndex, DeviceLabels, DeviceModel, PhaseClock, Transfers,
     };
-    use gnn_core::{AggGraph, BlockGraphs, ForwardCtx, Optim, Optimizer};
+    use gnn_core::{AggGraph, BlockGraphs, ForwardCtx, Learner, Optim, Optimizer};
     use graph_partition::sample::StepKey;
     use ndarray::Array2;
 
     use super::*;
     use crate::checkpoint::WorkerState;
-    use crate::device::{accuracies, upload_splits};
     use crate::guard;
     use crate::harness::GradSum;
     use crate::minibatch::compute::{BatchPass, Inputs};
@@ -338,9 +337,7 @@ mod cuda {
             if !self.dev.joined() {
                 return Ok(false);
             }
-            let mut flat = self.model.grads_on_device()?;
-            sum.on_device(flat.len(), |phase| Ok(self.dev.sum_on_peers(phase, &mut flat)?))?;
-            self.model.set_grads_on_device(&flat)?;
+            sum.on_device(|phase| Ok(self.model.sum_grads_on_peers(phase)?))?;
             self.grads = None;
             Ok(true)
         }
@@ -404,7 +401,11 @@ mod cuda {
                     EvalGraph {
                         graph: self.model.upload_graph(&whole)?,
                         features: (!own).then(upload).transpose()?,
-                        splits: upload_splits(self.dev, dataset)?,
+                        splits: {
+                            let (n, splits) = (dataset.graph.num_rows(), &dataset.splits);
+                            let target = |rows| self.model.targets(&dataset.labels, rows, n);
+                            [target(&splits.train)?, target(&splits.valid)?, target(&splits.test)?]
+                        },
                     }
                 }
             };
@@ -415,7 +416,8 @@ mod cuda {
             };
             let mut clock = self.dev.clock()?;
             self.model.forward(&eval.graph, features, ForwardCtx::eval())?;
-            let stats = accuracies(&self.model, &mut eval.splits)?;
+            let hits = Learner::hits(&mut self.model, &mut eval.splits)?;
+            let stats = EvalStats::of(&hits);
             clock.mark("eval")?;
             self.epoch.eval_s += phase_s(&clock.read()?, "eval");
             Ok(stats)
@@ -426,11 +428,11 @@ mod cuda {
         }
 
         fn state(&self, optimizer: &Optim, method: Vec<u8>) -> Result<WorkerState, String> {
-            WorkerState::of_device(&self.model, optimizer, method)
+            WorkerState::of(&self.model, optimizer, method)
         }
 
-        fn restore(&mut self, state: WorkerState, _optimizer: &mut Optim) -> Result<Vec<u8>, String> {
-            state.restore_device(&mut self.model)
+        fn restore(&mut self, state: WorkerState, optimizer: &mut Optim) -> Result<Vec<u8>, String> {
+            state.restore(&mut self.model, optimizer)
         }
 
         fn hold_own_columns(&mut self, columns: Array2<f32>) -> Result<(), TrainError> {

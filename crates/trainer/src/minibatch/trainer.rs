@@ -29,9 +29,9 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::harness::GradSum;
 use crate::method::Sampling;
-use crate::objective::Objective;
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
+use gnn_core::objective::Objective;
 
 /// What a worker does around the computation of every step.
 pub(crate) trait StepHooks {

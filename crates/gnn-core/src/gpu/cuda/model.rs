@@ -35,7 +35,7 @@ use cudarc::driver::CudaSlice;
 
 use super::link::{Link, PartLink};
 use super::rows::RowLists;
-use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError};
+use super::{Device, DeviceCsr, DeviceIndex, DeviceLabels, GpuError, PhaseClock, Transfers};
 use crate::activation::Activation;
 use crate::block::BlockGraphs;
 use crate::dropout::DropoutSite;
@@ -445,8 +445,8 @@ struct GatCache {
 
 /// The device twin of a CPU [`Model`] (same config, same parameter layout).
 pub struct DeviceModel<'d> {
-    dev: &'d Device,
-    cfg: ModelConfig,
+    pub(super) dev: &'d Device,
+    pub(super) cfg: ModelConfig,
     plan: DevicePlan,
     tensors: Vec<Tensor>,
     caches: Vec<LayerCache>,
@@ -457,6 +457,10 @@ pub struct DeviceModel<'d> {
     dlogits: Option<CudaSlice<f32>>,
     last: Option<ForwardCtx>,
     steps: u64,
+    /// The phases marked since the last reading (`Learner::mark`).
+    pub(super) clock: Option<PhaseClock<'d>>,
+    /// The device's transfers at the last reading (`Learner::traffic`).
+    pub(super) transfers: Transfers,
 }
 
 impl<'d> DeviceModel<'d> {
@@ -501,6 +505,8 @@ impl<'d> DeviceModel<'d> {
             dlogits: None,
             last: None,
             steps: 0,
+            clock: None,
+            transfers: dev.transfers(),
         })
     }
 

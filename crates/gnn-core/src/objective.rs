@@ -10,7 +10,9 @@
 
 use std::ops::Add;
 
-use gnn_core::{LossError, bce_with_logits_in_place, count_correct, multilabel_counts, softmax_cross_entropy_in_place};
+use crate::loss::{
+    LossError, bce_with_logits_in_place, count_correct, multilabel_counts, softmax_cross_entropy_in_place,
+};
 use graph_partition::Labels;
 use ndarray::{Array2, Axis};
 
