@@ -8,12 +8,17 @@
 //! devices) are provided methods that the host leaves at their defaults.
 
 use std::borrow::Cow;
+use std::convert::Infallible;
+use std::ops::Range;
 
-use graph_partition::Labels;
+use graph_partition::{Dataset, Labels};
 use ndarray::Array2;
 
+use crate::block::BlockGraphs;
 use crate::exchange::Exchange;
+use crate::exchange::NoExchange;
 use crate::gpu::GpuError;
+use crate::graph::GraphDegrees;
 use crate::layers::ForwardCtx;
 use crate::loss::LossError;
 use crate::model::{Model, ModelConfig, ModelError};
@@ -53,6 +58,20 @@ pub enum Views<'g> {
     Part { first: Option<&'g AggGraph>, rest: &'g AggGraph, overlapped: bool },
     /// One view per layer, input layer first (in-edges sampled anew for each layer).
     Layers(&'g [AggGraph]),
+}
+
+/// A sampled batch's input rows: a row per input vertex of its blocks.
+#[derive(Debug)]
+pub enum BatchInput<'b, R> {
+    /// Assembled on the host.
+    Rows(&'b Array2<f32>),
+    /// Rows `ids` of the host matrix `host`, which `resident` holds where the backend keeps it.
+    Held { host: &'b Array2<f32>, resident: Option<&'b R>, ids: &'b [u32] },
+    /// Rows `ids` of the resident matrix `resident`, every column.
+    Resident { resident: &'b R, ids: &'b [u32] },
+    /// Rows assembled on the host whose columns `keep` are rows `ids` of `resident` (its other
+    /// columns zero): the backend gathers those there and takes only the other columns of `rows`.
+    Around { rows: &'b Array2<f32>, resident: &'b R, ids: &'b [u32], keep: Range<usize> },
 }
 
 /// The phases of a training step and an evaluation, as a backend times them.
@@ -127,6 +146,12 @@ pub trait Learner {
     type Targets<'t>;
     /// The gradient of the logits, from [`Learner::loss`] to [`Learner::backward`].
     type LogitsGrad;
+    /// A sampled batch's blocks as this backend holds them.
+    type Blocks;
+    /// A matrix kept where the model computes, beside the host's copy (none on the host).
+    type Resident;
+    /// A whole graph placed for inference, with its labelled splits.
+    type Whole;
 
     /// The model's configuration (what saved weights carry).
     fn config(&self) -> &ModelConfig;
@@ -179,12 +204,59 @@ pub trait Learner {
     /// The update of the summed gradients.
     fn step(&mut self, optimizer: &mut Optim) -> Result<(), LearnError>;
 
-    /// Runs `f` on the gradients as a host slice (a device brings them down and takes them
-    /// back up).
-    fn with_grads<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R, LearnError>;
+    /// The gradients as a host slice in the CPU model's flat layout. A device brings them down
+    /// and takes what the slice then holds back up before its next use of them.
+    fn grads_mut(&mut self) -> Result<&mut [f32], LearnError>;
 
-    /// The gradients, in the CPU model's flat layout.
-    fn grads(&self) -> Result<Cow<'_, [f32]>, LearnError>;
+    /// Whether every gradient is finite (a device reduces them where they are).
+    fn grads_finite(&mut self) -> Result<bool, LearnError>;
+
+    /// Places `blocks`, and the rows `rows` of the resident feature matrix (of `bound` rows)
+    /// their inputs read. A device queues them on its copy stream.
+    fn blocks(&self, blocks: &BlockGraphs, rows: Option<&[u32]>, bound: usize) -> Result<Self::Blocks, LearnError>;
+
+    /// Whether [`Learner::blocks`] can run ahead of the step that takes them (a device's copy
+    /// stream): a runner then places the next step's blocks while this one computes.
+    fn places_ahead(&self) -> bool {
+        false
+    }
+
+    /// Keeps `x` where the model computes; `None` on the host, which reads the rows it is given.
+    fn resident(&self, x: &Array2<f32>) -> Result<Option<Self::Resident>, LearnError>;
+
+    /// The logits of a batch's `input` over its `blocks` (placed as `placed`), the seeds first.
+    fn forward_blocks(
+        &mut self,
+        placed: &Self::Blocks,
+        blocks: &BlockGraphs,
+        input: BatchInput<'_, Self::Resident>,
+        ctx: ForwardCtx,
+    ) -> Result<(), LearnError>;
+
+    /// Back-propagates `grad` through the last [`Learner::forward_blocks`] (same blocks).
+    fn backward_blocks(
+        &mut self,
+        placed: &Self::Blocks,
+        blocks: &BlockGraphs,
+        grad: Self::LogitsGrad,
+    ) -> Result<(), LearnError>;
+
+    /// Places `dataset`'s whole graph and splits for [`Learner::infer`], its features too where
+    /// `features` (else inference reads the resident matrix it is given).
+    fn whole(&self, dataset: &Dataset, features: bool) -> Result<Self::Whole, LearnError>;
+
+    /// Full-neighbour inference over every vertex of `dataset`: the hits of its train,
+    /// validation and test splits. The host infers layer by layer in batches of `batch`
+    /// destinations (`degrees` are the graph's), its memory bounded; a device in one forward
+    /// over `whole`, reading `x` where `whole` holds no features.
+    fn infer(
+        &mut self,
+        whole: &mut Self::Whole,
+        dataset: &Dataset,
+        degrees: &GraphDegrees,
+        x: Option<&Self::Resident>,
+        batch: usize,
+    ) -> Result<[Hits; 3], LearnError>;
 
     /// The parameters, in the CPU model's flat layout.
     fn params(&self) -> Result<Cow<'_, [f32]>, LearnError>;
@@ -218,7 +290,7 @@ pub trait Learner {
 
     /// The bytes copied since the last reading, with what `graph`'s exchange calls staged;
     /// `None` on the host.
-    fn traffic(&mut self, _graph: &mut Self::Graph) -> Option<Traffic> {
+    fn traffic(&mut self, _graph: Option<&mut Self::Graph>) -> Option<Traffic> {
         None
     }
 
@@ -247,6 +319,9 @@ impl Learner for Model {
     type Features<'x> = &'x Array2<f32>;
     type Targets<'t> = HostTargets<'t>;
     type LogitsGrad = Array2<f32>;
+    type Blocks = ();
+    type Resident = Infallible;
+    type Whole = ();
 
     fn config(&self) -> &ModelConfig {
         Model::config(self)
@@ -321,12 +396,60 @@ impl Learner for Model {
         Ok(Model::step(self, optimizer)?)
     }
 
-    fn with_grads<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R, LearnError> {
-        Ok(f(self.grads_mut()))
+    fn grads_mut(&mut self) -> Result<&mut [f32], LearnError> {
+        Ok(Model::grads_mut(self))
     }
 
-    fn grads(&self) -> Result<Cow<'_, [f32]>, LearnError> {
-        Ok(Cow::Borrowed(Model::grads(self)))
+    fn grads_finite(&mut self) -> Result<bool, LearnError> {
+        Ok(Model::grads(self).iter().all(|g| g.is_finite()))
+    }
+
+    fn blocks(&self, _blocks: &BlockGraphs, _rows: Option<&[u32]>, _bound: usize) -> Result<(), LearnError> {
+        Ok(())
+    }
+
+    fn resident(&self, _x: &Array2<f32>) -> Result<Option<Infallible>, LearnError> {
+        Ok(None)
+    }
+
+    fn forward_blocks(
+        &mut self,
+        _placed: &(),
+        blocks: &BlockGraphs,
+        input: BatchInput<'_, Infallible>,
+        ctx: ForwardCtx,
+    ) -> Result<(), LearnError> {
+        match input {
+            BatchInput::Rows(rows) | BatchInput::Around { rows, .. } => {
+                self.forward_blocks_gathered(blocks, rows, &mut NoExchange, ctx)?
+            }
+            BatchInput::Held { host, ids, .. } => self.forward_blocks_rows(blocks, host, ids, &mut NoExchange, ctx)?,
+            BatchInput::Resident { resident, .. } => match *resident {},
+        };
+        Ok(())
+    }
+
+    fn backward_blocks(&mut self, _placed: &(), blocks: &BlockGraphs, grad: Array2<f32>) -> Result<(), LearnError> {
+        Ok(Model::backward_blocks(self, blocks, grad, &mut NoExchange)?)
+    }
+
+    fn whole(&self, _dataset: &Dataset, _features: bool) -> Result<(), LearnError> {
+        Ok(())
+    }
+
+    fn infer(
+        &mut self,
+        _whole: &mut (),
+        dataset: &Dataset,
+        degrees: &GraphDegrees,
+        _x: Option<&Infallible>,
+        batch: usize,
+    ) -> Result<[Hits; 3], LearnError> {
+        let logits = self.infer_layerwise(&dataset.graph, degrees, &dataset.features, batch)?;
+        let objective = Objective::new(&dataset.labels);
+        let splits = &dataset.splits;
+        let hits = |rows: &[u32]| objective.hits(&logits, rows);
+        Ok([hits(&splits.train)?, hits(&splits.valid)?, hits(&splits.test)?])
     }
 
     fn params(&self) -> Result<Cow<'_, [f32]>, LearnError> {

@@ -56,7 +56,7 @@ pub use block::{BlockGraphs, GcnNorm, UnknownGcnNorm};
 pub use exchange::{Direction, Exchange, ExchangeError, NoExchange, Step, Tag};
 pub use graph::{AggGraph, GraphDegrees, GraphError};
 pub use layers::{AggConv, AggKind, Conv, ExchangePoint, ForwardCtx, GatConv};
-pub use learner::{HostTargets, LearnError, Learner, Phase, PhaseTimes, State, Traffic, Views};
+pub use learner::{BatchInput, HostTargets, LearnError, Learner, Phase, PhaseTimes, State, Traffic, Views};
 pub use loss::{
     LossError, MultiLabelCounts, bce_with_logits, bce_with_logits_in_place, count_correct, multilabel_counts,
     softmax_cross_entropy, softmax_cross_entropy_in_place,

@@ -151,13 +151,6 @@ pub struct DeviceEpoch {
     pub idle_share: Option<f64>,
 }
 
-/// GPU seconds of the phase `name` in `phases` (a device clock's reading: phase names and
-/// seconds).
-#[cfg(feature = "cuda")]
-pub(crate) fn phase_s(phases: &[(&'static str, f64)], name: &str) -> f64 {
-    phases.iter().filter(|(p, _)| *p == name).map(|(_, s)| s).sum()
-}
-
 /// The rows an exchange staged between a device and the host over an epoch, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StagedBytes {

@@ -28,7 +28,7 @@ use crate::report::{DeviceEpoch, Report, TrainedModel};
 use crate::train_loop::{EpochObserver, EvalStats, StepStats, Strategy};
 
 /// Full-batch training of one model on the whole graph.
-pub struct SingleProcess<'a, L: Learner> {
+pub struct SingleProcess<'a, L: Learner = Model> {
     learner: L,
     /// The whole graph on the host (what the guard and the sampler read).
     graph: AggGraph,
@@ -142,7 +142,7 @@ impl<L: Learner> Strategy for SingleProcess<'_, L> {
 
     fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
         let Some(phases) = self.phases else { return Ok(None) };
-        let Some(moved) = self.learner.traffic(&mut self.views) else { return Ok(None) };
+        let Some(moved) = self.learner.traffic(Some(&mut self.views)) else { return Ok(None) };
         Ok(Some(DeviceEpoch {
             forward_s: phases.forward_s,
             loss_s: phases.loss_s,

@@ -16,7 +16,7 @@ use super::source::code_lines;
 use super::{assert_clean, rust_files, workspace_root};
 
 /// The trainer's top-level modules, bottom to top.
-const ORDER: [&str; 22] = [
+const ORDER: [&str; 20] = [
     "config",      // every setting, TOML loading and validation
     "features",    // feature preprocessing
     "data",        // the dataset a run trains on, and where it comes from (`Source`)

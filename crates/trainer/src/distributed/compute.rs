@@ -223,7 +223,7 @@ impl<L: Learner> PartModel for OnPart<'_, L> {
         let learner = &mut self.learner;
         match learner.joined() {
             true => sum.on_device(|phase| Ok(learner.sum_grads_on_peers(phase)?)),
-            false => Ok(learner.with_grads(|grads| sum.on_host(grads))??),
+            false => Ok(sum.on_host(learner.grads_mut()?)?),
         }
     }
 
@@ -248,7 +248,7 @@ impl<L: Learner> PartModel for OnPart<'_, L> {
         match self.servers.as_mut() {
             None => learner.step(&mut self.optimizer)?,
             Some(servers) => {
-                let (mut params, grads) = (learner.params()?.into_owned(), learner.grads()?.into_owned());
+                let (mut params, grads) = (learner.params()?.into_owned(), learner.grads_mut()?.to_vec());
                 learner.mark(Phase::Optimizer)?;
                 servers.step(comm, clock, &mut params, &grads)?;
                 learner.begin()?;
@@ -314,7 +314,7 @@ impl<L: Learner> PartModel for OnPart<'_, L> {
 
     fn device_epoch(&mut self) -> Option<DeviceEpoch> {
         let phases = self.phases?;
-        let moved = self.learner.traffic(&mut self.views)?;
+        let moved = self.learner.traffic(Some(&mut self.views))?;
         Some(DeviceEpoch {
             forward_s: phases.forward_s,
             loss_s: phases.loss_s,

@@ -1,9 +1,24 @@
-//! The model a mini-batch worker computes with ([`BatchModel`]): the CPU [`Model`] here
-//! ([`OnCpu`]), or a device one (`on_device.rs`). The worker's loop around it
-//! (`trainer.rs`) samples the batches, runs the step hooks (inputs, gradient all-reduce) and
-//! the learning-rate schedule in the same order whatever the model, so the ledger is the same.
+//! The model a mini-batch worker computes with ([`BatchModel`]): [`OnBlocks`], written once
+//! over any [`Learner`] backend (the CPU [`Model`], or a device model placed by `on_device.rs`).
+//! The worker's loop around it (`trainer.rs`) samples the batches, runs the step hooks (inputs,
+//! gradient all-reduce) and the learning-rate schedule in the same order whatever the backend,
+//! so the ledger is the same.
+//!
+//! On a device the worker's feature matrix is resident from the first batch that reads it, and
+//! a batch's input rows are gathered there by index; rows the hooks assemble on the host go up,
+//! except the worker's own columns (featpart), held resident ([`BatchModel::hold_own_columns`]):
+//! only the fetched other columns go up. While a step computes, the loop hands the next step's
+//! blocks to [`BatchModel::prepare`], which places them on the device's copy stream. The
+//! gradients come down once a step for the hooks' sync and go back up before the update.
+//! Evaluation is the CPU's layer-wise full-neighbour inference, or on a device one whole-graph
+//! forward (equal: its blocks take every neighbour with global degrees). Each epoch's `device`
+//! record sums the steps' phases, counts both streams' bus bytes, and gives the GPU's idle
+//! share of the steps.
 
-use gnn_core::{BlockGraphs, ForwardCtx, Model, NoExchange, Optim, Optimizer};
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use gnn_core::{BatchInput, BlockGraphs, ForwardCtx, Learner, Model, Optim, Optimizer, Phase, PhaseTimes};
 use graph_partition::Labels;
 use graph_partition::sample::StepKey;
 use ndarray::Array2;
@@ -15,7 +30,6 @@ use crate::guard;
 use crate::harness::GradSum;
 use crate::report::{DeviceEpoch, TrainedModel};
 use crate::train_loop::EvalStats;
-use gnn_core::objective::Objective;
 
 /// Where a batch's input rows come from.
 #[derive(Debug, Clone, Copy)]
@@ -27,21 +41,11 @@ pub(crate) enum Inputs<'b> {
     /// Rows of the worker's own feature columns, every other column zero (featpart's local
     /// iterations), one per id of `ids`: a model that holds those columns resident
     /// ([`BatchModel::hold_own_columns`]) reads them there instead.
-    Own {
-        rows: &'b Array2<f32>,
-        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
-        ids: &'b [u32],
-    },
+    Own { rows: &'b Array2<f32>, ids: &'b [u32] },
     /// Whole rows of a fetch iteration (featpart's eq. 3), one per id of `ids`: the worker's own
     /// columns `own` beside the fetched others. A model that holds its own columns resident
     /// reads those there and takes only the others.
-    Fetched {
-        rows: &'b Array2<f32>,
-        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
-        ids: &'b [u32],
-        #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
-        own: Columns,
-    },
+    Fetched { rows: &'b Array2<f32>, ids: &'b [u32], own: Columns },
 }
 
 /// Columns `start..end` of a row of features.
@@ -52,7 +56,6 @@ pub(crate) struct Columns {
 }
 
 impl Columns {
-    #[cfg_attr(not(feature = "cuda"), expect(dead_code, reason = "only a device model holds the columns"))]
     pub(crate) fn range(self) -> std::ops::Range<usize> {
         self.start..self.end
     }
@@ -63,7 +66,6 @@ impl Columns {
 pub(crate) struct BatchPass<'b> {
     /// The step the batch is drawn for (a device model matches it with the blocks it took
     /// ahead).
-    #[cfg_attr(not(any(feature = "cuda", test)), expect(dead_code, reason = "only a device model takes blocks ahead"))]
     pub key: StepKey,
     pub blocks: &'b BlockGraphs,
     pub inputs: Inputs<'b>,
@@ -100,7 +102,7 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     fn step(&mut self, optimizer: &mut Optim, epoch: usize, lr: f32) -> Result<(), TrainError>;
 
     /// The parameters, on the host.
-    fn params(&mut self) -> Result<&[f32], TrainError>;
+    fn params(&mut self) -> Result<Cow<'_, [f32]>, TrainError>;
 
     /// Replaces the parameters (the optimizer's state stays).
     fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError>;
@@ -151,71 +153,255 @@ pub(crate) trait BatchModel: std::fmt::Debug {
     }
 }
 
-/// The CPU [`Model`].
-#[derive(Debug)]
-pub(crate) struct OnCpu(pub Model);
+/// A step's blocks as the backend placed them.
+struct Placed<B> {
+    key: StepKey,
+    /// Whether the resident feature rows the inputs read were placed with them.
+    rows: bool,
+    blocks: B,
+}
 
-impl BatchModel for OnCpu {
-    fn zero_grad(&mut self) -> Result<(), TrainError> {
-        self.0.zero_grad();
+/// A mini-batch worker's model on its backend `L`.
+pub(crate) struct OnBlocks<'d, L: Learner> {
+    learner: L,
+    /// Where the learner is not the host model: a host copy, whose layout names the parameter
+    /// the guard finds at fault.
+    names: Option<Model>,
+    /// The worker's feature matrix, and where the backend keeps one, its resident copy (made
+    /// by the first batch that reads it).
+    host_features: &'d Array2<f32>,
+    features: Option<Option<L::Resident>>,
+    /// The worker's own feature columns of every vertex, every other column zero, where the
+    /// backend keeps them ([`BatchModel::hold_own_columns`]).
+    own_columns: Option<L::Resident>,
+    ahead: Option<Placed<L::Blocks>>,
+    /// The blocks of the step in progress.
+    current: Option<Placed<L::Blocks>>,
+    /// The graph the worker evaluates on, placed at its first evaluation.
+    whole: Option<L::Whole>,
+    /// A backend that times itself: the epoch's phases so far.
+    phases: PhaseTimes,
+    /// Where the epoch's steps' wall time runs from: the start of its steps, then the end of its
+    /// last update (so waiting for a batch counts).
+    steps_from: Option<Instant>,
+    steps_wall: Duration,
+}
+
+impl<L: Learner> std::fmt::Debug for OnBlocks<'_, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnBlocks").field("config", self.learner.config()).finish_non_exhaustive()
+    }
+}
+
+impl<'d, L: Learner> OnBlocks<'d, L> {
+    /// `learner` for a worker that holds `features`; `names` is the host model where the
+    /// learner is not (for the guard's names).
+    pub(crate) fn new(learner: L, names: Option<Model>, features: &'d Array2<f32>) -> Self {
+        Self {
+            learner,
+            names,
+            host_features: features,
+            features: None,
+            own_columns: None,
+            ahead: None,
+            current: None,
+            whole: None,
+            phases: PhaseTimes::default(),
+            steps_from: None,
+            steps_wall: Duration::ZERO,
+        }
+    }
+
+    /// Places the worker's feature matrix where the backend keeps one, the first time.
+    fn resident_features(&mut self) -> Result<(), TrainError> {
+        if self.features.is_none() {
+            self.features = Some(self.learner.resident(self.host_features)?);
+        }
         Ok(())
     }
 
+    /// Adds the phases read since the last reading to the epoch's.
+    fn read_phases(&mut self) -> Result<(), TrainError> {
+        if let Some(read) = self.learner.read_phases()? {
+            let p = &mut self.phases;
+            p.forward_s += read.forward_s;
+            p.loss_s += read.loss_s;
+            p.backward_s += read.backward_s;
+            p.optimizer_s += read.optimizer_s;
+            p.eval_s += read.eval_s;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Learner> BatchModel for OnBlocks<'_, L> {
+    fn zero_grad(&mut self) -> Result<(), TrainError> {
+        Ok(self.learner.zero_grad()?)
+    }
+
     fn add_gradient(&mut self, pass: BatchPass<'_>) -> Result<f64, TrainError> {
-        let BatchPass { blocks, inputs, labels, seeds, terms, ctx, .. } = pass;
-        let model = &mut self.0;
-        match inputs {
-            Inputs::Gathered(rows) | Inputs::Own { rows, .. } | Inputs::Fetched { rows, .. } => {
-                model.forward_blocks_gathered(blocks, rows, &mut NoExchange, ctx)?
-            }
-            Inputs::Held { features, rows } => {
-                model.forward_blocks_rows(blocks, features, rows, &mut NoExchange, ctx)?
-            }
+        let BatchPass { key, blocks, inputs, labels, seeds, terms, ctx } = pass;
+        // Held rows index the worker's feature matrix, which the backend may hold.
+        let held = match inputs {
+            Inputs::Held { rows, .. } => Some(rows),
+            Inputs::Gathered(_) | Inputs::Own { .. } | Inputs::Fetched { .. } => None,
         };
-        let mut dlogits = model.take_logits();
-        let rows: Vec<u32> = (0..seeds as u32).collect();
-        let loss_sum = Objective::new(labels).loss_sum(&mut dlogits, &rows)?;
-        dlogits /= terms as f32;
-        model.backward_blocks(blocks, dlogits, &mut NoExchange)?;
+        // This step's blocks from an earlier pass over them (a second forward-backward of the
+        // same batch), or placed ahead, or now.
+        let fits = |p: &mut Placed<L::Blocks>| p.key == key && p.rows == held.is_some();
+        let placed = match (self.current.take_if(fits), self.ahead.take_if(fits)) {
+            (Some(placed), _) | (None, Some(placed)) => placed,
+            (None, None) => Placed {
+                key,
+                rows: held.is_some(),
+                blocks: self.learner.blocks(blocks, held, self.host_features.nrows())?,
+            },
+        };
+        if held.is_some() {
+            self.resident_features()?;
+        }
+        let resident = self.features.as_ref().and_then(Option::as_ref);
+        let input = match (inputs, &self.own_columns) {
+            (Inputs::Own { ids, .. }, Some(own)) => BatchInput::Resident { resident: own, ids },
+            (Inputs::Fetched { rows, ids, own: columns }, Some(own)) => {
+                BatchInput::Around { rows, resident: own, ids, keep: columns.range() }
+            }
+            (Inputs::Gathered(rows) | Inputs::Own { rows, .. } | Inputs::Fetched { rows, .. }, _) => {
+                BatchInput::Rows(rows)
+            }
+            (Inputs::Held { features, rows }, _) => BatchInput::Held { host: features, resident, ids: rows },
+        };
+        let learner = &mut self.learner;
+        let first: Vec<u32> = (0..seeds as u32).collect();
+        let logit_rows = blocks.layers().last().map_or(0, |g| g.num_local());
+        let mut targets = learner.targets(labels, &first, logit_rows)?;
+        learner.begin()?;
+        learner.forward_blocks(&placed.blocks, blocks, input, ctx)?;
+        learner.mark(Phase::Forward)?;
+        let (loss_sum, grad) = learner.loss(&mut targets, terms)?;
+        learner.mark(Phase::Loss)?;
+        learner.backward_blocks(&placed.blocks, blocks, grad)?;
+        learner.mark(Phase::Backward)?;
+        self.current = Some(placed);
         Ok(loss_sum)
     }
 
-    fn grads(&mut self) -> Result<&mut [f32], TrainError> {
-        Ok(self.0.grads_mut())
+    /// Under NCCL: the gradients summed between the GPUs.
+    fn sum_grads_on_gpus(&mut self, sum: &mut GradSum<'_>) -> Result<bool, TrainError> {
+        if !self.learner.joined() {
+            return Ok(false);
+        }
+        let learner = &mut self.learner;
+        sum.on_device(|phase| Ok(learner.sum_grads_on_peers(phase)?))?;
+        Ok(true)
     }
 
+    fn grads(&mut self) -> Result<&mut [f32], TrainError> {
+        Ok(self.learner.grads_mut()?)
+    }
+
+    /// The guard first: a gradient that is not finite stops the run, naming its parameter.
     fn step(&mut self, optimizer: &mut Optim, epoch: usize, lr: f32) -> Result<(), TrainError> {
         optimizer.set_learning_rate(lr);
-        guard::check_grads(epoch, &self.0, lr)?;
-        self.0.step(optimizer)?;
-        guard::check_params(epoch, &self.0, lr)
+        if !self.learner.grads_finite()? {
+            let grads = self.learner.grads_mut()?.to_vec();
+            if let Some(model) = self.learner.host().or(self.names.as_ref()) {
+                guard::check_grad_values(epoch, model, &grads, lr)?;
+            }
+        }
+        self.learner.begin()?;
+        self.learner.step(optimizer)?;
+        self.learner.mark(Phase::Optimizer)?;
+        self.read_phases()?;
+        if let Some(model) = self.learner.host() {
+            guard::check_params(epoch, model, lr)?;
+        }
+        if let Some(start) = self.steps_from.replace(Instant::now()) {
+            self.steps_wall += start.elapsed();
+        }
+        Ok(())
     }
 
-    fn params(&mut self) -> Result<&[f32], TrainError> {
-        Ok(self.0.params())
+    fn params(&mut self) -> Result<Cow<'_, [f32]>, TrainError> {
+        Ok(self.learner.params()?)
     }
 
     fn set_params(&mut self, params: &[f32]) -> Result<(), TrainError> {
-        Ok(self.0.set_params(params)?)
+        Ok(self.learner.set_params(params)?)
     }
 
     fn model(&self) -> Option<&Model> {
-        Some(&self.0)
+        self.learner.host()
     }
 
     fn evaluate(&mut self, graph: &FullGraph<'_>, eval_batch_size: usize) -> Result<EvalStats, TrainError> {
-        graph.evaluate(&mut self.0, eval_batch_size)
+        let dataset = graph.dataset;
+        // A worker evaluating on its own dataset reads the matrix it holds.
+        let own = std::ptr::eq(&dataset.features, self.host_features);
+        let mut whole = match self.whole.take() {
+            Some(whole) => whole,
+            None => self.learner.whole(dataset, !own)?,
+        };
+        if own {
+            self.resident_features()?;
+        }
+        let x = self.features.as_ref().and_then(Option::as_ref).filter(|_| own);
+        let learner = &mut self.learner;
+        learner.begin()?;
+        let hits = learner.infer(&mut whole, dataset, &graph.degrees, x, eval_batch_size)?;
+        learner.mark(Phase::Eval)?;
+        self.whole = Some(whole);
+        self.read_phases()?;
+        Ok(EvalStats::of(&hits))
     }
 
     fn snapshot(&mut self, epoch: usize) -> Result<TrainedModel, TrainError> {
-        Ok(TrainedModel::of_host(&self.0, epoch))
+        Ok(TrainedModel::of(&self.learner, epoch)?)
     }
 
     fn state(&self, optimizer: &Optim, method: Vec<u8>) -> Result<WorkerState, String> {
-        WorkerState::of(&self.0, optimizer, method)
+        WorkerState::of(&self.learner, optimizer, method)
     }
 
     fn restore(&mut self, state: WorkerState, optimizer: &mut Optim) -> Result<Vec<u8>, String> {
-        state.restore(&mut self.0, optimizer)
+        state.restore(&mut self.learner, optimizer)
+    }
+
+    fn hold_own_columns(&mut self, columns: Array2<f32>) -> Result<(), TrainError> {
+        self.own_columns = self.learner.resident(&columns)?;
+        Ok(())
+    }
+
+    fn begin_epoch(&mut self) {
+        self.steps_from = Some(Instant::now());
+    }
+
+    fn prepares(&self) -> bool {
+        self.learner.places_ahead()
+    }
+
+    fn prepare(&mut self, key: StepKey, blocks: &BlockGraphs, rows: Option<&[u32]>) -> Result<(), TrainError> {
+        let blocks = self.learner.blocks(blocks, rows, self.host_features.nrows())?;
+        self.ahead = Some(Placed { key, rows: rows.is_some(), blocks });
+        Ok(())
+    }
+
+    fn device_epoch(&mut self) -> Option<DeviceEpoch> {
+        let moved = self.learner.traffic(None)?;
+        let e = std::mem::take(&mut self.phases);
+        let busy = e.forward_s + e.loss_s + e.backward_s + e.optimizer_s;
+        let wall = std::mem::take(&mut self.steps_wall).as_secs_f64();
+        Some(DeviceEpoch {
+            forward_s: e.forward_s,
+            loss_s: e.loss_s,
+            backward_s: e.backward_s,
+            optimizer_s: e.optimizer_s,
+            eval_s: e.eval_s,
+            h2d_bytes: moved.host_to_device,
+            d2h_bytes: moved.device_to_host,
+            exchange: None,
+            exchange_s: None,
+            idle_share: (wall > 0.0).then(|| (1.0 - busy / wall).max(0.0)),
+        })
     }
 }

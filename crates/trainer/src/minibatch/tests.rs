@@ -156,13 +156,13 @@ fn lr_warmup_changes_only_a_scaled_rate_and_only_during_the_warmup() {
 /// A CPU model that takes the next step's blocks ahead, as a device model does, and records
 /// what the loop hands it.
 #[derive(Debug)]
-struct Ahead {
-    cpu: super::compute::OnCpu,
+struct Ahead<'d> {
+    cpu: super::compute::OnBlocks<'d, gnn_core::Model>,
     /// The steps prepared, and the steps whose gradient was asked with their prepared key.
     prepared: std::rc::Rc<std::cell::RefCell<(Vec<graph_partition::sample::StepKey>, Vec<bool>)>>,
 }
 
-impl super::compute::BatchModel for Ahead {
+impl super::compute::BatchModel for Ahead<'_> {
     fn zero_grad(&mut self) -> Result<(), crate::TrainError> {
         self.cpu.zero_grad()
     }
@@ -183,7 +183,7 @@ impl super::compute::BatchModel for Ahead {
         self.cpu.step(optimizer, epoch, lr)
     }
 
-    fn params(&mut self) -> Result<&[f32], crate::TrainError> {
+    fn params(&mut self) -> Result<std::borrow::Cow<'_, [f32]>, crate::TrainError> {
         self.cpu.params()
     }
 
@@ -246,7 +246,11 @@ fn blocks_taken_ahead_are_each_next_step_and_change_nothing() {
     let mut trainer = BatchTrainer::new(&config, &sampling(WORKERS * BATCH, LrScaling::None), &dataset, 1).unwrap();
     let prepared = std::rc::Rc::default();
     let log = std::rc::Rc::clone(&prepared);
-    trainer.place_model(|host| Ok(Box::new(Ahead { cpu: super::compute::OnCpu(host), prepared }))).unwrap();
+    trainer
+        .place_model(|host| {
+            Ok(Box::new(Ahead { cpu: super::compute::OnBlocks::new(host, None, &dataset.features), prepared }))
+        })
+        .unwrap();
     for (epoch, want) in (1..=EPOCHS).zip(&plain) {
         trainer.train_epoch(epoch, Share::whole(), &mut NoSync).unwrap();
         assert_eq!(trainer.host_model().unwrap().params(), &want[..], "epoch {epoch}");

@@ -10,6 +10,7 @@
 //! read the parameters after the update (`after_step`). Each step's learning rate comes from
 //! `crate::minibatch::lr_schedule`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,7 +21,7 @@ use graph_partition::sample::{
 };
 use ndarray::Array2;
 
-use super::compute::{BatchModel, BatchPass, Columns, Inputs, OnCpu};
+use super::compute::{BatchModel, BatchPass, Columns, Inputs, OnBlocks};
 use super::full_graph::FullGraph;
 use super::lr_schedule::LrSchedule;
 use super::stats::EpochTotals;
@@ -217,7 +218,11 @@ impl<'a> BatchTrainer<'a> {
             keys,
             degrees: Arc::new(degrees),
             objective: Objective::new(&dataset.labels),
-            model: Box::new(OnCpu(Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?)),
+            model: Box::new(OnBlocks::new(
+                Model::new(config.model_config(dataset.num_features(), dataset.num_classes))?,
+                None,
+                &dataset.features,
+            )),
             optimizer,
             lr,
             sampling: sampling.clone(),
@@ -245,7 +250,7 @@ impl<'a> BatchTrainer<'a> {
     }
 
     /// The parameters, on the host.
-    pub(crate) fn params(&mut self) -> Result<&[f32], TrainError> {
+    pub(crate) fn params(&mut self) -> Result<Cow<'_, [f32]>, TrainError> {
         self.model.params()
     }
 
@@ -368,7 +373,7 @@ impl<'a> BatchTrainer<'a> {
                 let lr = self.lr.at(epoch, step, steps.len());
                 self.model.step(&mut self.optimizer, epoch, lr)?;
                 if hooks.reads_params() {
-                    hooks.after_step(self.model.params()?);
+                    hooks.after_step(&self.model.params()?);
                 }
                 totals.steps += 1;
                 totals.sync_s += sync_s;

@@ -27,7 +27,7 @@ pub use bounce::{CHUNK, Plain};
 /// Device buffers, as the device path's callers hold them.
 pub use cudarc::driver::CudaSlice;
 pub use kernels::{BucketCodes, BucketMessage, DeviceCsr, DeviceIndex, DeviceLabels, DeviceWidths, NormOut, RowCodes};
-pub use learner::DeviceViews;
+pub use learner::{DeviceViews, DeviceWhole, PlacedBlocks, Resident};
 pub use meter::{PhaseClock, Transfers};
 pub use model::{DeviceBlocks, DeviceGraph, DeviceLoss, DeviceModel, PartViews};
 pub use rows::{DeviceRows, RowLists};

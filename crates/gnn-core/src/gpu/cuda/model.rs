@@ -461,6 +461,13 @@ pub struct DeviceModel<'d> {
     pub(super) clock: Option<PhaseClock<'d>>,
     /// The device's transfers at the last reading (`Learner::traffic`).
     pub(super) transfers: Transfers,
+    /// The same GPU on a copy stream, made on first use: batches go up there (`Learner::blocks`).
+    pub(super) copy: std::cell::OnceCell<Device>,
+    /// The copy stream's transfers at the last reading.
+    pub(super) copy_transfers: Transfers,
+    /// The gradients brought down (`Learner::grads_mut`), taken back up before the device's
+    /// next use of them.
+    pub(super) host_grads: Option<Vec<f32>>,
 }
 
 impl<'d> DeviceModel<'d> {
@@ -507,6 +514,9 @@ impl<'d> DeviceModel<'d> {
             steps: 0,
             clock: None,
             transfers: dev.transfers(),
+            copy: std::cell::OnceCell::new(),
+            copy_transfers: Transfers::default(),
+            host_grads: None,
         })
     }
 

@@ -217,7 +217,7 @@ impl WorkerHooks for ColumnHooks<'_> {
                 self.bias = Some(RunningBias::new(estimates.sigma_bias));
             }
             if self.spec.eq20_step == Eq20Step::Effective {
-                self.step = Some(EffectiveStep::new(trainer.params()?));
+                self.step = Some(EffectiveStep::new(&trainer.params()?));
             }
         }
         Ok(())
