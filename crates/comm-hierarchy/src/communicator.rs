@@ -47,19 +47,15 @@ pub trait Communicator: Send {
     /// [`Communicator::all_reduce_sum_f32`] over f64 (loss sums, exact counters).
     fn all_reduce_sum_f64(&self, phase: &str, data: &mut [f64]) -> Result<(), CommError>;
 
-    /// Records in this rank's ledger the sum all-reduce of `len` f32 values that a device
-    /// collective (NCCL: `nccl::NcclComm`, feature `nccl`) makes, exactly as
-    /// [`Communicator::all_reduce_sum_f32`] records one of that length, and moves nothing.
-    /// Every rank calls it where it makes the device collective, in the same order as its other
-    /// calls, so a run whose gradients go through NCCL keeps the host backends' ledger.
-    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError>;
-
-    /// Records in this rank's ledger the all-to-all a device collective makes (NCCL sends
-    /// between the workers' GPUs), `sent[p]` bytes towards rank `p` (`sent[rank]` is not
-    /// counted), exactly as [`Communicator::all_to_all_v`] records messages of those lengths,
-    /// and moves nothing. As with [`Communicator::record_all_reduce_f32`], every rank calls it
-    /// where it makes the device collective.
-    fn record_all_to_all_v(&self, phase: &str, sent: &[usize]) -> Result<(), CommError>;
+    /// This communicator's records of the collectives a device makes (NCCL sends between the
+    /// workers' GPUs): the device backend's extension. An error (the default) where it keeps
+    /// none; `phase` names the call that asked.
+    fn device_ledger(&self, phase: &str) -> Result<&dyn DeviceLedger, CommError> {
+        Err(CommError::InvalidArgument {
+            phase: phase.to_owned(),
+            detail: "this communicator records no device collectives".to_owned(),
+        })
+    }
 
     /// Copies `root`'s `data` into `data` on every rank.
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError>;
@@ -150,4 +146,22 @@ impl fmt::Debug for PendingAllToAll<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("PendingAllToAll")
     }
+}
+
+/// Ledger records of the collectives a device makes, so a run whose messages go between GPUs
+/// keeps the host backends' ledger ([`Communicator::device_ledger`]).
+pub trait DeviceLedger {
+    /// Records in this rank's ledger the sum all-reduce of `len` f32 values that a device
+    /// collective (NCCL: `nccl::NcclComm`, feature `nccl`) makes, exactly as
+    /// [`Communicator::all_reduce_sum_f32`] records one of that length, and moves nothing.
+    /// Every rank calls it where it makes the device collective, in the same order as its other
+    /// calls, so a run whose gradients go through NCCL keeps the host backends' ledger.
+    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError>;
+
+    /// Records in this rank's ledger the all-to-all a device collective makes (NCCL sends
+    /// between the workers' GPUs), `sent[p]` bytes towards rank `p` (`sent[rank]` is not
+    /// counted), exactly as [`Communicator::all_to_all_v`] records messages of those lengths,
+    /// and moves nothing. As with [`DeviceLedger::record_all_reduce_f32`], every rank calls it
+    /// where it makes the device collective.
+    fn record_all_to_all_v(&self, phase: &str, sent: &[usize]) -> Result<(), CommError>;
 }

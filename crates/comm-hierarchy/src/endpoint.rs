@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use crate::communicator::{Communicator, PendingAllToAll};
+use crate::communicator::{Communicator, DeviceLedger, PendingAllToAll};
 use crate::error::CommError;
 use crate::fault::{Armed, Fault};
 use crate::ledger::{CollectiveKind, Ledger, LedgerMark, LedgerSnapshot, RecordId};
@@ -295,32 +295,8 @@ impl<T: Transport> Communicator for Endpoint<T> {
         self.all_reduce_sum(phase, data)
     }
 
-    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError> {
-        let call = self.open(phase, CollectiveKind::AllReduce, len * std::mem::size_of::<f32>(), true)?;
-        let Some(id) = call.record else { return Ok(()) };
-        let mut st = self.state.borrow_mut();
-        for (dst, bytes) in all_reduce_sends(self.rank, self.size, len) {
-            if let Some(link) = self.topology.link_class(self.rank, dst) {
-                st.ledger.record_send(id, dst, link, bytes as u64);
-            }
-        }
-        Ok(())
-    }
-
-    fn record_all_to_all_v(&self, phase: &str, sent: &[usize]) -> Result<(), CommError> {
-        self.check_per_rank(phase, sent.len())?;
-        let payload = sent.iter().enumerate().filter(|&(p, _)| p != self.rank).map(|(_, &b)| b).sum();
-        let call = self.open(phase, CollectiveKind::AllToAll, payload, true)?;
-        let Some(id) = call.record else { return Ok(()) };
-        let mut st = self.state.borrow_mut();
-        // `post_ring`'s order: rank+1, rank+2, ...
-        for round in 1..self.size {
-            let dst = (self.rank + round) % self.size;
-            if let Some(link) = self.topology.link_class(self.rank, dst) {
-                st.ledger.record_send(id, dst, link, sent[dst] as u64);
-            }
-        }
-        Ok(())
+    fn device_ledger(&self, _phase: &str) -> Result<&dyn DeviceLedger, CommError> {
+        Ok(self)
     }
 
     fn broadcast(&self, phase: &str, root: usize, data: &mut Vec<u8>) -> Result<(), CommError> {
@@ -432,6 +408,36 @@ impl<T: Transport> Communicator for Endpoint<T> {
             merged.merge(&part)?;
         }
         Ok(Some(merged))
+    }
+}
+
+impl<T: Transport> DeviceLedger for Endpoint<T> {
+    fn record_all_reduce_f32(&self, phase: &str, len: usize) -> Result<(), CommError> {
+        let call = self.open(phase, CollectiveKind::AllReduce, len * std::mem::size_of::<f32>(), true)?;
+        let Some(id) = call.record else { return Ok(()) };
+        let mut st = self.state.borrow_mut();
+        for (dst, bytes) in all_reduce_sends(self.rank, self.size, len) {
+            if let Some(link) = self.topology.link_class(self.rank, dst) {
+                st.ledger.record_send(id, dst, link, bytes as u64);
+            }
+        }
+        Ok(())
+    }
+
+    fn record_all_to_all_v(&self, phase: &str, sent: &[usize]) -> Result<(), CommError> {
+        self.check_per_rank(phase, sent.len())?;
+        let payload = sent.iter().enumerate().filter(|&(p, _)| p != self.rank).map(|(_, &b)| b).sum();
+        let call = self.open(phase, CollectiveKind::AllToAll, payload, true)?;
+        let Some(id) = call.record else { return Ok(()) };
+        let mut st = self.state.borrow_mut();
+        // `post_ring`'s order: rank+1, rank+2, ...
+        for round in 1..self.size {
+            let dst = (self.rank + round) % self.size;
+            if let Some(link) = self.topology.link_class(self.rank, dst) {
+                st.ledger.record_send(id, dst, link, sent[dst] as u64);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -51,7 +51,7 @@ pub mod transport;
 pub mod waiting;
 pub mod wire;
 
-pub use communicator::{Communicator, PendingAllToAll};
+pub use communicator::{Communicator, DeviceLedger, PendingAllToAll};
 pub use cost::{LinearFit, ModeledTime, fit_linear, model};
 pub use endpoint::Endpoint;
 pub use error::{ClusterError, CommError, FailureKind, WorkerFailure};

@@ -72,7 +72,9 @@ fn nccl_sends_and_receives_match_the_host_all_to_all() {
         let mark = comm.ledger_mark();
         let mut lens = vec![0; 2];
         lens[peer] = sent;
-        comm.record_all_to_all_v("fwd/0/halo", &lens).map_err(|e| e.to_string())?;
+        comm.device_ledger("fwd/0/halo")
+            .and_then(|l| l.record_all_to_all_v("fwd/0/halo", &lens))
+            .map_err(|e| e.to_string())?;
         Ok((me, got, nccl.ledger(), real, comm.ledger_since(mark)))
     })
     .unwrap();

@@ -169,26 +169,11 @@ pub trait Exchange {
         self.push_halo_grad(tag, g)
     }
 
-    /// Whether `call` under `tag` runs on its rows' store ([`Exchange::call_on_store`]) instead of
-    /// on host rows: in training passes, where every message's codec is a
-    /// [`cache_quant::KernelCodec`]. The answer holds for a whole pass.
-    fn codes_on_store(&mut self, _call: Call, _tag: Tag) -> bool {
-        false
-    }
-
-    /// `call` (or one `half` of a split pull or push) on `store`'s rows, for a call
-    /// [`Exchange::codes_on_store`] says runs there: the store encodes each outgoing message and
-    /// decodes and lands each incoming one, with the same results and the same bytes on the
-    /// network as the call on host rows; returns the encoded bytes that crossed between the
-    /// store and the host.
-    fn call_on_store(
-        &mut self,
-        call: Call,
-        _half: Half,
-        tag: Tag,
-        _store: &mut dyn RowStore,
-    ) -> Result<BusBytes, ExchangeError> {
-        Err(ExchangeError::Protocol { tag, message: format!("{call:?} does not run on a row store") })
+    /// The calls this exchange makes on a row store's rows (a device's), where its codecs
+    /// encode there: the device backend's extension of the exchange; `None` (the default) where
+    /// every call runs on host rows.
+    fn on_store(&mut self) -> Option<&mut dyn OnStore> {
+        None
     }
 
     /// What the codecs did since the last call, per layer, direction and route (training
@@ -215,6 +200,27 @@ pub trait Exchange {
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), StateError> {
         cache_quant::state::expect_empty("the exchange", bytes)
     }
+}
+
+/// The calls of an [`Exchange`] on a row store's rows ([`Exchange::on_store`]).
+pub trait OnStore {
+    /// Whether `call` under `tag` runs on its rows' store instead of on host rows: in training
+    /// passes, where every message's codec is a [`cache_quant::KernelCodec`]. The answer holds
+    /// for a whole pass.
+    fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool;
+
+    /// `call` (or one `half` of a split pull or push) on `store`'s rows, for a call
+    /// [`OnStore::codes_on_store`] says runs there: the store encodes each outgoing message and
+    /// decodes and lands each incoming one, with the same results and the same bytes on the
+    /// network as the call on host rows; returns the encoded bytes that crossed between the
+    /// store and the host.
+    fn call_on_store(
+        &mut self,
+        call: Call,
+        half: Half,
+        tag: Tag,
+        store: &mut dyn RowStore,
+    ) -> Result<BusBytes, ExchangeError>;
 }
 
 /// Single-process training: the whole graph is local, every method does nothing.

@@ -2,13 +2,14 @@
 //! ([`layering`]), no import circle between a crate's files ([`file_cycles`]), workspace
 //! manifests ([`manifests`]), source hygiene ([`source`]), unused dependencies
 //! ([`unused_deps`]), what a clone on another machine needs ([`portable`]), the order of the
-//! trainer's modules ([`trainer_modules`]), where a method may be named ([`method_names`]) and
-//! what the docs may say ([`docs`]: no issue numbers, every figure table dated and tied to a
-//! commit).
+//! trainer's modules ([`trainer_modules`]), where a method may be named ([`method_names`]),
+//! the runners written once over both backends ([`backends`]) and what the docs may say
+//! ([`docs`]: no issue numbers, every figure table dated and tied to a commit).
 //!
 //! Each check is a function over parsed data returning its violations, so the unit tests can feed
 //! it small bad inputs and prove it fails; one test per check then runs it on the real workspace.
 
+mod backends;
 mod docs;
 mod file_cycles;
 mod layering;

@@ -11,7 +11,7 @@ use cache_quant::{Pass, Route, StateError, StatsTable};
 use super::landing::Apply;
 use super::replica_router::{ExchangeOptions, ReplicaRouter, SetupError};
 use super::row_store::{BusBytes, RowStore};
-use super::{Call, Exchange, ExchangeError, Footprint, Half, Put, Tag};
+use super::{Call, Exchange, ExchangeError, Footprint, Half, OnStore, Put, Tag};
 use crate::dense::release_rows_from;
 
 /// The [`Exchange`] of an edge-cut worker: one `all_to_all_v` per `pull_halo` and per
@@ -72,38 +72,8 @@ impl Exchange for EdgeCutExchange<'_> {
         self.overlap
     }
 
-    fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool {
-        match call {
-            Call::Pull => self.router.codes_on_store(tag, Route::ToCopies),
-            Call::Push => self.router.codes_on_store(tag, Route::ToPrimary),
-            Call::Sum | Call::Max => false,
-        }
-    }
-
-    /// A pull's messages encoded from the primaries and landed over the halo rows; a push's
-    /// encoded from the halo rows and added into the primaries, whose halo rows it then zeroes.
-    fn call_on_store(
-        &mut self,
-        call: Call,
-        half: Half,
-        tag: Tag,
-        store: &mut dyn RowStore,
-    ) -> Result<BusBytes, ExchangeError> {
-        let (route, apply) = match call {
-            Call::Pull => (Route::ToCopies, Apply::Overwrite),
-            Call::Push => (Route::ToPrimary, Apply::Add),
-            Call::Sum | Call::Max => return Ok(BusBytes::default()),
-        };
-        let bus = match half {
-            Half::Whole => self.router.route_on_store(tag, route, store, apply)?,
-            Half::Start => return self.router.start_on_store(tag, route, store),
-            Half::Finish => self.router.finish_on_store(tag, store, apply)?,
-        };
-        if call == Call::Push {
-            let from = self.router.part().num_primary();
-            store.zero_rows_from(from).map_err(|source| ExchangeError::Store { tag, source })?;
-        }
-        Ok(bus)
+    fn on_store(&mut self) -> Option<&mut dyn OnStore> {
+        Some(self)
     }
 
     fn start_pull(&mut self, tag: Tag, x: &Array2<f32>) -> Result<(), ExchangeError> {
@@ -146,6 +116,42 @@ impl Exchange for EdgeCutExchange<'_> {
 
     fn max_replicas(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
         Ok(())
+    }
+}
+
+impl OnStore for EdgeCutExchange<'_> {
+    fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool {
+        match call {
+            Call::Pull => self.router.codes_on_store(tag, Route::ToCopies),
+            Call::Push => self.router.codes_on_store(tag, Route::ToPrimary),
+            Call::Sum | Call::Max => false,
+        }
+    }
+
+    /// A pull's messages encoded from the primaries and landed over the halo rows; a push's
+    /// encoded from the halo rows and added into the primaries, whose halo rows it then zeroes.
+    fn call_on_store(
+        &mut self,
+        call: Call,
+        half: Half,
+        tag: Tag,
+        store: &mut dyn RowStore,
+    ) -> Result<BusBytes, ExchangeError> {
+        let (route, apply) = match call {
+            Call::Pull => (Route::ToCopies, Apply::Overwrite),
+            Call::Push => (Route::ToPrimary, Apply::Add),
+            Call::Sum | Call::Max => return Ok(BusBytes::default()),
+        };
+        let bus = match half {
+            Half::Whole => self.router.route_on_store(tag, route, store, apply)?,
+            Half::Start => return self.router.start_on_store(tag, route, store),
+            Half::Finish => self.router.finish_on_store(tag, store, apply)?,
+        };
+        if call == Call::Push {
+            let from = self.router.part().num_primary();
+            store.zero_rows_from(from).map_err(|source| ExchangeError::Store { tag, source })?;
+        }
+        Ok(bus)
     }
 }
 

@@ -143,11 +143,12 @@ impl Stager {
         tag: Tag,
         store: &mut dyn RowStore,
     ) -> Result<bool, StageError> {
-        if store.dim().1 == 0 || !exchange.codes_on_store(call, tag) {
+        let Some(calls) = exchange.on_store().filter(|_| store.dim().1 > 0) else { return Ok(false) };
+        if !calls.codes_on_store(call, tag) {
             return Ok(false);
         }
         self.check_rows(tag, store.dim().0)?;
-        self.bytes += exchange.call_on_store(call, half, tag, store)?;
+        self.bytes += calls.call_on_store(call, half, tag, store)?;
         Ok(true)
     }
 

@@ -18,7 +18,7 @@ use super::super::edge_cut::EdgeCutExchange;
 use super::super::replica_router::{ExchangeOptions, MessageCap, ReplicaCacheOptions, testkit};
 use super::super::row_store::StoreError;
 use super::super::vertex_cut::VertexCutExchange;
-use super::super::{Direction, Footprint, Step};
+use super::super::{Direction, Footprint, OnStore, Step};
 use super::*;
 
 const WIDTH: usize = 3;
@@ -334,7 +334,7 @@ fn run(
                 }
             }
             out.bus.push(stager.take_bytes());
-            out.on_store.push(exchange.codes_on_store(call, tag));
+            out.on_store.push(exchange.on_store().is_some_and(|calls| calls.codes_on_store(call, tag)));
             out.blocks.push(x);
         }
     }

@@ -18,7 +18,7 @@ use super::cached_sync::CachedSync;
 use super::landing::Apply;
 use super::replica_router::{ExchangeOptions, ReplicaCacheOptions, ReplicaRouter, SetupError};
 use super::row_store::{BusBytes, RowStore};
-use super::{Call, Exchange, ExchangeError, Footprint, Half, Put, Tag};
+use super::{Call, Exchange, ExchangeError, Footprint, Half, OnStore, Put, Tag};
 
 /// The [`Exchange`] of a vertex-cut worker: `sum_replicas` and `max_replicas` are a gather to
 /// the masters and a scatter back, two `all_to_all_v`s, each row through the codec. The master
@@ -99,6 +99,33 @@ impl Exchange for VertexCutExchange<'_> {
     }
 
     /// A sum outside the replica cache; maxima stay on host rows.
+    fn on_store(&mut self) -> Option<&mut dyn OnStore> {
+        Some(self)
+    }
+
+    fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        Ok(())
+    }
+
+    fn push_halo_grad(&mut self, _tag: Tag, _g: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        Ok(())
+    }
+
+    fn sum_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        match &mut self.cache {
+            Some((cache, options)) if options.caches(tag) && !self.router.exact() => {
+                cache.sum(&mut self.router, tag, x)
+            }
+            _ => self.sync(tag, x, Apply::Add),
+        }
+    }
+
+    fn max_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
+        self.sync(tag, x, Apply::Max)
+    }
+}
+
+impl OnStore for VertexCutExchange<'_> {
     fn codes_on_store(&mut self, call: Call, tag: Tag) -> bool {
         let cached = self.cache.as_ref().is_some_and(|(_, options)| options.caches(tag));
         call == Call::Sum
@@ -123,27 +150,6 @@ impl Exchange for VertexCutExchange<'_> {
         let mut bus = self.router.route_on_store(tag, Route::ToPrimary, store, Apply::Add)?;
         bus += self.router.route_on_store(tag, Route::ToCopies, store, Apply::Overwrite)?;
         Ok(bus)
-    }
-
-    fn pull_halo(&mut self, _tag: Tag, _x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        Ok(())
-    }
-
-    fn push_halo_grad(&mut self, _tag: Tag, _g: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        Ok(())
-    }
-
-    fn sum_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        match &mut self.cache {
-            Some((cache, options)) if options.caches(tag) && !self.router.exact() => {
-                cache.sum(&mut self.router, tag, x)
-            }
-            _ => self.sync(tag, x, Apply::Add),
-        }
-    }
-
-    fn max_replicas(&mut self, tag: Tag, x: &mut Array2<f32>) -> Result<(), ExchangeError> {
-        self.sync(tag, x, Apply::Max)
     }
 }
 

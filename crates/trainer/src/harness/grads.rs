@@ -30,7 +30,9 @@ impl<'s> GradSum<'s> {
     /// ledger as [`GradSum::on_host`] would.
     pub(crate) fn on_device(&mut self, sum: impl FnOnce(&str) -> Result<usize, TrainError>) -> Result<(), TrainError> {
         let len = self.clock.call(|| sum(self.phase))?;
-        self.clock.call(|| self.comm.record_all_reduce_f32(self.phase, len)).map_err(DistError::from)?;
+        self.clock
+            .call(|| self.comm.device_ledger(self.phase)?.record_all_reduce_f32(self.phase, len))
+            .map_err(DistError::from)?;
         Ok(())
     }
 }

@@ -12,11 +12,11 @@
 //!   [`RowStore::post_kept`], [`RowStore::decode_kept`]), each receiver knows every length from
 //!   its own encodings ([`Encoding::message_len`]: both sides of a stream describe the same
 //!   message), and the communicator only records the all-to-all in the ledger
-//!   ([`Communicator::record_all_to_all_v`]), so the ledger is the host path's byte for byte.
+//!   ([`DeviceLedger::record_all_to_all_v`]), so the ledger is the host path's byte for byte.
 //!   Only what a codec's bookkeeping reads of an arrival comes down
 //!   ([`cache_quant::KernelCodec::reads_arrivals`]).
 //!
-//! [`Communicator::record_all_to_all_v`]: comm_hierarchy::Communicator::record_all_to_all_v
+//! [`DeviceLedger::record_all_to_all_v`]: comm_hierarchy::DeviceLedger::record_all_to_all_v
 
 use std::time::Instant;
 
@@ -247,7 +247,8 @@ impl ReplicaRouter<'_> {
         self.watch.inspect(|w| w.call_started(kind));
         let posted = self
             .comm
-            .record_all_to_all_v(&phase, sent)
+            .device_ledger(&phase)
+            .and_then(|ledger| ledger.record_all_to_all_v(&phase, sent))
             .map_err(|source| ExchangeError::Comm { tag, source: Box::new(source) })
             .and_then(|()| {
                 let incoming: Vec<_> = receiving.iter().map(|r| r.as_ref().map(|(rows, e)| (*rows, e))).collect();
