@@ -2,9 +2,11 @@
 //! `halo` on one workload.
 //!
 //! REV is checked out (detached) in a git worktree of its own, `target/bench-ab/trees/<commit>`,
-//! and built in release into a target folder all those worktrees share, `target/bench-ab/target`
-//! (cargo keeps each worktree's crates apart by path, and builds the dependencies once). Both
-//! stay for the next call, so comparing against several commits in turn rebuilds none of them. The working tree is built in release as usual. Both
+//! and built in release into a target folder of its own, `target/bench-ab/targets/<commit>`:
+//! cargo hashes a workspace member by its path within the workspace, so two worktrees sharing
+//! one target folder would take each other's crates. Both stay for the next call, so comparing
+//! against several commits in turn rebuilds none of them. The working tree is built in release
+//! as usual. Both
 //! binaries are copied to `target/bench-ab/bin` (a rebuild elsewhere cannot swap one mid-run) and
 //! run alternately, the order flipping every round (REV first in round 1, 3, ...), so that load from
 //! other processes and thermal drift fall on both sides alike. Each run writes its report to
@@ -83,7 +85,7 @@ pub fn run(root: &Path, rev: &str, rounds: usize, halo_args: &[String]) -> Resul
     Ok(())
 }
 
-/// A commit checked out in a worktree of its own, with the target folder its builds share.
+/// A commit checked out in a worktree of its own, with its own target folder.
 pub(crate) struct Baseline {
     pub commit: String,
     pub tree: PathBuf,
@@ -91,15 +93,17 @@ pub(crate) struct Baseline {
 }
 
 impl Baseline {
-    /// Checks `rev` out in `target/bench-ab/trees/<commit>` (`cargo xtask gpu-bundle --base`
-    /// builds its device `halo` there too).
+    /// Checks `rev` out in `target/bench-ab/trees/<commit>`, to build into
+    /// `target/bench-ab/targets/<commit>` (`cargo xtask gpu-bundle --base` builds its device
+    /// `halo` there too).
     pub(crate) fn check_out(root: &Path, rev: &str) -> Result<Self> {
         let home = root.join(HOME);
         let commit = git(root, &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
             .with_context(|| format!("`{rev}` is not a commit of this repository"))?;
-        let tree = home.join("trees").join(&commit[..commit.len().min(10)]);
+        let short = &commit[..commit.len().min(10)];
+        let (tree, target_dir) = (home.join("trees").join(short), home.join("targets").join(short));
         checkout(root, &tree, &commit)?;
-        Ok(Self { commit, tree, target_dir: home.join("target") })
+        Ok(Self { commit, tree, target_dir })
     }
 
     /// The commit's first ten digits.
