@@ -1,6 +1,7 @@
 //! Halo's model layer: dense and sparse kernels, GNN layers with hand-written backward passes,
-//! losses, optimizers, and the [`Exchange`] hook through which distributed strategies plug
-//! their communication into every layer.
+//! losses, optimizers, the [`Exchange`] hook through which distributed strategies plug
+//! their communication into every layer, and [`Learner`]: one model over the CPU and device
+//! backends, which a trainer's runners are written against.
 //!
 //! A typical single-process training step:
 //! ```

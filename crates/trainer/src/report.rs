@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use gnn_core::{LearnError, Learner, Model, ModelConfig};
+use gnn_core::{LearnError, Learner, Model, ModelConfig, PhaseTimes, Traffic};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
@@ -149,6 +149,22 @@ pub struct DeviceEpoch {
     /// batches, uploads, the gradient sync); the mean over the workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_share: Option<f64>,
+}
+
+impl DeviceEpoch {
+    /// A backend's `phases` and bus traffic `moved` over the epoch; the rest unset.
+    pub(crate) fn of(phases: &PhaseTimes, moved: &Traffic) -> Self {
+        Self {
+            forward_s: phases.forward_s,
+            loss_s: phases.loss_s,
+            backward_s: phases.backward_s,
+            optimizer_s: phases.optimizer_s,
+            eval_s: phases.eval_s,
+            h2d_bytes: moved.host_to_device,
+            d2h_bytes: moved.device_to_host,
+            ..Self::default()
+        }
+    }
 }
 
 /// The rows an exchange staged between a device and the host over an epoch, in bytes.

@@ -143,16 +143,7 @@ impl<L: Learner> Strategy for SingleProcess<'_, L> {
     fn device_epoch(&mut self) -> Result<Option<DeviceEpoch>, TrainError> {
         let Some(phases) = self.phases else { return Ok(None) };
         let Some(moved) = self.learner.traffic(Some(&mut self.views)) else { return Ok(None) };
-        Ok(Some(DeviceEpoch {
-            forward_s: phases.forward_s,
-            loss_s: phases.loss_s,
-            backward_s: phases.backward_s,
-            optimizer_s: phases.optimizer_s,
-            eval_s: phases.eval_s,
-            h2d_bytes: moved.host_to_device,
-            d2h_bytes: moved.device_to_host,
-            ..DeviceEpoch::default()
-        }))
+        Ok(Some(DeviceEpoch::of(&phases, &moved)))
     }
 
     fn model(&self) -> Option<&Model> {

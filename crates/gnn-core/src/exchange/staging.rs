@@ -12,10 +12,13 @@
 //! keeps for the same rows.
 //!
 //! A training call whose codecs are [`cache_quant::KernelCodec`]s does not stage rows at all
-//! ([`Exchange::codes_on_store`]): the exchange runs on the store ([`Exchange::call_on_store`]),
+//! ([`OnStore::codes_on_store`]): the exchange runs on the store ([`OnStore::call_on_store`]),
 //! which encodes each outgoing message by its [`cache_quant::Encoding`] ([`RowStore::encode_rows`]) and
 //! decodes each incoming one onto its rows ([`RowStore::decode_rows`]); only the encoded bytes
 //! cross, and the codecs' bookkeeping (stats, probes) stays on the host.
+//!
+//! [`OnStore::codes_on_store`]: super::OnStore::codes_on_store
+//! [`OnStore::call_on_store`]: super::OnStore::call_on_store
 //!
 //! A store that sends its messages to the peers' stores itself ([`RowStore::sends_direct`]:
 //! NCCL between GPUs) keeps them where the rows live: such a call moves nothing over the bus but

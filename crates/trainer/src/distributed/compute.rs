@@ -316,16 +316,9 @@ impl<L: Learner> PartModel for OnPart<'_, L> {
         let phases = self.phases?;
         let moved = self.learner.traffic(Some(&mut self.views))?;
         Some(DeviceEpoch {
-            forward_s: phases.forward_s,
-            loss_s: phases.loss_s,
-            backward_s: phases.backward_s,
-            optimizer_s: phases.optimizer_s,
-            eval_s: phases.eval_s,
-            h2d_bytes: moved.host_to_device,
-            d2h_bytes: moved.device_to_host,
             exchange: Some(StagedBytes { down_bytes: moved.staged_down, up_bytes: moved.staged_up }),
             exchange_s: Some(phases.exchange_s),
-            idle_share: None,
+            ..DeviceEpoch::of(&phases, &moved)
         })
     }
 }

@@ -392,16 +392,8 @@ impl<L: Learner> BatchModel for OnBlocks<'_, L> {
         let busy = e.forward_s + e.loss_s + e.backward_s + e.optimizer_s;
         let wall = std::mem::take(&mut self.steps_wall).as_secs_f64();
         Some(DeviceEpoch {
-            forward_s: e.forward_s,
-            loss_s: e.loss_s,
-            backward_s: e.backward_s,
-            optimizer_s: e.optimizer_s,
-            eval_s: e.eval_s,
-            h2d_bytes: moved.host_to_device,
-            d2h_bytes: moved.device_to_host,
-            exchange: None,
-            exchange_s: None,
             idle_share: (wall > 0.0).then(|| (1.0 - busy / wall).max(0.0)),
+            ..DeviceEpoch::of(&e, &moved)
         })
     }
 }
