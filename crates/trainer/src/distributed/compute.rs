@@ -62,9 +62,7 @@ pub(crate) trait PartModel {
     fn train_pass(&mut self, epoch: usize, global_terms: f64, exchange: &mut dyn Exchange) -> Result<Pass, TrainError>;
 
     /// Whether the update runs on parameter servers, which take the gradient shares unsummed.
-    fn steps_on_servers(&self) -> bool {
-        false
-    }
+    fn steps_on_servers(&self) -> bool;
 
     /// Replaces the gradient share by its sum over the workers, which `sum` computes.
     fn sum_grads(&mut self, sum: &mut GradSum<'_>) -> Result<(), TrainError>;
@@ -85,9 +83,7 @@ pub(crate) trait PartModel {
     fn hits(&mut self, exchange: &mut dyn Exchange) -> Result<[Hits; 3], TrainError>;
 
     /// The model on the host, where it lives there.
-    fn model(&self) -> Option<&Model> {
-        None
-    }
+    fn model(&self) -> Option<&Model>;
 
     /// The parameters after `epoch`, for `--save-model`.
     fn snapshot(&mut self, epoch: usize) -> Result<Option<TrainedModel>, TrainError>;
@@ -101,15 +97,11 @@ pub(crate) trait PartModel {
     /// A model on a device: the GPU time of the step that just ran, its exchange calls left
     /// out (the compute the modeled timeline adds to the modeled communication). `None` where
     /// the worker's compute is its wall time outside communicator calls (the CPU).
-    fn device_compute_s(&self) -> Option<f64> {
-        None
-    }
+    fn device_compute_s(&self) -> Option<f64>;
 
     /// A model on a device: the GPU time and bus traffic of the epoch whose step and
     /// evaluation just ran.
-    fn device_epoch(&mut self) -> Option<DeviceEpoch> {
-        None
-    }
+    fn device_epoch(&mut self) -> Option<DeviceEpoch>;
 }
 
 /// The model of a cut-graph worker on its backend `L`, with its optimizer or parameter servers.
