@@ -110,6 +110,17 @@ impl PhaseTimes {
     }
 }
 
+impl std::ops::AddAssign for PhaseTimes {
+    fn add_assign(&mut self, o: Self) {
+        self.forward_s += o.forward_s;
+        self.loss_s += o.loss_s;
+        self.backward_s += o.backward_s;
+        self.optimizer_s += o.optimizer_s;
+        self.eval_s += o.eval_s;
+        self.exchange_s += o.exchange_s;
+    }
+}
+
 /// Bytes a backend copied between the host and its memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Traffic {
@@ -550,5 +561,7 @@ mod tests {
         t.add(Phase::Forward, 0.5);
         t.add(Phase::Eval, 2.0);
         assert_eq!((t.forward_s, t.eval_s, t.loss_s), (1.5, 2.0, 0.0));
+        t += t;
+        assert_eq!((t.forward_s, t.eval_s), (3.0, 4.0));
     }
 }

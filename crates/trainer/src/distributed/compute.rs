@@ -164,11 +164,6 @@ impl<'a, L: Learner> OnPart<'a, L> {
             learner,
         })
     }
-
-    /// The phases read since the last [`Learner::begin`], where the backend times them.
-    fn read_phases(&mut self) -> Result<Option<PhaseTimes>, TrainError> {
-        Ok(self.learner.read_phases()?)
-    }
 }
 
 impl<L: Learner> PartModel for OnPart<'_, L> {
@@ -196,7 +191,7 @@ impl<L: Learner> PartModel for OnPart<'_, L> {
         let bad_layer = learner.host().and_then(|model| guard::bad_layer(loss_sum, model, &self.graph));
         learner.backward(views, grad, exchange)?;
         learner.mark(Phase::Backward)?;
-        self.phases = self.read_phases()?;
+        self.phases = learner.read_phases()?;
         Ok(Pass { loss_sum, bad_layer })
     }
 

@@ -223,12 +223,7 @@ impl<'d, L: Learner> OnBlocks<'d, L> {
     /// Adds the phases read since the last reading to the epoch's.
     fn read_phases(&mut self) -> Result<(), TrainError> {
         if let Some(read) = self.learner.read_phases()? {
-            let p = &mut self.phases;
-            p.forward_s += read.forward_s;
-            p.loss_s += read.loss_s;
-            p.backward_s += read.backward_s;
-            p.optimizer_s += read.optimizer_s;
-            p.eval_s += read.eval_s;
+            self.phases += read;
         }
         Ok(())
     }

@@ -72,8 +72,18 @@ impl DeviceModel<'_> {
 
     /// `x` uploaded through `dev`, row-major.
     fn upload_matrix(dev: &Device, x: &Array2<f32>) -> Result<Resident, GpuError> {
+        Self::upload_padded(dev, x, x.nrows())
+    }
+
+    /// `x` uploaded through `dev`, row-major, padded with zero rows to `rows` rows.
+    fn upload_padded(dev: &Device, x: &Array2<f32>, rows: usize) -> Result<Resident, GpuError> {
         let x = x.as_standard_layout();
-        Ok(Resident { values: dev.upload(x.as_slice().unwrap_or_default())?, rows: x.nrows() })
+        let values = x.as_slice().unwrap_or_default();
+        let values = match x.nrows() < rows {
+            true => dev.upload(&[values, &vec![0.0; (rows - x.nrows()) * x.ncols()]].concat())?,
+            false => dev.upload(values)?,
+        };
+        Ok(Resident { values, rows: rows.max(x.nrows()) })
     }
 
     /// The targets of `rows` of `dataset`'s labels, for logits of a row per vertex.
@@ -132,17 +142,7 @@ impl<'d> Learner for DeviceModel<'d> {
     }
 
     fn features(&self, x: &Array2<f32>, rows: usize) -> Result<CudaSlice<f32>, LearnError> {
-        let x = x.as_standard_layout();
-        let values = x.as_slice().unwrap_or_default();
-        let padded;
-        let values = match x.nrows() < rows {
-            true => {
-                padded = [values, &vec![0.0; (rows - x.nrows()) * x.ncols()]].concat();
-                &padded[..]
-            }
-            false => values,
-        };
-        Ok(self.dev.upload(values)?)
+        Ok(Self::upload_padded(self.dev, x, rows)?.values)
     }
 
     fn targets<'t>(&self, labels: &'t Labels, rows: &'t [u32], logit_rows: usize) -> Result<DeviceLabels, LearnError> {
