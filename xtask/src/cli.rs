@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::cluster::{Action, Rate, TableSpec};
+use crate::cluster::{Action, Cpus, Rate, TableSpec};
 use crate::datasets::{self, OgbDataset};
 use crate::ptx::{Compiler, DEFAULT_ARCH, Mode};
 
@@ -32,11 +32,12 @@ commands:
                                    tree in release, run `halo HALO_ARGS --report ...` with each
                                    alternately N rounds (default 3), and print each figure's
                                    min/median/max per side and the ratio of the medians
-  cluster up [--hosts H] [--ranks R] [--rate RATE]
+  cluster up [--hosts H] [--ranks R] [--rate RATE] [--cpus-per-host X]
                                    a cluster on this machine (root): H hosts (default 4), each
                                    a network namespace with its own hostname and R MPI slots
                                    (default 1), its link shaped both ways to RATE (default
-                                   1gbit; 100mbit, none, ...)
+                                   1gbit; 100mbit, none, ...), its processes in a CPU cgroup of
+                                   X cores (default: the hosts share the machine's cores)
   cluster run [--timeout S] -- COMMAND...
                                    COMMAND on every slot under mpirun: TCP between hosts,
                                    shared memory inside one; stopped after S s (default 1800)
@@ -45,11 +46,13 @@ commands:
   cluster status | down            show the cluster, or remove all it made (also after a crash)
   cluster smoke [--halo PATH]      CI's cluster test with an MPI build of halo (default
                                    target/debug/halo): 2 hosts x 2 ranks, Cora, vanilla and adaqp
-  cluster table --dataset DIR [--halo PATH] [--rates R,R] [--hosts H] [--epochs N]
-                                   vanilla and each full-batch method on H hosts (default 4) at
-                                   each rate (default 100mbit,1gbit,none), links measured first:
-                                   step, bytes, measured comm share, modeled vs measured
-                                   (default 8 epochs)
+  cluster table --dataset DIR [--halo PATH] [--rates R,R|auto] [--hosts H] [--ranks R]
+                [--cpus-per-host X] [--epochs N] [-- TRAIN_FLAGS]
+                                   vanilla and each full-batch method on H hosts (default 4) of
+                                   R ranks (default 1) at each rate (default 100mbit,1gbit,none;
+                                   auto: the rate where vanilla's comm share is 60-80%), links
+                                   measured first: step, bytes, measured comm share, modeled vs
+                                   measured (default 8 epochs); TRAIN_FLAGS go to every run
   cluster faults [--halo PATH] [--trials N] [--seed S]
                                    fault trials on 4 hosts: a link cut mid-run and at start-up, a
                                    rank killed, a link cut for 5 s; N of each (default 20)
@@ -177,7 +180,7 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
     };
     match action.as_str() {
         "up" => {
-            let (mut hosts, mut ranks, mut rate) = (4, 1, Rate::parse("1gbit")?);
+            let (mut hosts, mut ranks, mut rate, mut cpus) = (4, 1, Rate::parse("1gbit")?, None);
             while let Some(arg) = args.next() {
                 if let Some(value) = flag_value("--hosts", &arg, &mut args)? {
                     hosts = number("--hosts", &value)?;
@@ -185,11 +188,13 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
                     ranks = number("--ranks", &value)?;
                 } else if let Some(value) = flag_value("--rate", &arg, &mut args)? {
                     rate = Rate::parse(&value)?;
+                } else if let Some(value) = flag_value("--cpus-per-host", &arg, &mut args)? {
+                    cpus = Some(Cpus::parse(&value)?);
                 } else {
                     bail!("cluster up: unexpected argument `{arg}`\n\n{USAGE}");
                 }
             }
-            Ok(Action::Up { hosts, ranks, rate })
+            Ok(Action::Up { hosts, ranks, rate, cpus })
         }
         "shape" => {
             let mut rate = None;
@@ -261,7 +266,10 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
                 dataset: PathBuf::new(),
                 rates: ["100mbit", "1gbit", "none"].map(Rate::parse).into_iter().collect::<Result<_>>()?,
                 hosts: 4,
+                ranks: 1,
+                cpus: None,
                 epochs: 8,
+                train: Vec::new(),
             };
             while let Some(arg) = args.next() {
                 if let Some(value) = flag_value("--halo", &arg, &mut args)? {
@@ -269,7 +277,16 @@ fn parse_cluster(mut args: impl Iterator<Item = String>) -> Result<Action> {
                 } else if let Some(value) = flag_value("--dataset", &arg, &mut args)? {
                     spec.dataset = PathBuf::from(value);
                 } else if let Some(value) = flag_value("--rates", &arg, &mut args)? {
-                    spec.rates = value.split(',').map(Rate::parse).collect::<Result<_>>()?;
+                    spec.rates = match value.as_str() {
+                        "auto" => Vec::new(),
+                        _ => value.split(',').map(Rate::parse).collect::<Result<_>>()?,
+                    };
+                } else if let Some(value) = flag_value("--ranks", &arg, &mut args)? {
+                    spec.ranks = number("--ranks", &value)?;
+                } else if let Some(value) = flag_value("--cpus-per-host", &arg, &mut args)? {
+                    spec.cpus = Some(Cpus::parse(&value)?);
+                } else if arg == "--" {
+                    spec.train = args.by_ref().collect();
                 } else if let Some(value) = flag_value("--hosts", &arg, &mut args)? {
                     spec.hosts = number("--hosts", &value)?;
                 } else if let Some(value) = flag_value("--epochs", &arg, &mut args)? {
@@ -330,10 +347,15 @@ mod tests {
 
     #[test]
     fn cluster_actions_parse_with_defaults_and_named_errors() {
-        let up =
-            |hosts, ranks, rate: &str| Command::Cluster(Action::Up { hosts, ranks, rate: Rate::parse(rate).unwrap() });
+        let up = |hosts, ranks, rate: &str| {
+            Command::Cluster(Action::Up { hosts, ranks, rate: Rate::parse(rate).unwrap(), cpus: None })
+        };
         assert_eq!(run(&["cluster", "up"]).unwrap(), up(4, 1, "1gbit"));
         assert_eq!(run(&["cluster", "up", "--hosts", "2", "--ranks=2", "--rate", "none"]).unwrap(), up(2, 2, "none"));
+        let halves = run(&["cluster", "up", "--cpus-per-host", "0.5"]).unwrap();
+        let Command::Cluster(Action::Up { cpus: Some(cpus), .. }) = halves else { panic!("{halves:?}") };
+        assert_eq!(cpus.cores(), 0.5);
+        assert!(err(&["cluster", "up", "--cpus-per-host", "0"]).contains("--cpus-per-host `0`"));
         let command = vec!["halo".to_string(), "train".into()];
         assert_eq!(
             run(&["cluster", "run", "--timeout", "60", "--", "halo", "train"]).unwrap(),

@@ -1,30 +1,33 @@
 //! The link cost model: turns a (merged) ledger into modeled seconds per call on a
 //! [`Topology`], so a run can be projected onto a cluster it is not running on.
 //!
-//! The model is named by [`MODEL`] ("ring, shared host uplinks"), for reports to state.
+//! The model is named by [`MODEL`] ("concurrent flows, shared host links"), for reports to
+//! state.
 //!
-//! One message of `b` bytes over a link costs `latency + b / bandwidth` of its class. Messages
-//! that cross hosts at the same time share their hosts' network links: each host has one
-//! uplink (out) and one downlink (in) of the inter-host bandwidth, split evenly between the
-//! inter-host messages using it at that moment. A message sent while `k_out` messages leave its
-//! source host and `k_in` enter its destination host gets `bandwidth / max(k_out, k_in)`:
-//! four devices of one host sending across at once each get a quarter of the link. Messages
-//! between devices of one host (PCIe) are not shared. Per call:
-//! - **all-to-all** and **barrier**: AdaQP's ring. Round `r` (1..P) pairs every rank `s` with
-//!   `s + r`; the messages of a round are concurrent (and share host links as above); a round
-//!   lasts as long as its slowest message; the call is the sum of its rounds. The bytes are the
-//!   exact per-pair bytes of the ledger; an empty message shares no bandwidth.
-//! - **all-reduce**: a ring reduce-scatter plus all-gather over the logical payload `n`:
-//!   `2 (P - 1)` steps, each a concurrent round of every rank sending `n / P` bytes to its
-//!   ring neighbour. Halo's backends move the same bytes per rank (`2 (P - 1)` chunks of
-//!   `n / P`) but as direct exchanges, which is what the ledger's byte counts show.
-//! - **broadcast, gather, scatter**: the root's messages one after another (the root's link is
-//!   the bottleneck); no pipelining or trees are assumed.
+//! A call's messages are in flight at once: the backends post every message of a call before
+//! they wait for any (the MPI backend's progress thread moves them while the rank computes).
+//! Each host has one uplink (out) and one downlink (in) of the inter-host bandwidth, used in
+//! both directions at once; the flows through a link share it, and a call's inter-host part
+//! lasts as long as the busiest link: `latency + max_h max(out_h, in_h) / bandwidth`, with
+//! `out_h` the bytes leaving host `h` for other hosts and `in_h` those entering it. Inside a
+//! host each rank copies its messages over the intra-host link one after another (sending and
+//! receiving), at the intra-host bandwidth: `latency + max_r max(out_r, in_r) / bandwidth`. A
+//! call lasts as long as the slower of the two parts. Per call:
+//! - **all-to-all** and **barrier**: its recorded messages, as above (an empty message still
+//!   costs its latency).
+//! - **all-reduce**: its recorded messages (a reduce-scatter then an all-gather, each an
+//!   all-to-all of chunks), as above, with the latency of each of the two phases.
+//! - **broadcast, gather, scatter**: the root's messages, as above: the root's link is the
+//!   bottleneck.
 //! - **point-to-point**: each message alone.
 //!
 //! Calls are assumed not to overlap each other or computation: the total is an upper bound on
 //! communication time for a run that overlaps. The model needs the snapshots of all ranks
 //! merged; with only some ranks it sees only their messages ([`ModeledTime::complete`]).
+//!
+//! The links come from probes of single pairs (`probe.rs`, `halo bench comm`): a pair alone
+//! fills its link each way, and the model divides the link among flows; no all-to-all's
+//! measured time is fitted into it.
 //!
 //! Also here: AdaQP's per-pair `theta * MB + gamma` model and its least-squares fit, held to
 //! `theta, gamma >= 0` (a free line through noisy fast-link timings can cross zero above the
@@ -78,7 +81,7 @@ impl ModeledTime {
 }
 
 /// The cost model [`model`] applies, as reports name it (see the module notes).
-pub const MODEL: &str = "ring, shared host uplinks";
+pub const MODEL: &str = "concurrent flows, shared host links";
 
 /// Models every call of `ledger` on `topology` (see the module notes for the formulas).
 pub fn model(topology: &Topology, ledger: &LedgerSnapshot) -> ModeledTime {
@@ -96,60 +99,56 @@ pub fn model(topology: &Topology, ledger: &LedgerSnapshot) -> ModeledTime {
     ModeledTime { total_s: calls.iter().map(|c| c.seconds).sum(), complete, calls }
 }
 
-fn message_seconds(topology: &Topology, src: usize, dst: usize, bytes: f64) -> f64 {
-    topology.link(src, dst).map_or(0.0, |link| link.transfer_s(bytes))
-}
-
-/// One message of a round: source rank, destination rank, bytes.
+/// One message of a call: source rank, destination rank, bytes.
 type Message = (usize, usize, f64);
 
-/// Seconds of a round of concurrent messages: its slowest message, each inter-host message
-/// slowed by the number of non-empty inter-host messages sharing its source host's uplink or
-/// its destination host's downlink, whichever is larger.
-fn round_seconds(topology: &Topology, messages: &[Message]) -> f64 {
-    let crosses = |&(src, dst, bytes): &Message| bytes > 0.0 && topology.link_class(src, dst) == Some(LinkClass::Inter);
-    let mut uplink = vec![0usize; topology.hosts()];
-    let mut downlink = vec![0usize; topology.hosts()];
-    for &(src, dst, _) in messages.iter().filter(|m| crosses(m)) {
-        uplink[topology.host_of(src)] += 1;
-        downlink[topology.host_of(dst)] += 1;
+/// Seconds of `messages` in flight at once, over `phases` latencies (see the module notes):
+/// the busiest host link for the inter-host messages, the busiest rank for the intra-host ones,
+/// whichever is slower.
+fn concurrent_seconds(topology: &Topology, messages: &[Message], phases: usize) -> f64 {
+    let links = topology.links();
+    let mut host_out = vec![0.0f64; topology.hosts()];
+    let mut host_in = vec![0.0f64; topology.hosts()];
+    let mut rank_out = vec![0.0f64; topology.workers()];
+    let mut rank_in = vec![0.0f64; topology.workers()];
+    let (mut inter, mut intra) = (false, false);
+    for &(src, dst, bytes) in messages {
+        match topology.link_class(src, dst) {
+            Some(LinkClass::Inter) => {
+                inter = true;
+                host_out[topology.host_of(src)] += bytes;
+                host_in[topology.host_of(dst)] += bytes;
+            }
+            Some(LinkClass::Intra) => {
+                intra = true;
+                rank_out[src] += bytes;
+                rank_in[dst] += bytes;
+            }
+            None => {}
+        }
     }
-    messages
-        .iter()
-        .map(|m @ &(src, dst, bytes)| {
-            let sharing =
-                if crosses(m) { uplink[topology.host_of(src)].max(downlink[topology.host_of(dst)]) } else { 1 };
-            // A link split `sharing` ways moves the message as slowly as `sharing` times its bytes.
-            message_seconds(topology, src, dst, bytes * sharing as f64)
-        })
-        .fold(0.0, f64::max)
+    let busiest = |out: &[f64], into: &[f64]| out.iter().chain(into).copied().fold(0.0, f64::max);
+    let part = |used: bool, link: &crate::topology::LinkSpec, bytes: f64| {
+        if used { phases as f64 * link.latency_s + bytes / link.bandwidth_bytes_per_s } else { 0.0 }
+    };
+    let inter_s = part(inter, &links.inter, busiest(&host_out, &host_in));
+    let intra_s = part(intra, &links.intra, busiest(&rank_out, &rank_in));
+    inter_s.max(intra_s)
 }
 
 fn call_seconds(topology: &Topology, record: &CollectiveRecord) -> f64 {
-    let p = topology.workers();
+    let messages: Vec<Message> = record.sends.iter().map(|s| (s.src, s.dst, s.bytes as f64)).collect();
     match record.kind {
-        CollectiveKind::AllToAll | CollectiveKind::Barrier => (1..p)
-            .map(|round| {
-                let messages: Vec<Message> = record
-                    .sends
-                    .iter()
-                    .filter(|s| s.dst == (s.src + round) % p)
-                    .map(|s| (s.src, s.dst, s.bytes as f64))
-                    .collect();
-                round_seconds(topology, &messages)
-            })
+        CollectiveKind::AllReduce => concurrent_seconds(topology, &messages, 2),
+        CollectiveKind::AllToAll
+        | CollectiveKind::Barrier
+        | CollectiveKind::Broadcast
+        | CollectiveKind::Gather
+        | CollectiveKind::Scatter => concurrent_seconds(topology, &messages, 1),
+        CollectiveKind::PointToPoint => messages
+            .iter()
+            .map(|&(src, dst, bytes)| topology.link(src, dst).map_or(0.0, |link| link.transfer_s(bytes)))
             .sum(),
-        CollectiveKind::AllReduce => {
-            if p < 2 {
-                return 0.0;
-            }
-            let chunk = record.payload_bytes as f64 / p as f64;
-            let ring: Vec<Message> = (0..p).map(|r| (r, (r + 1) % p, chunk)).collect();
-            2.0 * (p - 1) as f64 * round_seconds(topology, &ring)
-        }
-        CollectiveKind::Broadcast | CollectiveKind::Gather | CollectiveKind::Scatter | CollectiveKind::PointToPoint => {
-            record.sends.iter().map(|s| message_seconds(topology, s.src, s.dst, s.bytes as f64)).sum()
-        }
     }
 }
 
@@ -228,18 +227,28 @@ mod tests {
     }
 
     #[test]
-    fn all_to_all_takes_the_slowest_pair_of_each_ring_round() {
+    fn an_all_to_all_takes_its_busiest_host_link() {
         let t = topo();
         let n = 1_000_000u64;
         let sends = (0..4)
             .flat_map(|s| (0..4).filter(move |&d| d != s).map(move |d| PairBytes { src: s, dst: d, bytes: n }))
             .collect();
         let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends));
-        // Every round has an inter-host pair. Rounds 1 and 3 send one message out of and into
-        // each host: 10 µs + 1 MB / 5 GB/s. Round 2 (0->2, 1->3, 2->0, 3->1) crosses twice per
-        // host, so each message gets half the link.
-        let expected = 2.0 * (10e-6 + 1e6 / 5e9) + (10e-6 + 2e6 / 5e9);
+        // Each host's two ranks send 1 MB to each of the other host's two: 4 MB out of and
+        // into each host, both ways at once. The intra-host pairs (1 MB each) take less.
+        let expected = 10e-6 + 4e6 / 5e9;
         assert!((secs - expected).abs() < 1e-12, "{secs} vs {expected}");
+    }
+
+    #[test]
+    fn an_unbalanced_all_to_all_waits_for_the_busiest_link_only() {
+        let t = topo();
+        // Rank 0 sends 3 MB to rank 2; rank 3 sends 1 MB to rank 1: host 0's uplink is the
+        // busiest (3 MB), and the other flow runs beside it.
+        let sends =
+            vec![PairBytes { src: 0, dst: 2, bytes: 3_000_000 }, PairBytes { src: 3, dst: 1, bytes: 1_000_000 }];
+        let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends));
+        assert!((secs - (10e-6 + 3e6 / 5e9)).abs() < 1e-12, "{secs}");
     }
 
     /// 2 hosts of 4 devices, links as in [`topo`].
@@ -252,7 +261,7 @@ mod tests {
     fn four_devices_crossing_at_once_each_get_a_quarter_of_the_link() {
         let t = two_by_four();
         let n = 1_000_000u64;
-        // Ring round 4: every device sends to its counterpart on the other host.
+        // Every device sends to its counterpart on the other host.
         let sends: Vec<PairBytes> = (0..8).map(|s| PairBytes { src: s, dst: (s + 4) % 8, bytes: n }).collect();
         let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends.clone()));
         let quarter = 10e-6 + 1e6 / (5e9 / 4.0);
@@ -264,8 +273,8 @@ mod tests {
         let secs = call_seconds(&t, &record(CollectiveKind::AllToAll, 0, sends[..2].to_vec()));
         assert!((secs - (10e-6 + 2e6 / 5e9)).abs() < 1e-12, "{secs}");
 
-        // The busier end counts: on 3 hosts of 2, ring round 3 sends 1->4 (host 0 to 2) and
-        // 2->5 (host 1 to 2). Each leaves its host alone, but both enter host 2: half each.
+        // The busier end counts: on 3 hosts of 2, 1->4 (host 0 to 2) and 2->5 (host 1 to 2)
+        // each leave their host alone, but both enter host 2: half each.
         let links = LinkModel { intra: LinkSpec::from_gb_s_us(20.0, 1.0), inter: LinkSpec::from_gb_s_us(5.0, 10.0) };
         let three = Topology::new(3, 2, links).unwrap();
         let sends = vec![PairBytes { src: 1, dst: 4, bytes: n }, PairBytes { src: 2, dst: 5, bytes: n }];
@@ -276,8 +285,8 @@ mod tests {
     #[test]
     fn intra_host_pairs_are_not_slowed_by_crossing_traffic() {
         let t = two_by_four();
-        // Ring round 2 on 2 x 4: 0->2, 1->3, 4->6, 5->7 stay home; 2->4, 3->5, 6->0, 7->1
-        // cross, two out of and two into each host.
+        // On 2 x 4: 0->2, 1->3, 4->6, 5->7 stay home; 2->4, 3->5, 6->0, 7->1 cross, two out
+        // of and two into each host.
         let pairs = [(0, 2), (1, 3), (4, 6), (5, 7), (2, 4), (3, 5), (6, 0), (7, 1)];
         let big = 100_000_000u64;
         let sends = pairs.iter().map(|&(src, dst)| PairBytes {
@@ -298,28 +307,54 @@ mod tests {
     #[test]
     fn intra_only_rounds_use_the_intra_link() {
         let t = topo();
-        // Only 0 -> 1 (intra, round 1) sends bytes; round 1's other pairs are absent.
+        // Only 0 -> 1 (intra) sends.
         let secs =
             call_seconds(&t, &record(CollectiveKind::AllToAll, 0, vec![PairBytes { src: 0, dst: 1, bytes: 2_000 }]));
         assert!((secs - (1e-6 + 2e3 / 20e9)).abs() < 1e-15);
     }
 
     #[test]
-    fn all_reduce_is_the_ring_formula_over_the_payload() {
+    fn an_all_reduce_is_its_two_exchanges_of_chunks() {
         let t = topo();
-        let secs = call_seconds(&t, &record(CollectiveKind::AllReduce, 4_000_000, Vec::new()));
-        let expected = 2.0 * 3.0 * (10e-6 + 1e6 / 5e9);
-        assert!((secs - expected).abs() < 1e-12);
+        // 4 MB of f32 on 4 ranks: chunks of 1 MB. Each rank sends 2 chunks across in the
+        // reduce-scatter and 2 in the all-gather: 8 MB out of each host over two phases.
+        let sends = (0..4)
+            .flat_map(|r| {
+                crate::endpoint::all_reduce_sends(r, 4, 1_000_000).into_iter().map(move |(dst, bytes)| PairBytes {
+                    src: r,
+                    dst,
+                    bytes: bytes as u64,
+                })
+            })
+            .collect();
+        let secs = call_seconds(&t, &record(CollectiveKind::AllReduce, 4_000_000, sends));
+        let expected = 2.0 * 10e-6 + 8e6 / 5e9;
+        assert!((secs - expected).abs() < 1e-12, "{secs} vs {expected}");
         let one = Topology::new(1, 1, LinkModel::default()).unwrap();
         assert_eq!(call_seconds(&one, &record(CollectiveKind::AllReduce, 4_000_000, Vec::new())), 0.0);
     }
 
     #[test]
-    fn rooted_calls_serialise_the_root_link() {
+    fn rooted_calls_share_the_root_link() {
         let t = topo();
+        // Empty messages to rank 1 (same host) and rank 2 (the other): the inter-host latency.
         let sends = vec![PairBytes { src: 0, dst: 1, bytes: 0 }, PairBytes { src: 0, dst: 2, bytes: 0 }];
         let secs = call_seconds(&t, &record(CollectiveKind::Broadcast, 0, sends));
-        assert!((secs - 11e-6).abs() < 1e-15);
+        assert!((secs - 10e-6).abs() < 1e-15);
+        // The root's 2 MB to each of the other host's ranks leave through its one uplink.
+        let sends =
+            vec![PairBytes { src: 0, dst: 2, bytes: 2_000_000 }, PairBytes { src: 0, dst: 3, bytes: 2_000_000 }];
+        let secs = call_seconds(&t, &record(CollectiveKind::Scatter, 0, sends));
+        assert!((secs - (10e-6 + 4e6 / 5e9)).abs() < 1e-12, "{secs}");
+    }
+
+    #[test]
+    fn point_to_point_messages_go_one_after_another() {
+        let t = topo();
+        let sends =
+            vec![PairBytes { src: 0, dst: 2, bytes: 1_000_000 }, PairBytes { src: 0, dst: 2, bytes: 1_000_000 }];
+        let secs = call_seconds(&t, &record(CollectiveKind::PointToPoint, 0, sends));
+        assert!((secs - 2.0 * (10e-6 + 1e6 / 5e9)).abs() < 1e-12, "{secs}");
     }
 
     #[test]

@@ -136,30 +136,14 @@ pub enum LinkFitError {
 #[derive(Deserialize)]
 struct BenchReport {
     link_fits: Option<Vec<PairFit>>,
-    all_to_all: Option<AllToAllPart>,
-}
-
-/// The report's all-to-all: its measured time and its time modeled on the fitted links.
-#[derive(Deserialize)]
-struct AllToAllPart {
-    measured: MeasuredPart,
-    modeled_on_fits_s: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct MeasuredPart {
-    mean_s: f64,
 }
 
 /// What a `halo bench comm --backend mpi --report` file tells the time model: every pair's fit,
-/// each measured alone, and how much slower the links ran when every rank sent at once.
+/// each measured alone. A pair alone fills its link; the cost model shares the links among the
+/// flows of a call (`cost.rs`), so nothing else of the report is fitted into it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkReport {
     pub fits: Vec<PairFit>,
-    /// The all-to-all's measured time over its time modeled on `fits` (at least 1; 1 when the
-    /// report predates the figure). Pairs probed one at a time fill a link; every rank's
-    /// flows at once do not (several TCP flows share each host's uplink and back off).
-    pub sharing_loss: f64,
 }
 
 impl LinkReport {
@@ -167,12 +151,7 @@ impl LinkReport {
     pub fn parse(text: &[u8]) -> Result<Self, LinkFitError> {
         let report: BenchReport = serde_json::from_slice(text)?;
         let fits = report.link_fits.filter(|fits| !fits.is_empty()).ok_or(LinkFitError::NoFits)?;
-        let sharing_loss = report
-            .all_to_all
-            .and_then(|a| Some(a.measured.mean_s / a.modeled_on_fits_s.filter(|&m| m > 0.0)?))
-            .filter(|loss| loss.is_finite())
-            .map_or(1.0, |loss| loss.max(1.0));
-        Ok(Self { fits, sharing_loss })
+        Ok(Self { fits })
     }
 
     /// [`LinkReport::parse`] of a file.
@@ -180,15 +159,9 @@ impl LinkReport {
         Self::parse(&std::fs::read(path)?)
     }
 
-    /// The links a run's epoch is priced on: [`measured_links`], with the inter-host bandwidth
-    /// divided by [`LinkReport::sharing_loss`] (a training step, like the all-to-all, sends to
-    /// every peer at once).
+    /// The links a run's epoch is priced on: [`measured_links`] over `base`'s classes.
     pub fn links(&self, base: LinkModel) -> LinkModel {
-        let mut links = measured_links(base, &self.fits);
-        if self.fits.iter().any(|f| f.link == LinkClass::Inter) {
-            links.inter.bandwidth_bytes_per_s /= self.sharing_loss;
-        }
-        links
+        measured_links(base, &self.fits)
     }
 }
 
@@ -248,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reports_all_to_all_derates_the_inter_host_links_by_its_sharing_loss() {
+    fn a_reports_links_are_its_pairs_fits_whatever_its_all_to_all_took() {
         let fit = |src, dst, link| PairFit {
             src,
             dst,
@@ -257,32 +230,14 @@ mod tests {
             samples: 4,
         };
         let fits = vec![fit(0, 1, LinkClass::Inter), fit(1, 0, LinkClass::Inter)];
-        let report = |all_to_all: serde_json::Value| {
-            let text = serde_json::json!({ "link_fits": fits, "all_to_all": all_to_all }).to_string();
-            LinkReport::parse(text.as_bytes()).unwrap()
-        };
         let base = LinkModel::default();
-        let slow = report(serde_json::json!({"measured": {"mean_s": 0.15}, "modeled_on_fits_s": 0.1}));
-        assert!((slow.sharing_loss - 1.5).abs() < 1e-12);
-        let links = slow.links(base);
-        assert!((links.inter.bandwidth_bytes_per_s - 1e6 / 0.008 / 1.5).abs() < 1e-6, "{links:?}");
-        assert_eq!(links.intra, base.intra);
-        // Faster than the fits (never a gain), an older report, or a zero model: no loss.
-        for a in [
-            serde_json::json!({"measured": {"mean_s": 0.05}, "modeled_on_fits_s": 0.1}),
-            serde_json::json!({"measured": {"mean_s": 0.05}}),
-            serde_json::json!({"measured": {"mean_s": 0.05}, "modeled_on_fits_s": 0.0}),
-            serde_json::Value::Null,
-        ] {
-            let r = report(a);
-            assert_eq!(r.sharing_loss, 1.0);
-            assert_eq!(r.links(base), measured_links(base, &fits));
+        for all_to_all in
+            [serde_json::json!({"measured": {"mean_s": 0.15}, "modeled_on_fits_s": 0.1}), serde_json::Value::Null]
+        {
+            let text = serde_json::json!({ "link_fits": fits, "all_to_all": all_to_all }).to_string();
+            let links = LinkReport::parse(text.as_bytes()).unwrap().links(base);
+            assert_eq!(links, measured_links(base, &fits));
+            assert!((links.inter.bandwidth_bytes_per_s - 1e6 / 0.008).abs() < 1e-6, "{links:?}");
         }
-        // Intra-host fits only: the inter-host link is the base's, untouched.
-        let intra = vec![fit(0, 1, LinkClass::Intra)];
-        let text = serde_json::json!({ "link_fits": intra,
-            "all_to_all": {"measured": {"mean_s": 0.3}, "modeled_on_fits_s": 0.1} })
-        .to_string();
-        assert_eq!(LinkReport::parse(text.as_bytes()).unwrap().links(base).inter, base.inter);
     }
 }

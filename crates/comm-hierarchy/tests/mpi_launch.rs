@@ -64,6 +64,18 @@ fn four_ranks_on_two_hosts_count_4n_intra_and_8n_inter() {
     assert_eq!(stdout.matches(": ok").count(), 4, "{stdout}");
 }
 
+/// Messages longer than the MPI backend's chunk (4 MiB) travel in pieces, and empty ones as a
+/// header alone: both arrive whole and in order, on every pair.
+#[test]
+fn messages_of_several_chunks_and_empty_ones_arrive_whole() {
+    for n in [(9 << 20) + 3, 0] {
+        let (out, _) = selftest(4, &["check", "2", &n.to_string()]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "selftest of {n} bytes failed:\n{stdout}\n{stderr}");
+        assert_eq!(stdout.matches(": ok").count(), 4, "{stdout}");
+    }
+}
+
 #[test]
 fn processor_names_put_one_machine_on_one_host() {
     let n = 1000;

@@ -83,6 +83,75 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// The CPU this process's host gives it: the cores it may run on, capped by the quota of its
+/// CPU cgroup (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`; the
+/// tightest of its cgroup and the cgroups above it), as a container or an emulated host has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostCpu {
+    pub cores: f64,
+    /// The cgroup whose quota caps `cores`; `None` where no quota is below the cores. Processes
+    /// in one such cgroup share its quota as processes of one machine share its cores.
+    pub quota_group: Option<String>,
+}
+
+/// This process's [`HostCpu`].
+pub fn host_cpu() -> HostCpu {
+    let cores = cores() as f64;
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    match cgroup_quota(&own, |path| std::fs::read_to_string(path).ok()) {
+        Some((quota, group)) if quota < cores => HostCpu { cores: quota, quota_group: Some(group) },
+        _ => HostCpu { cores, quota_group: None },
+    }
+}
+
+/// Where cgroup v1's `cpu` controller is mounted, by the names distributions give it.
+const CGROUP_V1_CPU: [&str; 2] = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"];
+
+/// The tightest CPU quota, in cores, over the cgroup that `own` (`/proc/self/cgroup`'s text)
+/// names and its parents, with the cgroup it belongs to; `read` reads a file's text.
+fn cgroup_quota(own: &str, read: impl Fn(&str) -> Option<String>) -> Option<(f64, String)> {
+    let quota_at = |dir: &str, v1: bool| -> Option<f64> {
+        if v1 {
+            CGROUP_V1_CPU.iter().find_map(|base| {
+                let quota: f64 = read(&format!("{base}{dir}/cpu.cfs_quota_us"))?.trim().parse().ok()?;
+                let period: f64 = read(&format!("{base}{dir}/cpu.cfs_period_us"))?.trim().parse().ok()?;
+                (quota > 0.0 && period > 0.0).then(|| quota / period)
+            })
+        } else {
+            let max = read(&format!("/sys/fs/cgroup{dir}/cpu.max"))?;
+            let mut words = max.split_whitespace();
+            let quota: f64 = words.next()?.parse().ok()?;
+            let period: f64 = words.next()?.parse().ok()?;
+            (quota > 0.0 && period > 0.0).then(|| quota / period)
+        }
+    };
+    own.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let v1 = controllers.split(',').any(|c| c == "cpu");
+        if !v1 && !controllers.is_empty() {
+            return None;
+        }
+        let mut dir = path.trim_end_matches('/').to_owned();
+        let mut tightest: Option<(f64, String)> = None;
+        loop {
+            if let Some(q) = quota_at(&dir, v1).filter(|&q| tightest.as_ref().is_none_or(|(t, _)| q < *t)) {
+                let group = if dir.is_empty() { "/".to_owned() } else { dir.clone() };
+                tightest = Some((q, group));
+            }
+            match dir.rfind('/') {
+                Some(cut) => dir.truncate(cut),
+                None => break,
+            }
+            if dir.is_empty() {
+                // The root cgroup carries no quota.
+                break;
+            }
+        }
+        tightest
+    })
+}
+
 /// The GPUs visible to this process for a run on a device (0 on the CPU, and where none can
 /// be counted: the run's device workers then fail to open theirs, naming why).
 pub fn gpus(config: &TrainConfig) -> usize {
@@ -109,6 +178,29 @@ mod tests {
         assert!(!ComputeMeasure::WallOversubscribed.serializes());
         config.distributed.workers = 2;
         assert_eq!(choose(&config, Backend::Local, false), ComputeMeasure::Wall);
+    }
+
+    #[test]
+    fn a_cgroups_quota_caps_the_hosts_cores() {
+        let files = |entries: &'static [(&'static str, &'static str)]| {
+            move |path: &str| entries.iter().find(|(p, _)| *p == path).map(|(_, t)| t.to_string())
+        };
+        // cgroup v1: the host's cgroup holds half a core, its parent more.
+        let v1 = files(&[
+            ("/sys/fs/cgroup/cpu/halo-cluster/halo-h0/cpu.cfs_quota_us", "50000\n"),
+            ("/sys/fs/cgroup/cpu/halo-cluster/halo-h0/cpu.cfs_period_us", "100000\n"),
+            ("/sys/fs/cgroup/cpu/halo-cluster/cpu.cfs_quota_us", "-1\n"),
+            ("/sys/fs/cgroup/cpu/halo-cluster/cpu.cfs_period_us", "100000\n"),
+        ]);
+        let own = "4:memory:/x\n1:cpu:/halo-cluster/halo-h0\n0::/\n";
+        assert_eq!(cgroup_quota(own, v1), Some((0.5, "/halo-cluster/halo-h0".to_owned())));
+        // cgroup v2: the parent's quota is the tighter one.
+        let v2 =
+            files(&[("/sys/fs/cgroup/a/b/cpu.max", "max 100000\n"), ("/sys/fs/cgroup/a/cpu.max", "150000 100000\n")]);
+        assert_eq!(cgroup_quota("0::/a/b\n", v2), Some((1.5, "/a".to_owned())));
+        // No quota, or none readable: no cap.
+        assert_eq!(cgroup_quota("0::/a/b\n", files(&[])), None);
+        assert_eq!(cgroup_quota("", files(&[])), None);
     }
 
     #[test]

@@ -50,7 +50,7 @@ struct Outcome {
 /// fault) went unnamed, or a blip was not clean.
 pub fn faults(halo: &Path, trials: usize, seed: u64) -> Result<()> {
     let halo = halo.canonicalize().with_context(|| format!("--halo {}: no such binary", halo.display()))?;
-    let shape = Shape { hosts: HOSTS, ranks: 1, rate: Rate::parse("1gbit")? };
+    let shape = Shape::new(HOSTS, 1, Rate::parse("1gbit")?);
     up(&shape)?;
     let outcome = all_trials(&halo, &shape, trials, seed);
     let removed = down();

@@ -14,6 +14,7 @@
 //! until it exits; another is refused, naming it, while it runs, and takes the lock over once
 //! it is gone, after a crash too.
 
+mod cpu;
 mod faults;
 mod net;
 mod reports;
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::json;
 
+pub use cpu::Cpus;
 pub use faults::faults;
 pub use net::Rate;
 pub use smoke::smoke;
@@ -79,11 +81,13 @@ fn live_holder(text: &str, alive: impl Fn(u32) -> bool) -> Option<u32> {
 /// A `cargo xtask cluster` subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Make `hosts` hosts with `ranks` slots each, links at `rate`.
+    /// Make `hosts` hosts with `ranks` slots each, links at `rate`, each host in a CPU cgroup
+    /// of `cpus` cores when given.
     Up {
         hosts: usize,
         ranks: usize,
         rate: Rate,
+        cpus: Option<Cpus>,
     },
     /// Reshape every link.
     Shape {
@@ -121,11 +125,24 @@ pub struct Shape {
     pub hosts: usize,
     pub ranks: usize,
     pub rate: Rate,
+    /// Each host's cores (its CPU cgroup); `None`: the hosts share this machine's cores.
+    pub cpus: Option<Cpus>,
 }
 
 impl Shape {
+    /// `hosts` hosts of `ranks` slots, links at `rate`, sharing this machine's cores.
+    pub fn new(hosts: usize, ranks: usize, rate: Rate) -> Self {
+        Self { hosts, ranks, rate, cpus: None }
+    }
+
+    /// Each host's CPU, as tables state it.
+    pub fn cpu_label(&self) -> String {
+        self.cpus.map_or_else(|| "shared".to_owned(), |c| format!("{} cores", c.label()))
+    }
+
     fn save(&self) -> Result<()> {
-        let state = json!({ "hosts": self.hosts, "ranks": self.ranks, "rate": self.rate.label() });
+        let cpus = self.cpus.map(Cpus::label);
+        let state = json!({ "hosts": self.hosts, "ranks": self.ranks, "rate": self.rate.label(), "cpus": cpus });
         let path = Path::new(STATE_DIR).join("state.json");
         fs::write(&path, state.to_string()).with_context(|| format!("writing {}", path.display()))
     }
@@ -139,8 +156,9 @@ impl Shape {
         let state: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not a cluster state", path.display()))?;
         let count = |key: &str| state[key].as_u64().map(|n| n as usize);
+        let cpus = state["cpus"].as_str().map(Cpus::parse).transpose()?;
         match (count("hosts"), count("ranks"), state["rate"].as_str()) {
-            (Some(hosts), Some(ranks), Some(rate)) => Ok(Self { hosts, ranks, rate: Rate::parse(rate)? }),
+            (Some(hosts), Some(ranks), Some(rate)) => Ok(Self { hosts, ranks, rate: Rate::parse(rate)?, cpus }),
             _ => bail!("{}: not a cluster state (hosts, ranks and rate expected)", path.display()),
         }
     }
@@ -152,7 +170,7 @@ pub fn run(action: Action) -> Result<()> {
         hold()?;
     }
     match action {
-        Action::Up { hosts, ranks, rate } => up(&Shape { hosts, ranks, rate }),
+        Action::Up { hosts, ranks, rate, cpus } => up(&Shape { hosts, ranks, rate, cpus }),
         Action::Shape { rate } => {
             let mut shape = Shape::load()?;
             for i in 0..shape.hosts {
@@ -202,7 +220,15 @@ pub fn up(shape: &Shape) -> Result<()> {
     ensure!(shape.ranks >= 1, "--ranks 0: each host needs at least one rank");
     down()?;
     fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
-    if let Err(e) = net::create(shape.hosts, &shape.rate) {
+    let made = net::create(shape.hosts, &shape.rate).and_then(|()| match shape.cpus {
+        Some(cpus) => {
+            let cgroups = cpu::Hierarchy::find()?;
+            cgroups.create(&host_names(shape), cpus)?;
+            cgroups.expose(&cgroup_mount())
+        }
+        None => Ok(()),
+    });
+    if let Err(e) = made {
         // Leave nothing half made.
         let _ = down();
         return Err(e.context("cluster up"));
@@ -210,10 +236,11 @@ pub fn up(shape: &Shape) -> Result<()> {
     write_launch_files(shape)?;
     shape.save()?;
     eprintln!(
-        "cluster: {} hosts x {} ranks, links {} ({} .. {}), subnet {}",
+        "cluster: {} hosts x {} ranks, links {}, CPU {} ({} .. {}), subnet {}",
         shape.hosts,
         shape.ranks,
         shape.rate.label(),
+        shape.cpu_label(),
         net::host_name(0),
         net::host_name(shape.hosts - 1),
         net::SUBNET
@@ -226,6 +253,12 @@ pub fn down() -> Result<()> {
     check_privileges()?;
     hold()?;
     net::remove()?;
+    // Whatever the state says: a crashed `up --cpus-per-host` leaves cgroups too. Unmounted
+    // first, so that removing the state cannot reach into them.
+    cpu::Hierarchy::hide(&cgroup_mount())?;
+    if let Ok(cgroups) = cpu::Hierarchy::find() {
+        cgroups.remove()?;
+    }
     match fs::remove_dir_all(STATE_DIR) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {STATE_DIR}")),
         _ => Ok(()),
@@ -234,7 +267,7 @@ pub fn down() -> Result<()> {
 
 fn status() -> Result<()> {
     let shape = Shape::load()?;
-    println!("{} hosts x {} ranks, links {}", shape.hosts, shape.ranks, shape.rate.label());
+    println!("{} hosts x {} ranks, links {}, CPU {}", shape.hosts, shape.ranks, shape.rate.label(), shape.cpu_label());
     for ns in net::namespaces()? {
         let pids = net::pids(&ns)?;
         let link = net::sh("ip", &["-n", &ns, "-br", "addr", "show", "eth0"])?;
@@ -249,16 +282,42 @@ const KEEPALIVE: [u64; 3] = [10, 5, 4];
 /// How long after a cut the launcher notices a lost host, at most.
 pub const LAUNCHER_DEADLINE_S: u64 = KEEPALIVE[0] + KEEPALIVE[1] * KEEPALIVE[2];
 
+/// Where `up --cpus-per-host` exposes the hosts' cgroups to processes inside a namespace.
+fn cgroup_mount() -> PathBuf {
+    Path::new(STATE_DIR).join("cgroup")
+}
+
+/// The names of the shape's hosts.
+fn host_names(shape: &Shape) -> Vec<String> {
+    (0..shape.hosts).map(net::host_name).collect()
+}
+
 /// The agent `mpirun` starts each host's daemon through, in place of `ssh HOST COMMAND`: it
-/// enters the host's namespace, gives it its hostname, and runs the command as a shell would.
-const AGENT: &str = "#!/bin/sh\n\
-# Written by `cargo xtask cluster up`: `agent HOST COMMAND...` runs COMMAND on emulated HOST.\n\
-host=\"$1\"; shift\n\
-exec ip netns exec \"$host\" unshare --uts sh -c 'hostname \"$1\" && eval \"$2\"' halo-agent \"$host\" \"$*\"\n";
+/// joins the host's CPU cgroup when the hosts have their own CPU (`cgroups`; through
+/// [`cgroup_mount`], since it runs inside host 0's namespace, whose `/sys` is remounted),
+/// enters the host's namespace, gives it its hostname (and its cgroups where a host has them),
+/// and runs the command as a shell would.
+fn agent(cgroups: Option<&cpu::Hierarchy>) -> String {
+    let (join, mount) = match cgroups {
+        Some(h) => (
+            format!("echo $$ > \"{}/$host/cgroup.procs\" || exit 1\n", cgroup_mount().display()),
+            format!(" && {}", h.mount_command()),
+        ),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "#!/bin/sh\n\
+         # Written by `cargo xtask cluster up`: `agent HOST COMMAND...` runs COMMAND on emulated HOST.\n\
+         host=\"$1\"; shift\n\
+         {join}\
+         exec ip netns exec \"$host\" unshare --uts sh -c 'hostname \"$1\"{mount} && eval \"$2\"' halo-agent \"$host\" \"$*\"\n"
+    )
+}
 
 fn write_launch_files(shape: &Shape) -> Result<()> {
     let agent = Path::new(STATE_DIR).join("agent");
-    fs::write(&agent, AGENT).with_context(|| format!("writing {}", agent.display()))?;
+    let cgroups = shape.cpus.map(|_| cpu::Hierarchy::find()).transpose()?;
+    fs::write(&agent, self::agent(cgroups.as_ref())).with_context(|| format!("writing {}", agent.display()))?;
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&agent, fs::Permissions::from_mode(0o755))?;
     let hostfile: String = (0..shape.hosts).map(|i| format!("{} slots={}\n", net::host_name(i), shape.ranks)).collect();
@@ -317,7 +376,16 @@ pub(crate) fn start(shape: &Shape, command: &[String], stderr: std::process::Std
     ensure!(!command.is_empty(), "cluster run: missing the command (after `--`)");
     // mpirun runs on the first host, as it would on a node of a real cluster: its connections
     // to the daemons then cross the cluster's links and give up as the hosts' do.
-    let mut mpirun = Command::new("ip");
+    let mut mpirun = match shape.cpus {
+        // mpirun is a process of host 0: it joins that host's cgroup first.
+        Some(_) => {
+            let procs = cpu::Hierarchy::procs(&cgroup_mount().join(net::host_name(0)));
+            let mut sh = Command::new("sh");
+            sh.args(["-c", &format!("{}exec \"$@\"", cpu::join_command(&procs)), "sh", "ip"]);
+            sh
+        }
+        None => Command::new("ip"),
+    };
     mpirun.args(["netns", "exec", &net::host_name(0), "mpirun"]).args(mpirun_args(shape)).args(command);
     if net::missing_privileges().is_none() {
         mpirun.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -388,7 +456,7 @@ mod tests {
 
     #[test]
     fn mpirun_reaches_every_slot_through_the_agent_on_the_clusters_subnet() {
-        let args = mpirun_args(&Shape { hosts: 3, ranks: 2, rate: Rate(None) }).join(" ");
+        let args = mpirun_args(&Shape::new(3, 2, Rate(None))).join(" ");
         assert!(args.contains("-np 6"), "{args}");
         assert!(args.contains("--mca plm_rsh_agent /run/halo-cluster/agent"), "{args}");
         assert!(args.contains("--mca btl tcp,vader,self"), "{args}");
@@ -413,7 +481,7 @@ mod tests {
             eprintln!("ignored: {why}");
             return;
         }
-        let shape = Shape { hosts: 4, ranks: 1, rate: Rate::parse("100mbit").unwrap() };
+        let shape = Shape::new(4, 1, Rate::parse("100mbit").unwrap());
         up(&shape).unwrap();
         let out = std::env::temp_dir().join(format!("halo-cluster-names-{}", std::process::id()));
         let command = format!("hostname > {}.$OMPI_COMM_WORLD_RANK", out.display());

@@ -19,7 +19,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Runs the test with the MPI build of `halo` at `halo`; the cluster is removed whatever happens.
 pub fn smoke(halo: &Path) -> Result<()> {
     let halo = halo.canonicalize().with_context(|| format!("--halo {}: no such binary", halo.display()))?;
-    let shape = Shape { hosts: 2, ranks: 2, rate: Rate::parse("100mbit")? };
+    let shape = Shape::new(2, 2, Rate::parse("100mbit")?);
     up(&shape)?;
     let outcome = train_both(&halo, &shape);
     let removed = down();

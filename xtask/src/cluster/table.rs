@@ -23,7 +23,7 @@ use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
 use super::reports::{epochs, read, scratch};
-use super::{Rate, Shape, down, net, run_command, up};
+use super::{Cpus, Rate, Shape, down, net, run_command, up};
 
 /// Epochs between AdaQP's bit-width assignments in the table: the first comes after epoch 3,
 /// so that a run of 8 epochs has steady epochs at the assigned widths.
@@ -33,9 +33,10 @@ const ADAQP_PERIOD: &str = "3";
 const ADAQP_DEFAULT_PERIOD: f64 = 50.0;
 
 /// The runs of one rate: (label, method, extra flags, the vanilla run it is compared with).
-const RUNS: [(&str, &str, &[&str], &str); 5] = [
+const RUNS: [(&str, &str, &[&str], &str); 6] = [
     ("vanilla, edge-cut (METIS)", "vanilla", &[], "vanilla, edge-cut (METIS)"),
     ("adaqp", "adaqp", &["--assign-period", ADAQP_PERIOD], "vanilla, edge-cut (METIS)"),
+    ("adaqp --overlap", "adaqp", &["--assign-period", ADAQP_PERIOD, "--overlap"], "vanilla, edge-cut (METIS)"),
     ("ecgraph", "ecgraph", &[], "vanilla, edge-cut (METIS)"),
     ("vanilla, vertex-cut (EBV)", "vanilla", &["--cut", "vertex"], "vanilla, vertex-cut (EBV)"),
     ("cdfgnn", "cdfgnn", &[], "vanilla, vertex-cut (EBV)"),
@@ -46,17 +47,29 @@ const RUNS: [(&str, &str, &[&str], &str); 5] = [
 pub struct TableSpec {
     pub halo: PathBuf,
     pub dataset: PathBuf,
+    /// The link rates, one table block each; empty: find the rate where vanilla's measured
+    /// communication share is within [`TARGET_SHARE`] ([`find_rate`]).
     pub rates: Vec<Rate>,
     pub hosts: usize,
+    /// Ranks per host.
+    pub ranks: usize,
+    /// Each host's cores; `None`: the hosts share the machine's.
+    pub cpus: Option<Cpus>,
     pub epochs: usize,
+    /// Extra `halo train` flags for every run (`--layers 2 --hidden 128`).
+    pub train: Vec<String>,
 }
+
+/// The communication share of vanilla's step that `--rates auto` looks for.
+pub const TARGET_SHARE: (f64, f64) = (0.6, 0.8);
 
 /// Runs every rate's rows and prints the table; the cluster is removed whatever happens.
 pub fn table(spec: &TableSpec) -> Result<()> {
     let halo = spec.halo.canonicalize().with_context(|| format!("--halo {}: no such binary", spec.halo.display()))?;
     let dataset =
         spec.dataset.canonicalize().with_context(|| format!("--dataset {}: no such folder", spec.dataset.display()))?;
-    let shape = Shape { hosts: spec.hosts, ranks: 1, rate: spec.rates[0].clone() };
+    let first = spec.rates.first().cloned().unwrap_or(Rate::parse("1gbit")?);
+    let shape = Shape { hosts: spec.hosts, ranks: spec.ranks, rate: first, cpus: spec.cpus };
     up(&shape)?;
     let outcome = rows(&halo, &dataset, spec, &shape);
     let removed = down();
@@ -66,52 +79,24 @@ pub fn table(spec: &TableSpec) -> Result<()> {
 
 fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<()> {
     let dir = scratch("table")?;
+    let runs = Runs { halo, dataset, spec, shape, dir: &dir };
+    let rates = if spec.rates.is_empty() { vec![runs.find_rate()?] } else { spec.rates.clone() };
     println!(
-        "| link | run | step (s) | / vanilla, same cut | CPU floor / vanilla | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
+        "| link | CPU / host | run | step (s) | / vanilla, same cut | CPU floor / vanilla | bytes / epoch | measured comm share | modeled epoch (s) | modeled / measured | eval (s) | best val acc |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut notes = Vec::new();
-    for rate in &spec.rates {
-        for i in 0..shape.hosts {
-            net::shape(i, rate)?;
-        }
-        let fit = dir.join(format!("comm-{}.json", rate.label()));
-        let bench = ["bench", "comm", "--backend", "mpi", "--bytes", "4194304", "--iterations", "3", "--report"]
-            .map(String::from);
-        let mut command = vec![halo.display().to_string()];
-        command.extend(bench);
-        command.push(fit.display().to_string());
-        run(shape, &command, "halo bench comm")?;
+    for rate in &rates {
+        let fit = runs.measure_links(rate)?;
         let mut vanilla: Vec<(&str, f64)> = Vec::new();
         for (label, method, extra, baseline) in RUNS {
-            let report = dir.join(format!("{}-{label}.json", rate.label()).replace([' ', ',', '(', ')'], "_"));
-            let mut command: Vec<String> = [
-                &halo.display().to_string(),
-                "train",
-                "--dataset",
-                &dataset.display().to_string(),
-                "--method",
-                method,
-                "--epochs",
-                &spec.epochs.to_string(),
-                "--links",
-                &fit.display().to_string(),
-                "--quiet",
-                "--report",
-                &report.display().to_string(),
-            ]
-            .map(String::from)
-            .to_vec();
-            command.extend(extra.iter().map(|s| s.to_string()));
-            run(shape, &command, label)?;
-            let r = read(&report)?;
+            let r = runs.train(rate, &fit, label, method, extra, spec.epochs)?;
             let step = median(&r, |e| e["wall_s"].as_f64());
             if method == "vanilla" {
                 vanilla.push((label, step));
             }
             let base = vanilla.iter().find(|(l, _)| *l == baseline).map_or(f64::NAN, |(_, s)| *s);
             let bytes = median(&r, |e| Some((e["bytes_intra"].as_u64()? + e["bytes_inter"].as_u64()?) as f64));
-            let share = median(&r, |e| Some(1.0 - e["compute_s"].as_f64()? / e["wall_s"].as_f64()?));
             let floor = median(&r, |e| e["method"]["cpu_floor_s"].as_f64());
             let modeled = median(&r, |e| e["modeled_epoch_s"].as_f64());
             let eval = median(&r, |e| e["eval_s"].as_f64());
@@ -124,12 +109,13 @@ fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<
                 ));
             }
             println!(
-                "| {} | {label} | {step:.3} | {:.2} | {:.2} | {:.1} MiB | {:.0}% | {modeled:.3} | {:.2} | {eval:.3} | {:.4} |",
+                "| {} | {} | {label} | {step:.3} | {:.2} | {:.2} | {:.1} MiB | {:.0}% | {modeled:.3} | {:.2} | {eval:.3} | {:.4} |",
                 rate.label(),
+                shape.cpu_label(),
                 step / base,
                 floor / base,
                 bytes / (1 << 20) as f64,
-                100.0 * share,
+                100.0 * median(&r, share),
                 modeled / step,
                 r["final"]["best_val_acc"].as_f64().unwrap_or(f64::NAN),
             );
@@ -140,6 +126,105 @@ fn rows(halo: &Path, dataset: &Path, spec: &TableSpec, shape: &Shape) -> Result<
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// The measured communication share of an epoch's step: `1 - compute_s / wall_s`, the time it
+/// spent waiting on the wire.
+fn share(epoch: &Value) -> Option<f64> {
+    Some(1.0 - epoch["compute_s"].as_f64()? / epoch["wall_s"].as_f64()?)
+}
+
+/// Probes [`Runs::find_rate`] makes before it gives up.
+const RATE_PROBES: usize = 6;
+/// Epochs of each probe's vanilla run.
+const PROBE_EPOCHS: usize = 4;
+
+/// The runs of one table on its cluster.
+struct Runs<'a> {
+    halo: &'a Path,
+    dataset: &'a Path,
+    spec: &'a TableSpec,
+    shape: &'a Shape,
+    dir: &'a Path,
+}
+
+impl Runs<'_> {
+    /// Shapes every link to `rate` and measures the links (`halo bench comm --report`); returns
+    /// the report's path, for `--links`.
+    fn measure_links(&self, rate: &Rate) -> Result<PathBuf> {
+        for i in 0..self.shape.hosts {
+            net::shape(i, rate)?;
+        }
+        let fit = self.dir.join(format!("comm-{}.json", rate.label()));
+        let bench = ["bench", "comm", "--backend", "mpi", "--bytes", "4194304", "--iterations", "3", "--report"];
+        let mut command = vec![self.halo.display().to_string()];
+        command.extend(bench.map(String::from));
+        command.push(fit.display().to_string());
+        run(self.shape, &command, "halo bench comm")?;
+        Ok(fit)
+    }
+
+    /// Trains `method` with `extra` flags for `epochs` on links measured in `fit`; returns its report.
+    fn train(
+        &self,
+        rate: &Rate,
+        fit: &Path,
+        label: &str,
+        method: &str,
+        extra: &[&str],
+        epochs: usize,
+    ) -> Result<Value> {
+        let report = self.dir.join(format!("{}-{label}.json", rate.label()).replace([' ', ',', '(', ')'], "_"));
+        let mut command: Vec<String> = [
+            &self.halo.display().to_string(),
+            "train",
+            "--dataset",
+            &self.dataset.display().to_string(),
+            "--method",
+            method,
+            "--epochs",
+            &epochs.to_string(),
+            "--links",
+            &fit.display().to_string(),
+            "--quiet",
+            "--report",
+            &report.display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        command.extend(extra.iter().map(|s| s.to_string()));
+        command.extend(self.spec.train.iter().cloned());
+        run(self.shape, &command, label)?;
+        read(&report)
+    }
+
+    /// The rate at which vanilla's measured communication share lies within [`TARGET_SHARE`]
+    /// on this shape. Communication time goes as one over the rate and compute does not, so
+    /// the share's odds `s / (1 - s)` go as one over the rate: each probe moves the rate by the
+    /// ratio of the odds it measured to the target's (at most 8x a step).
+    fn find_rate(&self) -> Result<Rate> {
+        let (low, high) = TARGET_SHARE;
+        let odds = |s: f64| s / (1.0 - s);
+        let target = odds((low + high) / 2.0);
+        let mut mbit = 1000.0_f64;
+        for _ in 0..RATE_PROBES {
+            let rate = Rate::parse(&format!("{}mbit", mbit.round().max(1.0)))?;
+            let fit = self.measure_links(&rate)?;
+            let r = self.train(&rate, &fit, "probe", "vanilla", &[], PROBE_EPOCHS)?;
+            let measured = median(&r, share);
+            eprintln!("cluster table: at {} vanilla's communication share is {:.0}%", rate.label(), 100.0 * measured);
+            if (low..=high).contains(&measured) {
+                return Ok(rate);
+            }
+            let factor = if measured.is_finite() && measured > 0.0 { odds(measured.min(0.999)) / target } else { 8.0 };
+            mbit *= factor.clamp(1.0 / 8.0, 8.0);
+        }
+        anyhow::bail!(
+            "cluster table: no rate within {RATE_PROBES} probes gives vanilla a communication share of {:.0}-{:.0}%",
+            100.0 * low,
+            100.0 * high
+        )
+    }
 }
 
 fn run(shape: &Shape, command: &[String], what: &str) -> Result<()> {

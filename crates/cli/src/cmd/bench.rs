@@ -222,7 +222,7 @@ struct AllToAllReport {
     figures: CallFigures,
     measured: Timing,
     /// The same call modeled on the links the probe fitted (MPI only): the measured time over
-    /// it is the links' loss when every rank sends at once, which `--links` prices.
+    /// it checks the link model on these links.
     #[serde(skip_serializing_if = "Option::is_none")]
     modeled_on_fits_s: Option<f64>,
     /// Bytes moved between distinct workers per second, all workers together (GB/s).
@@ -317,8 +317,7 @@ fn measure_with(
     };
 
     let t = comm.topology();
-    // Fits whose links a topology refuses (a zero bandwidth) give no figure, and `--links`
-    // then prices no loss.
+    // Fits whose links a topology refuses (a zero bandwidth) give no figure.
     let modeled_on_fits_s = link_fits.as_ref().and_then(|fits| {
         let links = comm_hierarchy::measured_links(*t.links(), fits);
         let fitted = Topology::new(t.hosts(), t.devices_per_host(), links).ok()?;
@@ -441,7 +440,7 @@ fn finish(report: &Report, path: Option<&Path>) -> anyhow::Result<()> {
     );
     if let Some(fitted) = a.modeled_on_fits_s {
         println!(
-            "all-to-all on the fitted links: modeled {:.3} ms; measured / modeled {:.2} (the links' loss when every rank sends at once; `--links` prices it on inter-host links)",
+            "all-to-all on the fitted links: modeled {:.3} ms; measured / modeled {:.2} (a check of the link model that `--links` prices with)",
             fitted * 1e3,
             a.measured.mean_s / fitted
         );

@@ -8,27 +8,25 @@
 //! `halo: rank R ...` to stderr and calls `MPI_Abort`, so the launcher kills every other rank
 //! and exits non-zero. A rank that waits for a peer while nothing moves for the timeout (no
 //! message arrives, none of its sends completes) fails with [`CommError::Timeout`] naming the
-//! peer and its host, and aborts the job the same way. A matched message is received without
-//! blocking MPI, so a link cut mid-message is noticed too. MPI's own set-up, which blocks inside
+//! peer and its host, and aborts the job the same way. A progress thread makes every MPI call
+//! of the job ([`progress`]): messages move while the rank computes, and a link cut
+//! mid-message is noticed too. MPI's own set-up, which blocks inside
 //! MPI, has the same deadline (`watch.rs`). A rank that dies outright, or a host
 //! the launcher loses, ends the job through the launcher (`docs/RELIABILITY.md`).
 
+mod frames;
+mod progress;
 mod sends;
 mod watch;
 
 use std::ffi::c_int;
 use std::fmt::Display;
-use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpi::Threading;
 use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::Equivalence;
 use mpi::environment::Universe;
-use mpi::ffi;
-use mpi::point_to_point::{Message, Source};
-use mpi::raw::AsRawMut;
 use mpi::topology::{Communicator as MpiCommunicatorTrait, SimpleCommunicator};
 
 use crate::endpoint::Endpoint;
@@ -36,7 +34,7 @@ use crate::error::{CommError, FailureKind, WorkerFailure};
 use crate::local::{DEFAULT_TIMEOUT, panic_message};
 use crate::topology::{LinkModel, Topology};
 use crate::transport::{Tag, Transport};
-use sends::SendQueue;
+use progress::Engine;
 
 /// Exit code a failing rank aborts the job with.
 pub const ABORT_CODE: c_int = 3;
@@ -48,10 +46,6 @@ const OP_BITS: u32 = 3;
 
 /// Bytes of a processor name exchanged per rank (`MPI_MAX_PROCESSOR_NAME` in Open MPI).
 const NAME_BYTES: usize = 256;
-
-/// How long a waiting rank polls busily before it sleeps between polls.
-const SPIN: Duration = Duration::from_millis(2);
-const IDLE_SLEEP: Duration = Duration::from_micros(200);
 
 /// The communicator an MPI rank receives.
 pub type MpiCommunicator = Endpoint<MpiTransport>;
@@ -89,6 +83,7 @@ where
     E: Display,
 {
     crate::waiting::set_stage("in MPI set-up");
+    tcp_defaults();
     let watch = watch::Watch::start(options.timeout, ABORT_CODE);
     let (universe, provided) = mpi::initialize_with_threading(Threading::Serialized)
         .ok_or_else(|| CommError::Mpi("MPI is already initialised in this process".into()))?;
@@ -102,7 +97,7 @@ where
     let names = processor_names(&world)?;
     watch.finish();
     let topology = placed_topology(&names, options.hosts, options.links)?;
-    let transport = MpiTransport::new(world, names, options.timeout);
+    let transport = MpiTransport::new(world, names, options.timeout)?;
     let comm = Endpoint::new(topology, transport)?.with_fault(options.fault);
     let failure = match catch_unwind(AssertUnwindSafe(|| work(comm))) {
         Ok(Ok(value)) => return Ok(value),
@@ -110,6 +105,33 @@ where
         Err(payload) => WorkerFailure { rank, kind: FailureKind::Panic, reason: panic_message(payload.as_ref()) },
     };
     abort_job(&universe, &failure)
+}
+
+/// Open MPI settings a rank gives itself before MPI starts, where its environment (the user's,
+/// or the launcher's `--mca`) sets none.
+///
+/// The TCP transport's eager limit (and the largest fragment it sends) raised to a chunk of
+/// [`frames`] plus room for Open MPI's own header, so that every chunk goes out as soon as it
+/// is posted instead of after a rendezvous with its receiver (the module notes of [`frames`]).
+const TCP_DEFAULTS: [(&str, &str); 3] = [
+    ("OMPI_MCA_btl_tcp_eager_limit", TCP_EAGER),
+    ("OMPI_MCA_btl_tcp_rndv_eager_limit", TCP_EAGER),
+    ("OMPI_MCA_btl_tcp_max_send_size", TCP_EAGER),
+];
+
+/// [`frames::CHUNK`] plus 4 KiB for Open MPI's headers.
+const TCP_EAGER: &str = "4198400";
+
+fn tcp_defaults() {
+    for (name, value) in TCP_DEFAULTS {
+        if std::env::var_os(name).is_none() {
+            // SAFETY: this runs before MPI starts and before this module starts a thread; no
+            // other thread of a Halo rank reads or writes the environment while it runs (the
+            // trainer's compute pool and signal thread do not). Covered by every MPI test,
+            // and by `ranks_send_chunks_eagerly_unless_told`.
+            unsafe { std::env::set_var(name, value) };
+        }
+    }
 }
 
 fn abort_job(universe: &Universe, failure: &WorkerFailure) -> ! {
@@ -161,11 +183,10 @@ fn mpi_tag(tag: Tag) -> c_int {
     (((tag.seq % TAG_SEQS) as c_int) << OP_BITS) | c_int::from(tag.op.code())
 }
 
-/// The [`Transport`] of an MPI rank: non-blocking sends, receives that poll with a timeout.
+/// The [`Transport`] of an MPI rank: sends and receives handed to its progress engine
+/// ([`progress`]), which moves them while the rank computes; receives wait with a timeout.
 pub struct MpiTransport {
-    // Field order: the queue drains its sends before the communicator handle goes away.
-    sends: SendQueue,
-    world: SimpleCommunicator,
+    engine: Engine,
     rank: usize,
     size: usize,
     /// Every rank's processor name, for errors that name a peer's host.
@@ -173,17 +194,10 @@ pub struct MpiTransport {
     timeout: Duration,
 }
 
-// SAFETY: MPI handles are plain identifiers that any thread may use once MPI runs at thread
-// level Serialized or better, which `run` checks before it builds the only transports there
-// are (`MpiTransport::new` is private). Calls through one transport are never concurrent: its
-// `Endpoint` keeps it in a `RefCell`, which is not `Sync`. The send buffers are owned `Vec`s.
-// Exercised by `comm-mpi-selftest`, which moves the communicator to another thread mid-job.
-unsafe impl Send for MpiTransport {}
-
 impl MpiTransport {
-    fn new(world: SimpleCommunicator, hosts: Vec<String>, timeout: Duration) -> Self {
+    fn new(world: SimpleCommunicator, hosts: Vec<String>, timeout: Duration) -> Result<Self, CommError> {
         let (rank, size) = (world.rank() as usize, world.size() as usize);
-        Self { sends: SendQueue::new(timeout), world, rank, size, hosts, timeout }
+        Ok(Self { engine: Engine::start(world, timeout)?, rank, size, hosts, timeout })
     }
 
     /// The error of a wait for `peer` in `phase` during which nothing moved for the timeout.
@@ -195,68 +209,6 @@ impl MpiTransport {
             phase: phase.to_owned(),
             timeout: self.timeout,
         }
-    }
-
-    /// Receives a matched message of `len` bytes without blocking in MPI: polls it until it
-    /// completes, and gives up once nothing has moved for the timeout (a link cut mid-message).
-    fn receive_matched(
-        &mut self,
-        mut message: Message,
-        len: usize,
-        src: usize,
-        phase: &str,
-    ) -> Result<Vec<u8>, CommError> {
-        let count = c_int::try_from(len).map_err(|_| {
-            CommError::malformed(phase, src, format!("a message of {len} bytes exceeds MPI's count limit"))
-        })?;
-        let mut buffer = vec![0u8; len];
-        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
-        // SAFETY: MPI writes at most `count` bytes (the matched message's length) into `buffer`
-        // until the request completes; the buffer is returned only after MPI_Test reports
-        // completion, and leaked if the wait is abandoned, so MPI never writes into freed
-        // memory. `message` is a matched message MPI_Imrecv consumes (it sets it to
-        // MPI_MESSAGE_NULL, which the `Message`'s drop expects). The datatype is MPI_UINT8_T.
-        let rc = unsafe {
-            ffi::MPI_Imrecv(
-                buffer.as_mut_ptr().cast(),
-                count,
-                ffi::RSMPI_UINT8_T,
-                message.as_raw_mut(),
-                request.as_mut_ptr(),
-            )
-        };
-        sends::check(rc, "MPI_Imrecv")?;
-        // SAFETY: MPI_Imrecv succeeded, so it wrote the request handle.
-        let mut request = unsafe { request.assume_init() };
-        let mut moved = Instant::now();
-        loop {
-            let mut done: c_int = 0;
-            // SAFETY: `request` is the live handle of the incomplete receive started above (the
-            // loop ends when MPI_Test reports it complete); MPI_STATUS_IGNORE is a valid status.
-            let rc = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
-            sends::check(rc, "MPI_Test")?;
-            if done != 0 {
-                return Ok(buffer);
-            }
-            if self.sends.reap()? > 0 {
-                moved = Instant::now();
-            }
-            if moved.elapsed() >= self.timeout {
-                // MPI may still write into the buffer: it must outlive the request.
-                std::mem::forget(buffer);
-                return Err(self.timed_out(src, phase));
-            }
-            pause(moved.elapsed());
-        }
-    }
-}
-
-/// Between two polls of a wait that has seen nothing move for `idle`: spin briefly, then sleep.
-fn pause(idle: Duration) {
-    if idle < SPIN {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(IDLE_SLEEP);
     }
 }
 
@@ -270,31 +222,16 @@ impl Transport for MpiTransport {
     }
 
     fn post(&mut self, dst: usize, tag: Tag, bytes: Vec<u8>, phase: &str) -> Result<(), CommError> {
-        self.sends.reap()?;
-        self.sends.post(&self.world, dst as c_int, mpi_tag(tag), bytes, phase)
+        self.engine.post(dst, mpi_tag(tag), bytes, phase)
     }
 
     fn recv(&mut self, src: usize, tag: Tag, phase: &str) -> Result<Vec<u8>, CommError> {
-        let mut moved = Instant::now();
         let host = self.hosts.get(src).map_or("", String::as_str);
         let _waiting = crate::waiting::start(self.rank, src, host, phase);
-        loop {
-            let process = self.world.process_at_rank(src as c_int);
-            if let Some((message, status)) = process.immediate_matched_probe_with_tag(mpi_tag(tag)) {
-                let len = status.count(u8::equivalent_datatype()) as usize;
-                let bytes = self.receive_matched(message, len, src, phase)?;
-                self.sends.reap()?;
-                return Ok(bytes);
-            }
-            // A send of this rank completing is progress: the wire is moving.
-            if self.sends.reap()? > 0 {
-                moved = Instant::now();
-            }
-            if moved.elapsed() >= self.timeout {
-                return Err(self.timed_out(src, phase));
-            }
-            pause(moved.elapsed());
-        }
+        self.engine.recv(src, mpi_tag(tag), self.timeout).map_err(|failure| match failure {
+            Some(e) => e,
+            None => self.timed_out(src, phase),
+        })
     }
 }
 
@@ -317,6 +254,20 @@ mod tests {
         let posed = placed_topology(&one, Some(2), links).unwrap();
         assert_eq!((posed.hosts(), posed.host_of(1), posed.host_of(2)), (2, 0, 1));
         assert_eq!(placed_topology(&one, None, links).unwrap().hosts(), 1);
+    }
+
+    #[test]
+    fn ranks_send_chunks_eagerly_unless_told() {
+        // This test's process starts no MPI, and no other test of this binary reads the
+        // variable.
+        assert_eq!(TCP_EAGER.parse::<usize>().unwrap(), frames::CHUNK + 4096);
+        let (name, value) = TCP_DEFAULTS[0];
+        tcp_defaults();
+        assert_eq!(std::env::var(name).unwrap(), value);
+        // SAFETY: no other thread of this test binary reads or writes this variable.
+        unsafe { std::env::set_var(name, "3") };
+        tcp_defaults();
+        assert_eq!(std::env::var(name).unwrap(), "3", "a user's setting stays");
     }
 
     #[test]

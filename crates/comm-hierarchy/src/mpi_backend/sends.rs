@@ -1,6 +1,7 @@
 //! Non-blocking MPI sends that own their buffers. The safe `mpi` crate API borrows send buffers
 //! for a lexical scope, which cannot outlive `start_all_to_all_v`; here each buffer is owned
-//! by the queue until MPI reports its send complete.
+//! by the queue until MPI reports every piece of its send complete. A message goes as a header
+//! and chunks ([`super::frames`]).
 
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
@@ -10,11 +11,14 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 
+use super::frames::{HEADER, chunks, header};
 use crate::error::CommError;
 
-/// A send MPI may still be reading `buffer` for.
+/// A message MPI may still be reading `header` and `buffer` for: one request per piece not
+/// yet sent.
 struct InFlight {
-    request: ffi::MPI_Request,
+    requests: Vec<ffi::MPI_Request>,
+    header: Box<[u8; HEADER]>,
     buffer: Vec<u8>,
 }
 
@@ -34,60 +38,72 @@ impl SendQueue {
         Self { in_flight: Vec::new(), drain_timeout }
     }
 
-    /// Starts sending `buffer` to `dst` with `tag` and keeps the buffer until it is sent.
+    /// Starts sending `buffer` to `dst` with `tag`, as a header and chunks, and keeps the
+    /// buffer until every piece is sent.
     pub(super) fn post(
         &mut self,
         world: &SimpleCommunicator,
         dst: c_int,
         tag: c_int,
         buffer: Vec<u8>,
-        phase: &str,
     ) -> Result<(), CommError> {
-        let count = c_int::try_from(buffer.len()).map_err(|_| {
-            CommError::invalid(phase, format!("a message of {} bytes exceeds MPI's count limit", buffer.len()))
-        })?;
-        let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
-        // SAFETY: MPI reads `count` bytes from the buffer until the request completes. The
-        // buffer's heap allocation stays alive and unmodified until then: it moves into
-        // `self.in_flight` below (moving a Vec does not move its heap data) and is released
-        // only by `reap` after MPI_Test reports completion, or leaked by `Drop`. The datatype
-        // is MPI_UINT8_T, matching `u8`, and `request` is a valid place for the handle.
-        let rc = unsafe {
-            ffi::MPI_Isend(
-                buffer.as_ptr().cast(),
-                count,
-                ffi::RSMPI_UINT8_T,
-                dst,
-                tag,
-                world.as_raw(),
-                request.as_mut_ptr(),
-            )
-        };
-        check(rc, "MPI_Isend")?;
-        // SAFETY: MPI_Isend succeeded, so it wrote the request handle.
-        let request = unsafe { request.assume_init() };
-        self.in_flight.push(InFlight { request, buffer });
+        let header = Box::new(header(buffer.len()));
+        let mut requests = Vec::with_capacity(1 + buffer.len().div_ceil(super::frames::CHUNK));
+        requests.push(isend(world, &header[..], dst, tag)?);
+        for range in chunks(buffer.len()) {
+            requests.push(isend(world, &buffer[range], dst, tag)?);
+        }
+        // The header's and the buffer's heap memory move with them into `in_flight` (moving a
+        // Box or a Vec does not move what it points to), where they stay until `reap` sees
+        // every request complete, or `Drop` leaks them.
+        self.in_flight.push(InFlight { requests, header, buffer });
         Ok(())
     }
 
-    /// Releases the buffers of sends that completed; returns how many did.
+    /// Releases the buffers of messages whose pieces are all sent; returns how many pieces
+    /// completed.
     pub(super) fn reap(&mut self) -> Result<usize, CommError> {
-        let before = self.in_flight.len();
+        let mut completed = 0;
         let mut failure = Ok(());
-        self.in_flight.retain_mut(|send| {
-            let mut done: c_int = 0;
-            // SAFETY: `send.request` is the live handle of an incomplete MPI_Isend (completed
-            // sends are removed right here, so a handle is never tested after completion), and
-            // MPI_STATUS_IGNORE is a valid status argument.
-            let rc = unsafe { ffi::MPI_Test(&mut send.request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
-            if let Err(e) = check(rc, "MPI_Test") {
-                failure = Err(e);
-                return true;
-            }
-            done == 0
-        });
-        failure.map(|()| before - self.in_flight.len())
+        for send in &mut self.in_flight {
+            send.requests.retain_mut(|request| {
+                if failure.is_err() {
+                    return true;
+                }
+                let mut done: c_int = 0;
+                // SAFETY: `request` is the live handle of an incomplete MPI_Isend (completed
+                // requests are removed right here, so a handle is never tested after
+                // completion), and MPI_STATUS_IGNORE is a valid status argument.
+                let rc = unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+                if let Err(e) = check(rc, "MPI_Test") {
+                    failure = Err(e);
+                    return true;
+                }
+                completed += usize::from(done != 0);
+                done == 0
+            });
+        }
+        self.in_flight.retain(|send| !send.requests.is_empty());
+        failure.map(|()| completed)
     }
+}
+
+/// Starts sending `piece` to `dst` with `tag`; returns its request.
+fn isend(world: &SimpleCommunicator, piece: &[u8], dst: c_int, tag: c_int) -> Result<ffi::MPI_Request, CommError> {
+    // A piece is at most a chunk, far inside MPI's count limit.
+    let count =
+        c_int::try_from(piece.len()).map_err(|_| CommError::Mpi(format!("a piece of {} bytes", piece.len())))?;
+    let mut request = MaybeUninit::<ffi::MPI_Request>::uninit();
+    // SAFETY: MPI reads `count` bytes from `piece` until the request completes. `piece` lies in
+    // a header or buffer that the caller keeps alive and unmodified until then (`post` moves
+    // them into the queue, which frees them only once every request completed). The datatype
+    // is MPI_UINT8_T, matching `u8`, and `request` is a valid place for the handle.
+    let rc = unsafe {
+        ffi::MPI_Isend(piece.as_ptr().cast(), count, ffi::RSMPI_UINT8_T, dst, tag, world.as_raw(), request.as_mut_ptr())
+    };
+    check(rc, "MPI_Isend")?;
+    // SAFETY: MPI_Isend succeeded, so it wrote the request handle.
+    Ok(unsafe { request.assume_init() })
 }
 
 impl Drop for SendQueue {
@@ -103,6 +119,7 @@ impl Drop for SendQueue {
             // MPI may still read these buffers; freeing them would hand it freed memory.
             eprintln!("halo: {} MPI sends were never received; leaking their buffers", self.in_flight.len());
             for send in self.in_flight.drain(..) {
+                std::mem::forget(send.header);
                 std::mem::forget(send.buffer);
             }
         }

@@ -259,7 +259,7 @@ impl DistributedConfig {
 }
 
 /// The links of a `--links` file: a `halo bench comm` report (`.json`) measured over `base`'s
-/// classes, inter-host bandwidth derated by its all-to-all's sharing loss, or a TOML link file.
+/// classes (each class's pairs' median fit), or a TOML link file.
 fn read_links(path: &Path, base: LinkModel) -> Result<LinkModel, String> {
     let shown = path.display();
     if path.extension().is_some_and(|e| e == "json") {

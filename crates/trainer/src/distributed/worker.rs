@@ -92,16 +92,25 @@ fn agreed_machines(
     if config.distributed.backend.in_process() {
         return Ok(None);
     }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpu = crate::measure::host_cpu();
+    // Ranks under one CPU quota share it as ranks of one machine share its cores.
+    let id = crate::memory::machine_id().map(|id| match &cpu.quota_group {
+        Some(group) => {
+            let words: Vec<u64> =
+                group.as_bytes().chunks(8).map(|c| c.iter().fold(0u64, |w, &b| (w << 8) | u64::from(b))).collect();
+            graph_partition::rng::hash_extend(id, &words) & ((1 << 52) - 1)
+        }
+        None => id,
+    });
     let mut table = vec![0.0f64; 2 * comm.size()];
     let mine = &mut table[2 * comm.rank()..][..2];
-    (mine[0], mine[1]) = (crate::memory::machine_id().map_or(-1.0, |id| id as f64), cores as f64);
+    (mine[0], mine[1]) = (id.map_or(-1.0, |id| id as f64), cpu.cores);
     clock.call(|| comm.all_reduce_sum_f64(MACHINES, &mut table))?;
     if table.chunks_exact(2).any(|r| r[0] < 0.0) {
         return Ok(None);
     }
     let ids: Vec<u64> = table.chunks_exact(2).map(|r| r[0] as u64).collect();
-    let cores: Vec<usize> = table.chunks_exact(2).map(|r| r[1] as usize).collect();
+    let cores: Vec<f64> = table.chunks_exact(2).map(|r| r[1]).collect();
     Ok(Some(Machines::new(&ids, &cores)))
 }
 

@@ -42,8 +42,9 @@ pub(crate) struct Machines {
 
 impl Machines {
     /// Groups ranks by machine id (`ids[r]`, equal ids one machine), each machine with the
-    /// cores its ranks report (`cores[r]`, the largest where they differ).
-    pub(crate) fn new(ids: &[u64], cores: &[usize]) -> Self {
+    /// cores its ranks report (`cores[r]`, the largest where they differ; a CPU quota's
+    /// fraction of a core counts as such).
+    pub(crate) fn new(ids: &[u64], cores: &[f64]) -> Self {
         let mut seen: Vec<u64> = Vec::new();
         let mut of_rank = Vec::with_capacity(ids.len());
         let mut machine_cores: Vec<f64> = Vec::new();
@@ -53,7 +54,8 @@ impl Machines {
                 machine_cores.push(0.0);
                 seen.len() - 1
             });
-            machine_cores[m] = machine_cores[m].max(c.max(1) as f64);
+            // A rank that reports no cores counts one.
+            machine_cores[m] = machine_cores[m].max(if c > 0.0 { c } else { 1.0 });
             of_rank.push(m);
         }
         Self { of_rank, cores: machine_cores }
@@ -157,13 +159,16 @@ mod tests {
     #[test]
     fn ranks_sharing_a_machine_share_its_cores() {
         // Four ranks in namespaces of one 2-core machine: 4 x 0.1 s of CPU takes 0.2 s.
-        let one = Machines::new(&[7, 7, 7, 7], &[2, 2, 2, 2]);
+        let one = Machines::new(&[7, 7, 7, 7], &[2.0; 4]);
         assert!((one.floor_s(&[0.1, 0.1, 0.1, 0.1]) - 0.2).abs() < 1e-12);
         // Two machines of 2 cores, two ranks each: the busier machine sets the floor.
-        let two = Machines::new(&[1, 1, 2, 2], &[2, 2, 2, 2]);
+        let two = Machines::new(&[1, 1, 2, 2], &[2.0; 4]);
         assert!((two.floor_s(&[0.1, 0.3, 0.1, 0.1]) - 0.2).abs() < 1e-12);
+        // Hosts of half a core each (CPU quotas): each host's CPU over its own half core.
+        let halves = Machines::new(&[1, 2, 3, 4], &[0.5; 4]);
+        assert!((halves.floor_s(&[0.1, 0.2, 0.1, 0.1]) - 0.4).abs() < 1e-12);
         // A machine's cores are the most its ranks report; zero counts as one.
-        let odd = Machines::new(&[3, 3], &[0, 4]);
+        let odd = Machines::new(&[3, 3], &[0.0, 4.0]);
         assert!((odd.floor_s(&[0.4, 0.4]) - 0.2).abs() < 1e-12);
         assert_eq!(Machines::new(&[], &[]).floor_s(&[]), 0.0);
     }
