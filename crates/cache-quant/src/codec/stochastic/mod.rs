@@ -12,8 +12,8 @@
 //! row into a seed, and column `c` takes half `c % 2` (32 bits, of which the top 24 make the
 //! `f32`) of output `c / 2` of a SplitMix64 stream from that seed, one hash per two values. The
 //! clamp keeps a draw that rounds up at the maximum inside `b` bits; a constant row has `S = 0`,
-//! codes 0, and decodes exactly. Rows are quantized, packed and unpacked whole, through code
-//! buffers the codec reuses from message to message.
+//! codes 0, and decodes exactly. Rows are quantized, packed and unpacked whole, through draw and
+//! code buffers a message reuses from row to row.
 //!
 //! The width of each row comes from a shared [`BitTable`] (the assignment changes it between
 //! steps); the decoder adds every received row's variance trace `(D / 6)(max - min)^2` to a
