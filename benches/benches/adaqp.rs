@@ -1,7 +1,7 @@
 //! AdaQP's costs at the 100k-vertex graph's scale (docs/methods/adaqp.md): one bit-width
 //! assignment problem (4 workers, 12 directed pairs of ~14,600 halo rows of 256 values, groups of
-//! 100 and of 500 rows) by the exact sweep, and the stochastic codec's encode plus decode of one
-//! pair's message at 2, 4 and 8 bits.
+//! 20 rows, the default, of 100 and of 500) by the exact sweep, and the stochastic codec's encode
+//! plus decode of one pair's message at 2, 4 and 8 bits.
 //!
 //! Run: `cargo bench -p halo-benches --bench adaqp -- --warm-up-time 1 --measurement-time 3`
 
@@ -40,7 +40,7 @@ fn problem(group_size: usize) -> Problem {
 
 fn assignment_100k(c: &mut Criterion) {
     let mut group = c.benchmark_group("adaqp_assign_100k");
-    for group_size in [100, 500] {
+    for group_size in [20, 100, 500] {
         let problem = problem(group_size);
         group.bench_function(format!("exact_sweep_groups_of_{group_size}"), |b| {
             b.iter(|| solve(black_box(&problem), 60.0).unwrap())

@@ -12,8 +12,10 @@
 //! bits, the rest 2 bits: `variance_factor` falls with the width, so swapping the widths of a
 //! heavier group and a lighter one that holds the larger width never lowers the variance
 //! (rearrangement inequality) and leaves the bytes as they are. So a class's candidate points
-//! are the `O(m^2)` count pairs, each priced in O(1) from prefix sums of the sorted weights; the
-//! classes of a pair (groups of `group_size` rows and a shorter last group) combine by an
+//! are the `O(m^2)` count pairs, each priced in O(1) from prefix sums of the sorted weights and
+//! kept in the slot of its bytes when it has the least variance there (the bytes take at most
+//! `3m + 1` values where the rows' width is a multiple of 8, see [`class_frontier`], so the slots
+//! in order are the points sorted by bytes, without a sort); the classes of a pair (groups of `group_size` rows and a shorter last group) combine by an
 //! exact Pareto merge, dominated points dropped (a point with no fewer bytes and no less
 //! variance than another can always be replaced by it).
 //!
@@ -79,9 +81,14 @@ fn classes(pair: &PairGroups) -> Vec<Class> {
 }
 
 /// Keeps the points no other point dominates, sorted by bytes (ascending) with the variance
-/// strictly falling.
+/// strictly falling; of points with equal bytes and variance, the first.
 fn pareto(mut points: Vec<Point>) -> Vec<Point> {
     points.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.variance.total_cmp(&b.variance)));
+    staircase(points)
+}
+
+/// The points of a list sorted by bytes whose variance falls below every point before them.
+fn staircase(points: impl IntoIterator<Item = Point>) -> Vec<Point> {
     let mut kept: Vec<Point> = Vec::new();
     for p in points {
         if kept.last().is_none_or(|last| p.variance < last.variance) {
@@ -91,20 +98,65 @@ fn pareto(mut points: Vec<Point>) -> Vec<Point> {
     kept
 }
 
-/// The frontier of `pair` over its classes.
-fn frontier(classes: &[Class]) -> Vec<Point> {
+/// The frontier of one class alone: [`pareto`] of its `O(m^2)` count pairs, without sorting
+/// them. A point's bytes are `m b2 + g (t a + k8 d)` for `t = k8 + k4`, `g = gcd(b4 - b2,
+/// b8 - b4)`, `a = (b4 - b2) / g` and `d = (b8 - b4) / g`, so one slot per value of `t a + k8 d`
+/// (at most `m (a + d)`) keeps the least variance at those bytes (by `total_cmp`, the first count
+/// pair in `(k8, k4)` order on a tie, as the stable sort of [`pareto`] keeps), and the slots in
+/// order are the points sorted by bytes. A class of rows whose width is a multiple of 8 has
+/// `a = 1`, `d = 2`: `3m + 1` slots.
+fn class_frontier(class: &Class) -> Vec<Point> {
+    let m = class.groups.len();
+    let [b2, b4, b8] = class.bytes;
+    let g = gcd(b4 - b2, b8 - b4).max(1);
+    let (a, d) = ((b4 - b2) / g, (b8 - b4) / g);
+    // Per slot: the least variance and its count pair; `EMPTY` before any.
+    const EMPTY: u32 = u32::MAX;
+    let mut slots = vec![(f64::INFINITY, EMPTY, EMPTY); m * (a + d) + 1];
+    for k8 in 0..=m {
+        for k4 in 0..=m - k8 {
+            let variance = class.point(k8, k4).1;
+            let slot = &mut slots[(k8 + k4) * a + k8 * d];
+            if slot.1 == EMPTY || variance.total_cmp(&slot.0).is_lt() {
+                *slot = (variance, k8 as u32, k4 as u32);
+            }
+        }
+    }
+    staircase(slots.into_iter().filter(|s| s.1 != EMPTY).map(|(variance, k8, k4)| {
+        let (k8, k4) = (k8 as usize, k4 as usize);
+        Point { bytes: class.point(k8, k4).0, variance, counts: vec![(k8, k4)] }
+    }))
+}
+
+/// The greatest common divisor of `a` and `b` (0 when both are).
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The frontier of a class by enumerating and sorting its count pairs: [`class_frontier`]'s
+/// reference.
+#[cfg(test)]
+fn enumerated_frontier(class: &Class) -> Vec<Point> {
+    let m = class.groups.len();
+    pareto(
+        (0..=m)
+            .flat_map(|k8| (0..=m - k8).map(move |k4| (k8, k4)))
+            .map(|(k8, k4)| {
+                let (bytes, variance) = class.point(k8, k4);
+                Point { bytes, variance, counts: vec![(k8, k4)] }
+            })
+            .collect(),
+    )
+}
+
+/// The frontier of a pair over its classes, each class's frontier made by `class_front`.
+fn frontier(classes: &[Class], class_front: fn(&Class) -> Vec<Point>) -> Vec<Point> {
     let mut front = vec![Point { bytes: 0, variance: 0.0, counts: Vec::new() }];
     for class in classes {
-        let m = class.groups.len();
-        let own = pareto(
-            (0..=m)
-                .flat_map(|k8| (0..=m - k8).map(move |k4| (k8, k4)))
-                .map(|(k8, k4)| {
-                    let (bytes, variance) = class.point(k8, k4);
-                    Point { bytes, variance, counts: vec![(k8, k4)] }
-                })
-                .collect(),
-        );
+        let own = class_front(class);
         let merged = front
             .iter()
             .flat_map(|a| {
@@ -140,10 +192,22 @@ fn widths(pair: &PairGroups, classes: &[Class], point: &Point) -> Vec<u8> {
 /// Minimises [`Problem::objective`] over every assignment, ignoring [`Problem::budget_bytes`]
 /// (the caller routes budgeted problems to the MILP).
 pub fn solve_exact(problem: &Problem) -> Assignment {
+    sweep(problem, class_frontier)
+}
+
+/// [`solve_exact`] with every class frontier enumerated and sorted ([`enumerated_frontier`]):
+/// the sweep as it was before [`class_frontier`], the reference the tests compare it with.
+#[cfg(test)]
+pub(super) fn solve_enumerated(problem: &Problem) -> Assignment {
+    sweep(problem, enumerated_frontier)
+}
+
+/// The sweep over the pairs' frontiers, each class's frontier made by `class_front`.
+fn sweep(problem: &Problem, class_front: fn(&Class) -> Vec<Point>) -> Assignment {
     let (_, span) = problem.scales();
     let (lv, lt) = (problem.lambda / span.variance, (1.0 - problem.lambda) / span.seconds);
     let classes: Vec<Vec<Class>> = problem.pairs.iter().map(classes).collect();
-    let fronts: Vec<Vec<Point>> = classes.iter().map(|c| frontier(c)).collect();
+    let fronts: Vec<Vec<Point>> = classes.iter().map(|c| frontier(c, class_front)).collect();
     // Each point's modeled time, computed as `Problem::costs` computes it.
     let times: Vec<Vec<f64>> = problem
         .pairs

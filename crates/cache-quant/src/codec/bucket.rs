@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+pub use super::extent::bounds;
 use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::{extend_le, read_le};
 use super::{Codec, CodecError, CodecStats};
@@ -34,11 +35,6 @@ pub fn block_len(bits: u8, count: usize) -> usize {
     HEADER_BYTES + (count * usize::from(bits)).div_ceil(8)
 }
 
-/// The minimum and maximum of `values` (`(+inf, -inf)` when empty).
-pub fn bounds(values: impl IntoIterator<Item = f32>) -> (f32, f32) {
-    values.into_iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
-}
-
 /// The bucket scale of one block: its bounds and width. Encoder and decoder derive it from the
 /// same header, so both compute the same midpoints bit for bit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,49 +50,116 @@ impl Buckets {
         Self { bits, lo, hi }
     }
 
-    fn count(&self) -> u32 {
-        1u32 << self.bits
-    }
-
     /// The bucket of `v`; a flat or non-finite range puts every value in bucket 0.
     pub fn id(&self, v: f32) -> u32 {
-        let range = f64::from(self.hi) - f64::from(self.lo);
-        if !(range > 0.0 && range.is_finite()) {
-            return 0;
-        }
-        let top = f64::from(self.count() - 1);
-        ((f64::from(v) - f64::from(self.lo)) / range * f64::from(self.count())).floor().clamp(0.0, top) as u32
+        Grid::new(*self).id(v)
     }
 
     /// The midpoint of bucket `id`.
     pub fn midpoint(&self, id: u32) -> f32 {
-        let width = (self.hi - self.lo) / self.count() as f32;
-        self.lo + (id as f32 + 0.5) * width
+        Grid::new(*self).midpoint(id)
     }
 
     /// `v` through its bucket.
     pub fn round_trip(&self, v: f32) -> f32 {
-        self.midpoint(self.id(v))
+        let grid = Grid::new(*self);
+        grid.midpoint(grid.id(v))
+    }
+
+    /// Every value of `values` through its bucket, into `out` (as long).
+    pub fn round_trip_all(&self, values: &[f32], out: &mut [f32]) {
+        let grid = Grid::new(*self);
+        out.iter_mut().zip(values).for_each(|(o, &v)| *o = grid.midpoint(grid.id(v)));
     }
 }
 
-/// Appends a block of `values` at `scale` (header and packed ids) to `out`.
-pub fn encode_block(scale: Buckets, values: impl Iterator<Item = f32>, out: &mut Vec<u8>) {
-    out.push(scale.bits);
-    extend_le(out, &[scale.lo, scale.hi]);
-    let bits = u32::from(scale.bits);
-    let (mut acc, mut filled) = (0u64, 0u32);
-    for v in values {
-        acc |= u64::from(scale.id(v)) << filled;
-        filled += bits;
-        while filled >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            filled -= 8;
+/// A scale's arithmetic with what every value shares computed once: the bucket of `v` is
+/// `floor((v - lo) / (hi - lo) * 2^B)` in `f64` within `0..2^B`, the midpoint of bucket `k` is
+/// `lo + (k + 0.5) (hi - lo) / 2^B` in `f32`.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    lo: f64,
+    range: f64,
+    count: f64,
+    top: f64,
+    /// Whether the range is positive and finite (else every value is in bucket 0).
+    graded: bool,
+    lo32: f32,
+    width: f32,
+}
+
+impl Grid {
+    fn new(scale: Buckets) -> Self {
+        let (lo, count) = (f64::from(scale.lo), 1u32 << scale.bits);
+        let range = f64::from(scale.hi) - lo;
+        Self {
+            lo,
+            range,
+            count: f64::from(count),
+            top: f64::from(count - 1),
+            graded: range > 0.0 && range.is_finite(),
+            lo32: scale.lo,
+            width: (scale.hi - scale.lo) / count as f32,
         }
     }
-    if filled > 0 {
-        out.push(acc as u8);
+
+    /// The bucket of `v`. Clamping before the truncating conversion is the floor clamped
+    /// after it: the floor and the truncation differ below 0 only, where both clamp to 0, and
+    /// a NaN fails `x > 0` and becomes 0, the bucket the floor of a NaN converts to. (Each
+    /// comparison is one `maxsd` or `minsd`.)
+    #[inline]
+    fn id(&self, v: f32) -> u32 {
+        if !self.graded {
+            return 0;
+        }
+        let x = (f64::from(v) - self.lo) / self.range * self.count;
+        let x = if x > 0.0 { x } else { 0.0 };
+        (if x < self.top { x } else { self.top }) as i32 as u32
+    }
+
+    /// The midpoint of bucket `id` (below `2^16`, so a signed conversion is exact).
+    #[inline]
+    fn midpoint(&self, id: u32) -> f32 {
+        self.lo32 + (id as i32 as f32 + 0.5) * self.width
+    }
+}
+
+/// Appends a block of `values` at `scale` (header and packed ids) to `out`, and calls
+/// `each(i, v, decoded)` with every value's index, the value and its decode, in order.
+pub fn encode_block(scale: Buckets, values: &[f32], out: &mut Vec<u8>, each: impl FnMut(usize, f32, f32)) {
+    out.push(scale.bits);
+    extend_le(out, &[scale.lo, scale.hi]);
+    let grid = Grid::new(scale);
+    match scale.bits {
+        1 => pack_ids::<1>(grid, values, out, each),
+        2 => pack_ids::<2>(grid, values, out, each),
+        4 => pack_ids::<4>(grid, values, out, each),
+        8 => pack_ids::<8>(grid, values, out, each),
+        _ => pack_ids::<16>(grid, values, out, each),
+    }
+}
+
+/// Values a chunk of the packing loops holds: `BITS` whole 64-bit words of ids at every width.
+const CHUNK: usize = 64;
+
+/// [`encode_block`]'s ids at `BITS` bits (a divisor of 64), a chunk of [`CHUNK`] values at a
+/// time: their ids, then `64 / BITS` ids to a little-endian word, the last chunk cut to the
+/// bytes its values fill.
+fn pack_ids<const BITS: usize>(grid: Grid, values: &[f32], out: &mut Vec<u8>, mut each: impl FnMut(usize, f32, f32)) {
+    let (mut ids, mut decoded) = ([0u32; CHUNK], [0.0f32; CHUNK]);
+    let mut bytes = [0u8; CHUNK * 16 / 8];
+    for (c, chunk) in values.chunks(CHUNK).enumerate() {
+        let ids = &mut ids[..chunk.len()];
+        ids.iter_mut().zip(chunk).for_each(|(id, &v)| *id = grid.id(v));
+        for (word, ids) in bytes.chunks_exact_mut(8).zip(ids.chunks(64 / BITS)) {
+            let w = ids.iter().enumerate().fold(0u64, |w, (i, &id)| w | u64::from(id) << (i * BITS));
+            word.copy_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(&bytes[..(chunk.len() * BITS).div_ceil(8)]);
+        decoded.iter_mut().zip(ids.iter()).for_each(|(d, &id)| *d = grid.midpoint(id));
+        for (i, (&v, &d)) in chunk.iter().zip(&decoded).enumerate() {
+            each(c * CHUNK + i, v, d);
+        }
     }
 }
 
@@ -110,18 +173,31 @@ pub fn decode_block(codec: &'static str, bytes: &[u8], out: &mut [f32]) -> Resul
         return Err(CodecError::Malformed { codec, detail });
     }
     let scale = header(bytes);
-    let packed = &bytes[HEADER_BYTES..len];
-    let (b, mask) = (usize::from(bits), (1u64 << bits) - 1);
-    for (i, v) in out.iter_mut().enumerate() {
-        let (bit, mut acc, mut got) = (i * b, 0u64, 0usize);
-        while got < b {
-            let at = bit + got;
-            acc |= u64::from(packed[at / 8] >> (at % 8)) << got;
-            got += 8 - at % 8;
-        }
-        *v = scale.midpoint((acc & mask) as u32);
+    let (grid, packed) = (Grid::new(scale), &bytes[HEADER_BYTES..len]);
+    match bits {
+        1 => unpack_ids::<1>(grid, packed, out),
+        2 => unpack_ids::<2>(grid, packed, out),
+        4 => unpack_ids::<4>(grid, packed, out),
+        8 => unpack_ids::<8>(grid, packed, out),
+        _ => unpack_ids::<16>(grid, packed, out),
     }
     Ok((scale, len))
+}
+
+/// [`decode_block`]'s midpoints from ids packed at `BITS` bits, a chunk of [`CHUNK`] values at
+/// a time: the chunk's words, their ids, then the midpoints.
+fn unpack_ids<const BITS: usize>(grid: Grid, packed: &[u8], out: &mut [f32]) {
+    let mask = (1u64 << BITS) - 1;
+    let mut ids = [0u32; CHUNK];
+    for (chunk, bytes) in out.chunks_mut(CHUNK).zip(packed.chunks(CHUNK * BITS / 8)) {
+        for (ids, bytes) in ids.chunks_exact_mut(64 / BITS).zip(bytes.chunks(8)) {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            let word = u64::from_le_bytes(word);
+            ids.iter_mut().enumerate().for_each(|(i, id)| *id = ((word >> (i * BITS)) & mask) as u32);
+        }
+        chunk.iter_mut().zip(&ids).for_each(|(v, &id)| *v = grid.midpoint(id));
+    }
 }
 
 /// The width the first byte of a block names, refused unless it is a bucket width.
@@ -171,13 +247,11 @@ pub(super) fn encode_values(bits: u8, values: &[f32], out: &mut Vec<u8>) -> Meas
         // A peer that reads none of our rows gets an empty message, as without a codec.
         return measured;
     }
-    let (lo, hi) = bounds(values.iter().copied());
-    let scale = Buckets::new(bits, lo, hi);
-    encode_block(scale, values.iter().copied(), out);
-    for &v in values {
-        measured.err_sq += f64::from(scale.round_trip(v) - v).powi(2);
+    let (lo, hi) = bounds(values);
+    encode_block(Buckets::new(bits, lo, hi), values, out, |_, v, decoded| {
+        measured.err_sq += f64::from(decoded - v).powi(2);
         measured.ref_sq += f64::from(v).powi(2);
-    }
+    });
     measured
 }
 
@@ -313,7 +387,7 @@ mod tests {
             let (bytes, back) = round_trip(bits, &flat, 3);
             prop_assert_eq!(bytes.len(), block_len(bits, flat.len()));
             prop_assert_eq!(bytes.len(), 9 + (flat.len() * usize::from(bits)).div_ceil(8));
-            let (lo, hi) = bounds(flat.iter().copied());
+            let (lo, hi) = bounds(&flat);
             let bound = (f64::from(hi) - f64::from(lo)) / f64::from(1u32 << (bits + 1));
             // Float rounding of the midpoint: a few ulps of the block's magnitude.
             let slack = 8.0 * f64::from(f32::EPSILON) * f64::from(lo.abs().max(hi.abs()));

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use super::extent::bounds;
 use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::{extend_le, read_le};
 use super::pack::{pack, packed_len, unpack};
@@ -62,15 +63,17 @@ fn levels(bits: u8) -> u32 {
 /// The level of `v` in a row whose minimum is `lo` and whose range `range` is positive and
 /// finite: `round((v - lo) / range * levels)` in `f64`, half away from zero, within
 /// `0..=levels` (a NaN is level 0).
+#[inline]
 fn level(v: f32, lo: f32, range: f64, levels: u32) -> u32 {
     let x = (f64::from(v) - f64::from(lo)) / range * f64::from(levels);
-    // `x` is at least 0 (`v` is at least the row's minimum) and about `levels` at most, or NaN.
-    // There rounding half away from zero is the whole part (a truncating conversion, NaN to 0)
-    // plus one when the fraction, which the subtraction gives exactly, is at least a half:
-    // `f64::round`'s result without its library call, nor `trunc`'s.
-    let whole = x as i64;
-    let rounded = whole.saturating_add(i64::from(x - whole as f64 >= 0.5));
-    rounded.clamp(0, i64::from(levels)) as u32
+    // Rounding half away from zero is the whole part (a truncating conversion, NaN to 0) plus
+    // one when the fraction, which the subtraction gives exactly, is at least a half:
+    // `f64::round`'s result without its library call, nor `trunc`'s. The conversion saturates
+    // at the bounds of `i32`, far outside `0..=levels` (at most `2^16 - 1`), where the clamp
+    // gives the same level as the exact whole part would.
+    let whole = x as i32;
+    let rounded = whole.saturating_add(i32::from(x - f64::from(whole) >= 0.5));
+    rounded.clamp(0, levels as i32) as u32
 }
 
 /// The step between levels of a row quantized between `lo` and `hi` with `levels` steps; level
@@ -82,21 +85,25 @@ fn step(lo: f32, hi: f32, levels: u32) -> f32 {
 /// Appends the rows (`width` wide, whole rows) at `bits` bits ([`Encoding::Linear`]).
 pub(super) fn encode_rows(bits: u8, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Measured {
     let levels = levels(bits);
-    let mut codes = Vec::with_capacity(width);
+    let mut codes = vec![0u16; width];
+    let mut narrow = vec![0u8; if bits == 16 { 0 } else { width }];
     for row in rows.chunks_exact(width.max(1)) {
-        let lo = row.iter().copied().fold(f32::INFINITY, f32::min);
-        let hi = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let (lo, hi) = bounds(row);
         extend_le(out, &[lo, hi]);
         let range = f64::from(hi) - f64::from(lo);
         // A flat (or non-finite) row is all level 0: it decodes to its minimum.
-        let graded = range > 0.0 && range.is_finite();
-        let q = |v: f32| if graded { level(v, lo, range, levels) } else { 0 };
-        if bits == 16 {
-            out.extend(row.iter().flat_map(|&v| (q(v) as u16).to_le_bytes()));
+        if range > 0.0 && range.is_finite() {
+            codes.iter_mut().zip(row).for_each(|(q, &v)| *q = level(v, lo, range, levels) as u16);
         } else {
-            codes.clear();
-            codes.extend(row.iter().map(|&v| q(v) as u8));
-            pack(&codes, bits, out);
+            codes.fill(0);
+        }
+        if bits == 16 {
+            let start = out.len();
+            out.resize(start + 2 * width, 0);
+            out[start..].chunks_exact_mut(2).zip(&codes).for_each(|(dst, q)| dst.copy_from_slice(&q.to_le_bytes()));
+        } else {
+            narrow.iter_mut().zip(&codes).for_each(|(n, &q)| *n = q as u8);
+            pack(&narrow, bits, out);
         }
     }
     // The codec reports no error sums.

@@ -12,6 +12,7 @@ mod bank;
 pub mod bucket;
 pub mod ecgraph;
 mod encoding;
+mod extent;
 #[cfg(test)]
 mod fuzz;
 mod identity;

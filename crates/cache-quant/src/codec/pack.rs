@@ -16,15 +16,21 @@ pub(crate) fn pack(codes: &[u8], bits: u8, out: &mut Vec<u8>) {
     }
 }
 
-/// [`pack`] for `BITS` < 8, a constant so that each byte's shifts unroll.
+/// [`pack`] for `BITS` < 8: the packed bytes are written in place, whole bytes of `8 / BITS`
+/// codes in a loop without branches, then the last partial byte.
 fn pack_narrow<const BITS: usize>(codes: &[u8], out: &mut Vec<u8>) {
     let per_byte = 8 / BITS;
     let byte = |chunk: &[u8]| chunk.iter().enumerate().fold(0u8, |b, (i, &c)| b | c << (i * BITS));
+    let start = out.len();
+    out.resize(start + packed_len(codes.len(), BITS as u8), 0);
     let whole = codes.chunks_exact(per_byte);
     let rest = whole.remainder();
-    out.extend(whole.map(byte));
+    let packed = &mut out[start..];
+    for (dst, chunk) in packed.iter_mut().zip(whole) {
+        *dst = byte(chunk);
+    }
     if !rest.is_empty() {
-        out.push(byte(rest));
+        packed[packed.len() - 1] = byte(rest);
     }
 }
 
@@ -37,12 +43,20 @@ pub(crate) fn unpack(bytes: &[u8], bits: u8, codes: &mut [u8]) {
     }
 }
 
-/// [`unpack`] for `BITS` < 8.
+/// [`unpack`] for `BITS` < 8: whole bytes in a loop without branches, then the last one.
 fn unpack_narrow<const BITS: usize>(bytes: &[u8], codes: &mut [u8]) {
     let per_byte = 8 / BITS;
     let mask = (1u8 << BITS) - 1;
-    for (chunk, &byte) in codes.chunks_mut(per_byte).zip(bytes) {
-        chunk.iter_mut().enumerate().for_each(|(i, c)| *c = (byte >> (i * BITS)) & mask);
+    let split =
+        |chunk: &mut [u8], byte: u8| chunk.iter_mut().enumerate().for_each(|(i, c)| *c = (byte >> (i * BITS)) & mask);
+    let last = codes.len() / per_byte;
+    let mut whole = codes.chunks_exact_mut(per_byte);
+    for (chunk, &byte) in (&mut whole).zip(bytes) {
+        split(chunk, byte);
+    }
+    let rest = whole.into_remainder();
+    if !rest.is_empty() {
+        split(rest, bytes[last]);
     }
 }
 

@@ -25,6 +25,9 @@ pub struct SkipRepeats {
     held: Option<Vec<f32>>,
     /// Rows decoded from one message.
     scratch: Vec<f32>,
+    /// The encoder's flags of the rows it sends, and their values, for one message.
+    sent: Vec<bool>,
+    picked: Vec<f32>,
     stats: CodecStats,
 }
 
@@ -32,12 +35,20 @@ impl SkipRepeats {
     /// The encoder of a stream: `inner` encodes, `shadow` (the same kind of codec as the
     /// receiver's, built for the decode side) tracks what the receiver decodes.
     pub fn encoder(inner: Box<dyn Codec>, shadow: Box<dyn Codec>) -> Self {
-        Self { inner, shadow: Some(shadow), held: None, scratch: Vec::new(), stats: CodecStats::default() }
+        Self { shadow: Some(shadow), ..Self::decoder(inner) }
     }
 
     /// The decoder of a stream.
     pub fn decoder(inner: Box<dyn Codec>) -> Self {
-        Self { inner, shadow: None, held: None, scratch: Vec::new(), stats: CodecStats::default() }
+        Self {
+            inner,
+            shadow: None,
+            held: None,
+            scratch: Vec::new(),
+            sent: Vec::new(),
+            picked: Vec::new(),
+            stats: CodecStats::default(),
+        }
     }
 
     /// Wraps every codec `inner` makes.
@@ -72,18 +83,21 @@ impl Codec for SkipRepeats {
 
     fn encode(&mut self, pass: Pass, rows: &[f32], width: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         let n = row_count(NAME, rows.len(), width)?;
-        let (held, first) = self.held(rows.len())?;
-        let sent: Vec<bool> = (0..n)
-            .map(|r| {
-                let (now, before) = (&rows[r * width..][..width], &held[r * width..][..width]);
-                first || now.iter().zip(before).any(|(a, b)| a.to_bits() != b.to_bits())
-            })
-            .collect();
-        let picked: Vec<f32> =
-            (0..n).filter(|&r| sent[r]).flat_map(|r| rows[r * width..][..width].iter().copied()).collect();
-        write_mask(&sent, out);
+        let (_, first) = self.held(rows.len())?;
+        let held = self.held.as_deref().expect("held was set above");
+        self.sent.clear();
+        self.picked.clear();
+        for (now, before) in rows.chunks_exact(width.max(1)).zip(held.chunks_exact(width.max(1))).take(n) {
+            let changed = first || now.iter().zip(before).any(|(a, b)| a.to_bits() != b.to_bits());
+            self.sent.push(changed);
+            if changed {
+                self.picked.extend_from_slice(now);
+            }
+        }
+        let (sent, picked) = (&self.sent, &self.picked);
+        write_mask(sent, out);
         let start = out.len();
-        self.inner.encode(pass, &picked, width, out)?;
+        self.inner.encode(pass, picked, width, out)?;
         let shadow = self
             .shadow
             .as_mut()
@@ -91,7 +105,7 @@ impl Codec for SkipRepeats {
         self.scratch.resize(picked.len(), 0.0);
         shadow.decode(pass, &out[start..], width, &mut self.scratch)?;
         let held = self.held.as_mut().expect("held was set above");
-        land(held, &sent, &self.scratch, width);
+        land(held, sent, &self.scratch, width);
         let sent_rows = picked.len() / width.max(1);
         self.stats.rows_skipped += (n - sent_rows) as u64;
         for (truth, got) in rows.iter().zip(held.iter()) {

@@ -84,6 +84,9 @@ pub struct ReqEc {
     state: TrendState,
     /// The encoder's tally of selector ids (per layer, shared with the controller).
     tally: Option<(SelectorTally, usize)>,
+    /// A selective round's values through their buckets, and the values of the rows it sends.
+    compressed: Vec<f32>,
+    sent: Vec<f32>,
     stats: CodecStats,
 }
 
@@ -92,7 +95,16 @@ impl ReqEc {
     /// `bits` holds, `M_cr` shipped with full rounds when `send_rate`; an encoder counts its
     /// selectors under `layer` in `tally`.
     pub fn new(trend: u64, bits: Knob<u8>, send_rate: bool, tally: Option<(SelectorTally, usize)>) -> Self {
-        Self { trend: trend.max(1), bits, send_rate, state: TrendState::default(), tally, stats: CodecStats::default() }
+        Self {
+            trend: trend.max(1),
+            bits,
+            send_rate,
+            state: TrendState::default(),
+            tally,
+            compressed: Vec::new(),
+            sent: Vec::new(),
+            stats: CodecStats::default(),
+        }
     }
 
     /// The trend state (equal on both ends of a stream).
@@ -103,12 +115,6 @@ impl ReqEc {
     fn full_round(&self) -> bool {
         let t = self.state.t;
         t == 0 || (t + 1).is_multiple_of(self.trend)
-    }
-
-    /// The prediction of value `i` at the current round.
-    fn predict(&self, last: &[f32], i: usize) -> f32 {
-        let steps = (self.state.t % self.trend + 1) as f32;
-        last[i] + self.state.rate[i] * steps
     }
 
     /// Sets the state after a full round of `now` (with the sent rate, if any).
@@ -135,6 +141,25 @@ impl ReqEc {
         if let (Some((tally, layer)), Mode::Train) = (&self.tally, pass.mode) {
             tally.add(*layer, counts);
         }
+    }
+}
+
+/// The predictions of a selective round: value `i` is `H_last + M_cr (t mod T_tr + 1)`.
+struct Predictor<'a> {
+    last: &'a [f32],
+    rate: &'a [f32],
+    steps: f32,
+}
+
+impl<'a> Predictor<'a> {
+    /// The predictions at the current round of `state`, which follows a full round.
+    fn new(state: &'a TrendState, trend: u64) -> Self {
+        let last = state.last.as_deref().expect("a selective round follows a full one");
+        Self { last, rate: &state.rate, steps: (state.t % trend + 1) as f32 }
+    }
+
+    fn at(&self, i: usize) -> f32 {
+        self.last[i] + self.rate[i] * self.steps
     }
 }
 
@@ -201,15 +226,22 @@ impl Codec for ReqEc {
         }
         let bits = bucket::check_bits(self.bits.get())
             .map_err(|e| CodecError::Malformed { codec: NAME, detail: e.to_string() })?;
-        let (lo, hi) = bucket::bounds(rows.iter().copied());
+        let (lo, hi) = bucket::bounds(rows);
         let scale = Buckets::new(bits, lo, hi);
-        let last = self.state.last.as_deref().expect("a selective round follows a full one");
+        // Every value through its bucket, and the values of the rows sent, in buffers the
+        // stream reuses from message to message.
+        let (comp, sent) = (&mut self.compressed, &mut self.sent);
+        comp.resize(rows.len(), 0.0);
+        scale.round_trip_all(rows, comp);
+        sent.clear();
+        let predict = Predictor::new(&self.state, self.trend);
         let mut ids = Vec::with_capacity(n);
         let mut counts = [0u64; 4];
         for r in 0..n {
+            let span = r * width..(r + 1) * width;
             let mut err = [0.0f64; 3];
-            for (i, &truth) in rows.iter().enumerate().skip(r * width).take(width) {
-                let (comp, pred) = (scale.round_trip(truth), self.predict(last, i));
+            for (i, (&truth, &comp)) in rows[span.clone()].iter().zip(&comp[span.clone()]).enumerate() {
+                let pred = predict.at(r * width + i);
                 err[0] += f64::from((comp - truth).abs());
                 err[1] += f64::from((pred - truth).abs());
                 err[2] += f64::from((average(pred, comp) - truth).abs());
@@ -218,26 +250,28 @@ impl Codec for ReqEc {
             let pick = (0..3).fold(0, |best, k| if err[k] < err[best] { k } else { best });
             let id = [Selector::Compressed, Selector::Predicted, Selector::Average][pick];
             counts[1 + pick] += 1;
-            for (i, &truth) in rows.iter().enumerate().skip(r * width).take(width) {
+            for (i, (&truth, &comp)) in rows[span.clone()].iter().zip(&comp[span.clone()]).enumerate() {
                 let got = match id {
-                    Selector::Compressed => scale.round_trip(truth),
-                    Selector::Predicted => self.predict(last, i),
-                    Selector::Average => average(self.predict(last, i), scale.round_trip(truth)),
+                    Selector::Compressed => comp,
+                    Selector::Predicted => predict.at(r * width + i),
+                    Selector::Average => average(predict.at(r * width + i), comp),
                 };
                 self.stats.err_sq += f64::from(got - truth).powi(2);
                 self.stats.ref_sq += f64::from(truth).powi(2);
+            }
+            if id != Selector::Predicted {
+                sent.extend_from_slice(&rows[span]);
             }
             ids.push(id);
         }
         out.push(SELECTIVE);
         write_selectors(&ids, out);
-        let sent: Vec<usize> = (0..n).filter(|&r| ids[r] != Selector::Predicted).collect();
         if !sent.is_empty() {
-            let values = sent.iter().flat_map(|&r| rows[r * width..(r + 1) * width].iter().copied());
-            bucket::encode_block(scale, values, out);
+            bucket::encode_block(scale, sent, out, |_, _, _| {});
         }
+        let sent = sent.len() / width;
         self.stats.rows_skipped += counts[2];
-        self.stats.bits[usize::from(bits)] += sent.len() as u64;
+        self.stats.bits[usize::from(bits)] += sent as u64;
         self.count(pass, counts);
         if pass.mode == Mode::Train {
             self.state.t += 1;
@@ -283,27 +317,28 @@ impl Codec for ReqEc {
                 }
                 let ids = read_selectors(&body[..sel], n)?;
                 let sent = ids.iter().filter(|&&s| s != Selector::Predicted).count();
-                let mut decoded = vec![0.0f32; sent * width];
+                let decoded = &mut self.compressed;
+                decoded.resize(sent * width, 0.0);
                 if sent > 0 {
-                    let (_, used) = bucket::decode_block(NAME, &body[sel..], &mut decoded)?;
+                    let (_, used) = bucket::decode_block(NAME, &body[sel..], decoded)?;
                     if sel + used != body.len() {
                         return Err(malformed(format!("{} bytes after the block", body.len() - sel - used)));
                     }
                 } else if body.len() != sel {
                     return Err(malformed("payload after a message that predicts every row".to_string()));
                 }
-                let last = self.state.last.as_deref().expect("a selective round follows a full one");
+                let predict = Predictor::new(&self.state, self.trend);
                 let mut comp = decoded.chunks_exact(width.max(1));
-                for (r, id) in ids.iter().enumerate() {
-                    let row = &mut out[r * width..(r + 1) * width];
-                    let c = if *id == Selector::Predicted { None } else { comp.next() };
-                    for (j, v) in row.iter_mut().enumerate() {
-                        let pred = self.predict(last, r * width + j);
-                        *v = match (id, c) {
-                            (Selector::Compressed, Some(c)) => c[j],
-                            (Selector::Average, Some(c)) => average(pred, c[j]),
-                            _ => pred,
-                        };
+                for (r, (id, row)) in ids.iter().zip(out.chunks_exact_mut(width.max(1))).enumerate() {
+                    let at = r * width;
+                    match (id, (*id != Selector::Predicted).then(|| comp.next()).flatten()) {
+                        (Selector::Compressed, Some(c)) => row.copy_from_slice(c),
+                        (Selector::Average, Some(c)) => row
+                            .iter_mut()
+                            .zip(c)
+                            .enumerate()
+                            .for_each(|(j, (v, &c))| *v = average(predict.at(at + j), c)),
+                        _ => row.iter_mut().enumerate().for_each(|(j, v)| *v = predict.at(at + j)),
                     }
                 }
                 if pass.mode == Mode::Train {

@@ -21,13 +21,15 @@ pub struct ResEc {
     bits: Knob<u8>,
     /// The residual `e` (encoder side; empty before the first round).
     residual: Vec<f32>,
+    /// `g'` of the message being encoded.
+    compensated: Vec<f32>,
     stats: CodecStats,
 }
 
 impl ResEc {
     /// One end of a stream at the width `bits` holds.
     pub fn new(bits: Knob<u8>) -> Self {
-        Self { bits, residual: Vec::new(), stats: CodecStats::default() }
+        Self { bits, residual: Vec::new(), compensated: Vec::new(), stats: CodecStats::default() }
     }
 
     /// The residual after the last training round.
@@ -55,19 +57,21 @@ impl Codec for ResEc {
         } else if self.residual.len() != rows.len() {
             return Err(CodecError::StreamShape { codec: NAME, expected: self.residual.len(), actual: rows.len() });
         }
-        let compensated: Vec<f32> =
-            if train { rows.iter().zip(&self.residual).map(|(g, e)| g + e).collect() } else { rows.to_vec() };
-        let (lo, hi) = bucket::bounds(compensated.iter().copied());
-        let scale = Buckets::new(bits, lo, hi);
-        bucket::encode_block(scale, compensated.iter().copied(), out);
-        for (i, &c) in compensated.iter().enumerate() {
-            let decoded = scale.round_trip(c);
+        // `g'`, in a buffer the stream reuses from message to message.
+        self.compensated.clear();
+        if train {
+            self.compensated.extend(rows.iter().zip(&self.residual).map(|(g, e)| g + e));
+        } else {
+            self.compensated.extend_from_slice(rows);
+        }
+        let (lo, hi) = bucket::bounds(&self.compensated);
+        bucket::encode_block(Buckets::new(bits, lo, hi), &self.compensated, out, |i, c, decoded| {
             self.stats.err_sq += f64::from(decoded - rows[i]).powi(2);
             self.stats.ref_sq += f64::from(rows[i]).powi(2);
             if train {
                 self.residual[i] = c - decoded;
             }
-        }
+        });
         self.stats.bits[usize::from(bits)] += n as u64;
         Ok(())
     }

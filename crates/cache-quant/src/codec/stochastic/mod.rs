@@ -12,8 +12,8 @@
 //! row into a seed, and column `c` takes half `c % 2` (32 bits, of which the top 24 make the
 //! `f32`) of output `c / 2` of a SplitMix64 stream from that seed, one hash per two values. The
 //! clamp keeps a draw that rounds up at the maximum inside `b` bits; a constant row has `S = 0`,
-//! codes 0, and decodes exactly. Rows are quantized, packed and unpacked whole, through code
-//! buffers the codec reuses from message to message.
+//! codes 0, and decodes exactly. Rows are quantized, packed and unpacked whole, through draw and
+//! code buffers a message reuses from row to row.
 //!
 //! The width of each row comes from a shared [`BitTable`] (the assignment changes it between
 //! steps); the decoder adds every received row's variance trace `(D / 6)(max - min)^2` to a
@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use graph_partition::rng::{SplitMix64, hash_extend, hash_key};
 
+use super::extent::bounds;
 use super::kernel::{Encoding, KernelCodec, Measured, decode_through, encode_through};
 use super::le::read_le;
 use super::pack::{pack, packed_len, unpack};
@@ -104,22 +105,34 @@ pub fn rounding_draw(row_key: u64, col: usize) -> f32 {
 }
 
 /// Writes the stochastic codes of `row` (zero point `zero`, scale `scale > 0`, largest code
-/// `top`) to `codes`, drawing from the stream of `row_key`; returns the row's squared error and
-/// squared norm.
-fn quantize(row: &[f32], zero: f32, scale: f32, top: f32, row_key: u64, codes: &mut [u8]) -> (f32, f32) {
-    let mut draws = SplitMix64::new(row_key);
-    // Non-negative before the clamp, so the truncating cast is the floor. A division, not a
-    // reciprocal: a subnormal scale's reciprocal is infinite.
-    let code = |x: f32, u: f32| ((x - zero) / scale + u).min(top) as u8;
-    let mut pairs = row.chunks_exact(2);
-    let mut slots = codes.chunks_exact_mut(2);
-    for (xs, qs) in (&mut pairs).zip(&mut slots) {
-        let r = draws.next_u64();
-        qs[0] = code(xs[0], unit(r as u32));
-        qs[1] = code(xs[1], unit((r >> 32) as u32));
+/// `top`) to `codes`, drawing from the stream of `row_key` into `draws`; returns the row's
+/// squared error and squared norm. The draws come first (one SplitMix64 output per two
+/// columns), then the codes in a loop without branches, then the error sums in column order.
+fn quantize(
+    row: &[f32],
+    zero: f32,
+    scale: f32,
+    top: f32,
+    row_key: u64,
+    draws: &mut [f32],
+    codes: &mut [u8],
+) -> (f32, f32) {
+    let mut stream = SplitMix64::new(row_key);
+    let mut pairs = draws.chunks_exact_mut(2);
+    for pair in &mut pairs {
+        let r = stream.next_u64();
+        pair[0] = unit(r as u32);
+        pair[1] = unit((r >> 32) as u32);
     }
-    if let ([x], [q]) = (pairs.remainder(), slots.into_remainder()) {
-        *q = code(*x, unit(draws.next_u64() as u32));
+    if let [u] = pairs.into_remainder() {
+        *u = unit(stream.next_u64() as u32);
+    }
+    // Non-negative, so the truncating conversion is the floor; a NaN fails the comparison and
+    // takes the largest code, as `f32::min` gives it. A division, not a reciprocal: a
+    // subnormal scale's reciprocal is infinite.
+    for ((q, &x), &u) in codes.iter_mut().zip(row).zip(draws.iter()) {
+        let y = (x - zero) / scale + u;
+        *q = (if y < top { y } else { top }) as i32 as u8;
     }
     row.iter().zip(codes.iter()).fold((0.0, 0.0), |(err, norm), (&x, &q)| {
         let e = f32::from(q) * scale + zero - x;
@@ -134,10 +147,10 @@ fn max_code(bits: u8) -> f32 {
 
 /// The zero point and scale of a row at `bits` bits.
 fn zero_and_scale(row: &[f32], bits: u8) -> (f32, f32) {
-    let (lo, hi) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     if row.is_empty() {
         return (0.0, 0.0);
     }
+    let (lo, hi) = bounds(row);
     (lo, (hi - lo) / max_code(bits))
 }
 
@@ -151,7 +164,7 @@ pub(super) fn encode_rows(
     width: usize,
     out: &mut Vec<u8>,
 ) -> Measured {
-    let mut codes = vec![0u8; width];
+    let (mut codes, mut draws) = (vec![0u8; width], vec![0.0f32; width]);
     let mut measured = Measured::default();
     for ((row, &b), &gid) in rows.chunks_exact(width.max(1)).zip(bits).zip(gids) {
         let row_key = hash_extend(key, &[u64::from(gid)]);
@@ -159,7 +172,7 @@ pub(super) fn encode_rows(
         out.extend_from_slice(&zero.to_le_bytes());
         out.extend_from_slice(&scale.to_le_bytes());
         let (err, norm) = if scale > 0.0 {
-            quantize(row, zero, scale, max_code(b), row_key, &mut codes)
+            quantize(row, zero, scale, max_code(b), row_key, &mut draws, &mut codes)
         } else {
             codes.fill(0);
             (0.0, row.iter().map(|&x| x * x).sum())

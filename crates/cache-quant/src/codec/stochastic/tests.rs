@@ -159,10 +159,11 @@ fn each_draw_computed_alone_equals_the_rows_stream() {
     // An odd width, so the last column takes the low half of a stream output of its own.
     let row = spread_row(11);
     let (zero, scale) = zero_and_scale(&row, 8);
-    let mut codes = vec![0u8; row.len()];
+    let (mut codes, mut draws) = (vec![0u8; row.len()], vec![0.0f32; row.len()]);
     let row_key = 0x1234_5678_9ABC_DEF0;
-    quantize(&row, zero, scale, max_code(8), row_key, &mut codes);
+    quantize(&row, zero, scale, max_code(8), row_key, &mut draws, &mut codes);
     for (col, (&x, &q)) in row.iter().zip(&codes).enumerate() {
+        assert_eq!(draws[col].to_bits(), rounding_draw(row_key, col).to_bits(), "column {col}");
         let alone = ((x - zero) / scale + rounding_draw(row_key, col)).min(max_code(8)) as u8;
         assert_eq!(q, alone, "column {col}");
     }
