@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use graph_partition::book::CutKind;
-use trainer::config::{DistributedConfig, EpsRule, Method, MethodConfig, TrainConfig};
+use trainer::config::{Compress, DistributedConfig, EpsRule, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, data, run_on};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -20,6 +20,7 @@ fn config(method: Method) -> TrainConfig {
             cut: CutKind::VertexCut,
             workers: 4,
             hosts: 2,
+            compress: Compress::Always,
             ..DistributedConfig::default()
         },
         ..TrainConfig::default()
