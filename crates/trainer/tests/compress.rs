@@ -151,7 +151,9 @@ fn a_run_resumed_on_either_side_of_the_switch_equals_the_straight_run() {
     let bits = |r: &Report| -> Vec<(usize, u64, u64, u64, u64)> {
         r.epochs
             .iter()
-            .map(|e| (e.epoch, e.loss.to_bits(), e.val_acc.to_bits(), e.train_acc.to_bits(), e.bytes_intra + e.bytes_inter))
+            .map(|e| {
+                (e.epoch, e.loss.to_bits(), e.val_acc.to_bits(), e.train_acc.to_bits(), e.bytes_intra + e.bytes_inter)
+            })
             .collect()
     };
     for stop in [3, 6] {

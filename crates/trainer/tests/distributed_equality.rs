@@ -31,7 +31,13 @@ fn config(model: ConvKind, cut: CutKind) -> TrainConfig {
         epochs: EPOCHS,
         seed: 3,
         method: MethodConfig::named(Method::Vanilla),
-        distributed: DistributedConfig { cut, workers: 4, hosts: 2, compress: Compress::Always, ..DistributedConfig::default() },
+        distributed: DistributedConfig {
+            cut,
+            workers: 4,
+            hosts: 2,
+            compress: Compress::Always,
+            ..DistributedConfig::default()
+        },
         ..TrainConfig::default()
     }
 }

@@ -27,7 +27,14 @@ fn cora(method: Method, model: ConvKind, cut: CutKind, backend: Backend) -> Trai
         epochs: EPOCHS,
         device: Device::Cuda(0),
         method: MethodConfig::named(method),
-        distributed: DistributedConfig { cut, workers: 2, hosts: 1, backend, compress: Compress::Always, ..DistributedConfig::default() },
+        distributed: DistributedConfig {
+            cut,
+            workers: 2,
+            hosts: 1,
+            backend,
+            compress: Compress::Always,
+            ..DistributedConfig::default()
+        },
         ..TrainConfig::default()
     }
 }

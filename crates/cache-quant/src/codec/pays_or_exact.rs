@@ -102,9 +102,9 @@ impl Codec for PaysOrExact {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SkipRepeats;
     use crate::codec::LinearQuant;
     use crate::stream::{Direction, Route, Side, Step, StreamId, Tag};
-    use crate::SkipRepeats;
 
     const P: Pass = Pass { mode: crate::Mode::Train, epoch: 1, step: 0 };
 
@@ -121,7 +121,7 @@ mod tests {
     }
 
     /// One row of width 4 whose middle values fall between 8-bit levels.
-const ROWS: [f32; 4] = [1.0, 2.1, 3.3, 4.5];
+    const ROWS: [f32; 4] = [1.0, 2.1, 3.3, 4.5];
 
     #[test]
     fn it_sends_the_inner_codecs_bytes_until_the_switch_then_the_identitys() {

@@ -352,7 +352,8 @@ mod cache_tests {
         let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
         let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
         let counts = testkit::run(&book, |part, comm| {
-            let cache = ReplicaCacheOptions { uncached_forward_layers: 1, ..ReplicaCacheOptions::every_layer(Knob::new(0.5)) };
+            let cache =
+                ReplicaCacheOptions { uncached_forward_layers: 1, ..ReplicaCacheOptions::every_layer(Knob::new(0.5)) };
             let options = ExchangeOptions { replica_cache: Some(cache), ..Default::default() };
             let mut cached = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
             let mut exact =
@@ -368,7 +369,8 @@ mod cache_tests {
                 let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&a), bits(&b), "part {} scale {scale}", part.part());
             }
-            let (mine, vanilla) = (cached.take_stats().without_times().total(), exact.take_stats().without_times().total());
+            let (mine, vanilla) =
+                (cached.take_stats().without_times().total(), exact.take_stats().without_times().total());
             assert_eq!(mine, vanilla, "the uncached sync sends what the exact one sends");
             assert_eq!(mine.rows_skipped, 0);
             let mut skipped = Vec::new();

@@ -119,9 +119,11 @@ impl Verdict {
             true => format!("exact rows from epoch {}: codec {codec:.3} ms a step > {saved:.3} ms of wire saved", {
                 self.epoch + 1
             }),
-            false => format!("codecs kept after epoch {}: codec {codec:.3} ms a step <= {saved:.3} ms of wire saved", {
-                self.epoch
-            }),
+            false => {
+                format!("codecs kept after epoch {}: codec {codec:.3} ms a step <= {saved:.3} ms of wire saved", {
+                    self.epoch
+                })
+            }
         }
     }
 }
@@ -186,7 +188,8 @@ impl Judgment {
 
     fn restore_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
         self.steps = r.u64("the judged steps")? as usize;
-        self.summed = Balance { codec_s: r.f64("the judged codec seconds")?, saved_s: r.f64("the judged wire seconds")? };
+        self.summed =
+            Balance { codec_s: r.f64("the judged codec seconds")?, saved_s: r.f64("the judged wire seconds")? };
         let decided = r.u8("whether the judge decided")? != 0;
         let epoch = r.u64("the epoch of the verdict")? as usize;
         let balance = Balance { codec_s: r.f64("the verdict's codec seconds")?, saved_s: r.f64("its wire seconds")? };
@@ -210,7 +213,8 @@ impl CostJudge {
 
     /// The judge's fields: the verdict once given.
     fn fields(&self) -> Value {
-        let mut fields = json!({ "exact": self.judgment.exact(), "decides_after_epoch": self.judgment.decides_after() });
+        let mut fields =
+            json!({ "exact": self.judgment.exact(), "decides_after_epoch": self.judgment.decides_after() });
         if let Some(verdict) = self.judgment.verdict() {
             fields["judged_after_epoch"] = json!(verdict.epoch);
             fields["exact_from_epoch"] = json!(verdict.exact().then_some(verdict.epoch + 1));
