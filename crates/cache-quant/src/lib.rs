@@ -1,6 +1,6 @@
 //! Codecs and caches that cut the bytes a distributed GNN step moves: the [`Codec`] trait every
 //! exchange encodes its rows through, the lossless [`IdentityCodec`], decorators such as
-//! [`SkipRepeats`], the [`CodecBank`] that keeps one (possibly stateful) codec per message
+//! [`SkipRepeats`] and [`PaysOrExact`], the [`CodecBank`] that keeps one (possibly stateful) codec per message
 //! [`Stream`], per-stream [`CodecStats`], and the [`Knob`]s through which a method changes its
 //! codecs' settings between steps.
 //!
@@ -29,7 +29,7 @@ pub mod stream;
 
 pub use codec::{
     BitTable, BitsError, Codec, CodecBank, CodecError, CodecFactory, CodecStats, Encoding, IdentityCodec, KernelCodec,
-    LINEAR_BITS, LinearQuant, Measured, QuantProbe, SkipRepeats, StatsKey, StatsTable, StochasticCodec,
+    LINEAR_BITS, LinearQuant, Measured, PaysOrExact, QuantProbe, SkipRepeats, StatsKey, StatsTable, StochasticCodec,
 };
 pub use knob::Knob;
 pub use replica_cache::ReplicaCache;

@@ -11,10 +11,12 @@
 //! features the binary was built without.
 //!
 //! The built-in methods' definitions are looked up here ([`lookup`]), from the registry's list.
+//! Every method that cuts its traffic gets its exchange's stack judged here
+//! ([`method::compress`]), unless `compress = "always"`.
 
 use graph_partition::book::CutKind;
 
-use crate::config::{Backend, Method, TrainConfig, methods};
+use crate::config::{Backend, Compress, Method, TrainConfig, methods};
 use crate::data::Source;
 use crate::error::TrainError;
 use crate::harness::{Cluster, LocalOptions, backend_of};
@@ -108,6 +110,9 @@ impl<'a> Plan<'a> {
         let name = method.name();
         let refuse = |detail: String| TrainError::Parts { method: name.to_string(), detail };
         let mut parts = method.parts(&config);
+        if config.distributed.compress == Compress::Auto && config.method.name.rules().cuts_traffic {
+            parts.exchange = parts.exchange.map(method::compress::judged);
+        }
         if let Some(servers) = config.distributed.param_servers() {
             if !(matches!(parts.data, DataPlan::Cut(_)) && parts.batches.is_full_batch()) {
                 return Err(refuse(

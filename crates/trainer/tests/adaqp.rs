@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use serde_json::{Value, json};
-use trainer::config::{Bits, DistributedConfig, Method, MethodConfig, TrainConfig};
+use trainer::config::{Bits, Compress, DistributedConfig, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -29,6 +29,7 @@ fn config(method: Method, bits: Bits, epochs: usize) -> TrainConfig {
             workers: 4,
             hosts: 2,
             topology: comm_hierarchy::Preset::Adaqp,
+            compress: Compress::Always,
             ..DistributedConfig::default()
         },
         ..TrainConfig::default()

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use gnn_core::ConvKind;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
-use trainer::config::{DistributedConfig, Method, MethodConfig, OptimizerKind, ParamSync, TrainConfig};
+use trainer::config::{Compress, DistributedConfig, Method, MethodConfig, OptimizerKind, ParamSync, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on, single};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -31,7 +31,13 @@ fn config(model: ConvKind, cut: CutKind) -> TrainConfig {
         epochs: EPOCHS,
         seed: 3,
         method: MethodConfig::named(Method::Vanilla),
-        distributed: DistributedConfig { cut, workers: 4, hosts: 2, ..DistributedConfig::default() },
+        distributed: DistributedConfig {
+            cut,
+            workers: 4,
+            hosts: 2,
+            compress: Compress::Always,
+            ..DistributedConfig::default()
+        },
         ..TrainConfig::default()
     }
 }

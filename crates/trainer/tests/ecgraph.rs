@@ -10,7 +10,7 @@ use gnn_core::ConvKind;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
-use trainer::config::{DistributedConfig, EcgraphSettings, Method, MethodConfig, ParamSync, TrainConfig};
+use trainer::config::{Compress, DistributedConfig, EcgraphSettings, Method, MethodConfig, ParamSync, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on, single};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -29,6 +29,7 @@ fn config(method: Method, settings: EcgraphSettings, epochs: usize) -> TrainConf
             workers: 4,
             hosts: 4,
             topology: comm_hierarchy::Preset::Ecgraph,
+            compress: Compress::Always,
             ..DistributedConfig::default()
         },
         ..TrainConfig::default()

@@ -17,7 +17,7 @@ use gnn_core::{ConvKind, LayerOrder};
 use graph_partition::book::CutKind;
 use graph_partition::{Dataset, Labels};
 use ndarray::Array2;
-use trainer::config::{Device, DistributedConfig, FeatureNorm, Method, MethodConfig, ParamSync, TrainConfig};
+use trainer::config::{Compress, Device, DistributedConfig, FeatureNorm, Method, MethodConfig, ParamSync, TrainConfig};
 use trainer::{LocalOptions, run_on};
 
 const EPOCHS: usize = 20;
@@ -466,7 +466,8 @@ fn codec_methods_on_one_gpu_follow_their_cpu_runs() {
     // adaqp twice: blocking, and with its central rows aggregated while the marginal rows'
     // halo is in flight (`overlap`); ecgraph also with its parameter servers (two, on the
     // first two workers).
-    let cluster = DistributedConfig { workers: 4, hosts: 2, ..DistributedConfig::default() };
+    let cluster =
+        DistributedConfig { workers: 4, hosts: 2, compress: Compress::Always, ..DistributedConfig::default() };
     let overlapped = DistributedConfig { overlap: true, ..cluster.clone() };
     let servers = DistributedConfig { param_sync: ParamSync::Ps, servers: Some(2), ..cluster.clone() };
     let (gcn, gat) = (ConvKind::Gcn, ConvKind::Gat);

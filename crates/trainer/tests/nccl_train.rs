@@ -11,7 +11,7 @@ use std::path::Path;
 
 use gnn_core::ConvKind;
 use graph_partition::book::CutKind;
-use trainer::config::{Backend, Device, DistributedConfig, FeatureNorm, Method, MethodConfig, TrainConfig};
+use trainer::config::{Backend, Compress, Device, DistributedConfig, FeatureNorm, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, run_on};
 
 const EPOCHS: usize = 10;
@@ -27,7 +27,14 @@ fn cora(method: Method, model: ConvKind, cut: CutKind, backend: Backend) -> Trai
         epochs: EPOCHS,
         device: Device::Cuda(0),
         method: MethodConfig::named(method),
-        distributed: DistributedConfig { cut, workers: 2, hosts: 1, backend, ..DistributedConfig::default() },
+        distributed: DistributedConfig {
+            cut,
+            workers: 2,
+            hosts: 1,
+            backend,
+            compress: Compress::Always,
+            ..DistributedConfig::default()
+        },
         ..TrainConfig::default()
     }
 }

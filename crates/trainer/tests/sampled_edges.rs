@@ -10,7 +10,7 @@ use gnn_core::ConvKind;
 use graph_partition::Dataset;
 use graph_partition::book::CutKind;
 use graph_partition::partition::Algorithm;
-use trainer::config::{DistributedConfig, EcgraphSettings, Method, MethodConfig, TrainConfig};
+use trainer::config::{Compress, DistributedConfig, EcgraphSettings, Method, MethodConfig, TrainConfig};
 use trainer::{LocalOptions, Report, data, run_on, single};
 
 const CORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets/cora");
@@ -38,6 +38,7 @@ fn config(method: Method, model: ConvKind, fanouts: Option<&str>) -> TrainConfig
             partitioner: Some(Algorithm::Hash),
             workers: 4,
             hosts: 2,
+            compress: Compress::Always,
             ..DistributedConfig::default()
         },
         ..TrainConfig::default()

@@ -5,8 +5,8 @@
 //! encode the shape; it may add whatever side information it needs (scales, bucket tables, a
 //! mask of the rows it skipped, see [`mask`]).
 //!
-//! Codecs stack: a decorator such as [`SkipRepeats`] wraps an inner codec and names itself
-//! `outer(inner)`, so a report names the whole stack.
+//! Codecs stack: a decorator such as [`SkipRepeats`] or [`PaysOrExact`] wraps an inner codec and
+//! names itself `outer(inner)`, so a report names the whole stack.
 
 mod bank;
 pub mod bucket;
@@ -21,6 +21,7 @@ pub(crate) mod le;
 mod linear;
 pub mod mask;
 mod pack;
+mod pays_or_exact;
 mod skip_repeats;
 mod stats;
 pub mod stochastic;
@@ -30,6 +31,7 @@ pub use bucket::{BUCKET_BITS, BucketCodec};
 pub use identity::IdentityCodec;
 pub use kernel::{Encoding, KernelCodec, Measured};
 pub use linear::{BitsError, LINEAR_BITS, LinearQuant};
+pub use pays_or_exact::PaysOrExact;
 pub use skip_repeats::SkipRepeats;
 pub use stats::{CodecStats, StatsKey, StatsTable};
 pub use stochastic::{BitTable, QuantProbe, StochasticCodec};
@@ -82,7 +84,8 @@ pub trait Codec: Send {
 
     /// The codec as a [`KernelCodec`], where its messages are a pure function of the rows and
     /// an [`Encoding`] (a kernel can then encode and decode them where the rows live); `None`
-    /// for codecs with state of their own, and decorators.
+    /// for codecs with state of their own, and decorators that change the messages (one that
+    /// only chooses between codecs, [`PaysOrExact`], gives the chosen one's).
     fn kernel(&mut self) -> Option<&mut dyn KernelCodec> {
         None
     }

@@ -3,8 +3,10 @@
 //! The exchange counts rows and payload bytes of every message, and the bytes the same rows take
 //! uncoded (what the exact exchange sends); codecs add what only they know
 //! ([`super::Codec::take_stats`]): rows they skipped, the bit-width each sent row used, and the
-//! squared error of what the receiver decodes against the true rows. A [`StatsTable`] flattens
-//! to a fixed-length `f64` vector so that workers can all-reduce it.
+//! squared error of what the receiver decodes against the true rows. The exchange also counts the
+//! part of the bytes that crossed hosts, and the seconds its codec calls took on both ends (what
+//! compression costs in CPU, against what its saved bytes are worth on the wire). A
+//! [`StatsTable`] flattens to a fixed-length `f64` vector so that workers can all-reduce it.
 
 use std::collections::BTreeMap;
 
@@ -30,16 +32,37 @@ pub struct CodecStats {
     pub err_sq: f64,
     /// Sum of squared true values (the error's reference).
     pub ref_sq: f64,
+    /// Of `bytes`, those of messages between ranks of different hosts.
+    pub inter_bytes: u64,
+    /// Of `exact_bytes`, those of messages between ranks of different hosts.
+    pub inter_exact_bytes: u64,
+    /// Seconds the exchange spent in the codec calls of these messages, on the sending and on the
+    /// receiving end (for the replica cache, its bookkeeping too).
+    pub codec_s: f64,
 }
 
 impl Default for CodecStats {
     fn default() -> Self {
-        Self { rows: 0, rows_skipped: 0, bytes: 0, exact_bytes: 0, bits: [0; MAX_BITS + 1], err_sq: 0.0, ref_sq: 0.0 }
+        Self {
+            rows: 0,
+            rows_skipped: 0,
+            bytes: 0,
+            exact_bytes: 0,
+            bits: [0; MAX_BITS + 1],
+            err_sq: 0.0,
+            ref_sq: 0.0,
+            inter_bytes: 0,
+            inter_exact_bytes: 0,
+            codec_s: 0.0,
+        }
     }
 }
 
+/// The scalar fields of [`CodecStats::to_vec`], before the bit histogram.
+const SCALARS: usize = 9;
+
 /// Length of [`CodecStats::to_vec`].
-const FIELDS: usize = 6 + MAX_BITS + 1;
+const FIELDS: usize = SCALARS + MAX_BITS + 1;
 
 impl CodecStats {
     /// Adds `other` into `self`.
@@ -51,6 +74,9 @@ impl CodecStats {
         self.bits.iter_mut().zip(&other.bits).for_each(|(a, b)| *a += b);
         self.err_sq += other.err_sq;
         self.ref_sq += other.ref_sq;
+        self.inter_bytes += other.inter_bytes;
+        self.inter_exact_bytes += other.inter_exact_bytes;
+        self.codec_s += other.codec_s;
     }
 
     /// Bytes sent over the exact exchange's bytes for the same rows (1 when nothing was counted).
@@ -66,23 +92,28 @@ impl CodecStats {
 
     fn to_vec(&self) -> [f64; FIELDS] {
         let mut v = [0.0; FIELDS];
-        v[..6].copy_from_slice(&[
+        v[..SCALARS].copy_from_slice(&[
             self.rows as f64,
             self.rows_skipped as f64,
             self.bytes as f64,
             self.err_sq,
             self.ref_sq,
             self.exact_bytes as f64,
+            self.inter_bytes as f64,
+            self.inter_exact_bytes as f64,
+            self.codec_s,
         ]);
-        v[6..].iter_mut().zip(&self.bits).for_each(|(a, &b)| *a = b as f64);
+        v[SCALARS..].iter_mut().zip(&self.bits).for_each(|(a, &b)| *a = b as f64);
         v
     }
 
     fn from_slice(v: &[f64]) -> Self {
         let mut bits = [0u64; MAX_BITS + 1];
-        bits.iter_mut().zip(&v[6..]).for_each(|(a, &b)| *a = b as u64);
+        bits.iter_mut().zip(&v[SCALARS..]).for_each(|(a, &b)| *a = b as u64);
         let (rows, rows_skipped, bytes, exact_bytes) = (v[0] as u64, v[1] as u64, v[2] as u64, v[5] as u64);
-        Self { rows, rows_skipped, bytes, exact_bytes, err_sq: v[3], ref_sq: v[4], bits }
+        let (inter_bytes, inter_exact_bytes) = (v[6] as u64, v[7] as u64);
+        let (err_sq, ref_sq, codec_s) = (v[3], v[4], v[8]);
+        Self { rows, rows_skipped, bytes, exact_bytes, err_sq, ref_sq, bits, inter_bytes, inter_exact_bytes, codec_s }
     }
 }
 
@@ -120,6 +151,12 @@ impl StatsTable {
     /// The entries, in key order.
     pub fn entries(&self) -> impl Iterator<Item = (&StatsKey, &CodecStats)> {
         self.0.iter()
+    }
+
+    /// The table with every entry's [`CodecStats::codec_s`] cleared: what two runs of the same
+    /// messages agree on, bit for bit (seconds differ run to run).
+    pub fn without_times(&self) -> StatsTable {
+        Self(self.0.iter().map(|(key, stats)| (*key, CodecStats { codec_s: 0.0, ..stats.clone() })).collect())
     }
 
     /// The sum over all entries.
@@ -162,7 +199,18 @@ mod tests {
     fn sample(rows: u64) -> CodecStats {
         let mut bits = [0; MAX_BITS + 1];
         bits[8] = rows - 1;
-        CodecStats { rows, rows_skipped: 1, bytes: 40, exact_bytes: 160, bits, err_sq: 0.5, ref_sq: 2.0 }
+        CodecStats {
+            rows,
+            rows_skipped: 1,
+            bytes: 40,
+            exact_bytes: 160,
+            bits,
+            err_sq: 0.5,
+            ref_sq: 2.0,
+            inter_bytes: 10,
+            inter_exact_bytes: 40,
+            codec_s: 0.25,
+        }
     }
 
     #[test]
@@ -178,11 +226,14 @@ mod tests {
         let total = t.total();
         assert_eq!((total.rows, total.rows_skipped, total.bytes, total.bits[8]), (13, 3, 120, 10));
         assert_eq!((total.exact_bytes, total.bytes_fraction()), (480, 0.25));
+        assert_eq!((total.inter_bytes, total.inter_exact_bytes, total.codec_s), (30, 120, 0.75));
         assert_eq!(CodecStats::default().bytes_fraction(), 1.0);
         assert!((total.relative_error() - 0.5).abs() < 1e-12);
         assert_eq!(k1.to_string(), "bwd/1/to-primary");
         // Summing two ranks' vectors sums their tables.
         let summed: Vec<f64> = t.to_vec(2).iter().map(|x| 2.0 * x).collect();
         assert_eq!(StatsTable::from_vec(2, &summed).total().rows, 26);
+        let untimed = t.without_times();
+        assert_eq!((untimed.total().codec_s, untimed.total().bytes), (0.0, 120));
     }
 }

@@ -10,15 +10,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cache_quant::state::{put_bytes, put_tag};
 use cache_quant::{
-    CodecBank, CodecError, CodecFactory, Knob, ReplicaCache, Route, Side, StateError, StateReader, StatsKey, StreamId,
+    CodecBank, CodecError, CodecFactory, CodecStats, Knob, ReplicaCache, Route, Side, StateError, StateReader, StreamId,
 };
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
-use super::replica_router::{ReplicaRouter, row_major, stream_rows};
+use super::replica_router::{ReplicaRouter, row_major, stats_key, stream_rows};
 use super::{ExchangeError, Tag};
 
 /// The cache of every sync point of one worker.
@@ -116,21 +117,24 @@ impl CachedSync {
         let globals = |rows: &[u32]| rows.iter().map(|&l| part.local_to_global()[l as usize]).collect::<Arc<[u32]>>();
         let id = |route, peer, side| StreamId { tag, route, peer, side };
 
+        // Each message's encoding and the landing of each route's arrivals count as the codec
+        // time of their route (the cache's bookkeeping with its codecs' calls), the posts not.
+        let (to_primary, to_copies) = (stats_key(tag, Route::ToPrimary), stats_key(tag, Route::ToCopies));
+
         // Mirrors -> masters: the deltas of the partials that moved.
         let mut messages = vec![Vec::new(); part.num_parts()];
         for peer in peers() {
-            let rows = part.recv(peer);
+            let (rows, start) = (part.recv(peer), Instant::now());
             let codec = codecs.get(id(Route::ToPrimary, peer, Side::Encode), || globals(rows));
             let shadow = shadows.get(id(Route::ToPrimary, peer, Side::Decode), || globals(rows));
-            let mut stats = cache
+            let stats = cache
                 .send_deltas(pass, eps, rows, data, codec, shadow, &mut messages[peer])
                 .map_err(|e| fail("encoding deltas for", Some(peer), e))?;
-            stats.rows += rows.len() as u64;
-            stats.bytes += messages[peer].len() as u64;
-            stats.exact_bytes += (rows.len() * width * 4) as u64;
-            router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToPrimary }, &stats);
+            let stats = CodecStats { codec_s: start.elapsed().as_secs_f64(), ..stats };
+            router.record_sent(to_primary, peer, rows.len(), width, messages[peer].len(), stats);
         }
         let received = router.post(tag, messages)?;
+        let start = Instant::now();
         for peer in peers() {
             let rows = part.send(peer);
             let codec = codecs.get(id(Route::ToPrimary, peer, Side::Decode), || globals(rows));
@@ -139,23 +143,23 @@ impl CachedSync {
                 .map_err(|e| fail("decoding deltas from", Some(peer), e))?;
         }
         cache.absorb_own(eps, masters, data).map_err(|e| fail("the replica cache", None, e))?;
+        router.record_spent(to_primary, start.elapsed());
 
         // Masters -> mirrors: the deltas of the cached sums that changed.
         let mut messages = vec![Vec::new(); part.num_parts()];
         for peer in peers() {
-            let rows = part.send(peer);
+            let (rows, start) = (part.send(peer), Instant::now());
             let codec = codecs.get(id(Route::ToCopies, peer, Side::Encode), || globals(rows));
             let shadow = shadows.get(id(Route::ToCopies, peer, Side::Decode), || globals(rows));
-            let mut stats = cache
+            let stats = cache
                 .send_sums(pass, rows, codec, shadow, &mut messages[peer])
                 .map_err(|e| fail("encoding sums for", Some(peer), e))?;
-            stats.rows += rows.len() as u64;
-            stats.bytes += messages[peer].len() as u64;
-            stats.exact_bytes += (rows.len() * width * 4) as u64;
-            router.record(StatsKey { layer: tag.layer, dir: tag.dir, route: Route::ToCopies }, &stats);
+            let stats = CodecStats { codec_s: start.elapsed().as_secs_f64(), ..stats };
+            router.record_sent(to_copies, peer, rows.len(), width, messages[peer].len(), stats);
         }
         cache.commit_sums();
         let received = router.post(tag, messages)?;
+        let start = Instant::now();
         for peer in peers() {
             let rows = part.recv(peer);
             let codec = codecs.get(id(Route::ToCopies, peer, Side::Decode), || globals(rows));
@@ -163,6 +167,8 @@ impl CachedSync {
                 .land_sums(pass, rows, &received[peer], codec)
                 .map_err(|e| fail("decoding sums from", Some(peer), e))?;
         }
-        cache.write_held(replicated, data).map_err(|e| fail("the replica cache", None, e))
+        cache.write_held(replicated, data).map_err(|e| fail("the replica cache", None, e))?;
+        router.record_spent(to_copies, start.elapsed());
+        Ok(())
     }
 }

@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn pull_fills_halo_rows_with_owner_rows_and_counts_exact_bytes() {
         let book = testkit::book(&partition());
-        let ledgers = testkit::run(&book, |part, comm| {
+        let runs = testkit::run(&book, |part, comm| {
             let mut x = Array2::from_elem((part.num_local(), WIDTH), f32::NAN);
             for l in 0..part.num_primary() {
                 x.row_mut(l).iter_mut().enumerate().for_each(|(c, v)| *v = value(part.local_to_global()[l], c));
@@ -196,8 +196,9 @@ mod tests {
                     assert_eq!(x[[l, c]], value(g, c), "part {} local {l}", part.part());
                 }
             }
-            Ok(comm.ledger())
+            Ok((comm.ledger(), ex.take_stats().total()))
         });
+        let (ledgers, stats): (Vec<_>, Vec<_>) = runs.into_iter().unzip();
         let merged = comm_hierarchy::LedgerSnapshot::merge_all(&ledgers).unwrap();
         let topology = Topology::for_workers(4, 2, LinkModel::default()).unwrap();
         let (mut intra, mut inter) = (0, 0);
@@ -216,6 +217,12 @@ mod tests {
         assert!(inter > 0, "the test graph must cross hosts");
         assert_eq!((totals.bytes_intra, totals.bytes_inter), (intra, inter));
         assert_eq!(totals.messages(), 4 * 3, "one message per ordered pair, empty ones included");
+        // The codec stats split the bytes by link class as the ledger does, and time the calls.
+        let mut sum = cache_quant::CodecStats::default();
+        stats.iter().for_each(|s| sum.add(s));
+        assert_eq!((sum.bytes, sum.exact_bytes), (intra + inter, intra + inter));
+        assert_eq!((sum.inter_bytes, sum.inter_exact_bytes), (inter, inter));
+        assert!(stats.iter().all(|s| s.codec_s > 0.0), "every worker encoded and decoded");
     }
 
     #[test]

@@ -25,12 +25,13 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cache_quant::{
     Codec, CodecBank, CodecError, CodecFactory, CodecStats, Direction, Encoding, IdentityCodec, Knob, Mode, Pass,
     Route, Side, StateError, StatsKey, StatsTable, StreamId,
 };
-use comm_hierarchy::{Communicator, PendingAllToAll};
+use comm_hierarchy::{Communicator, LinkClass, PendingAllToAll};
 use graph_partition::book::LocalGraph;
 use ndarray::Array2;
 
@@ -155,17 +156,21 @@ pub struct ReplicaCacheOptions {
     /// row, which does not commute with the sum over sources), so caching them skips nothing
     /// and only adds error.
     pub uncached_forward_layers: usize,
+    /// Once set, every sum goes around the cache, as the forward syncs below
+    /// `uncached_forward_layers` do. Set between steps, identically on every worker, and never
+    /// cleared: the cache's state is stale from then on and is not read again.
+    pub bypass: Knob<bool>,
 }
 
 impl ReplicaCacheOptions {
     /// Every sync through the cache, at threshold `threshold`.
     pub fn every_layer(threshold: Knob<f32>) -> Self {
-        Self { threshold, uncached_forward_layers: 0 }
+        Self { threshold, uncached_forward_layers: 0, bypass: Knob::default() }
     }
 
     /// Whether the sum of `tag` goes through the cache.
     pub fn caches(&self, tag: Tag) -> bool {
-        tag.dir != Direction::Forward || tag.layer >= self.uncached_forward_layers
+        !self.bypass.get() && (tag.dir != Direction::Forward || tag.layer >= self.uncached_forward_layers)
     }
 }
 
@@ -370,10 +375,33 @@ impl<'a> ReplicaRouter<'a> {
         self.pass
     }
 
-    /// Adds the stats of one message of a training call to the table [`ReplicaRouter::take_stats`]
-    /// drains.
-    pub(crate) fn record(&mut self, key: StatsKey, stats: &CodecStats) {
-        self.stats.add(key, stats);
+    /// Adds a training message's counts and its codec's stats to the table
+    /// [`ReplicaRouter::take_stats`] drains: `rows` rows of `width` values sent to `peer` in
+    /// `bytes` bytes (those of messages to another host counted apart too).
+    pub(crate) fn record_sent(
+        &mut self,
+        key: StatsKey,
+        peer: usize,
+        rows: usize,
+        width: usize,
+        bytes: usize,
+        mut stats: CodecStats,
+    ) {
+        let exact = (rows * width * 4) as u64;
+        stats.rows += rows as u64;
+        stats.bytes += bytes as u64;
+        stats.exact_bytes += exact;
+        if self.comm.topology().link_class(self.comm.rank(), peer) == Some(LinkClass::Inter) {
+            stats.inter_bytes += bytes as u64;
+            stats.inter_exact_bytes += exact;
+        }
+        self.stats.add(key, &stats);
+    }
+
+    /// Adds the seconds a training call spent in its codecs beyond its messages' encoding (their
+    /// decoding, a cache's bookkeeping) to the table.
+    pub(crate) fn record_spent(&mut self, key: StatsKey, spent: Duration) {
+        add_spent(&mut self.stats, key, spent);
     }
 
     /// Encodes and posts the rows of `x` along `route`; [`ReplicaRouter::finish`] lands them.
@@ -439,14 +467,6 @@ impl<'a> ReplicaRouter<'a> {
         Ok(())
     }
 
-    /// Adds a training message's counts and its codec's stats to the table.
-    fn record_sent(&mut self, tag: Tag, route: Route, rows: usize, width: usize, bytes: usize, mut stats: CodecStats) {
-        stats.rows += rows as u64;
-        stats.bytes += bytes as u64;
-        stats.exact_bytes += (rows * width * 4) as u64;
-        self.stats.add(StatsKey { layer: tag.layer, dir: tag.dir, route }, &stats);
-    }
-
     /// Whether this call's rows skip the codecs: evaluation is exact unless asked otherwise.
     pub(crate) fn exact(&self) -> bool {
         self.pass.mode == Mode::Eval && !self.lossy_eval
@@ -479,6 +499,7 @@ impl<'a> ReplicaRouter<'a> {
         self.messages(|router, peer, bytes| {
             let list = outgoing(part, peer);
             let rows = pick(part, list, round, &mut router.picked);
+            let count = rows.len();
             // A peer's rows are often consecutive local ids: read that block in place.
             let block_rows = match consecutive(rows) {
                 Some(range) => &data[range.start * width..range.end * width],
@@ -486,12 +507,13 @@ impl<'a> ReplicaRouter<'a> {
             };
             let id = StreamId { tag, route, peer, side: Side::Encode };
             let codec = Self::codec(&mut router.codecs, &mut identity, exact, part, id, list);
+            let start = Instant::now();
             codec
                 .encode(router.pass, block_rows, width, bytes)
                 .map_err(|e| protocol(tag, "encoding rows for", peer, &e))?;
             if !exact {
-                let (stats, count) = (codec.take_stats(), rows.len());
-                router.record_sent(tag, route, count, width, bytes.len(), stats);
+                let stats = CodecStats { codec_s: start.elapsed().as_secs_f64(), ..codec.take_stats() };
+                router.record_sent(stats_key(tag, route), peer, count, width, bytes.len(), stats);
             }
             Ok(())
         })
@@ -542,8 +564,12 @@ impl<'a> ReplicaRouter<'a> {
             let id = StreamId { tag, route, peer, side: Side::Decode };
             let codec = Self::codec(&mut self.codecs, &mut identity, exact, part, id, list);
             let decode_error = |e: CodecError| protocol(tag, "decoding rows from", peer, &e);
+            let start = Instant::now();
             if let (Apply::Overwrite, Some(range)) = (apply, block(rows)) {
                 codec.decode(self.pass, bytes, width, &mut data[range]).map_err(decode_error)?;
+                if !exact {
+                    add_spent(&mut self.stats, stats_key(tag, route), start.elapsed());
+                }
                 continue;
             }
             let len = rows.len() * width;
@@ -552,6 +578,9 @@ impl<'a> ReplicaRouter<'a> {
                 self.unpacked.resize(len, 0.0);
             }
             codec.decode(self.pass, bytes, width, &mut self.unpacked[..len]).map_err(decode_error)?;
+            if !exact {
+                add_spent(&mut self.stats, stats_key(tag, route), start.elapsed());
+            }
             if round.count > 1 {
                 // A round's rows are a subset of the lists the landing index was built for
                 // (a call of several rounds has rows, so `width > 0`).
@@ -583,6 +612,16 @@ fn pick<'l>(part: &LocalGraph, list: &'l [u32], round: Round, picked: &'l mut Ve
     picked.clear();
     picked.extend(list.iter().filter(|&&l| globals[l as usize] as usize % round.count == round.index));
     picked
+}
+
+/// Where the stats of a call of `tag` along `route` are summed.
+pub(crate) fn stats_key(tag: Tag, route: Route) -> StatsKey {
+    StatsKey { layer: tag.layer, dir: tag.dir, route }
+}
+
+/// Adds `spent` seconds of codec time under `key` to `table`.
+fn add_spent(table: &mut StatsTable, key: StatsKey, spent: Duration) {
+    table.add(key, &CodecStats { codec_s: spent.as_secs_f64(), ..CodecStats::default() });
 }
 
 /// The global ids of the local rows `list` of `part`.

@@ -352,7 +352,8 @@ mod cache_tests {
         let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
         let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
         let counts = testkit::run(&book, |part, comm| {
-            let cache = ReplicaCacheOptions { threshold: Knob::new(0.5), uncached_forward_layers: 1 };
+            let cache =
+                ReplicaCacheOptions { uncached_forward_layers: 1, ..ReplicaCacheOptions::every_layer(Knob::new(0.5)) };
             let options = ExchangeOptions { replica_cache: Some(cache), ..Default::default() };
             let mut cached = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
             let mut exact =
@@ -368,7 +369,8 @@ mod cache_tests {
                 let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&a), bits(&b), "part {} scale {scale}", part.part());
             }
-            let (mine, vanilla) = (cached.take_stats().total(), exact.take_stats().total());
+            let (mine, vanilla) =
+                (cached.take_stats().without_times().total(), exact.take_stats().without_times().total());
             assert_eq!(mine, vanilla, "the uncached sync sends what the exact one sends");
             assert_eq!(mine.rows_skipped, 0);
             let mut skipped = Vec::new();
@@ -418,5 +420,41 @@ mod cache_tests {
             assert_eq!(s1.bits[usize::from(bits)], s1.rows - s1.rows_skipped);
             assert!(s2.rows_skipped < s2.rows, "a 50% move passes a 5% threshold");
         }
+    }
+
+    /// Once the cache is bypassed (and the codecs send exact rows), every sum is the exact
+    /// sync's, bit for bit and byte for byte, whatever the cache held before.
+    #[test]
+    fn a_bypassed_cache_syncs_like_the_exact_sync() {
+        let config = PartitionConfig { hosts: 2, ..PartitionConfig::new(Algorithm::RandomVertexCut, 4) };
+        let book = testkit::book(&partition_graph(&testkit::graph(), &config).unwrap());
+        testkit::run(&book, |part, comm| {
+            let exact_rows = Knob::new(false);
+            let quantized: cache_quant::CodecFactory = Arc::new(|_: &Stream| Box::new(LinearQuant::new(4).unwrap()));
+            let codecs = cache_quant::PaysOrExact::over(quantized, exact_rows.clone());
+            let cache = ReplicaCacheOptions::every_layer(Knob::new(0.05));
+            let bypass = cache.bypass.clone();
+            let options = ExchangeOptions { codecs: Some(codecs), replica_cache: Some(cache), ..Default::default() };
+            let mut cached = VertexCutExchange::new(part, comm, options).map_err(|e| e.to_string())?;
+            let mut exact =
+                VertexCutExchange::new(part, comm, ExchangeOptions::default()).map_err(|e| e.to_string())?;
+            cached.begin(Pass::train(1, 0));
+            exact.begin(Pass::train(1, 0));
+            let tag = Tag::new(1, Direction::Forward, Step::Aggregate);
+            cached.sum_replicas(tag, &mut shares(part, 1.0)).map_err(|e| e.to_string())?;
+            let through = cached.take_stats().total();
+            assert!(through.rows > 0 && through.bytes < through.exact_bytes, "the cache's quantized deltas");
+            bypass.set(true);
+            exact_rows.set(true);
+            let bits = |x: &Array2<f32>| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            for scale in [1.01, 1.3] {
+                let (mut a, mut b) = (shares(part, scale), shares(part, scale));
+                cached.sum_replicas(tag, &mut a).map_err(|e| e.to_string())?;
+                exact.sum_replicas(tag, &mut b).map_err(|e| e.to_string())?;
+                assert_eq!(bits(&a), bits(&b), "part {} scale {scale}", part.part());
+            }
+            assert_eq!(cached.take_stats().without_times(), exact.take_stats().without_times());
+            Ok(())
+        });
     }
 }

@@ -25,6 +25,8 @@ fn config(method: Method, cut: CutKind, epochs: usize) -> TrainConfig {
     let mut c = TrainConfig { method: MethodConfig::named(method), epochs, hidden: 8, ..TrainConfig::default() };
     c.distributed.workers = 3;
     c.distributed.cut = cut;
+    // The codecs' state every epoch; the judged switch resumes in `tests/compress.rs`.
+    c.distributed.compress = crate::config::Compress::Always;
     c
 }
 

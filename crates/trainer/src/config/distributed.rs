@@ -1,6 +1,6 @@
 //! The settings of the distributed methods (`[distributed]` in the TOML config; `--cut`,
 //! `--partitioner`, `--workers`, `--hosts`, `--backend`, `--topology`, `--overlap`, `--serialize-compute`,
-//! `--lossy-eval` and `--masters-only` on the command line).
+//! `--lossy-eval`, `--masters-only` and `--compress` on the command line).
 
 use std::path::Path;
 
@@ -145,6 +145,35 @@ pub struct DistributedConfig {
     /// worker].
     #[cfg_attr(feature = "clap", arg(long, value_name = "M"))]
     pub servers: Option<usize>,
+    /// Methods that compress their exchange: auto weighs, after a warm-up, the CPU seconds
+    /// their codecs take against the wire seconds the saved bytes are worth on the modeled
+    /// links, and sends exact rows for the rest of the run where compression does not pay;
+    /// always keeps the method's codecs (the papers' behaviour).
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub compress: Compress,
+}
+
+/// Whether a method that compresses its exchange keeps compressing where it does not pay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Compress {
+    /// Exact rows from the step where the codecs cost more CPU than their saved bytes are worth
+    /// on the wire.
+    #[default]
+    Auto,
+    /// The method's codecs every step.
+    Always,
+}
+
+impl Compress {
+    /// The name used on the command line, in TOML and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compress::Auto => "auto",
+            Compress::Always => "always",
+        }
+    }
 }
 
 /// How workers agree on the parameter update.
@@ -178,6 +207,7 @@ impl Default for DistributedConfig {
             lossy_eval: false,
             param_sync: ParamSync::Allreduce,
             servers: None,
+            compress: Compress::Auto,
         }
     }
 }
@@ -341,7 +371,7 @@ mod tests {
         let c: DistributedConfig = toml::from_str(
             "cut = \"vertex\"\npartitioner = \"random-vertex-cut\"\nworkers = 8\nhosts = 2\nbackend = \"mpi\"\n\
              topology = \"ecgraph\"\nbandwidth-scale = 0.01\noverlap = true\nlossy-eval = true\n\
-             serialize-compute = true\nparam-sync = \"ps\"\nservers = 3\nmasters-only = true\n",
+             serialize-compute = true\nparam-sync = \"ps\"\nservers = 3\nmasters-only = true\ncompress = \"always\"\n",
         )
         .unwrap();
         let expected = DistributedConfig {
@@ -360,6 +390,7 @@ mod tests {
             lossy_eval: true,
             param_sync: ParamSync::Ps,
             servers: Some(3),
+            compress: Compress::Always,
         };
         assert_eq!(c, expected);
         assert_eq!(c.param_servers(), Some(3));

@@ -29,7 +29,7 @@ use graph_partition::book::CutKind;
 use serde::{Deserialize, Serialize};
 
 pub use device::{Device, UnknownDevice};
-pub use distributed::{Backend, DistributedConfig, ParamSync, UnknownBackend};
+pub use distributed::{Backend, Compress, DistributedConfig, ParamSync, UnknownBackend};
 pub use keys::{default_text, is_distributed, owners, sections_of};
 pub use memory::{MemoryConfig, parse_size};
 // The registry and every method's settings: adding a method edits its registry line, not this file.

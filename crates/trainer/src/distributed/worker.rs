@@ -325,6 +325,7 @@ fn stats_json(table: &StatsTable) -> Value {
             "bytes_fraction": s.bytes_fraction(),
             "relative_error": s.relative_error(),
             "bits": bits,
+            "codec_s": s.codec_s,
         })
     };
     let mut out: serde_json::Map<String, Value> = table.entries().map(|(k, s)| (k.to_string(), entry(s))).collect();

@@ -23,10 +23,15 @@
 //! controller that needs collectives or the local graph implements `Controller::after_step_in`
 //! (it gets a [`ControlCtx`]: communicator, `AggGraph`); one that follows the global accuracies
 //! implements `after_eval`.
+//!
+//! Every method that cuts its exchange's traffic has its stack judged ([`compress`]): where its
+//! codecs cost more CPU than the wire seconds they save on the modeled links, it sends exact rows
+//! from then on (`[distributed] compress = "always"` keeps the codecs).
 
 pub(crate) mod adaqp;
 pub(crate) mod adgraph;
 pub(crate) mod cdfgnn;
+pub mod compress;
 pub(crate) mod data_parallel;
 pub(crate) mod ecgraph;
 pub(crate) mod featpart;
@@ -272,6 +277,13 @@ pub trait Controller: Send {
     /// Fields for `final.method.controller` after the last epoch (run totals).
     fn final_fields(&mut self) -> Option<Value> {
         None
+    }
+
+    /// The training steps after which the settings it gives the codecs are, as far as their cost
+    /// goes, those of the rest of the run (AdaQP's: up to its first bit-width assignment); the
+    /// judge of compression's cost ([`compress`]) weighs the steps after them.
+    fn settled_after(&self) -> usize {
+        0
     }
 
     /// Appends what the controller carries from one epoch to the next (its settings, moving

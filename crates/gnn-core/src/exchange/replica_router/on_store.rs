@@ -20,11 +20,11 @@
 
 use std::time::Instant;
 
-use cache_quant::{CodecError, Encoding, IdentityCodec, Measured, Route, Side, StreamId};
+use cache_quant::{CodecError, CodecStats, Encoding, IdentityCodec, Measured, Route, Side, StreamId};
 
 use super::{
     CallKind, ExchangeError, InFlight, Messages, Pending, Put, ReplicaRouter, Round, Tag, globals, lists, not_a_kernel,
-    pick, protocol,
+    pick, protocol, stats_key,
 };
 use crate::exchange::landing::Apply;
 use crate::exchange::row_store::{BusBytes, RowStore, StoreError};
@@ -221,10 +221,11 @@ impl ReplicaRouter<'_> {
         let start = Instant::now();
         let kernel = codec.kernel().ok_or_else(|| not_a_kernel(tag, peer))?;
         let (len, measured) = write(rows).map_err(|source| ExchangeError::Store { tag, source })?;
-        kernel.sent(encoding, count, measured, start.elapsed());
+        let spent = start.elapsed();
+        kernel.sent(encoding, count, measured, spent);
         if !exact {
-            let stats = codec.take_stats();
-            self.record_sent(tag, route, count, width, len, stats);
+            let stats = CodecStats { codec_s: spent.as_secs_f64(), ..codec.take_stats() };
+            self.record_sent(stats_key(tag, route), peer, count, width, len, stats);
         }
         Ok(len)
     }
@@ -310,6 +311,9 @@ impl ReplicaRouter<'_> {
                     kernel.received(pass, encoding, &bytes, width, start.elapsed());
                     bus.down += bytes.len() as u64;
                 }
+            }
+            if !exact {
+                self.record_spent(stats_key(tag, route), start.elapsed());
             }
         }
         if let Messages::Host(received) = arrived {

@@ -258,6 +258,11 @@ fn report(
 }
 
 impl Controller for AdaqpController {
+    /// The uniform initial widths hold until the first assignment.
+    fn settled_after(&self) -> usize {
+        if self.settings.bits.assigned() { self.settings.assign_period } else { 0 }
+    }
+
     fn save_state(&self, out: &mut Vec<u8>) -> Result<(), StateError> {
         // The assignment runs at epochs that are multiples of its period, so the table in force
         // and the traces summed since the last assignment are all it carries.

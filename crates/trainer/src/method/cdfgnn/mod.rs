@@ -52,7 +52,7 @@ impl MethodDef for Def {
             }
             let threshold = Knob::new(settings.eps as f32);
             let controller = EpsController::new(&settings, threshold.clone());
-            let cache = ReplicaCacheOptions { threshold, uncached_forward_layers };
+            let cache = ReplicaCacheOptions { uncached_forward_layers, ..ReplicaCacheOptions::every_layer(threshold) };
             ExchangeStack { codecs, controller: Some(Box::new(controller)), replica_cache: Some(cache) }
         }));
         parts

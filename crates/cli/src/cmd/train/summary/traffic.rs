@@ -1,7 +1,8 @@
 //! What a run with more than one worker sent, and what it cost on the modeled cluster, for the
 //! summary line: the traffic per epoch; as the method has them, its layers' exchange against the
-//! exact one (bytes and their fraction, rows sent, mean bits of the sent rows), featpart's tau and
-//! fetches, what `--overlap` saved; then the modeled epoch and its communication share, with the
+//! exact one (bytes and their fraction, rows sent, mean bits of the sent rows), the verdict of the
+//! judge of compression's cost (`trainer::method::compress`), featpart's tau and fetches, what
+//! `--overlap` saved; then the modeled epoch and its communication share, with the
 //! compute measure it was built on (`trainer::measure`).
 
 use serde_json::Value;
@@ -28,6 +29,9 @@ pub fn traffic(report: &Report) -> Option<String> {
     let method = f.method.as_ref().unwrap_or(&Value::Null);
     if f.bytes_exchange > 0 {
         clauses.push(exchange(per_epoch(f.bytes_exchange as f64), method));
+    }
+    if let Some(verdict) = compress(method) {
+        clauses.push(verdict);
     }
     if let Some(tau) = tau(method) {
         clauses.push(tau);
@@ -86,6 +90,17 @@ fn exchange(per_epoch: f64, method: &Value) -> String {
     line
 }
 
+/// What the judge of compression's cost decided and why (`None` for a method it does not judge):
+/// exact rows from an epoch, or the codecs kept; a run too short for it says when it would have.
+fn compress(method: &Value) -> Option<String> {
+    let judge = method["controller"].get("compress")?;
+    match (judge["reason"].as_str(), judge["decides_after_epoch"].as_u64()) {
+        (Some(reason), _) => Some(reason.to_string()),
+        (None, Some(after)) => Some(format!("compression not judged (the judge decides after epoch {after})")),
+        (None, None) => None,
+    }
+}
+
 /// The mean bit-width of a `{bits: rows}` histogram (`None` when empty).
 fn mean_bits(histogram: &Value) -> Option<f64> {
     let (rows, weighted) = histogram.as_object()?.iter().fold((0.0, 0.0), |(rows, weighted), (bits, n)| {
@@ -134,6 +149,17 @@ mod tests {
         assert!(line.contains("31.0% of its rows sent") && line.contains("7.00 bits a value"), "{line}");
         // An exact exchange counts no codec stats: bytes only.
         assert_eq!(exchange(2048.0, &Value::Null), "exchange 2.0 KiB per epoch");
+    }
+
+    #[test]
+    fn the_judges_verdict_is_told_as_it_reads() {
+        let reason = "exact rows from epoch 5: codec 1.200 ms a step > 0.100 ms of wire saved";
+        let judged = json!({"controller": {"bits": "adaptive", "compress": {"exact": true, "reason": reason}}});
+        assert_eq!(compress(&judged).as_deref(), Some(reason));
+        let early = json!({"controller": {"compress": {"exact": false, "decides_after_epoch": 4}}});
+        assert_eq!(compress(&early).unwrap(), "compression not judged (the judge decides after epoch 4)");
+        assert_eq!(compress(&json!({"controller": {"bits": "8"}})), None, "compress = always: no judge");
+        assert_eq!(compress(&Value::Null), None);
     }
 
     #[test]
