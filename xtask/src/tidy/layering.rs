@@ -5,7 +5,8 @@ use toml::{Table, Value};
 use super::{assert_clean, dependency_package, dependency_tables, read_toml, subdirectories, workspace_root};
 
 /// Halo's crates from the bottom layer (0) up; every folder under `crates/` must be listed.
-const LAYERS: [&str; 6] = ["graph-partition", "comm-hierarchy", "cache-quant", "gnn-core", "trainer", "cli"];
+/// `python` (the Python package) sits on `trainer`, beside `cli`.
+const LAYERS: [&str; 7] = ["graph-partition", "comm-hierarchy", "cache-quant", "gnn-core", "trainer", "python", "cli"];
 
 fn layer_of(package: &str) -> Option<usize> {
     LAYERS.iter().position(|&l| l == package)
