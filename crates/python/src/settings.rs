@@ -1,7 +1,9 @@
 //! `halo.train`'s settings: keyword arguments written as the TOML document `halo train --config`
 //! reads, then read and validated by the same code (`TrainConfig::from_toml_str`). Keys take
 //! `_` for `-` (`weight_decay` is `weight-decay`); a dict is a TOML section
-//! (`distributed={"workers": 4}` is `[distributed] workers = 4`).
+//! (`distributed={"workers": 4}` is `[distributed] workers = 4`), and a method's settings sit at
+//! the top level beside `method` (`method="adaqp", adaqp={"bits": 4}` is `[method] name =
+//! "adaqp"` with `[method.adaqp] bits = 4`).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -19,7 +21,7 @@ const FROM_THE_DATASET: [(&str, &str); 2] = [
 
 /// The validated configuration of `settings`.
 pub fn config(settings: &Bound<'_, PyDict>) -> PyResult<TrainConfig> {
-    let table = table(settings, "")?;
+    let table = with_method_tables(table(settings, "")?);
     for (key, why) in FROM_THE_DATASET {
         if table.contains_key(key) {
             return Err(value_error(format!("setting `{key}`: {why}")));
@@ -27,6 +29,41 @@ pub fn config(settings: &Bound<'_, PyDict>) -> PyResult<TrainConfig> {
     }
     let text = toml::to_string(&table).map_err(|e| value_error(format!("settings: {e}")))?;
     TrainConfig::from_toml_str(&text, "settings").map_err(|err| value_error(message(err)))
+}
+
+/// `table` with each method's settings table moved under `method`, as the TOML holds them.
+fn with_method_tables(mut table: Table) -> Table {
+    let defaults = toml::Table::try_from(TrainConfig::default()).unwrap_or_default();
+    let Some(Value::Table(methods)) = defaults.get("method") else { return table };
+    let mut method = match table.remove("method") {
+        Some(Value::String(name)) => Table::from_iter([("name".to_string(), Value::String(name))]),
+        Some(Value::Table(given)) => given,
+        Some(other) => {
+            table.insert("method".into(), other);
+            return table;
+        }
+        None => Table::new(),
+    };
+    let mut moved = false;
+    for folder in methods.keys().filter(|key| *key != "name") {
+        if let Some(settings @ Value::Table(_)) = table.remove(folder) {
+            method.insert(folder.clone(), settings);
+            moved = true;
+        }
+    }
+    match method.remove("name") {
+        // `method = "name"` alone stays as given, so that errors name the key given.
+        Some(name) if !moved && method.is_empty() => {
+            table.insert("method".into(), name);
+        }
+        name => {
+            method.extend(name.map(|name| ("name".to_string(), name)));
+            if !method.is_empty() {
+                table.insert("method".into(), Value::Table(method));
+            }
+        }
+    }
+    table
 }
 
 /// The CLI's message, less the line of the TOML text (which the caller never saw).

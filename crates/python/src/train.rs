@@ -1,11 +1,15 @@
 //! `halo.train`'s native half: one run of `trainer::run_on` with the interpreter released.
 //!
-//! The observer holds every epoch, shows the progress display of `halo train`, and at each
-//! epoch's end takes the interpreter back for a moment: to run Python's signal handlers (Ctrl-C
-//! raises `KeyboardInterrupt` there) and the `on_epoch` callback. Either may stop the run, which
-//! then ends before its next epoch ([`EpochObserver::stop_requested`]) with the epochs so far.
+//! The run trains on a thread of its own. The calling thread, which Python's signal handlers
+//! run on, waits for it with the interpreter released and takes the interpreter back every few
+//! milliseconds to run them: Ctrl-C's `KeyboardInterrupt` asks the run to stop. The observer
+//! holds every epoch, shows the progress display of `halo train` and calls the `on_epoch`
+//! callback, which may stop the run too. A stopped run ends before its next epoch
+//! ([`EpochObserver::stop_requested`]) with the epochs so far.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use graph_partition::Dataset;
 use graph_partition::fs::write_atomic;
@@ -19,6 +23,9 @@ use crate::dataset::NativeDataset;
 use crate::model::NativeModel;
 use crate::{settings, value_error};
 
+/// How often the waiting thread runs Python's signal handlers.
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
+
 /// Why a run ended before its last epoch.
 enum Stop {
     /// `on_epoch` returned `False`.
@@ -28,17 +35,19 @@ enum Stop {
 }
 
 /// The epoch observer of a run from Python.
-struct Observer {
+struct Observer<'s> {
     display: trainer::progress::Progress,
     callback: Option<Py<PyAny>>,
     epochs: Vec<EpochRecord>,
+    /// Set by the callback.
     stop: Option<Stop>,
+    /// Set by the waiting thread when a signal handler raised.
+    interrupted: &'s AtomicBool,
 }
 
-impl Observer {
-    /// Python's part of an epoch's end: its signal handlers, then the callback.
-    fn at_epoch_end(&mut self, py: Python<'_>, record: &EpochRecord) -> PyResult<()> {
-        py.check_signals()?;
+impl Observer<'_> {
+    /// The callback's part of an epoch's end.
+    fn call_back(&mut self, py: Python<'_>, record: &EpochRecord) -> PyResult<()> {
         let Some(callback) = &self.callback else { return Ok(()) };
         let text = serde_json::to_string(record).map_err(|e| value_error(e.to_string()))?;
         let record = py.import("json")?.getattr("loads")?.call1((text,))?;
@@ -50,12 +59,13 @@ impl Observer {
     }
 }
 
-impl EpochObserver for Observer {
+impl EpochObserver for Observer<'_> {
     fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
         self.epochs.push(record.clone());
         self.display.on_epoch(record, best);
         if self.stop.is_none()
-            && let Err(err) = Python::attach(|py| self.at_epoch_end(py, record))
+            && self.callback.is_some()
+            && let Err(err) = Python::attach(|py| self.call_back(py, record))
         {
             self.stop = Some(Stop::Raised(err));
         }
@@ -66,7 +76,7 @@ impl EpochObserver for Observer {
     }
 
     fn stop_requested(&self) -> bool {
-        self.stop.is_some()
+        self.stop.is_some() || self.interrupted.load(Ordering::Relaxed)
     }
 }
 
@@ -96,19 +106,35 @@ pub fn train(
     terminal: bool,
 ) -> PyResult<NativeRun> {
     let config = settings::config(settings)?;
+    let interrupted = AtomicBool::new(false);
+    let signal: Mutex<Option<PyErr>> = Mutex::new(None);
     let mut observer = Observer {
         display: trainer::progress::Progress::new(config.epochs, !progress, terminal),
         callback: on_epoch,
         epochs: Vec::new(),
         stop: None,
+        interrupted: &interrupted,
     };
     let data = Arc::clone(&dataset.dataset);
     let outcome = py.detach(|| {
-        let prepared = prepared(&config, &data);
-        trainer::run_on(&config, &prepared, LocalOptions::default(), &mut observer)
+        std::thread::scope(|scope| {
+            let run = scope.spawn(|| {
+                let prepared = prepared(&config, &data);
+                trainer::run_on(&config, &prepared, LocalOptions::default(), &mut observer)
+            });
+            while !run.is_finished() {
+                std::thread::park_timeout(SIGNAL_POLL);
+                if let Err(err) = Python::attach(|py| py.check_signals()) {
+                    signal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(err);
+                    interrupted.store(true, Ordering::Relaxed);
+                }
+            }
+            run.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
     });
     observer.display.finish();
-    match (outcome, observer.stop) {
+    let signal = signal.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match (outcome, observer.stop.or(signal.map(Stop::Raised))) {
         (Ok(report), _) => {
             let text = keep(&config, &to_json(&report).map_err(|e| value_error(e.to_string()))?)?;
             let model = model_of(py, &report, dataset)?;

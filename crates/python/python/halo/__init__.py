@@ -369,6 +369,7 @@ def _check_report_path(settings: Dict[str, Any]) -> None:
 
 def train(
     dataset: Union[Dataset, PathLike],
+    /,
     *,
     on_epoch: Optional[Callable[[Dict[str, Any]], Optional[bool]]] = None,
     progress: bool = True,
@@ -379,12 +380,14 @@ def train(
     Args:
         dataset: a :class:`Dataset`, or a folder or name that :meth:`Dataset.open` opens.
         on_epoch: called with each epoch's record (a dict, as in the report) when the epoch
-            ends; returning ``False`` stops the run before its next epoch.
+            ends; returning ``False`` stops the run before its next epoch (the workers of a
+            distributed run may finish the epoch they are in).
         progress: show progress on stderr: a bar on a terminal, else a line every few seconds.
         **settings: the keys of ``halo train --config`` (TOML), with ``_`` for ``-``:
             ``model="gat"``, ``epochs=50``, ``weight_decay=5e-4``, ``method="adaqp"``,
-            ``distributed={"workers": 4, "hosts": 2}``, ``adaqp={"bits": "adaptive"}``,
-            ``report="run.json"``. They are read and validated by the same code as the CLI's.
+            ``distributed={"workers": 4, "hosts": 2}``, ``adaqp={"bits": "adaptive"}`` (a
+            method's table, ``[method.adaqp]`` in TOML), ``report="run.json"``. They are read
+            and validated by the same code as the CLI's.
 
     Raises:
         ValueError: an unknown key or a wrong value (the CLI's message), or a dataset the run
