@@ -103,7 +103,7 @@ mod tests {
         let v = check(&crates);
         assert_eq!(v.len(), 4, "{v:#?}");
         assert!(v[0].contains("`graph-partition` (layer 0) depends on `trainer` (layer 4) in [dependencies]"));
-        assert!(v[1].contains("`comm-hierarchy` (layer 1) depends on `cli` (layer 5) in [dev-dependencies]"));
+        assert!(v[1].contains("`comm-hierarchy` (layer 1) depends on `cli` (layer 6) in [dev-dependencies]"));
         assert!(v[2].contains("`cache-quant` (layer 2) depends on `gnn-core` (layer 3) in [build-dependencies]"));
         assert!(v[3].contains("in [target.'cfg(unix)'.dependencies]"));
     }

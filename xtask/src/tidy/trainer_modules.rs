@@ -381,7 +381,7 @@ mod tests {
         assert!(v[0].contains("train_loop.rs: `crate::export::TrainedModel` reaches up from `train_loop` (layer 9)"));
         assert!(v[1].contains("checkpoint/store.rs: `crate::train_loop::Best` reaches up"), "{v:#?}");
         assert!(v[2].contains("error/mod.rs: `crate::distributed::DistError` reaches up"));
-        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 15) to `run` (layer 18)"));
+        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 16) to `run` (layer 19)"));
         assert!(v[4].contains("config/memory.rs: `crate::method::HaloFeatures` reaches up from `config`"));
     }
 
