@@ -2,10 +2,10 @@
 //! around it (`python/halo/`) is the public interface; this module holds the parts that run in
 //! Rust, each over the trainer's and graph-partition's own code:
 //!
-//! - [`dataset`]: a dataset from arrays, from a dataset folder, to a dataset folder;
-//! - [`settings`]: `halo.train`'s keyword arguments read as the TOML keys of `halo train --config`;
-//! - [`train`]: a training run with the interpreter released, its report and model;
-//! - [`model`]: trained weights, prediction, safetensors files.
+//! - `dataset`: a dataset from arrays, from a dataset folder, to a dataset folder;
+//! - `settings`: `halo.train`'s keyword arguments read as the TOML keys of `halo train --config`;
+//! - `train`: a training run with the interpreter released, its report and model;
+//! - `model`: trained weights, prediction, safetensors files.
 
 mod dataset;
 mod model;

@@ -1,5 +1,5 @@
 //! Progress of a training run on stderr: a bar on a terminal; off a terminal (a log file, a batch
-//! job, a notebook) one plain line per epoch, at most one every [`LINE_EVERY`]; nothing when
+//! job, a notebook) one plain line per epoch, at most one every 5 s (`LINE_EVERY`); nothing when
 //! quiet. `halo train` and the Python package show it.
 
 use std::time::{Duration, Instant};
