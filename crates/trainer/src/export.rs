@@ -17,12 +17,13 @@ use std::path::{Path, PathBuf};
 use gnn_core::{AggGraph, ForwardCtx, Model, ModelConfig, NoExchange};
 use graph_partition::fs::{WriteError, write_atomic};
 use graph_partition::{Dataset, Labels};
+use ndarray::Array2;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::report::Report;
+use crate::report::{Report, TrainedModel};
 use crate::train_loop::{EvalStats, accuracies};
 use gnn_core::objective::Objective;
 
@@ -91,6 +92,26 @@ const META_MODEL: &str = "halo.model";
 /// dataset from (made absolute here).
 pub fn save(path: &Path, report: &Report, dataset_dir: Option<&Path>) -> Result<(), ExportError> {
     let trained = report.trained.as_ref().ok_or(ExportError::NoModel)?;
+    write(path, trained, &sidecar_of(report, trained, dataset_dir))
+}
+
+/// The sidecar of `trained`, the model of `report`; `dataset_dir` as in [`save`].
+pub fn sidecar_of(report: &Report, trained: &TrainedModel, dataset_dir: Option<&Path>) -> Sidecar {
+    Sidecar {
+        model: trained.config.clone(),
+        train: report.config.clone(),
+        dataset: report.dataset.clone(),
+        dataset_dir: dataset_dir.map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
+        dataset_fingerprint: dataset_dir.and_then(|dir| Dataset::source_fingerprint(dir).ok()),
+        epoch: trained.epoch,
+        val_acc: report.final_.best_val_acc,
+        test_acc: report.final_.test_acc_at_best_val,
+    }
+}
+
+/// Writes the weights of `trained` to `path` (safetensors) and `sidecar` beside it, each through
+/// a temporary file and a rename.
+pub fn write(path: &Path, trained: &TrainedModel, sidecar: &Sidecar) -> Result<(), ExportError> {
     let invalid = |detail: String| ExportError::Invalid { path: path.to_path_buf(), detail };
     let model = Model::new(trained.config.clone()).map_err(|e| invalid(e.to_string()))?;
     let bytes: Vec<u8> = trained.params.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -105,17 +126,7 @@ pub fn save(path: &Path, report: &Report, dataset_dir: Option<&Path>) -> Result<
     let config = serde_json::to_string(&trained.config).expect("a model configuration serialises");
     let metadata = HashMap::from([(META_MODEL.to_string(), config), ("format".to_string(), "pt".to_string())]);
     let file = safetensors::serialize(tensors, Some(metadata)).map_err(|e| invalid(e.to_string()))?;
-    let sidecar = Sidecar {
-        model: trained.config.clone(),
-        train: report.config.clone(),
-        dataset: report.dataset.clone(),
-        dataset_dir: dataset_dir.map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
-        dataset_fingerprint: dataset_dir.and_then(|dir| Dataset::source_fingerprint(dir).ok()),
-        epoch: trained.epoch,
-        val_acc: report.final_.best_val_acc,
-        test_acc: report.final_.test_acc_at_best_val,
-    };
-    let json = serde_json::to_string_pretty(&sidecar).expect("a sidecar serialises") + "\n";
+    let json = serde_json::to_string_pretty(sidecar).expect("a sidecar serialises") + "\n";
     let write = |target: &Path, contents: &[u8]| {
         write_atomic(target, |tmp| std::fs::write(tmp, contents))
             .map_err(|WriteError { action, path, source }| ExportError::Io { action, path, source })
@@ -170,6 +181,25 @@ pub struct Predictions {
 /// Runs `model` over the whole of `dataset` (prepared as the model's training run prepared its
 /// own: same feature normalisation) in inference mode.
 pub fn predict(model: &mut Model, dataset: &Dataset) -> Result<Predictions, TrainError> {
+    let logits = logits(model, dataset)?;
+    let eval = accuracies(&Objective::new(&dataset.labels), &logits, &dataset.splits)?;
+    let labels = logits
+        .rows()
+        .into_iter()
+        .map(|row| match &dataset.labels {
+            Labels::Classes(_) => {
+                let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
+                vec![best as u32]
+            }
+            Labels::MultiLabel(_) => row.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(i, _)| i as u32).collect(),
+        })
+        .collect();
+    Ok(Predictions { labels, eval })
+}
+
+/// The logits of `model` on every vertex of `dataset` (prepared as for [`predict`]), one row
+/// per vertex.
+pub fn logits(model: &mut Model, dataset: &Dataset) -> Result<Array2<f32>, TrainError> {
     let (in_dim, out_dim) = (model.config().in_dim, model.config().out_dim);
     if dataset.num_features() != in_dim || dataset.num_classes != out_dim {
         return Err(TrainError::Parts {
@@ -183,20 +213,7 @@ pub fn predict(model: &mut Model, dataset: &Dataset) -> Result<Predictions, Trai
         });
     }
     let graph = AggGraph::single_shared(std::sync::Arc::clone(&dataset.graph))?;
-    let logits = model.forward(&graph, &dataset.features, &mut NoExchange, ForwardCtx::eval())?;
-    let eval = accuracies(&Objective::new(&dataset.labels), logits, &dataset.splits)?;
-    let labels = logits
-        .rows()
-        .into_iter()
-        .map(|row| match &dataset.labels {
-            Labels::Classes(_) => {
-                let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
-                vec![best as u32]
-            }
-            Labels::MultiLabel(_) => row.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(i, _)| i as u32).collect(),
-        })
-        .collect();
-    Ok(Predictions { labels, eval })
+    Ok(model.forward(&graph, &dataset.features, &mut NoExchange, ForwardCtx::eval())?.clone())
 }
 
 #[cfg(test)]

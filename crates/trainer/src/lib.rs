@@ -14,6 +14,7 @@
 //!   (backend, compute gate, starting them), each rank's dataset, clock and checkpoints, and the
 //!   one place a report is put together.
 //! - [`report`]: the report contract of `docs/ARCHITECTURE.md`.
+//! - [`progress`]: the progress display of a run on stderr.
 //! - [`data`], [`features`], [`memory`]: dataset lookup, feature preprocessing, peak memory;
 //!   [`measure`]: how workers' compute is measured.
 //!
@@ -46,6 +47,7 @@ pub mod memory;
 pub mod method;
 pub mod minibatch;
 pub mod plan;
+pub mod progress;
 pub mod report;
 mod run;
 pub mod single;

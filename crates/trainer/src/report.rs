@@ -48,6 +48,33 @@ pub struct Report {
     pub trained: Option<TrainedModel>,
 }
 
+/// The report of a run that did not finish: the complete report's header and epochs, no `final`,
+/// marked `"incomplete": true` with the reason.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartialReport<'a> {
+    incomplete: bool,
+    reason: &'a str,
+    model: &'a str,
+    method: &'a str,
+    seed: u64,
+    config: &'a TrainConfig,
+    epochs: &'a [EpochRecord],
+}
+
+impl<'a> PartialReport<'a> {
+    /// The report of a run of `config` that finished `epochs` and then ended for `reason`.
+    pub fn new(config: &'a TrainConfig, epochs: &'a [EpochRecord], reason: &'a str) -> Self {
+        let (model, method) = (config.model.as_str(), config.method.name.as_str());
+        Self { incomplete: true, reason, model, method, seed: config.seed, config, epochs }
+    }
+}
+
+/// A report's text: pretty JSON of the typed value and a newline (a `serde_json::Value` would
+/// widen the `f32` settings, printing `0.01` as `0.009999999776482582`).
+pub fn to_json(report: &impl Serialize) -> serde_json::Result<String> {
+    Ok(serde_json::to_string_pretty(report)? + "\n")
+}
+
 /// Partition quality, as `halo partition` measures it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartitionSummary {

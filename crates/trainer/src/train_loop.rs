@@ -20,8 +20,8 @@ use ndarray::Array2;
 
 use crate::checkpoint::{Checkpoints, WorkerState};
 use crate::config::TrainConfig;
-use crate::error::CheckpointError;
 use crate::error::TrainError;
+use crate::error::{CheckpointError, Stopped};
 use crate::report::{Best, DeviceEpoch, EpochRecord, FinalRecord, GRAD_SYNC_PHASES, TrainedModel, is_exchange_phase};
 use gnn_core::objective::{Hits, Objective};
 
@@ -125,6 +125,12 @@ pub trait EpochObserver {
     fn shows_progress(&self) -> bool {
         false
     }
+
+    /// Whether the run should end before its next epoch. [`train_loop_with`] asks after every
+    /// epoch and then fails with [`Stopped`]; the epochs so far are the ones this observer saw.
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 /// An observer that ignores everything.
@@ -174,11 +180,12 @@ pub fn train_loop<S: Strategy>(
     opts: LoopOptions,
     observer: &mut dyn EpochObserver,
 ) -> Result<LoopOutcome, S::Error> {
-    run_epochs(strategy, opts, observer, Start::default(), |_, _, _, _, _| Ok(()))
+    run_epochs(strategy, opts, observer, Start::default(), None, |_, _, _, _, _| Ok(()))
 }
 
-/// [`train_loop`] that starts from `checkpoints.resume` when there is one and writes a
-/// checkpoint through `checkpoints.writer` after every epoch it is due.
+/// [`train_loop`] that starts from `checkpoints.resume` when there is one, writes a checkpoint
+/// through `checkpoints.writer` after every epoch it is due, and ends with [`Stopped`] when the
+/// observer asks for it ([`EpochObserver::stop_requested`]).
 pub fn train_loop_with<S: Strategy>(
     strategy: &mut S,
     opts: LoopOptions,
@@ -186,7 +193,7 @@ pub fn train_loop_with<S: Strategy>(
     checkpoints: Checkpoints<'_>,
 ) -> Result<LoopOutcome, S::Error>
 where
-    S::Error: From<CheckpointError>,
+    S::Error: From<CheckpointError> + From<Stopped>,
 {
     let Checkpoints { writer, resume } = checkpoints;
     if let Some(writer) = &writer
@@ -207,7 +214,8 @@ where
         start.epochs = resume.epochs;
         start.best = resume.best;
     }
-    run_epochs(strategy, opts, observer, start, |strategy, epoch, epochs, best, trained| {
+    let stop = |after_epoch| Stopped { after_epoch }.into();
+    run_epochs(strategy, opts, observer, start, Some(&stop), |strategy, epoch, epochs, best, trained| {
         let Some(writer) = writer.as_ref().filter(|w| w.due(epoch)) else {
             return Ok(());
         };
@@ -225,12 +233,14 @@ struct Start {
     trained: Option<TrainedModel>,
 }
 
-/// The loop itself; `after_epoch` runs once each epoch is recorded (the checkpoint hook).
+/// The loop itself; `after_epoch` runs once each epoch is recorded (the checkpoint hook), and
+/// `stop` gives the error that ends the run when the observer asks (`None`: it is not asked).
 fn run_epochs<S, H>(
     strategy: &mut S,
     opts: LoopOptions,
     observer: &mut dyn EpochObserver,
     start: Start,
+    stop: Option<&dyn Fn(usize) -> S::Error>,
     mut after_epoch: H,
 ) -> Result<LoopOutcome, S::Error>
 where
@@ -248,6 +258,9 @@ where
     epochs.reserve(opts.epochs.saturating_sub(epochs.len()));
     let mut stopped_early = false;
     for epoch in first..=opts.epochs {
+        if let Some(stop) = stop.filter(|_| observer.stop_requested()) {
+            return Err(stop(epoch - 1));
+        }
         let start = Instant::now();
         let step = strategy.train_step(epoch)?;
         let wall_s = start.elapsed().as_secs_f64();

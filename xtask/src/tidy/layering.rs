@@ -5,7 +5,8 @@ use toml::{Table, Value};
 use super::{assert_clean, dependency_package, dependency_tables, read_toml, subdirectories, workspace_root};
 
 /// Halo's crates from the bottom layer (0) up; every folder under `crates/` must be listed.
-const LAYERS: [&str; 6] = ["graph-partition", "comm-hierarchy", "cache-quant", "gnn-core", "trainer", "cli"];
+/// `python` (the Python package) sits on `trainer`, beside `cli`.
+const LAYERS: [&str; 7] = ["graph-partition", "comm-hierarchy", "cache-quant", "gnn-core", "trainer", "python", "cli"];
 
 fn layer_of(package: &str) -> Option<usize> {
     LAYERS.iter().position(|&l| l == package)
@@ -102,7 +103,7 @@ mod tests {
         let v = check(&crates);
         assert_eq!(v.len(), 4, "{v:#?}");
         assert!(v[0].contains("`graph-partition` (layer 0) depends on `trainer` (layer 4) in [dependencies]"));
-        assert!(v[1].contains("`comm-hierarchy` (layer 1) depends on `cli` (layer 5) in [dev-dependencies]"));
+        assert!(v[1].contains("`comm-hierarchy` (layer 1) depends on `cli` (layer 6) in [dev-dependencies]"));
         assert!(v[2].contains("`cache-quant` (layer 2) depends on `gnn-core` (layer 3) in [build-dependencies]"));
         assert!(v[3].contains("in [target.'cfg(unix)'.dependencies]"));
     }

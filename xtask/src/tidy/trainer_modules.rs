@@ -16,7 +16,7 @@ use super::source::code_lines;
 use super::{assert_clean, rust_files, workspace_root};
 
 /// The trainer's top-level modules, bottom to top.
-const ORDER: [&str; 20] = [
+const ORDER: [&str; 21] = [
     "config",      // every setting, TOML loading and validation
     "features",    // feature preprocessing
     "data",        // the dataset a run trains on, and where it comes from (`Source`)
@@ -27,6 +27,7 @@ const ORDER: [&str; 20] = [
     "report",      // the report contract, `Best`, `TrainedModel`
     "checkpoint",  // checkpoint files and exact resume
     "train_loop",  // the epoch loop every strategy runs in
+    "progress",    // the progress display on stderr
     "harness",     // under every runner: cluster, gate, clock, per-rank data, the one report
     "export",      // trained weights as safetensors, and prediction
     "method",      // what every method is made of: its parts
@@ -380,7 +381,7 @@ mod tests {
         assert!(v[0].contains("train_loop.rs: `crate::export::TrainedModel` reaches up from `train_loop` (layer 9)"));
         assert!(v[1].contains("checkpoint/store.rs: `crate::train_loop::Best` reaches up"), "{v:#?}");
         assert!(v[2].contains("error/mod.rs: `crate::distributed::DistError` reaches up"));
-        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 15) to `run` (layer 18)"));
+        assert!(v[3].contains("`crate::run_on` reaches up from `minibatch` (layer 16) to `run` (layer 19)"));
         assert!(v[4].contains("config/memory.rs: `crate::method::HaloFeatures` reaches up from `config`"));
     }
 

@@ -10,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
 use graph_partition::fs::{WriteError, write_atomic};
+pub use trainer::progress::bytes;
 
 /// Checks that `path` can be written: it is not a directory, its directory exists, and a file
 /// can be created there (creating one is the only portable test of permission). `flag` names
@@ -120,18 +121,6 @@ fn normalized(path: &Path) -> PathBuf {
     }
 }
 
-/// A byte count in binary units, three significant figures or so.
-pub fn bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = b;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{value:.0} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
 /// Seconds to three significant figures: epochs of a small graph take a fraction of a
 /// millisecond of modeled communication, those of a large one minutes.
 pub fn seconds(s: f64) -> String {
@@ -205,14 +194,6 @@ mod tests {
             Place::output_folder("--checkpoint-dir", &d.join("ck")),
         ])
         .unwrap();
-    }
-
-    #[test]
-    fn bytes_take_the_largest_unit_below_the_value() {
-        assert_eq!(bytes(0.0), "0 B");
-        assert_eq!(bytes(1023.0), "1023 B");
-        assert_eq!(bytes(1536.0), "1.5 KiB");
-        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
     }
 
     #[test]

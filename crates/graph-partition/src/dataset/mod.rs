@@ -18,6 +18,7 @@
 //! - `processed/halo-cache-v2.bin`: written by Halo after a CSV load, keyed by a hash of the
 //!   raw files' contents (see `dataset::cache`); [`LoadOptions::cache_dir`] moves it elsewhere.
 
+mod arrays;
 mod cache;
 mod error;
 mod import;
@@ -39,6 +40,7 @@ use ndarray::Array2;
 
 use crate::csr::Csr;
 
+pub use arrays::{ArrayError, Arrays, LabelArray, SplitArray};
 pub use error::{DatasetError, NpyError, ParseErrorKind};
 pub use import::{ImportFormat, ImportOptions, ImportReport, SplitOrigin, import};
 pub use summary::{DatasetSummary, DegreeStats};

@@ -116,6 +116,18 @@ pub enum TrainError {
     /// The model's backend cannot run what was asked.
     #[error("model: {0}")]
     Backend(LearnError),
+    /// The run's observer asked it to stop.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+/// A run ended before its next epoch because its observer asked it to
+/// (`crate::train_loop::EpochObserver::stop_requested`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("stopped on request after epoch {after_epoch}")]
+pub struct Stopped {
+    /// The last epoch that finished.
+    pub after_epoch: usize,
 }
 
 impl From<LearnError> for TrainError {

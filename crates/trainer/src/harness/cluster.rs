@@ -4,6 +4,7 @@
 //! report. A failing worker ends the whole run with an error naming its rank and the last epoch
 //! it finished; no worker waits forever.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use comm_hierarchy::fault::Fault;
@@ -157,17 +158,23 @@ where
     let options = ClusterOptions { timeout: config.reliability.timeout(), fault: Fault::from_env()? };
     let (sender, epochs) = mpsc::channel::<(EpochRecord, Best)>();
     let work = &work;
+    // Set once the observer asks to stop: every worker then ends before its next epoch, and the
+    // first to end fails the others' waits on it, so none is left waiting.
+    let stop = AtomicBool::new(false);
+    let stop = &stop;
     let outcome = std::thread::scope(|scope| {
         let cluster = scope.spawn(move || {
             LocalCluster::run_with_options(&topology, options, |comm| {
-                let mut forward = Forward(sender.clone());
-                let observer: &mut dyn EpochObserver = if comm.rank() == 0 { &mut forward } else { &mut () };
-                tracked(comm, observer, work, None)
+                let mut observer = Forward { sender: (comm.rank() == 0).then(|| sender.clone()), stop };
+                tracked(comm, &mut observer, work, None)
             })
         });
         // Ends when the cluster thread drops the last sender, i.e. when every worker is done.
         for (record, best) in epochs {
             observer.on_epoch(&record, &best);
+            if observer.stop_requested() {
+                stop.store(true, Ordering::Relaxed);
+            }
         }
         cluster.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     });
@@ -225,6 +232,10 @@ impl EpochObserver for Tracked<'_> {
     fn shows_progress(&self) -> bool {
         self.inner.shows_progress()
     }
+
+    fn stop_requested(&self) -> bool {
+        self.inner.stop_requested()
+    }
 }
 
 /// A worker's error as the run reports it: a failure crosses threads (or processes) as text,
@@ -252,13 +263,23 @@ impl std::fmt::Display for WithCauses {
     }
 }
 
-/// Hands rank 0's epochs to the observer on the thread that started the run.
-struct Forward(mpsc::Sender<(EpochRecord, Best)>);
+/// A worker's observer: rank 0 hands its epochs to the observer on the thread that started the
+/// run (`sender`); every worker stops when that observer asked for it (`stop`).
+struct Forward<'s> {
+    sender: Option<mpsc::Sender<(EpochRecord, Best)>>,
+    stop: &'s AtomicBool,
+}
 
-impl EpochObserver for Forward {
+impl EpochObserver for Forward<'_> {
     fn on_epoch(&mut self, record: &EpochRecord, best: &Best) {
-        // The receiver lives until the cluster finishes; a send cannot fail before that.
-        let _ = self.0.send((record.clone(), *best));
+        if let Some(sender) = &self.sender {
+            // The receiver lives until the cluster finishes; a send cannot fail before that.
+            let _ = sender.send((record.clone(), *best));
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 

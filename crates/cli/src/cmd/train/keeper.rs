@@ -13,9 +13,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
 use trainer::config::TrainConfig;
-use trainer::report::{EpochRecord, Report};
+use trainer::report::{EpochRecord, PartialReport, Report, to_json};
 
 use crate::cmd::output::write_atomically;
 
@@ -32,18 +31,6 @@ struct Kept {
     epochs: Vec<EpochRecord>,
     /// The complete report is written (or the run ended without one); nothing more to keep.
     closed: bool,
-}
-
-/// The report of a run that did not finish: the complete report's header and epochs, no `final`.
-#[derive(Serialize)]
-struct PartialReport<'a> {
-    incomplete: bool,
-    reason: &'a str,
-    model: &'a str,
-    method: &'a str,
-    seed: u64,
-    config: &'a TrainConfig,
-    epochs: &'a [EpochRecord],
 }
 
 impl Keeper {
@@ -67,7 +54,7 @@ impl Keeper {
         let mut kept = self.lock();
         kept.closed = true;
         match &kept.target {
-            Some((path, flag)) => write_atomically(path, &json(report)?, flag),
+            Some((path, flag)) => write_atomically(path, &to_json(report)?, flag),
             None => Ok(()),
         }
     }
@@ -80,17 +67,8 @@ impl Keeper {
         }
         kept.closed = true;
         let Some((path, flag)) = &kept.target else { return Ok(None) };
-        let c = &kept.config;
-        let partial = PartialReport {
-            incomplete: true,
-            reason,
-            model: c.model.as_str(),
-            method: c.method.name.as_str(),
-            seed: c.seed,
-            config: c,
-            epochs: &kept.epochs,
-        };
-        write_atomically(path, &json(&partial)?, flag)?;
+        let partial = PartialReport::new(&kept.config, &kept.epochs, reason);
+        write_atomically(path, &to_json(&partial)?, flag)?;
         Ok(Some(path.clone()))
     }
 
@@ -142,12 +120,6 @@ impl Keeper {
         // A panic elsewhere while holding the lock leaves plain data behind; keeping it is right.
         self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-/// The report text: pretty JSON of the typed value (a `serde_json::Value` would widen the `f32`
-/// settings, printing `0.01` as `0.009999999776482582`).
-fn json(value: &impl Serialize) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(value)? + "\n")
 }
 
 /// Why a run stopped on signal `name`. Under mpirun a SIGTERM usually means the launcher lost a
