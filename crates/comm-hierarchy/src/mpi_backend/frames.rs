@@ -43,8 +43,8 @@ mod tests {
         assert_eq!(announced(&header(CHUNK * 3 + 5)), Some(CHUNK * 3 + 5));
         assert_eq!(announced(&[1, 2, 3]), None, "a chunk is never taken for a header");
         assert_eq!(chunks(0).count(), 0);
-        assert_eq!(chunks(10).collect::<Vec<_>>(), [0..10]);
-        assert_eq!(chunks(CHUNK).collect::<Vec<_>>(), [0..CHUNK]);
+        assert!(chunks(10).eq(std::iter::once(0..10)));
+        assert!(chunks(CHUNK).eq(std::iter::once(0..CHUNK)));
         let pieces: Vec<_> = chunks(2 * CHUNK + 1).collect();
         assert_eq!(pieces, [0..CHUNK, CHUNK..2 * CHUNK, 2 * CHUNK..2 * CHUNK + 1]);
     }
