@@ -48,7 +48,7 @@ pub struct TableSpec {
     pub halo: PathBuf,
     pub dataset: PathBuf,
     /// The link rates, one table block each; empty: find the rate where vanilla's measured
-    /// communication share is within [`TARGET_SHARE`] ([`find_rate`]).
+    /// communication share is within [`TARGET_SHARE`] (`Runs::find_rate`).
     pub rates: Vec<Rate>,
     pub hosts: usize,
     /// Ranks per host.

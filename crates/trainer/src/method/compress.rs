@@ -1,6 +1,6 @@
 //! Compression that pays or goes (`[distributed] compress = "auto"`): every method that cuts its
 //! exchange's traffic runs its codec stack behind [`PaysOrExact`] and its controller inside a
-//! [`CostJudge`] ([`judged`], which the plan applies to every such method's stack).
+//! `CostJudge` (`judged`, which the plan applies to every such method's stack).
 //!
 //! Compression spends CPU (the codec calls on both ends, a replica cache's bookkeeping: the
 //! stats' `codec_s`) to save bytes (`exact_bytes - bytes`). The judge prices the saved bytes on
