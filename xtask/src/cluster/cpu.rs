@@ -16,8 +16,11 @@ use anyhow::{Context, Result, bail, ensure};
 
 /// The cgroup holding every host's cgroup, under the hierarchy's root.
 const PARENT: &str = "halo-cluster";
-/// The CFS period the quotas are set over, in microseconds.
-const PERIOD_US: u64 = 100_000;
+/// The CFS period the quotas are set over, in microseconds. A real host of half a core runs
+/// its ranks at half speed all the time; a quota over the kernel's default 100 ms runs them at
+/// full speed for 50 ms and stops them for 50 ms, so ranks of different hosts that meet every
+/// step wait for each other's stops. 10 ms keeps a stop below a step's message time.
+const PERIOD_US: u64 = 10_000;
 
 /// The cores of one emulated host, to a thousandth of a core (`0.5`, `1`, `1.25`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,8 +215,8 @@ mod tests {
 
     #[test]
     fn quotas_are_the_cores_share_of_the_period() {
-        assert_eq!(quota_us(0.5), 50_000);
-        assert_eq!(quota_us(2.0), 200_000);
+        assert_eq!(quota_us(0.5), 5_000);
+        assert_eq!(quota_us(2.0), 20_000);
         assert_eq!(quota_us(0.001), 1000, "the kernel's floor");
     }
 
